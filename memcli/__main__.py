@@ -1,0 +1,5 @@
+"""`python -m memcli` runs the CLI."""
+
+from memcli.cli import main
+
+main()

@@ -1,0 +1,117 @@
+"""stats and doctor: what is in a store, and whether every part of it works."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from memcli.config import ConfigError, load_config
+from memcli.store import Store
+
+
+def _size(path: Path) -> int:
+    total = 0
+    if path.is_file():
+        return path.stat().st_size
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
+
+
+def stats(store: Store) -> dict[str, Any]:
+    """Counts by type, top tags, users, projects, sizes of facts/ and .index/, trash and inbox."""
+    index = store.index
+    types: Counter[str] = Counter()
+    tags: Counter[str] = Counter()
+    projects: Counter[str] = Counter()
+    users: Counter[str] = Counter()
+    oldest = newest = None
+    for rec in index.select():
+        types[rec.get("type", "?")] += 1
+        tags.update(rec.get("tags") or [])
+        projects[rec.get("project") or "-"] += 1
+        users[rec.get("user") or "-"] += 1
+        created = rec.get("created")
+        oldest = created if oldest is None or (created and created < oldest) else oldest
+        newest = created if newest is None or (created and created > newest) else newest
+    return {
+        "store": str(store.path),
+        "memories": index.count(),
+        "types": dict(types.most_common()),
+        "top_tags": dict(tags.most_common(10)),
+        "projects": dict(projects.most_common(10)),
+        "users": dict(users.most_common(10)),
+        "oldest": oldest,
+        "newest": newest,
+        "trash": len(list(store.trash_dir.glob("*.md"))) if store.trash_dir.is_dir() else 0,
+        "inbox": len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0,
+        "malformed_files": len(index.bad_files()),
+        "facts_size": _mb(_size(store.facts_dir)),
+        "index_size": _mb(_size(store.index_dir)),
+        "embed_model": store.config.embed_model,
+        "llm_model": store.config.llm_model or "none (heuristic extraction)",
+    }
+
+
+def doctor(store: Store) -> list[dict[str, Any]]:
+    """Every check, each {check, ok, detail}; no check raises."""
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        checks.append({"check": name, "ok": ok, "detail": detail})
+
+    check("store", store.exists(), str(store.path) if store.exists() else f"no store at {store.path}")
+    if not store.exists():
+        return checks
+    try:
+        cfg = load_config(store.path)
+        check("config", True, "config.toml ok" if (store.path / "config.toml").exists() else "defaults")
+    except ConfigError as e:
+        check("config", False, str(e))
+        return checks
+    try:
+        vec = store.index.embedder.embed_one("memcli doctor probe")
+        check("embedding model", True, f"{cfg.embed_model} ({len(vec)}-d)")
+    except Exception as e:  # noqa: BLE001 - doctor reports, never raises
+        check("embedding model", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return checks
+    try:
+        report = store.index.sync()
+        index = store.index
+        files = len([p for p in store.facts_dir.glob("*.md") if not p.name.startswith(".")])
+        bad = index.bad_files()
+        rows = index.count()
+        vec_count = index.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0]
+        consistent = rows + len(bad) == files and vec_count == rows
+        detail = f"{rows} memories indexed, {files} files"
+        if report.rebuilt:
+            detail += f" (rebuilt: {report.rebuilt})"
+        check("index", consistent, detail)
+        check("malformed files", not bad, "none" if not bad else "; ".join(f"facts/{f}: {e}" for f, e in bad))
+    except Exception as e:  # noqa: BLE001
+        check("index", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if cfg.llm_model:
+        try:
+            from memcli.llm import LLM, LLMSettings
+
+            client = LLM(LLMSettings(model=cfg.llm_model, api_base=cfg.api_base, api_key=cfg.api_key,
+                                     timeout=min(cfg.llm_timeout, 20), retries=0))
+            client.ping()
+            check("llm", True, f"{cfg.llm_model} reachable" + (f" at {cfg.api_base}" if cfg.api_base else ""))
+        except Exception as e:  # noqa: BLE001
+            check("llm", False, f"{cfg.llm_model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    else:
+        check("llm", True, "none configured: heuristic extraction, no network")
+    inbox = len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0
+    check("inbox", inbox == 0, "empty" if not inbox else f"{inbox} input(s) waiting: run `memcli inbox retry`")
+    return checks

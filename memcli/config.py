@@ -1,0 +1,176 @@
+"""Store resolution and settings: defaults in one place, then config.toml, then env, then flags.
+
+Everything here is cheap to import: `search` runs through this module on every cold start.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+PROJECT_STORE_DIR = ".memcli"
+
+
+class ConfigError(Exception):
+    """A setting or store path that cannot be used; the message is shown to the user as is."""
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Weights of the one ranking function (see search.py); tuned on the LoCoMo dev split."""
+
+    similarity: float = 0.65
+    keyword: float = 0.35
+    recency: float = 0.15
+    reliability: float = 0.20
+    recency_days: float = 30.0
+    mmr_lambda: float = 0.9
+    threshold: float = 0.3
+    candidates: int = 100
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved settings for one store. Build with `load_config`; tests may use `replace`."""
+
+    embed_model: str = DEFAULT_EMBED_MODEL
+    user: str = "default"
+    llm_model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    llm_timeout: float = 60.0
+    llm_retries: int = 2
+    llm_temperature: float = 0.0
+    add_threshold: float = 0.85
+    decide_threshold: float = 0.8
+    consolidate_threshold: float = 0.95
+    contradiction_threshold: float = 0.8
+    ranking: Ranking = field(default_factory=Ranking)
+
+    def with_overrides(self, **kw: object) -> Config:
+        """Apply non-None flag values (flags beat env and file)."""
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+_ENV = {
+    "MEMCLI_EMBED_MODEL": "embed_model",
+    "MEMCLI_USER": "user",
+    "MEMCLI_LLM_MODEL": "llm_model",
+    "MEMCLI_LLM_API_BASE": "api_base",
+    "MEMCLI_LLM_API_KEY": "api_key",
+    "MEMCLI_LLM_TIMEOUT": "llm_timeout",
+    "MEMCLI_LLM_RETRIES": "llm_retries",
+}
+
+
+def _coerce(name: str, value: object, target: type | str) -> object:
+    kind = target if isinstance(target, str) else target.__name__
+    try:
+        if "float" in kind:
+            return float(value)  # type: ignore[arg-type]
+        if "int" in kind:
+            return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ConfigError(f"config: {name} must be a number, got {value!r}") from None
+    return None if value in ("", None) else str(value)
+
+
+def load_config(store: Path) -> Config:
+    """Read `<store>/config.toml` and the MEMCLI_* environment into a Config.
+
+    The file may hold top-level keys (embed_model, llm_model, api_base, user, thresholds, ...) and
+    a `[ranking]` table; `[llm]` and `[embedding]` tables with `model` keys are accepted too.
+    """
+    data: dict[str, object] = {}
+    path = store / "config.toml"
+    if path.is_file():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: invalid TOML ({e})") from None
+        data.update({k: v for k, v in raw.items() if not isinstance(v, dict)})
+        for table, prefix in (("llm", "llm_"), ("embedding", "embed_")):
+            for k, v in (raw.get(table) or {}).items():
+                key = {"model": prefix + "model", "api_base": "api_base", "api_key": "api_key"}.get(k, f"llm_{k}")
+                data[key] = v
+        ranking_raw = raw.get("ranking") or raw.get("search") or {}
+    else:
+        ranking_raw = {}
+    for env, key in _ENV.items():
+        if os.environ.get(env):
+            data[key] = os.environ[env]
+    types = {f.name: f.type for f in fields(Config)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in types or key == "ranking":
+            raise ConfigError(f"{path}: unknown setting {key!r}")
+        kwargs[key] = _coerce(key, value, types[key])
+    rtypes = {f.name: f for f in fields(Ranking)}
+    rk = {}
+    for key, value in ranking_raw.items():
+        if key not in rtypes:
+            raise ConfigError(f"{path}: unknown ranking setting {key!r}")
+        rk[key] = _coerce(key, value, rtypes[key].type)
+    return Config(**kwargs, ranking=Ranking(**rk))
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    value = os.environ.get(var)
+    return Path(value) if value else Path.home() / fallback
+
+
+def global_store() -> Path:
+    return _xdg("XDG_DATA_HOME", ".local/share") / "memcli"
+
+
+def cache_dir() -> Path:
+    """Embedding cache and model files: outside the store so deleting `.index/` costs nothing."""
+    explicit = os.environ.get("MEMCLI_CACHE_DIR")
+    return Path(explicit) if explicit else _xdg("XDG_CACHE_HOME", ".cache") / "memcli"
+
+
+def find_project_store(start: Path) -> Path | None:
+    """The nearest `.memcli/` directory in `start` or its parents, found like `.git`."""
+    for d in (start, *start.parents):
+        candidate = d / PROJECT_STORE_DIR
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def resolve_store(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """--store DIR > $MEMCLI_STORE > nearest .memcli/ > $XDG_DATA_HOME/memcli."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get("MEMCLI_STORE"):
+        return Path(os.environ["MEMCLI_STORE"]).expanduser()
+    return find_project_store(Path.cwd()) or global_store()
+
+
+def git_project(cwd: Path | None = None) -> str | None:
+    """The default project: the name of the git repository's common dir's parent.
+
+    Worktrees share one common dir, so every worktree of a repository maps to one project.
+    Returns None outside a repository or without git.
+    """
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            cwd=cwd, capture_output=True, text=True, timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    common = Path(out.stdout.strip())
+    # /repo/.git -> "repo"; a bare repo /srv/repo.git -> "repo"
+    name = common.parent.name if common.name == ".git" else common.name.removesuffix(".git")
+    return name or None

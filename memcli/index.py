@@ -1,0 +1,562 @@
+"""The sidecar in `.index/`: a SQLite catalog (+ FTS5 keyword index) and an hnswlib vector index.
+
+Derived from `facts/` and rebuildable at any time. Every command calls `sync()` first: it compares
+the directory listing (name, mtime, size) with the catalog, re-reads only files that changed,
+re-embeds only text whose hash is not in the embedding cache, and updates hnswlib in place
+(replace / `mark_deleted`, resize when full). When nothing changed it costs one `scandir` and one
+query. Writes take the store's writer lock; the vector file is written under a new generation
+name and switched in the same SQLite transaction that records it, so readers never load a vector
+file that disagrees with the catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memcli.embed import Embedder, text_hash
+from memcli.extract import normalise
+from memcli.memory import MalformedMemory, Memory
+
+SCHEMA_VERSION = "1"
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 200
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS mem (
+    label INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    fname TEXT UNIQUE NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    norm TEXT NOT NULL,
+    type TEXT, user TEXT, project TEXT, created TEXT, updated TEXT, confidence REAL,
+    tags TEXT,
+    record TEXT NOT NULL,
+    vec BLOB
+);
+CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
+CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='porter unicode61');
+"""
+
+
+class IndexError_(Exception):
+    """The sidecar cannot be used (e.g. no store); one line for the user."""
+
+
+@dataclass
+class SyncReport:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    embedded: int = 0
+    rebuilt: str | None = None  # why everything was rebuilt, if it was
+    new_bad: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def touched(self) -> bool:
+        return bool(self.added or self.changed or self.removed or self.rebuilt or self.new_bad)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Row filters shared by search, list, export, prune. Times are ISO strings (UTC, `Z`)."""
+
+    tags: tuple[str, ...] = ()
+    type: str | None = None
+    user: str | None = None
+    project: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    def sql(self) -> tuple[str, list[Any]]:
+        where, args = [], []
+        for t in self.tags:
+            where.append("tags LIKE ?")
+            args.append(f"%|{t.lower()}|%")
+        for col in ("type", "user", "project"):
+            value = getattr(self, col)
+            if value is not None:
+                where.append(f"{col} = ?")
+                args.append(value)
+        if self.since:
+            where.append("created >= ?")
+            args.append(self.since)
+        if self.until:
+            where.append("created <= ?")
+            args.append(self.until)
+        return (" AND ".join(where) or "1"), args
+
+    @property
+    def active(self) -> bool:
+        return bool(self.tags or self.type or self.user or self.project or self.since or self.until)
+
+
+def _tags_col(tags: Iterable[str]) -> str:
+    return "|" + "|".join(t.lower() for t in tags) + "|"
+
+
+def fts_body(m: Memory) -> str:
+    """What keyword search sees: the text, the tags, the domain and any code pattern."""
+    parts = [m.text, " ".join(m.tags)]
+    if m.domain:
+        parts.append(m.domain)
+    if m.code_pattern and m.code_pattern not in m.text:
+        parts.append(m.code_pattern)
+    return "\n".join(parts)
+
+
+class Index:
+    """The sidecar of one store. Open lazily; `sync()` before reading."""
+
+    def __init__(self, store: Any) -> None:  # memcli.store.Store (import cycle avoided)
+        self.store = store
+        self.dir: Path = store.index_dir
+        self._db: sqlite3.Connection | None = None
+        self._hnsw: Any = None
+        self._hnsw_file: str | None = None
+        self._embedder: Embedder | None = None
+        self.synced = False
+
+    # ------------------------------------------------------------ connections
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder(self.store.config.embed_model)
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, value: Embedder) -> None:
+        self._embedder = value
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            path = self.dir / "catalog.sqlite"
+            db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(SCHEMA)
+            except sqlite3.DatabaseError:
+                db.close()  # a corrupt catalog is derived data: drop it and rebuild
+                for suffix in ("", "-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f"{path}{suffix}")
+                db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(SCHEMA)
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._embedder is not None:
+            self._embedder.close()
+        self._hnsw = None
+
+    def meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, **kv: object) -> None:
+        self.db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in kv.items()]
+        )
+
+    # ------------------------------------------------------------ sync
+    def _scan(self) -> dict[str, tuple[int, int]]:
+        out = {}
+        try:
+            entries = os.scandir(self.store.facts_dir)
+        except FileNotFoundError:
+            return out
+        with entries:
+            for e in entries:
+                name = e.name
+                if not name.endswith(".md") or name.startswith("."):
+                    continue
+                try:
+                    st = e.stat()
+                except FileNotFoundError:
+                    continue
+                if e.is_file():
+                    out[name] = (st.st_mtime_ns, st.st_size)
+        return out
+
+    def _plan(self) -> tuple[dict[str, tuple[int, int]], list[str], list[str], str | None]:
+        disk = self._scan()
+        known = {}
+        for fname, mtime, size in self.db.execute(
+            "SELECT fname, mtime_ns, size FROM mem UNION ALL SELECT fname, mtime_ns, size FROM bad"
+        ):
+            known[fname] = (mtime, size)
+        todo = [n for n, sig in disk.items() if known.get(n) != sig]
+        gone = [n for n in known if n not in disk]
+        why = None
+        model, dim = self.meta("model"), self.meta("dim")
+        if self.meta("schema") != SCHEMA_VERSION and known:
+            why = "the index format changed"
+        elif model is not None and (model != self.store.config.embed_model):
+            why = f"the embedding model changed ({model} -> {self.store.config.embed_model})"
+        elif known and model is None:
+            why = "the index has no model record"
+        elif self.meta("hnsw_file") and not (self.dir / str(self.meta("hnsw_file"))).is_file():
+            why = "the vector file is missing"
+        elif dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
+            why = "the vector dimension changed"
+        return disk, todo, gone, why
+
+    def sync(
+        self, on_progress: Callable[[int, int], None] | None = None, *, force: bool = False,
+        fresh: dict[str, Memory] | None = None,
+    ) -> SyncReport:
+        """Bring the sidecar in step with `facts/`; cheap when nothing changed.
+
+        `fresh` maps file names to the memories the caller has just written, so a bulk import
+        does not parse back the thousands of files it wrote a moment ago.
+        """
+        report = SyncReport()
+        disk, todo, gone, why = self._plan()
+        if force:
+            why = "reindex requested"
+        if not (todo or gone or why):
+            self.synced = True
+            return report
+        with self.store.lock():
+            disk, todo, gone, why2 = self._plan()  # another process may have synced meanwhile
+            why = "reindex requested" if force else why2
+            if why:
+                self._reset()
+                todo, gone = list(disk), []
+                report.rebuilt = why
+            self._apply(disk, todo, gone, report, on_progress, fresh or {})
+        self.synced = True
+        return report
+
+    def _reset(self) -> None:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        for table in ("mem", "bad", "fts", "meta"):
+            db.execute(f"DELETE FROM {table}")
+        db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
+        db.execute("COMMIT")
+        self._hnsw = None
+        self._hnsw_file = None
+
+    def _apply(
+        self,
+        disk: dict[str, tuple[int, int]],
+        todo: list[str],
+        gone: list[str],
+        report: SyncReport,
+        on_progress: Callable[[int, int], None] | None,
+        fresh: dict[str, Memory],
+    ) -> None:
+        db = self.db
+        existing = {
+            fname: (label, h)
+            for fname, label, h in db.execute("SELECT fname, label, hash FROM mem")
+        }
+        old_bad = {r[0]: r[1] for r in db.execute("SELECT fname, error FROM bad")}
+        parsed: list[tuple[str, Memory]] = []
+        bad: list[tuple[str, str]] = []
+        for fname in sorted(todo):
+            if fname in fresh:
+                parsed.append((fname, fresh[fname]))
+                continue
+            path = self.store.facts_dir / fname
+            try:
+                memory = Memory.parse(path.read_bytes(), file_id=fname[:-3])
+            except MalformedMemory as e:
+                bad.append((fname, str(e)))
+                continue
+            except OSError as e:
+                bad.append((fname, f"unreadable ({e.strerror})"))
+                continue
+            parsed.append((fname, memory))
+        need = [m.text for f, m in parsed if f not in existing or existing[f][1] != text_hash(m.text)]
+        vectors: dict[str, np.ndarray] = {}
+        if need:
+            total = len(need)
+            done = [0]
+
+            def tick(n: int) -> None:
+                done[0] += n
+                if on_progress:
+                    on_progress(done[0], total)
+
+            vecs = self.embedder.embed(need, on_progress=tick)
+            vectors = {text_hash(t): v for t, v in zip(need, vecs)}
+            report.embedded = self.embedder.computed
+        hnsw = self._load_hnsw(create=True)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for fname in gone:
+                row = existing.get(fname)
+                if row:
+                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
+                    db.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+                    with contextlib.suppress(RuntimeError):
+                        hnsw.mark_deleted(row[0])
+                    report.removed += 1
+                db.execute("DELETE FROM bad WHERE fname=?", (fname,))
+            new_labels: list[int] = []
+            new_vecs: list[np.ndarray] = []
+            for fname, m in parsed:
+                h = text_hash(m.text)
+                mtime, size = disk[fname]
+                cols = (
+                    m.id, fname, mtime, size, h, _norm_hash(m.text), m.type, m.user, m.project,
+                    m.created, m.updated, m.confidence, _tags_col(m.tags),
+                    json.dumps(m.to_dict(), ensure_ascii=False),
+                )
+                db.execute("DELETE FROM bad WHERE fname=?", (fname,))
+                if fname in existing:
+                    label, old_hash = existing[fname]
+                    db.execute(
+                        "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
+                        " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?",
+                        (*cols, label),
+                    )
+                    report.changed += 1
+                    if old_hash == h:
+                        db.execute("DELETE FROM fts WHERE rowid=?", (label,))
+                        db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (label, fts_body(m)))
+                        continue
+                else:
+                    cur = db.execute(
+                        "INSERT INTO mem (id, fname, mtime_ns, size, hash, norm, type, user, project,"
+                        " created, updated, confidence, tags, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        cols,
+                    )
+                    label = int(cur.lastrowid)
+                    report.added += 1
+                vec = vectors[h]
+                db.execute("UPDATE mem SET vec=? WHERE label=?", (vec.astype(np.float32).tobytes(), label))
+                db.execute("DELETE FROM fts WHERE rowid=?", (label,))
+                db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (label, fts_body(m)))
+                new_labels.append(label)
+                new_vecs.append(vec)
+            for fname, error in bad:
+                mtime, size = disk[fname]
+                row = existing.get(fname)
+                if row:  # a good file turned bad: it leaves the index until it is fixed
+                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
+                    db.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+                    with contextlib.suppress(RuntimeError):
+                        hnsw.mark_deleted(row[0])
+                    report.removed += 1
+                db.execute("INSERT OR REPLACE INTO bad VALUES (?,?,?,?)", (fname, mtime, size, error))
+                if old_bad.get(fname) != error or row:
+                    report.new_bad.append((fname, error))
+            if new_labels:
+                hnsw = self._add_vectors(hnsw, np.stack(new_vecs), new_labels)
+            self._save_hnsw(hnsw)
+            self._set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            self._hnsw = None
+            raise
+        self._cleanup_hnsw_files()
+
+    # ------------------------------------------------------------ hnswlib
+    def _new_hnsw(self, capacity: int) -> Any:
+        import hnswlib
+
+        h = hnswlib.Index(space="ip", dim=self.embedder.dim)
+        h.init_index(max_elements=max(capacity, 1024), ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
+        h.set_ef(128)
+        return h
+
+    def _load_hnsw(self, *, create: bool = False) -> Any:
+        name = self.meta("hnsw_file")
+        if self._hnsw is not None and self._hnsw_file == name:
+            return self._hnsw
+        import hnswlib
+
+        path = self.dir / name if name else None
+        if path is not None and path.is_file():
+            h = hnswlib.Index(space="ip", dim=int(self.meta("dim") or self.embedder.dim))
+            try:
+                h.load_index(str(path), max_elements=0)
+                h.set_ef(128)
+                self._hnsw, self._hnsw_file = h, name
+                return h
+            except RuntimeError:
+                pass  # unreadable: rebuilt below from the catalog's vectors
+        rows = self.db.execute("SELECT label, vec FROM mem WHERE vec IS NOT NULL").fetchall()
+        if not rows and not create:
+            return None
+        h = self._new_hnsw(len(rows) * 2)
+        if rows:
+            labels = [r[0] for r in rows]
+            vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            h.add_items(vecs, labels)
+        self._hnsw, self._hnsw_file = h, None
+        return h
+
+    def _add_vectors(self, h: Any, vecs: np.ndarray, labels: list[int]) -> Any:
+        need = h.element_count + len(labels)
+        deleted = h.element_count - self.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0]
+        if deleted > max(1000, h.element_count // 2):  # too many tombstones: rebuild compactly
+            self._hnsw = None
+            self._hnsw_file = None
+            self.db.execute("UPDATE meta SET value='' WHERE key='hnsw_file'")
+            return self._load_hnsw(create=True)  # catalog already holds the new vectors
+        if need > h.get_max_elements():
+            h.resize_index(max(need, h.get_max_elements() * 2))
+        for lab in labels:
+            with contextlib.suppress(RuntimeError):
+                h.unmark_deleted(lab)
+        h.add_items(vecs, labels)
+        return h
+
+    def _save_hnsw(self, h: Any) -> None:
+        gen = int(self.meta("hnsw_gen") or 0) + 1
+        name = f"vectors-{gen}.hnsw"
+        tmp = self.dir / f".{name}.tmp"
+        h.save_index(str(tmp))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, self.dir / name)
+        self._set_meta(hnsw_file=name, hnsw_gen=gen)
+        self._hnsw, self._hnsw_file = h, name
+
+    def _cleanup_hnsw_files(self) -> None:
+        """Keep the current vector file and the one before it (a reader may still be opening it)."""
+        current = self.meta("hnsw_file")
+        files = sorted(self.dir.glob("vectors-*.hnsw"), key=lambda p: int(p.stem.split("-")[1]))
+        for p in files[:-2]:
+            if p.name != current:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+        for p in self.dir.glob(".vectors-*.tmp"):
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+    # ------------------------------------------------------------ reads
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM mem").fetchone()[0])
+
+    def bad_files(self) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]
+
+    def records(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
+        labels = list(labels)
+        out: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(labels), 900):
+            chunk = labels[i : i + 900]
+            q = f"SELECT label, record FROM mem WHERE label IN ({','.join('?' * len(chunk))})"
+            for label, rec in self.db.execute(q, chunk):
+                out[label] = json.loads(rec)
+        return out
+
+    def vectors(self, labels: list[int]) -> np.ndarray:
+        found: dict[int, bytes] = {}
+        for i in range(0, len(labels), 900):
+            chunk = labels[i : i + 900]
+            q = f"SELECT label, vec FROM mem WHERE label IN ({','.join('?' * len(chunk))})"
+            found.update(self.db.execute(q, chunk).fetchall())
+        dim = self.embedder.dim
+        return np.stack(
+            [np.frombuffer(found[lab], dtype=np.float32) if lab in found else np.zeros(dim, np.float32) for lab in labels]
+        ) if labels else np.zeros((0, dim), np.float32)
+
+    def select(self, filters: Filters | None = None, *, order: str = "created", limit: int | None = None,
+               desc: bool = False) -> list[dict[str, Any]]:
+        """Catalog records matching `filters`, sorted — for list, export, prune."""
+        where, args = (filters or Filters()).sql()
+        col = {"created": "created", "updated": "updated", "confidence": "confidence", "id": "id",
+               "type": "type"}.get(order, "created")
+        q = f"SELECT record FROM mem WHERE {where} ORDER BY {col} {'DESC' if desc else 'ASC'}, id"
+        if limit:
+            q += f" LIMIT {int(limit)}"
+        return [json.loads(r[0]) for r in self.db.execute(q, args)]
+
+    def filtered_labels(self, filters: Filters) -> list[int]:
+        where, args = filters.sql()
+        return [r[0] for r in self.db.execute(f"SELECT label FROM mem WHERE {where}", args)]
+
+    def labels_of(self, ids: Iterable[str]) -> dict[str, int]:
+        ids = list(ids)
+        out = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            q = f"SELECT id, label FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
+            out.update(self.db.execute(q, chunk).fetchall())
+        return out
+
+    def resolve_id(self, prefix: str) -> str | None:
+        """A full id from a unique prefix (like git's short SHAs); case-insensitive."""
+        p = prefix.strip().upper()
+        rows = self.db.execute(
+            "SELECT id FROM mem WHERE upper(id) >= ? AND upper(id) < ? LIMIT 2", (p, p + "\uffff")
+        ).fetchall()
+        if len(rows) == 1:
+            return rows[0][0]
+        exact = self.db.execute("SELECT id FROM mem WHERE id = ?", (prefix,)).fetchone()
+        return exact[0] if exact else None
+
+    def find_exact(self, text: str) -> str | None:
+        """The id of a memory whose normalised text equals this text's."""
+        row = self.db.execute("SELECT id FROM mem WHERE norm = ? LIMIT 1", (_norm_hash(text),)).fetchone()
+        return row[0] if row else None
+
+    def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
+        """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""
+        n = self.count()
+        if n == 0 or k <= 0:
+            return [[] for _ in range(len(qvecs))]
+        if allowed is not None:
+            if not allowed:
+                return [[] for _ in range(len(qvecs))]
+            mat = self.vectors(allowed)
+            sims = qvecs @ mat.T
+            out = []
+            for row in sims:
+                top = np.argsort(-row)[:k]
+                out.append([(allowed[i], float(row[i])) for i in top])
+            return out
+        h = self._load_hnsw()
+        if h is None:
+            return [[] for _ in range(len(qvecs))]
+        k = min(k, n)
+        h.set_ef(max(128, k * 2))
+        labels, dists = h.knn_query(qvecs, k=k)
+        return [
+            [(int(lab), float(1.0 - d)) for lab, d in zip(lrow, drow)] for lrow, drow in zip(labels, dists)
+        ]
+
+    def keyword(self, terms: list[str], k: int) -> list[tuple[int, float]]:
+        """BM25 over the FTS5 index: OR of the terms; higher is better (FTS5's bm25 is negated)."""
+        if not terms:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        try:
+            rows = self.db.execute(
+                "SELECT rowid, -bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s DESC LIMIT ?", (match, k)
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _norm_hash(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()

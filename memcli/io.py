@@ -1,0 +1,161 @@
+"""export / import: memories to and from json, jsonl, md and csv.
+
+`import` reads what `export --format json|jsonl` writes and gives back the same files: ids,
+timestamps, history, links and unknown keys included. It loads records as they are (no
+extraction, no dedup): it is the bulk path, and it validates every record before writing any, so a
+bad line leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memcli.memory import MalformedMemory, Memory
+from memcli.store import Store, StoreError
+
+FORMATS = ("json", "jsonl", "md", "csv")
+
+
+class ImportError_(StoreError):
+    """A file that cannot be imported; names the record at fault."""
+
+
+@dataclass
+class ImportReport:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged}
+
+
+# ---------------------------------------------------------------- export
+def export(records: list[dict[str, Any]], fmt: str) -> str:
+    """Render catalog records (Memory.to_dict shape) in one of FORMATS."""
+    if fmt == "json":
+        return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    if fmt == "md":
+        parts = ["# memcli export\n"]
+        for r in records:
+            meta = ", ".join(x for x in (r.get("type"), ", ".join(r.get("tags") or []), r.get("created")) if x)
+            parts.append(f"\n## {r['id']}\n\n*{meta}*\n\n{r['text'].strip()}\n")
+        return "".join(parts)
+    if fmt == "csv":
+        buf = io.StringIO()
+        cols = ["id", "type", "tags", "domain", "confidence", "source", "origins", "user", "project",
+                "created", "updated", "text"]
+        w = csv.writer(buf)
+        w.writerow(cols)
+        for r in records:
+            w.writerow([";".join(r.get(c) or []) if c in ("tags", "origins") else r.get(c, "") for c in cols])
+        return buf.getvalue()
+    raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+# ---------------------------------------------------------------- import
+def parse_records(text: str, name: str) -> list[dict[str, Any]]:
+    """json (an array, or an object with `memories`) or jsonl; errors name the line."""
+    stripped = text.lstrip()
+    if not stripped:
+        raise ImportError_(f"{name}: empty input")
+    if stripped[0] == "[" or (stripped[0] == "{" and "\n{" not in stripped.strip()):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as e:
+            if stripped[0] == "[":
+                raise ImportError_(f"{name}: invalid JSON at line {e.lineno}: {e.msg}") from None
+        else:
+            if isinstance(data, dict):
+                data = data.get("memories", [data])
+            if not isinstance(data, list):
+                raise ImportError_(f"{name}: expected a JSON array of records")
+            return data
+    out = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ImportError_(f"{name}: line {no} is not valid JSON ({e.msg})") from None
+    return out
+
+
+def to_memories(records: list[Any], name: str, origin: str) -> list[Memory]:
+    """Validate every record first: nothing is written unless all of them are good."""
+    out = []
+    seen: set[str] = set()
+    for no, rec in enumerate(records, 1):
+        if not isinstance(rec, dict):
+            raise ImportError_(f"{name}: record {no} is not an object")
+        text = rec.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ImportError_(f"{name}: record {no} has no text")
+        data = {k: v for k, v in rec.items() if k not in ("score", "similarity", "explain")}
+        data.setdefault("source", "import")
+        if not data.get("origins"):
+            data["origins"] = [origin]
+        try:
+            m = Memory.from_dict(data)
+        except MalformedMemory as e:
+            raise ImportError_(f"{name}: record {no}: {e}") from None
+        if m.id in seen:
+            raise ImportError_(f"{name}: record {no} repeats id {m.id}")
+        seen.add(m.id)
+        out.append(m)
+    return out
+
+
+def import_memories(
+    store: Store, memories: list[Memory], *, on_progress: Callable[[int, int], None] | None = None
+) -> ImportReport:
+    """Write validated memories and index them; an existing id is updated (old text to history)."""
+    report = ImportReport()
+    index = store.index
+    total = len(memories)
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        if on_progress:
+            on_progress(min(done[0], total), total)
+
+    # Embedding first (the slow part, cached), then the writes under the lock.
+    index.embedder.embed([m.text for m in memories], on_progress=tick)
+    with store.lock():
+        index.sync()
+        fresh: dict[str, Memory] = {}
+        for m in memories:
+            path = store.fact_path(m.id)
+            if path.exists():
+                try:
+                    old = store.read(m.id)
+                except MalformedMemory:
+                    old = None
+                if old is not None and old.to_dict() == m.to_dict():
+                    report.unchanged += 1
+                    continue
+                if old is not None and old.text != m.text:
+                    m.history = [*old.history, {"event": "UPDATE", "at": m.updated, "old": old.text}]
+                report.updated += 1
+            else:
+                report.added += 1
+            store.write(m)
+            fresh[f"{m.id}.md"] = m
+        if fresh:
+            store.log("IMPORT", count=len(fresh), ids=_sample(fresh))
+        index.sync(fresh=fresh)
+    return report
+
+
+def _sample(fresh: dict[str, Memory], n: int = 20) -> list[str]:
+    ids: Iterable[str] = (m.id for m in fresh.values())
+    return [i for _, i in zip(range(n), ids)]

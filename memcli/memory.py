@@ -1,0 +1,276 @@
+"""The Memory record and its Markdown + YAML front-matter form.
+
+Files are the source of truth and are edited by hand, so parsing is lenient where it is safe
+(no front matter at all, missing fields, dates that YAML turned into datetimes) and strict where
+guessing would lose data (bad YAML, binary content, empty body): those raise `MalformedMemory`.
+Unknown front-matter keys are kept in `extra` and written back untouched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import frontmatter
+import yaml
+
+from memcli.facts import MEMORY_TYPES
+
+SOURCES = ("llm", "heuristic", "manual", "import")
+# Field order in the front matter; anything else goes after, in its original order.
+KNOWN = (
+    "id", "type", "tags", "domain", "confidence", "source", "origins", "user", "project",
+    "created", "updated", "code_pattern", "hasCodeBlock", "hasCommand", "history", "links",
+)
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class MalformedMemory(ValueError):
+    """A fact file that cannot be read as a memory; the message names the problem briefly."""
+
+
+# ---------------------------------------------------------------- time and ids
+def now_iso() -> str:
+    return iso(dt.datetime.now(dt.timezone.utc))
+
+
+def iso(value: dt.datetime | dt.date | str | None) -> str | None:
+    """Normalise a timestamp to `YYYY-MM-DDTHH:MM:SSZ` (UTC). Strings are parsed leniently."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = parse_time(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{value.isoformat()}T00:00:00Z"
+
+
+def parse_time(text: str) -> dt.datetime:
+    """Parse ISO 8601 (with `Z`, offsets, or a bare date); raise ValueError otherwise."""
+    s = text.strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    d = dt.datetime.fromisoformat(s)
+    return d if d.tzinfo else d.replace(tzinfo=dt.timezone.utc)
+
+
+_AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w|mo|y)$", re.I)
+_AGE_SECONDS = {"min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "mo": 30 * 86400, "m": 30 * 86400,
+                "y": 365 * 86400}
+
+
+def parse_when(text: str, *, end: bool = False) -> str:
+    """`--since/--until` values: an ISO date/time, an age (`90d`, `2w`, `3m` = months, `1y`,
+    `12h`, `30min`), `today` or `yesterday`. A bare date used as `until` means the end of that day.
+    """
+    s = text.strip().lower()
+    now = dt.datetime.now(dt.timezone.utc)
+    if s in ("today", "yesterday"):
+        day = now.date() - dt.timedelta(days=1 if s == "yesterday" else 0)
+        start = dt.datetime.combine(day, dt.time(23, 59, 59) if end else dt.time(), dt.timezone.utc)
+        return str(iso(start))
+    m = _AGE.match(s)
+    if m:
+        return str(iso(now - dt.timedelta(seconds=float(m.group(1)) * _AGE_SECONDS[m.group(2)])))
+    try:
+        when = parse_time(text)
+    except ValueError:
+        raise ValueError(f"cannot read {text!r} as a date or an age (try 2026-01-31, 7d, 2w, 3m, 1y)") from None
+    if end and len(text.strip()) == 10:
+        when = when.replace(hour=23, minute=59, second=59)
+    return str(iso(when))
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ulid_lock = threading.Lock()
+_last_ulid = [0, 0]
+
+
+def new_ulid(at: float | None = None) -> str:
+    """A ULID: 48-bit ms timestamp + 80 random bits, monotonic within a process.
+
+    Monotonic so that many memories written in the same millisecond still sort in creation order.
+    """
+    ms = int((time.time() if at is None else at) * 1000)
+    with _ulid_lock:
+        if ms <= _last_ulid[0] and at is None:
+            ms, rand = _last_ulid[0], _last_ulid[1] + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big")
+        _last_ulid[:] = [ms, rand]
+    value = (ms << 80) | (rand & ((1 << 80) - 1))
+    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+
+
+def valid_id(value: str) -> bool:
+    """Ids become file names: letters, digits, `_ . -`; no path separators, no leading dot."""
+    return bool(_ID_RE.match(value))
+
+
+# ---------------------------------------------------------------- the record
+@dataclass
+class Memory:
+    """One memory. `text` is the Markdown body; everything else is front matter."""
+
+    id: str
+    text: str
+    type: str = "semantic"
+    tags: list[str] = field(default_factory=list)
+    domain: str | None = None
+    confidence: float = 0.8
+    source: str = "manual"
+    origins: list[str] = field(default_factory=list)
+    user: str = "default"
+    project: str | None = None
+    created: str = field(default_factory=now_iso)
+    updated: str = field(default_factory=now_iso)
+    code_pattern: str | None = None
+    flags: dict[str, bool] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # -- serialisation
+    def front_matter(self) -> dict[str, Any]:
+        """Front-matter mapping in canonical key order; empty optional fields are left out."""
+        fm: dict[str, Any] = {
+            "id": self.id, "type": self.type, "tags": list(self.tags), "domain": self.domain,
+            "confidence": round(float(self.confidence), 4), "source": self.source,
+            "origins": list(self.origins), "user": self.user, "project": self.project,
+            "created": _Stamp(self.created), "updated": _Stamp(self.updated),
+            "code_pattern": self.code_pattern,
+        }
+        for name in ("hasCodeBlock", "hasCommand"):
+            if self.flags.get(name):
+                fm[name] = True
+        if self.history:
+            fm["history"] = [{k: (_Stamp(v) if k == "at" else v) for k, v in h.items()} for h in self.history]
+        if self.links:
+            fm["links"] = list(self.links)
+        fm = {k: v for k, v in fm.items() if v is not None}
+        fm.update(self.extra)
+        return fm
+
+    def to_markdown(self) -> str:
+        head = yaml.dump(
+            self.front_matter(), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+            default_flow_style=None, width=100,
+        )
+        body = self.text.strip("\n")
+        return f"---\n{head}---\n{body}\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record: the export / `--json` shape (text plus every front-matter field)."""
+        d = {k: (str(v) if isinstance(v, _Stamp) else v) for k, v in self.front_matter().items()}
+        if "history" in d:
+            d["history"] = [{k: str(v) for k, v in h.items()} if isinstance(h, dict) else h for h in d["history"]]
+        d["text"] = self.text
+        return _jsonable(d)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None) -> Memory:
+        """Build from a front-matter mapping (or an export record with `text`). Validates fields."""
+        d = dict(data)
+        text = d.pop("text", None)
+        text = "" if text is None else str(text)
+        mid = str(d.pop("id", None) or default_id or new_ulid())
+        if not valid_id(mid):
+            raise MalformedMemory(f"invalid id {mid!r}")
+        mtype = str(d.pop("type", None) or "semantic")
+        if mtype not in MEMORY_TYPES:
+            raise MalformedMemory(f"type must be one of {', '.join(MEMORY_TYPES)}, got {mtype!r}")
+        raw_conf = d.pop("confidence", None)
+        try:
+            confidence = 0.8 if raw_conf is None else float(raw_conf)
+        except (TypeError, ValueError):
+            raise MalformedMemory("confidence must be a number") from None
+        try:
+            created = iso(d.pop("created", None)) or now_iso()
+            updated = iso(d.pop("updated", None)) or created
+        except ValueError as e:
+            raise MalformedMemory(f"bad timestamp ({e})") from None
+        history = d.pop("history", None) or []
+        if not isinstance(history, list):
+            raise MalformedMemory("history must be a list")
+        history = [
+            {k: (iso(v) if k == "at" and not isinstance(v, str) else v) for k, v in h.items()}
+            if isinstance(h, dict) else h for h in history
+        ]
+        flags = {k: True for k in ("hasCodeBlock", "hasCommand") if d.pop(k, False)}
+        code = d.pop("code_pattern", None)
+        return cls(
+            id=mid, text=text, type=mtype, tags=_str_list(d.pop("tags", None), "tags"),
+            domain=_opt_str(d.pop("domain", None)), confidence=max(0.0, min(1.0, confidence)),
+            source=str(d.pop("source", None) or "manual"), origins=_str_list(d.pop("origins", None), "origins"),
+            user=str(d.pop("user", None) or "default"), project=_opt_str(d.pop("project", None)),
+            created=created, updated=updated, code_pattern=None if code is None else str(code), flags=flags,
+            history=history, links=list(d.pop("links", None) or []), extra=d,
+        )
+
+    @classmethod
+    def parse(cls, raw: bytes, *, file_id: str) -> Memory:
+        """Parse a fact file's bytes. The file name is the id (a hand-made file may omit `id`)."""
+        if b"\x00" in raw:
+            raise MalformedMemory("binary content")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedMemory("not valid UTF-8") from None
+        try:
+            post = frontmatter.loads(text)
+        except (yaml.YAMLError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise MalformedMemory(f"bad YAML front matter ({first})") from None
+        meta = post.metadata
+        if not isinstance(meta, dict):
+            raise MalformedMemory("front matter is not a mapping")
+        body = post.content.strip("\n")
+        if not body.strip():
+            raise MalformedMemory("no body text")
+        declared = meta.get("id")
+        meta = {**meta, "id": file_id, "text": body}
+        if declared is not None and str(declared) != file_id:
+            meta.setdefault("declared_id", str(declared))
+        return cls.from_dict(meta)
+
+
+def _opt_str(v: object) -> str | None:
+    return None if v is None or v == "" else str(v)
+
+
+def _str_list(v: object, name: str) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [s.strip() for s in v.split(",") if s.strip()]
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v if x is not None and str(x) != ""]
+    raise MalformedMemory(f"{name} must be a list")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (dt.datetime, dt.date)):
+        return iso(v) if isinstance(v, dt.datetime) else v.isoformat()
+    return v
+
+
+class _Stamp(str):
+    """A timestamp string written as a plain YAML scalar (`2026-11-29T17:00:00Z`, no quotes)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Stamp, lambda d, v: d.represent_scalar("tag:yaml.org,2002:timestamp", str(v)))

@@ -1,0 +1,351 @@
+"""Scrub secrets and personal data from text before it is stored or sent to an LLM.
+
+``redact(text)`` returns the scrubbed text and the sorted kinds found; each secret becomes a
+placeholder such as ``[REDACTED:email]``, so a memory still reads naturally and says what was
+there.
+
+Design choices, because memories are developer notes full of things that *look* like secrets:
+
+* Precision first. Version numbers, dates, times, ports, file paths, git SHAs and other hashes
+  must survive untouched, so every pattern is anchored on something distinctive (a provider
+  prefix, a key name, an ``@``, a ``+``, separators in the right places) and the ambiguous ones
+  are checked further in code (Luhn for cards, digit counts for phones, octet ranges for IPs).
+  A bare 40-character base64 string is *not* redacted as an AWS secret (a git SHA is 40 hex
+  characters): only after a key name such as ``aws_secret_access_key=``.
+* Loopback ``127.x.x.x``, ``0.0.0.0`` and netmasks ``255.x.x.x`` are kept: they are the same on
+  every machine, so they identify nothing, and "bind 0.0.0.0:8080" or "127.0.0.1:5432" are
+  everyday notes that would lose their meaning. Every other valid IPv4 address (private ranges
+  included: they reveal a network's layout) is redacted.
+* Names that tell where a secret was are kept and only the secret goes: ``password=[REDACTED:
+  password]``, ``postgres://app:[REDACTED:url_password]@db:5432``, ``Authorization: Bearer
+  [REDACTED:auth_header]``. Placeholders and code (``$DB_PASSWORD``, ``${TOKEN}``, ``<token>``,
+  ``password: str``, ``token=settings.TOKEN``) are not secrets and are left alone.
+* Emails at file-like "domains" (``logo@2x.png``) and SSH remotes (``git@github.com:org/repo``)
+  are not emails. Phone numbers need a leading ``+`` (international, 8 to 15 digits) or the US
+  shape ``(555) 123-4567`` / ``555-123-4567``; bare digit runs are too ambiguous (IDs, counts).
+* Speed: each rule is one linear regex pass, skipped outright when a cheap substring test shows
+  it cannot match, so a megabyte of notes takes a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["KINDS", "placeholder", "redact"]
+
+KINDS = (
+    "anthropic_key",
+    "auth_header",
+    "aws_access_key",
+    "aws_secret",
+    "credit_card",
+    "email",
+    "github_token",
+    "gitlab_token",
+    "ipv4",
+    "jwt",
+    "openai_key",
+    "password",
+    "phone",
+    "private_key",
+    "secret",
+    "slack_token",
+    "url_password",
+)
+
+_NOT_PLACEHOLDER = r"(?!\[REDACTED:)"
+
+
+def placeholder(kind: str) -> str:
+    """The text that replaces a secret of ``kind``."""
+    return f"[REDACTED:{kind}]"
+
+
+# A value that stands for a secret rather than being one: variables, templates, masks.
+_PLACEHOLDER_VALUE = re.compile(
+    r"""\$\{?[A-Za-z_][\w.-]*\}?       # $VAR, ${VAR}
+      | \{\{.*\}\} | \{%.*%\}           # {{ template }}, {% tag %}
+      | <[^<>]*>                        # <password>
+      | %\(\w+\)s | %s                  # printf-style
+      | [*xX•.]{3,} | .*(?:\.\.\.|…)   # ****, xxxx, sk-... (a truncated example)
+      | \[REDACTED:\w+\]
+    """,
+    re.X,
+)
+# An unquoted value that is code or a type, not a secret: `password: str`, `token=None`,
+# `api_key=os.environ["KEY"]`, `secret=get_secret()`, `token=self.token`.
+_CODE_WORDS = frozenset(
+    "str string int bool bytes none null nil undefined true false optional any object number "
+    "secretstr required optional env environ getenv".split()
+)
+_CODE_VALUE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|.*[()\[\]].*|[A-Z][A-Za-z]*\[.*")
+
+
+def _is_placeholder(value: str) -> bool:
+    return not value.strip() or _PLACEHOLDER_VALUE.fullmatch(value.strip()) is not None
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    # Returns (replacement, kind) for a match, or None to leave it unchanged (a false positive).
+    replace: Callable[[re.Match[str]], tuple[str, str] | None]
+    # Cheap necessary condition: the rule is skipped when none of these occur (lowercased text).
+    hints: tuple[str, ...] = ()
+
+
+Replacement = tuple[str, str] | None
+
+
+def _whole(kind: str) -> Callable[[re.Match[str]], Replacement]:
+    return lambda m: (placeholder(kind), kind)
+
+
+def _swap(m: re.Match[str], kind: str, group: str = "value") -> Replacement:
+    """Replace only the named group, keeping what surrounds it (key names, schemes, users)."""
+    if _is_placeholder(m.group(group)):
+        return None
+    start, end = m.span(group)
+    base, whole = m.start(), m.group(0)
+    return whole[: start - base] + placeholder(kind) + whole[end - base :], kind
+
+
+def _keep_prefix(kind: str) -> Callable[[re.Match[str]], Replacement]:
+    return lambda m: _swap(m, kind)
+
+
+# -- provider tokens ---------------------------------------------------------------------------
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+    # A whole block (the body stops at the next "-----", so a run of BEGINs stays linear) ...
+    r"(?:(?:(?!-----)[\s\S]){0,20000}-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+    # ... or, when the END line is missing, the key lines that follow.
+    r"|(?:\r?\n(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*)[ \t]*)*)"
+)
+_JWT = re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![\w-])")
+_ANTHROPIC = re.compile(r"(?<![\w-])sk-ant-(?:[a-z]+\d*-)?[A-Za-z0-9_-]{20,}")
+_OPENAI = re.compile(
+    r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]{0,250}\d)[A-Za-z0-9_-]{20,}"
+)
+_GITHUB = re.compile(r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{22,255})(?!\w)")
+_GITLAB = re.compile(r"(?<![\w-])gl(?:pat|dt|rt|ptt|ft|cbt|oas)-[A-Za-z0-9_-]{20,}")
+_SLACK = re.compile(r"(?<![\w-])(?:xox[baprs]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})")
+_AWS_KEY = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])")
+_AWS_SECRET = re.compile(
+    r"(?i)\b(?:aws_?)?secret_?(?:access_?)?key(?:_id)?[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?P<value>" + _NOT_PLACEHOLDER + r"[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+
+# -- credentials next to their names -----------------------------------------------------------
+_URL_PASSWORD = re.compile(
+    r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/?#@\[\]\"'<>`]+:(?P<value>"
+    + _NOT_PLACEHOLDER
+    + r"[^\s/?#\"'<>`]+)@"
+)
+_AUTH_HEADER = re.compile(
+    r"(?i:\b(?:proxy-)?authorization)[\"']?[ \t]*[:=][ \t]*[\"']?[ \t]*"
+    r"(?i:(?:bearer|basic|token|digest|negotiate|apikey|key)[ \t]+)?"
+    r"(?P<value>" + _NOT_PLACEHOLDER + r"[^\s\"',;`]{6,})"
+    # Without the header name, only a credential-looking value after a capitalised scheme, so
+    # "Basic authentication" or "Bearer tokens expire" stay.
+    r"|\b(?:Bearer|Basic)[ \t]+(?P<bare>" + _NOT_PLACEHOLDER + r"(?=[A-Za-z0-9._~+/-]*[0-9+/=])"
+    r"[A-Za-z0-9._~+/-]{16,}=*)"
+)
+
+_SECRET_KEY_NAME = (
+    r"(?:[A-Za-z0-9]+[_.-])*?"
+    r"(?:password|passwd|passphrase|secret|token|api[_-]?key|apikey"
+    r"|(?:secret|private|access|signing|encryption|master|client)[_-]?key"
+    r"|(?:db|database|mysql|postgres|pg|redis|smtp|admin|root|user|ftp)[_-]?(?:pass|pwd))"
+)
+_ASSIGNMENT = re.compile(
+    r"(?<![\w$.-])(?P<key>" + _SECRET_KEY_NAME + r")(?![\w-])[\"']?"
+    r"(?P<sep>[ \t]*[:=](?![=])[ \t]*|[ \t]+(?=[\"']))"
+    r"(?:\"(?P<dq>[^\"\n]{1,300})\"|'(?P<sq>[^'\n]{1,300})'|(?P<bare>(?![=\"'`])[^\s\"',;`]{1,300}))",
+    re.I,
+)
+_FLAG = re.compile(
+    r"(?<![\w-])--(?P<key>password|passwd|token|api-key|secret|client-secret)(?:=|[ \t]+)"
+    r"(?P<value>" + _NOT_PLACEHOLDER + r"(?!-)[^\s\"'`]+)",
+    re.I,
+)
+
+# -- personal data -----------------------------------------------------------------------------
+_FILE_TLDS = frozenset(
+    "png jpg jpeg gif svg webp ico bmp tif tiff pdf js mjs cjs ts tsx jsx py pyc rb rs go java kt "
+    "md rst txt json yaml yml toml ini cfg conf lock css scss html htm xml csv log sh zsh bash ps1 "
+    "so dll exe bin wasm zip gz tgz tar whl vue svelte php swift lua sql".split()
+)
+_EMAIL = re.compile(
+    r"(?<![\w.%+/-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24})\b"
+    r"(?!:[\w~/])(?![-@])"  # not an SSH remote (git@github.com:org/repo)
+)
+_CARD = re.compile(r"(?<![\w.+-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\w-]|\.\d)")
+_PHONE_INTL = re.compile(
+    r"(?<![\w+])\+(?:\d{8,15}|\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]\d{1,5}){1,6})(?![\w]|[.-]\d)"
+)
+_PHONE_US = re.compile(r"(?<![\w+.$-])(?:\([2-9]\d\d\)[ \t]?|[2-9]\d\d[-. ])\d{3}[-. ]\d{4}(?![\w-]|\.\d)")
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_VERSION_BEFORE = re.compile(r"(?i)\b(?:version|release|build|ver\.?|rev\.?)[ \t:]*\Z")
+_IPV4 = re.compile(r"(?<![\w.])" + _OCTET + r"(?:\." + _OCTET + r"){3}(?![\w]|\.\d)")
+
+
+def _aws_secret(m: re.Match[str]) -> Replacement:
+    # 40 hex characters is a SHA-1 (a git commit), never an AWS secret in practice.
+    if re.fullmatch(r"[0-9a-f]{40}", m.group("value")):
+        return None
+    return _swap(m, "aws_secret")
+
+
+_AUTH_SCHEMES = frozenset("bearer basic token digest negotiate apikey key".split())
+
+
+def _auth_header(m: re.Match[str]) -> Replacement:
+    group = "value" if m.group("value") is not None else "bare"
+    if m.group(group).lower() in _AUTH_SCHEMES:
+        return None  # "Authorization: Bearer" at the end of a line: the scheme, no credential
+    return _swap(m, "auth_header", group)
+
+
+def _assignment(m: re.Match[str]) -> Replacement:
+    key = m.group("key")
+    kind = "password" if re.search(r"pass|pwd", key, re.I) else "secret"
+    low = key.lower()
+    if re.match(r"(?:max|min|num|n|total|count|next|prev|page|csrf_?token_?name)[_.-]", low):
+        return None  # max_token=512, next_token=...: counters and cursors, not credentials
+    group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
+    value = m.group(group)
+    if _is_placeholder(value):
+        return None
+    if group == "bare":
+        v = value.strip()
+        last = re.split(r"[_.-]", low)[-1]
+        if (
+            v.lower() in _CODE_WORDS
+            or v.lower() in (low, last)
+            or _CODE_VALUE.fullmatch(v)
+            or re.fullmatch(r"\d{1,5}", v)  # a count, a length, a port
+            or v.startswith(("/", "~/", "./", "../"))  # a path to a key file, not the key
+        ):
+            return None
+        # "token: expires hourly" is prose; after a colon ask for something secret-looking.
+        if ":" in m.group("sep") and not (re.search(r"[\d\W_]", v) or len(v) >= 12):
+            return None
+    return _swap(m, kind, group)
+
+
+def _flag(m: re.Match[str]) -> Replacement:
+    return _swap(m, "password" if "pass" in m.group("key").lower() else "secret")
+
+
+def _email(m: re.Match[str]) -> Replacement:
+    return None if m.group("tld").lower() in _FILE_TLDS else (placeholder("email"), "email")
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+_CARD_GROUPS = {
+    (4, 4, 4, 4),
+    (4, 4, 4, 4, 3),
+    (4, 4, 4, 4, 2),
+    (4, 4, 4, 4, 1),
+    (4, 6, 5),
+    (4, 6, 4),
+    (4, 4, 5),
+}
+
+
+def _card(m: re.Match[str]) -> Replacement:
+    raw = m.group(0)
+    digits = re.sub(r"\D", "", raw)
+    if not 13 <= len(digits) <= 19 or not _luhn(digits) or len(set(digits)) == 1:
+        return None
+    seps = set(re.findall(r"[ -]", raw))
+    if len(seps) > 1:
+        return None
+    if seps:
+        groups = re.split(r"[ -]", raw)
+        if tuple(len(g) for g in groups) not in _CARD_GROUPS:
+            return None  # cards are printed 4-4-4-4 (Amex 4-6-5); "1234 56789 ..." is something else
+        steps = {int(groups[i + 1]) - int(groups[i]) for i in range(len(groups) - 1)}
+        if len(groups) >= 4 and len(steps) == 1 and steps != {0}:
+            return None  # "3000 3001 3002 3003": a list of ports or IDs, not a card
+    return placeholder("credit_card"), "credit_card"
+
+
+def _phone_intl(m: re.Match[str]) -> Replacement:
+    return (placeholder("phone"), "phone") if 8 <= sum(c.isdigit() for c in m.group(0)) <= 15 else None
+
+
+def _ipv4(m: re.Match[str]) -> Replacement:
+    ip = m.group(0)
+    if ip.startswith(("127.", "255.")) or ip == "0.0.0.0":
+        return None  # loopback, "any address" and netmasks identify nothing
+    if _VERSION_BEFORE.search(m.string, max(0, m.start() - 16), m.start()):
+        return None  # "version 1.2.3.4", "build 10.0.1.2"
+    return placeholder("ipv4"), "ipv4"
+
+
+# Order matters: specific, prefixed tokens first (so `api_key=sk-...` is reported as an OpenAI
+# key), then credentials found by their names, then personal data.
+_RULES: tuple[_Rule, ...] = (
+    _Rule("private_key", _PRIVATE_KEY, _whole("private_key"), ("private key-----",)),
+    _Rule("jwt", _JWT, _whole("jwt"), ("eyj",)),
+    _Rule("anthropic_key", _ANTHROPIC, _whole("anthropic_key"), ("sk-ant-",)),
+    _Rule("openai_key", _OPENAI, _whole("openai_key"), ("sk-",)),
+    _Rule(
+        "github_token",
+        _GITHUB,
+        _whole("github_token"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    _Rule("gitlab_token", _GITLAB, _whole("gitlab_token"), ("gl",)),
+    _Rule("slack_token", _SLACK, _whole("slack_token"), ("xox", "xapp-")),
+    _Rule("aws_access_key", _AWS_KEY, _whole("aws_access_key"), ("akia", "asia", "abia", "acca")),
+    _Rule("aws_secret", _AWS_SECRET, _aws_secret, ("secret",)),
+    _Rule("url_password", _URL_PASSWORD, _keep_prefix("url_password"), ("://",)),
+    _Rule("auth_header", _AUTH_HEADER, _auth_header, ("authorization", "bearer", "basic")),
+    _Rule("secret", _ASSIGNMENT, _assignment, ("pass", "pwd", "secret", "token", "key")),
+    _Rule("secret", _FLAG, _flag, ("--",)),
+    _Rule("email", _EMAIL, _email, ("@",)),
+    _Rule("credit_card", _CARD, _card),
+    _Rule("phone", _PHONE_INTL, _phone_intl, ("+",)),
+    _Rule("phone", _PHONE_US, _whole("phone")),
+    _Rule("ipv4", _IPV4, _ipv4, (".",)),
+)
+
+
+def redact(text: str) -> tuple[str, list[str]]:
+    """Replace secrets and personal data in ``text`` with ``[REDACTED:<kind>]`` placeholders.
+
+    Returns the scrubbed text and the sorted, de-duplicated list of kinds that were found.
+    """
+    if not text:
+        return text, []
+    found: set[str] = set()
+    low = text.lower()
+    for rule in _RULES:
+        if rule.hints and not any(h in low for h in rule.hints):
+            continue
+
+        def sub(m: re.Match[str], rule: _Rule = rule) -> str:
+            out = rule.replace(m)
+            if out is None:
+                return m.group(0)
+            found.add(out[1])
+            return out[0]
+
+        text = rule.pattern.sub(sub, text)
+    return text, sorted(found)

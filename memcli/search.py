@@ -1,0 +1,264 @@
+"""Search: candidates (vector + keyword) -> one ranking function -> filters -> MMR -> results.
+
+`rank` is the only place that turns evidence into a score, so `search`, `ask`, `merge --auto`
+and the benchmarks all agree on what "best" means. A search never rewrites a fact file: usage
+counts go to `<store>/.state.sqlite`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memcli.config import Ranking
+from memcli.index import Filters
+from memcli.memory import now_iso, parse_time
+
+_TOKEN = re.compile(r"[\w][\w.+#-]*[\w+#]|[\w]", re.UNICODE)
+# Function words carry no evidence for BM25; the list is English because the model is.
+STOPWORDS = frozenset(
+    """a about above after again all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves ever did does""".split()
+)
+
+
+def query_terms(query: str) -> list[str]:
+    """Keyword terms of a query: lower-cased tokens without function words, deduplicated."""
+    seen: dict[str, None] = {}
+    for tok in _TOKEN.findall(query.lower()):
+        tok = tok.strip(".-")
+        if tok and tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
+            seen.setdefault(tok, None)
+    return list(seen)
+
+
+@dataclass
+class Hit:
+    """One ranked memory: its record (front matter + text) and the parts of its score."""
+
+    record: dict[str, Any]
+    score: float
+    similarity: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return str(self.record["id"])
+
+    def to_dict(self, explain: bool = False) -> dict[str, Any]:
+        d = {**self.record, "score": round(self.score, 4), "similarity": round(self.similarity, 4)}
+        if explain:
+            d["explain"] = {k: round(v, 4) for k, v in self.parts.items()}
+        return d
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    hits: list[Hit]
+    metadata: dict[str, Any]
+
+    def __iter__(self):  # noqa: ANN204 - `for hit in store.search(...)` reads naturally
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+
+# ---------------------------------------------------------------- usage state
+class Usage:
+    """How often each memory was returned, and when last: feeds `reliability`, never the Markdown."""
+
+    def __init__(self, store: Any) -> None:
+        self.path = store.path / ".state.sqlite"
+        self._db: sqlite3.Connection | None = None
+
+    def _conn(self, create: bool) -> sqlite3.Connection | None:
+        if self._db is None:
+            if not create and not self.path.exists():
+                return None
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS usage (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_used TEXT)"
+            )
+            self._db = db
+        return self._db
+
+    def get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+        db = self._conn(create=False)
+        if db is None or not ids:
+            return {}
+        out: dict[str, tuple[int, str | None]] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            q = f"SELECT id, count, last_used FROM usage WHERE id IN ({','.join('?' * len(chunk))})"
+            out.update({r[0]: (r[1], r[2]) for r in db.execute(q, chunk)})
+        return out
+
+    def bump(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        try:
+            db = self._conn(create=True)
+            assert db is not None
+            at = now_iso()
+            db.executemany(
+                "INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET count=count+1, last_used=?",
+                [(i, at, at) for i in ids],
+            )
+        except (sqlite3.Error, OSError):
+            pass  # usage is a ranking hint; failing to count must not fail a search
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+# ---------------------------------------------------------------- ranking
+def recency(updated: str | None, now: float, days: float) -> float:
+    if not updated:
+        return 0.0
+    try:
+        age = max(0.0, (now - parse_time(updated).timestamp()) / 86400.0)
+    except ValueError:
+        return 0.0
+    return math.exp(-age / days)
+
+
+def reliability(confidence: float, usage_count: int) -> float:
+    return min(float(confidence) * math.sqrt(usage_count / 10.0), 1.0)
+
+
+def rank(
+    sims: np.ndarray, keyword: np.ndarray, records: list[dict[str, Any]], usage: dict[str, tuple[int, str | None]],
+    weights: Ranking, now: float,
+) -> tuple[np.ndarray, list[dict[str, float]]]:
+    """The one scoring function. `keyword` is BM25 already scaled to [0, 1] within the query."""
+    scores = np.zeros(len(records))
+    parts = []
+    for i, rec in enumerate(records):
+        rec_ = recency(rec.get("updated") or rec.get("created"), now, weights.recency_days)
+        rel = reliability(rec.get("confidence", 0.8), usage.get(rec["id"], (0, None))[0])
+        p = {
+            "similarity": float(sims[i]), "keyword": float(keyword[i]), "recency": rec_, "reliability": rel,
+        }
+        scores[i] = (
+            weights.similarity * p["similarity"] + weights.keyword * p["keyword"]
+            + weights.recency * rec_ + weights.reliability * rel
+        )
+        parts.append(p)
+    return scores, parts
+
+
+def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> list[int]:
+    """Maximal marginal relevance: trade a little score for not repeating what is already picked."""
+    order = list(np.argsort(-scores))
+    if lam >= 1.0 or len(order) <= 1:
+        return order[:k]
+    pool = order[: max(k * 4, 20)]
+    picked: list[int] = []
+    max_sim = np.full(len(scores), -1.0)
+    while pool and len(picked) < k:
+        best = max(pool, key=lambda i: lam * scores[i] - (1 - lam) * max(max_sim[i], 0.0))
+        picked.append(best)
+        pool.remove(best)
+        sims = vecs @ vecs[best]
+        max_sim = np.maximum(max_sim, sims)
+    return picked
+
+
+# ---------------------------------------------------------------- search
+def search(
+    store: Any, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
+    record_usage: bool = True, sync: bool = True,
+) -> SearchResponse:
+    """Ranked memories for one query. See `search_many` for the options."""
+    return search_many(store, [query], k=k, threshold=threshold, filters=filters,
+                       record_usage=record_usage, sync=sync)[0]
+
+
+def search_many(
+    store: Any, queries: Sequence[str], *, k: int = 5, threshold: float | None = None,
+    filters: Filters | None = None, record_usage: bool = True, sync: bool = True,
+) -> list[SearchResponse]:
+    """Ranked memories for each query; queries are embedded in one batch.
+
+    `threshold` is the minimum cosine similarity (default from config, 0.3); a memory below it is
+    still returned when the query's keywords match it strongly (half the best BM25 score or more),
+    because an exact identifier, error code or name is evidence a small embedding model misses.
+    Usage counts are read once before the batch and written after, so one batch does not reorder
+    itself as it goes.
+    """
+    index = store.index
+    if sync and not index.synced:
+        index.sync()
+    weights: Ranking = store.config.ranking
+    floor = weights.threshold if threshold is None else threshold
+    filters = filters or Filters()
+    t0 = time.perf_counter()
+    qvecs = index.embedder.embed(list(queries)) if queries else np.zeros((0, 1))
+    embed_time = time.perf_counter() - t0
+    allowed = index.filtered_labels(filters) if filters.active else None
+    n_cand = max(weights.candidates, k * 4)
+    knn = index.knn(qvecs, n_cand, allowed)
+    usage = Usage(store)
+    now = time.time()
+    out = []
+    returned: list[str] = []
+    for qi, query in enumerate(queries):
+        t1 = time.perf_counter()
+        cand: dict[int, float] = dict(knn[qi])
+        kw = dict(index.keyword(query_terms(query), n_cand))
+        if allowed is not None:
+            allowed_set = set(allowed)
+            kw = {lab: s for lab, s in kw.items() if lab in allowed_set}
+        labels = list(dict.fromkeys([*cand, *kw]))
+        if not labels:
+            out.append(SearchResponse(query, [], _metadata([], embed_time, t1)))
+            continue
+        vecs = index.vectors(labels)
+        sims = vecs @ qvecs[qi]
+        kmax = max(kw.values(), default=0.0)
+        kws = np.array([kw.get(lab, 0.0) / kmax if kmax > 0 else 0.0 for lab in labels])
+        records_by_label = index.records(labels)
+        keep = [i for i, lab in enumerate(labels) if lab in records_by_label and (sims[i] >= floor or kws[i] >= 0.5)]
+        labels = [labels[i] for i in keep]
+        sims, kws, vecs = sims[keep], kws[keep], vecs[keep]
+        records = [records_by_label[lab] for lab in labels]
+        use = usage.get([r["id"] for r in records])
+        scores, parts = rank(sims, kws, records, use, weights, now)
+        picked = mmr(scores, vecs, k, weights.mmr_lambda)
+        hits = [Hit(records[i], float(scores[i]), float(sims[i]), parts[i]) for i in picked]
+        returned.extend(h.id for h in hits)
+        out.append(SearchResponse(query, hits, _metadata(hits, embed_time / max(1, len(queries)), t1)))
+    if record_usage:
+        usage.bump(returned)
+    usage.close()
+    return out
+
+
+def _metadata(hits: list[Hit], embed_time: float, t_start: float) -> dict[str, Any]:
+    sims = [h.similarity for h in hits]
+    return {
+        "totalResults": len(hits),
+        "searchTime": round((time.perf_counter() - t_start) * 1000 + embed_time * 1000, 2),
+        "embeddingTime": round(embed_time * 1000, 2),
+        "maxSimilarity": round(max(sims), 4) if sims else None,
+        "minSimilarity": round(min(sims), 4) if sims else None,
+        "averageSimilarity": round(sum(sims) / len(sims), 4) if sims else None,
+    }

@@ -1,0 +1,258 @@
+"""A store on disk: `facts/` (the source of truth), `.trash/`, `log.jsonl` and the writer lock.
+
+This is the one writer of fact files. Every write is atomic (temp file in the same directory,
+fsync, rename, fsync of the directory), so a reader — another memcli process, an editor, git —
+never sees half a file. Writers serialise on an exclusive `flock` of `<store>/.lock`, so two git
+hooks running `memcli add` at once both land.
+
+`Store` is also the library's front door (`Store(path).add(...)`, `.search(...)`): those
+methods only delegate to the modules that own each concern.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memcli.config import Config, load_config
+from memcli.memory import Memory, now_iso, valid_id
+
+if TYPE_CHECKING:
+    from memcli.index import Index
+    from memcli.ingest import AddResult
+    from memcli.search import SearchResponse
+
+GITIGNORE = ".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n"
+
+
+class StoreError(Exception):
+    """A store operation that cannot be done; the message is one line for the user."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+class Store:
+    """A memcli store directory. Cheap to construct; nothing is read until needed."""
+
+    def __init__(self, path: str | os.PathLike[str], config: Config | None = None) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.facts_dir = self.path / "facts"
+        self.trash_dir = self.path / ".trash"
+        self.index_dir = self.path / ".index"
+        self.inbox_dir = self.path / "inbox"
+        self.log_path = self.path / "log.jsonl"
+        self._config = config
+        self._lock_depth = 0
+        self._lock_fd: int | None = None
+        self._index: Index | None = None
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # ------------------------------------------------------------ setup
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.path)
+        return self._config
+
+    @config.setter
+    def config(self, value: Config) -> None:
+        self._config = value
+        self._index = None
+
+    def exists(self) -> bool:
+        return self.facts_dir.is_dir()
+
+    def init(self) -> bool:
+        """Create the layout and a `.gitignore` for the derived parts. Returns True if new."""
+        new = not self.exists()
+        try:
+            self.facts_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create store at {self.path}: {e.strerror}") from None
+        gi = self.path / ".gitignore"
+        if not gi.exists():
+            atomic_write(gi, GITIGNORE.encode())
+        return new
+
+    def ensure(self) -> None:
+        """Writers create the store on first use."""
+        if not self.exists():
+            self.init()
+
+    # ------------------------------------------------------------ lock
+    @contextlib.contextmanager
+    def lock(self, timeout: float | None = None) -> Iterator[None]:
+        """Exclusive writer lock (re-entrant within this object)."""
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        self.ensure()
+        timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise StoreError(f"store {self.path} is locked by another memcli process") from None
+                time.sleep(0.02)
+        self._lock_fd, self._lock_depth = fd, 1
+        try:
+            yield
+        finally:
+            self._lock_depth = 0
+            self._lock_fd = None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_depth > 0
+
+    # ------------------------------------------------------------ facts
+    def fact_path(self, mid: str) -> Path:
+        if not valid_id(mid):
+            raise NotFound(f"invalid memory id {mid!r}")
+        return self.facts_dir / f"{mid}.md"
+
+    def read(self, mid: str) -> Memory:
+        """Read a memory from its file (the source of truth, not the catalog)."""
+        path = self.fact_path(mid)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no memory with id {mid}") from None
+        return Memory.parse(raw, file_id=mid)
+
+    def write(self, memory: Memory) -> Path:
+        """Atomically write one memory file. Callers hold the lock."""
+        self.ensure()
+        path = self.fact_path(memory.id)
+        atomic_write(path, memory.to_markdown().encode("utf-8"))
+        return path
+
+    def write_many(self, memories: Iterable[Memory]) -> int:
+        n = 0
+        for m in memories:
+            self.write(m)
+            n += 1
+        return n
+
+    def trash(self, mid: str, reason: str, *, event: str = "DELETE", origin: str | None = None) -> Memory:
+        """Move a memory to `.trash/` with the reason; restorable with `restore`."""
+        with self.lock():
+            memory = self.read(mid)
+            self.trash_dir.mkdir(exist_ok=True)
+            trashed = Memory.from_dict({**memory.to_dict(), "trashed": {"at": now_iso(), "reason": reason}})
+            atomic_write(self.trash_dir / f"{mid}.md", trashed.to_markdown().encode("utf-8"))
+            os.unlink(self.fact_path(mid))
+            fsync_dir(self.facts_dir)
+            self.log(event, id=mid, old=memory.text, reason=reason, origin=origin)
+        return memory
+
+    def restore(self, mid: str) -> Memory:
+        with self.lock():
+            src = self.trash_dir / f"{mid}.md"
+            if not valid_id(mid) or not src.is_file():
+                raise NotFound(f"no memory with id {mid} in the trash")
+            if self.fact_path(mid).exists():
+                raise StoreError(f"memory {mid} exists already; not overwriting it")
+            memory = Memory.parse(src.read_bytes(), file_id=mid)
+            memory.extra.pop("trashed", None)
+            memory.updated = now_iso()
+            self.write(memory)
+            os.unlink(src)
+            self.log("RESTORE", id=mid, text=memory.text)
+        return memory
+
+    def trashed(self) -> list[Memory]:
+        out = []
+        for p in sorted(self.trash_dir.glob("*.md")) if self.trash_dir.is_dir() else []:
+            with contextlib.suppress(ValueError, OSError):
+                out.append(Memory.parse(p.read_bytes(), file_id=p.stem))
+        return out
+
+    # ------------------------------------------------------------ log
+    def log(self, event: str, **fields: Any) -> None:
+        """Append one line to `log.jsonl`: the history of every change, for humans and rollback."""
+        record = {"at": now_iso(), "event": event, **{k: v for k, v in fields.items() if v is not None}}
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        self.ensure()
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------ the sidecar and the library API
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            from memcli.index import Index
+
+            self._index = Index(self)
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    def add(self, text: str, **options: Any) -> AddResult:
+        """Turn text into memories (see `memcli.ingest.add` for the options)."""
+        from memcli.ingest import add
+
+        return add(self, text, **options)
+
+    def search(self, query: str, **options: Any) -> SearchResponse:
+        """Ranked memories for a query (see `memcli.search.search` for the options)."""
+        from memcli.search import search
+
+        return search(self, query, **options)

@@ -1,0 +1,90 @@
+"""Shared fixtures: every test runs against temporary stores and a temporary cache.
+
+The embedding cache is shared by the whole session (one directory), so the real model embeds each
+distinct text once per run; nothing touches the user's own stores or cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+from memcli.config import Config
+from memcli.store import Store
+
+HASH = "hash:256"  # deterministic embedder: plumbing tests only, never search quality or dedup
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("env")
+    saved = dict(os.environ)
+    for key in list(os.environ):
+        if key.startswith("MEMCLI_"):
+            del os.environ[key]
+    os.environ["MEMCLI_CACHE_DIR"] = str(base / "cache")
+    os.environ["XDG_DATA_HOME"] = str(base / "data")
+    os.environ["XDG_CACHE_HOME"] = str(base / "xdg-cache")
+    os.environ["MEMCLI_LOCK_TIMEOUT"] = "30"
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def hash_store(tmp_path: Path) -> Store:
+    """A store whose embedder is the hash embedder (fast, meaningless)."""
+    s = Store(tmp_path / "store", Config(embed_model=HASH))
+    s.init()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def real_store(tmp_path: Path) -> Store:
+    """A store with the real default model."""
+    s = Store(tmp_path / "store")
+    s.init()
+    yield s
+    s.close()
+
+
+class Cli:
+    """Drive the CLI in-process through Typer's runner, against one store."""
+
+    def __init__(self, store: Path, env: dict[str, str] | None = None) -> None:
+        self.store = store
+        self.runner = CliRunner()
+        self.env = env or {}
+
+    def __call__(self, *args: str, input: str | bytes | None = None, ok: bool = True):
+        result = self.runner.invoke(app, ["--store", str(self.store), *args], input=input, env=self.env,
+                                    catch_exceptions=False)
+        if ok and result.exit_code != 0:
+            raise AssertionError(f"memcli {' '.join(args)} exited {result.exit_code}:\n{result.output}"
+                                 f"\n{getattr(result, 'stderr', '')}")
+        return result
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "store")
+
+
+@pytest.fixture
+def hash_cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": HASH})
+
+
+def run_memcli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None,
+               cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """A real subprocess, as a shell user or a git hook would run it."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "memcli", *args], input=input, capture_output=True,
+                          env=full_env, cwd=cwd, text=isinstance(input, str) or input is None, timeout=300)

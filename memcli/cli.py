@@ -535,6 +535,166 @@ def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
         raise typer.Exit(1)
 
 
+# ---------------------------------------------------------------- curation
+@app.command()
+def merge(
+    ids: list[str] | None = typer.Argument(None, metavar="ID...", help="Memories to merge into one."),
+    auto: bool = typer.Option(False, "--auto", help="Merge every group of memories above --threshold."),
+    threshold: float = typer.Option(0.9, "--threshold", min=0.0, max=1.0, help="Similarity for --auto groups."),
+    no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merge even if an LLM is configured."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be merged."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Merge memories into one (LLM merge prompt, or a heuristic merge); originals go to the trash."""
+    from memcli.curate import merge as do_merge
+    from memcli.curate import similar_groups
+
+    store = synced(get_store())
+    if auto == bool(ids):
+        fail("give two or more IDs, or --auto", 2)
+    groups = similar_groups(store, threshold) if auto else [resolve_ids(store, ids or [])]
+    results = []
+    for group in groups:
+        if len(set(group)) < 2:
+            fail("merge needs at least two different memories", 2)
+        results.append(do_merge(store, group, use_llm=False if no_llm else None, dry_run=dry_run))
+    if as_json:
+        emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run})
+        return
+    for r in results:
+        note(f"{'would merge' if dry_run else 'merged'} {', '.join(r.sources)} -> {r.merged.id} ({r.method})")
+        if dry_run or len(results) == 1:
+            sys.stdout.write(r.merged.text.rstrip() + "\n")
+    if not results:
+        note("nothing to merge")
+
+
+@app.command()
+def prune(
+    older_than: str | None = typer.Option(None, "--older-than", help="Age or date: 90d, 6m, 2026-01-01."),
+    unused: bool = typer.Option(False, "--unused", help="Never returned by a search."),
+    min_confidence: float | None = typer.Option(None, "--min-confidence", min=0.0, max=1.0,
+                                                   help="Trash memories below this confidence."),
+    type_: str | None = typer.Option(None, "--type"),
+    dry_run: bool = typer.Option(False, "--dry-run"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Move stale memories to the trash (criteria combine with AND)."""
+    from memcli.curate import prune as do_prune
+    from memcli.memory import parse_when
+
+    store = synced(get_store())
+    try:
+        cutoff = parse_when(older_than) if older_than else None
+    except ValueError as e:
+        fail(str(e), 2)
+    result = do_prune(store, older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
+                      dry_run=dry_run)
+    if as_json:
+        emit_json({**result.to_dict(), "dry_run": dry_run})
+        return
+    for r in result.trashed:
+        sys.stdout.write(f"{r['id']}  {short(r['text'], 80)}  ({r['_reason']})\n")
+    note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)} memories")
+
+
+@app.command()
+def rollback(
+    origin: str = typer.Argument(..., help="An origin: git:SHA, session:ID, import:FILE, cli ..."),
+    dry_run: bool = typer.Option(False, "--dry-run"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Undo what one origin contributed: memories only it vouched for go to the trash."""
+    from memcli.curate import rollback as do_rollback
+
+    store = synced(get_store())
+    result = do_rollback(store, origin, dry_run=dry_run)
+    if as_json:
+        emit_json({**result.to_dict(), "dry_run": dry_run})
+        return
+    note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)}, "
+         f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}")
+
+
+# ---------------------------------------------------------------- ask
+@app.command()
+def ask(
+    question: list[str] | None = typer.Argument(None, help="A question to answer from memory."),
+    top_k: int = typer.Option(8, "--top-k", "-k", min=1, max=50, help="Memories to give the model."),
+    model: str | None = typer.Option(None, "--model", help="LLM model for this call (litellm string)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Answer a question from the top memories with the LLM, citing memory ids (streamed)."""
+    from memcli.search import search_many
+
+    q = read_text(question, "question").strip()
+    store = synced(get_store())
+    if model:
+        store.config = store.config.with_overrides(llm_model=model)
+    hits = search_many(store, [q], k=top_k)[0].hits
+    records = [h.to_dict() for h in hits]
+    if not store.config.llm_model:
+        if as_json:
+            emit_json({"question": q, "answer": None, "error": "no LLM configured", "memories": records})
+        else:
+            note("no LLM configured (set MEMCLI_LLM_MODEL); the memories that match:")
+            for h in hits:
+                sys.stdout.write(f"[{h.id}] {short(h.record['text'], 300)}\n")
+        return
+    from memcli.ingest import llm_client
+
+    client = llm_client(store)
+    stream = client.answer(q, [h.record for h in hits])
+    if as_json:
+        emit_json({"question": q, "answer": "".join(stream).strip(), "memories": records})
+        return
+    for piece in stream:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------- inbox
+@inbox_app.callback()
+def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    """List inputs saved when the LLM was unreachable (`memcli inbox retry` replays them)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from memcli.ingest import inbox_items
+
+    items = inbox_items(get_store())
+    if as_json:
+        emit_json([{"file": p.name, "at": i.get("at"), "error": i.get("error"), "text": i.get("text")}
+                   for p, i in items])
+        return
+    for p, i in items:
+        sys.stdout.write(f"{p.stem}  {i.get('at', '')}  {short(i.get('text', ''), 70)}  [{i.get('error', '')}]\n")
+    note(f"{len(items)} pending input(s)")
+
+
+@inbox_app.command("retry")
+def inbox_retry(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
+    from memcli.ingest import AddResult, retry_inbox
+
+    results = retry_inbox(get_store())
+    ok = all(isinstance(r, AddResult) for _, r in results)
+    if as_json:
+        emit_json([{"file": f, "ok": isinstance(r, AddResult), **({"result": r.to_dict()} if isinstance(r, AddResult)
+                    else {"error": r})} for f, r in results])
+    else:
+        for f, r in results:
+            if isinstance(r, AddResult):
+                s = r.summary()
+                note(f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['NONE']} known)")
+            else:
+                note(f"{f}: still failing: {r}")
+        if not results:
+            note("inbox is empty")
+    if not ok:
+        raise typer.Exit(1)
+
+
 # ---------------------------------------------------------------- entry point
 def main() -> None:
     """Console entry point: turn library errors into one line on stderr and exit 1."""

@@ -139,11 +139,13 @@ def add(
     dry_run: bool = False,
     redact: bool = True,
     source: str | None = None,
+    inbox: bool = True,
 ) -> AddResult:
     """Turn `text` into memories and write them. See the module docstring for the semantics.
 
     `llm`: None uses the LLM when one is configured; False forces the heuristic path; True requires
-    an LLM (IngestError if none is configured).
+    an LLM (IngestError if none is configured). When the LLM is unreachable the (redacted) input
+    is saved to the store's inbox (unless `inbox=False`) and the LLMError is raised.
     """
     if not text or not text.strip():
         raise IngestError("nothing to add: the input is empty")
@@ -156,36 +158,41 @@ def add(
     if llm and not cfg.llm_model:
         raise IngestError("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml), or use --no-llm")
     use_llm = bool(cfg.llm_model) if llm is None else llm
-    original = text
     if redact:
         from memcli.redact import redact as scrub
 
         text, _kinds = scrub(text)
-    client = _llm_client(store) if use_llm and not raw else None
+    client = llm_client(store) if use_llm and not raw else None
+    options = {"tags": list(tags), "type": type, "origins": list(origins), "user": user, "project": project,
+               "session": session, "threshold": threshold, "allow_delete": allow_delete}
+    from memcli.llm import LLMError
+
     try:
         extraction = _extract(text, raw=raw, type=type, client=client)
-    except Exception as e:
-        _maybe_inbox(store, e, original if not redact else text, locals_for_inbox(
-            tags, type, origins, user, project, session, threshold, allow_delete, redact))
+        facts = extraction.facts
+        for f in facts:
+            f.tags = list(dict.fromkeys([*[t.lower() for t in tags], *f.tags]))
+            if type:
+                f.type = type
+        result = AddResult(extraction, [], dry_run=dry_run)
+        if not facts:
+            return result
+        index = store.index
+        vecs = index.embedder.embed([f.text for f in facts])
+        index.sync()
+        # Decided outside the writer lock: an LLM call can take seconds and other writers
+        # (git hooks) must not wait on it. Targets are re-read under the lock when applied.
+        decisions = _decide(store, facts, vecs, threshold, client, allow_delete)
+    except LLMError as e:
+        if inbox and not dry_run:
+            path = save_to_inbox(store, text, options, str(e))
+            e.args = (f"{e}; input saved to {path.relative_to(store.path)} (run `memcli inbox retry`)",)
         raise
-    facts = extraction.facts
-    for f in facts:
-        f.tags = list(dict.fromkeys([*[t.lower() for t in tags], *f.tags]))
-        if type:
-            f.type = type
     all_origins = list(dict.fromkeys([*origins, *([f"session:{session}"] if session else [])])) or ["cli"]
     user = user or cfg.user
     if project is None:
         project = git_project()
-    result = AddResult(extraction, [], dry_run=dry_run)
-    if not facts:
-        return result
-    index = store.index
-    vecs = index.embedder.embed([f.text for f in facts])
-    lock = _null() if dry_run else store.lock()
-    with lock:
-        index.sync()
-        decisions = _decide(store, facts, vecs, threshold, client, allow_delete)
+    with _null() if dry_run else store.lock():
         batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
         for fact, vec, decision in zip(facts, vecs, decisions):
             event = _apply(store, fact, vec, decision, batch, all_origins, user, project, dry_run, source,
@@ -200,11 +207,6 @@ def add(
     return result
 
 
-def locals_for_inbox(*values: Any) -> dict[str, Any]:
-    names = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "redact")
-    return {n: (list(v) if isinstance(v, (list, tuple)) else v) for n, v in zip(names, values)}
-
-
 class _null:
     def __enter__(self) -> None:
         return None
@@ -214,7 +216,7 @@ class _null:
 
 
 # ---------------------------------------------------------------- extraction
-def _llm_client(store: Store) -> Any:
+def llm_client(store: Store) -> Any:
     from memcli.llm import LLM, LLMSettings
 
     cfg = store.config
@@ -240,16 +242,6 @@ def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extracti
         fallback = heuristic_extract(text, default_type=type)
         fallback.note = f"LLM extraction unusable ({e}); used the heuristic extractor"
         return fallback
-
-
-def _maybe_inbox(store: Store, error: Exception, text: str, options: dict[str, Any]) -> None:
-    """An unreachable LLM must not lose the input: park it in `<store>/inbox/` for `inbox retry`."""
-    from memcli.llm import LLMError
-
-    if not isinstance(error, LLMError):
-        return
-    path = save_to_inbox(store, text, options, str(error))
-    error.args = (f"{error}; input saved to {path.relative_to(store.path)} (run `memcli inbox retry`)",)
 
 
 def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) -> Path:
@@ -315,9 +307,9 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                 i = asks[dec.fact]
                 out[i] = _Decision(dec.event, dec.target_id, dec.text or facts[i].text, dec.reasoning,
                                    dec.confidence)
-            for i in asks:  # facts the model did not decide on keep the heuristic decision
-                pass
-            _ = invalid
+            # facts the model did not decide on (or decided invalidly) keep the heuristic decision
+            for reason in invalid:
+                store.log("LLM_INVALID", detail=reason)
     for d in out:
         if d.event == "DELETE" and not allow_delete:
             d.refused = True
@@ -418,7 +410,7 @@ def retry_inbox(store: Store) -> list[tuple[str, AddResult | str]]:
         opts = dict(item.get("options") or {})
         opts["redact"] = False  # what was parked was already redacted (unless the user opted out)
         try:
-            res = add(store, item["text"], llm=True, **opts)
+            res = add(store, item["text"], llm=True, inbox=False, **opts)
         except StoreError as e:
             results.append((path.name, str(e)))
             continue

@@ -100,7 +100,7 @@ def new_ulid(at: float | None = None) -> str:
     """
     ms = int((time.time() if at is None else at) * 1000)
     with _ulid_lock:
-        if ms <= _last_ulid[0] and at is None:
+        if ms == _last_ulid[0] or (at is None and ms < _last_ulid[0]):
             ms, rand = _last_ulid[0], _last_ulid[1] + 1
         else:
             rand = int.from_bytes(os.urandom(10), "big")
@@ -180,7 +180,13 @@ class Memory:
         d = dict(data)
         text = d.pop("text", None)
         text = "" if text is None else str(text)
-        mid = str(d.pop("id", None) or default_id or new_ulid())
+        try:
+            created = iso(d.pop("created", None)) or now_iso()
+            updated = iso(d.pop("updated", None)) or created
+        except ValueError as e:
+            raise MalformedMemory(f"bad timestamp ({e})") from None
+        # A new id carries the memory's own creation time, so ids sort like `created`.
+        mid = str(d.pop("id", None) or default_id or new_ulid(parse_time(created).timestamp()))
         if not valid_id(mid):
             raise MalformedMemory(f"invalid id {mid!r}")
         mtype = str(d.pop("type", None) or "semantic")
@@ -191,11 +197,6 @@ class Memory:
             confidence = 0.8 if raw_conf is None else float(raw_conf)
         except (TypeError, ValueError):
             raise MalformedMemory("confidence must be a number") from None
-        try:
-            created = iso(d.pop("created", None)) or now_iso()
-            updated = iso(d.pop("updated", None)) or created
-        except ValueError as e:
-            raise MalformedMemory(f"bad timestamp ({e})") from None
         history = d.pop("history", None) or []
         if not isinstance(history, list):
             raise MalformedMemory("history must be a list")

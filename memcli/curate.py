@@ -1,0 +1,189 @@
+"""Curation: merge, prune, rollback. Nothing is erased: what leaves `facts/` goes to the trash
+with a reason, and merged texts stay in the survivor's `history`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from memcli.index import Filters
+from memcli.memory import Memory, new_ulid, now_iso
+from memcli.store import Store, StoreError
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
+
+
+@dataclass
+class MergeResult:
+    merged: Memory
+    sources: list[str]
+    method: str  # "llm" | "heuristic"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.merged.id, "text": self.merged.text, "merged_from": self.sources, "method": self.method}
+
+
+def heuristic_merge(texts: list[str]) -> str:
+    """Keep the newest text whole, then add each older sentence it does not already contain.
+
+    Texts come oldest first; newer wording wins, and no unique sentence is dropped.
+    """
+    base = texts[-1].strip()
+    seen = {_key(s) for s in _SENTENCE.split(base)}
+    extra = []
+    for t in reversed(texts[:-1]):
+        for s in _SENTENCE.split(t.strip()):
+            if _key(s) and _key(s) not in seen and _key(s) not in _key(base):
+                seen.add(_key(s))
+                extra.append(s.strip())
+    return base if not extra else base + "\n\n" + " ".join(extra)
+
+
+def _key(s: str) -> str:
+    return " ".join(re.findall(r"\w+", s.lower()))
+
+
+def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run: bool = False) -> MergeResult:
+    """Merge memories into a new one; the originals go to the trash, their texts into history."""
+    if len(set(ids)) < 2:
+        raise StoreError("merge needs at least two different memories")
+    with store.lock():
+        mems = sorted((store.read(i) for i in dict.fromkeys(ids)), key=lambda m: (m.updated, m.id))
+        texts = [m.text for m in mems]
+        method = "heuristic"
+        cfg = store.config
+        if (use_llm is None and cfg.llm_model) or use_llm:
+            if not cfg.llm_model:
+                raise StoreError("no LLM configured: set MEMCLI_LLM_MODEL, or merge with --no-llm")
+            from memcli.ingest import llm_client
+
+            text = llm_client(store).merge(texts)
+            method = "llm"
+        else:
+            text = heuristic_merge(texts)
+        types = [m.type for m in mems]
+        merged = Memory(
+            id=new_ulid(), text=text, type=max(set(types), key=types.count),
+            tags=list(dict.fromkeys(t for m in mems for t in m.tags)),
+            domain=next((m.domain for m in reversed(mems) if m.domain), None),
+            confidence=max(m.confidence for m in mems), source="llm" if method == "llm" else mems[-1].source,
+            origins=list(dict.fromkeys(o for m in mems for o in m.origins)), user=mems[-1].user,
+            project=mems[-1].project, created=min(m.created for m in mems),
+            code_pattern=next((m.code_pattern for m in reversed(mems) if m.code_pattern), None),
+            flags={k: True for m in mems for k, v in m.flags.items() if v},
+            history=[h for m in mems for h in m.history]
+            + [{"event": "MERGE", "at": now_iso(), "id": m.id, "old": m.text} for m in mems],
+            links=[link for m in mems for link in m.links],
+            extra={k: v for m in mems for k, v in m.extra.items() if k not in ("declared_id", "trashed")},
+        )
+        if not dry_run:
+            store.write(merged)
+            store.log("MERGE", id=merged.id, text=merged.text, sources=[m.id for m in mems], method=method)
+            for m in mems:
+                store.trash(m.id, f"merged into {merged.id}", event="MERGED")
+            store.index.sync()
+    return MergeResult(merged, [m.id for m in mems], method)
+
+
+def similar_groups(store: Store, threshold: float) -> list[list[str]]:
+    """Clusters of memories whose pairwise links reach `threshold` (single linkage, union-find)."""
+    index = store.index
+    rows = index.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
+    if len(rows) < 2:
+        return []
+    labels = [r[0] for r in rows]
+    ids = dict(rows)
+    parent = {lab: lab for lab in labels}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    vecs = index.vectors(labels)
+    for i in range(0, len(labels), 512):
+        for lab, hits in zip(labels[i : i + 512], index.knn(vecs[i : i + 512], 6)):
+            for other, sim in hits:
+                if other != lab and sim >= threshold:
+                    parent[find(other)] = find(lab)
+    groups: dict[int, list[str]] = {}
+    for lab in labels:
+        groups.setdefault(find(lab), []).append(ids[lab])
+    return [g for g in groups.values() if len(g) > 1]
+
+
+# ---------------------------------------------------------------- prune
+@dataclass
+class PruneResult:
+    trashed: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trashed": [{"id": r["id"], "text": r["text"], "reason": r["_reason"]} for r in self.trashed]}
+
+
+def prune(store: Store, *, older_than: str | None = None, unused: bool = False, min_confidence: float | None = None,
+          type: str | None = None, dry_run: bool = False) -> PruneResult:
+    """Trash stale memories: created before `older_than` (ISO), never returned by a search
+    (`unused`), or below `min_confidence`. Criteria combine with AND; at least one is needed."""
+    if not (older_than or unused or min_confidence is not None):
+        raise StoreError("prune needs a criterion: --older-than, --unused or --min-confidence")
+    from memcli.search import Usage
+
+    records = store.index.select(Filters(type=type, until=older_than))
+    used = Usage(store).get([r["id"] for r in records]) if unused else {}
+    out = PruneResult()
+    for r in records:
+        reasons = []
+        if older_than:
+            reasons.append(f"created before {older_than[:10]}")
+        if unused:
+            if r["id"] in used:
+                continue
+            reasons.append("never returned by a search")
+        if min_confidence is not None:
+            if r.get("confidence", 0) >= min_confidence:
+                continue
+            reasons.append(f"confidence {r.get('confidence')} < {min_confidence}")
+        out.trashed.append({**r, "_reason": "pruned: " + ", ".join(reasons)})
+    if not dry_run and out.trashed:
+        with store.lock():
+            for r in out.trashed:
+                store.trash(r["id"], r["_reason"], event="PRUNE")
+            store.index.sync()
+    return out
+
+
+# ---------------------------------------------------------------- rollback
+@dataclass
+class RollbackResult:
+    origin: str
+    trashed: list[str] = field(default_factory=list)
+    detached: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"origin": self.origin, "trashed": self.trashed, "detached": self.detached}
+
+
+def rollback(store: Store, origin: str, *, dry_run: bool = False) -> RollbackResult:
+    """Undo one origin: memories only it vouched for go to the trash; others just lose it."""
+    out = RollbackResult(origin)
+    records = [r for r in store.index.select() if origin in (r.get("origins") or [])]
+    with store.lock():
+        for r in records:
+            if r.get("origins") == [origin]:
+                out.trashed.append(r["id"])
+                if not dry_run:
+                    store.trash(r["id"], f"rollback of {origin}", event="ROLLBACK", origin=origin)
+            else:
+                out.detached.append(r["id"])
+                if not dry_run:
+                    m = store.read(r["id"])
+                    m.origins = [o for o in m.origins if o != origin]
+                    m.updated = now_iso()
+                    store.write(m)
+                    store.log("ROLLBACK", id=m.id, origin=origin, detail="origin removed")
+        if not dry_run:
+            store.index.sync()
+    return out

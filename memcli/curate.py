@@ -187,3 +187,125 @@ def rollback(store: Store, origin: str, *, dry_run: bool = False) -> RollbackRes
         if not dry_run:
             store.index.sync()
     return out
+
+
+# ---------------------------------------------------------------- consolidate
+OPPOSITES = (
+    ("always", "never"), ("enable", "disable"), ("enabled", "disabled"), ("allow", "deny"), ("allowed", "denied"),
+    ("increase", "decrease"), ("true", "false"), ("on", "off"), ("use", "avoid"), ("must", "must not"),
+    ("should", "should not"), ("do", "don't"), ("can", "cannot"), ("before", "after"), ("sync", "async"),
+    ("add", "remove"), ("include", "exclude"), ("required", "optional"), ("yes", "no"), ("open", "closed"),
+)
+_NUM = re.compile(r"\b\d+(?:\.\d+)*\b")
+
+
+def opposing(a: str, b: str) -> str | None:
+    """Why two similar texts may contradict: opposite wording, or the same sentence with other numbers."""
+    wa, wb = set(_key(a).split()), set(_key(b).split())
+    la, lb = f" {_key(a)} ", f" {_key(b)} "
+    for x, y in OPPOSITES:
+        if " " in y:
+            if (f" {y} " in la) != (f" {y} " in lb):
+                return f"'{x}' vs '{y}'"
+        elif (x in wa and y in wb and y not in wa) or (y in wa and x in wb and x not in wa):
+            return f"'{x}' vs '{y}'"
+    na, nb = set(_NUM.findall(a)), set(_NUM.findall(b))
+    if na and nb and na != nb and len(wa ^ wb) <= 2 * max(len(na ^ nb), 1) + 2:
+        return f"different values ({', '.join(sorted(na - nb))} vs {', '.join(sorted(nb - na))})"
+    return None
+
+
+@dataclass
+class ConsolidateReport:
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    contradictions: list[dict[str, Any]] = field(default_factory=list)
+    distilled: list[dict[str, Any]] = field(default_factory=list)
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"merged": self.merged, "contradictions": self.contradictions, "distilled": self.distilled,
+                "dry_run": self.dry_run}
+
+
+def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = None) -> ConsolidateReport:
+    """One maintenance pass: merge near-duplicates, flag contradictions, distil recurring episodes."""
+    cfg = store.config
+    report = ConsolidateReport(dry_run=dry_run)
+    with store.lock():
+        store.index.sync()
+        for group in similar_groups(store, cfg.consolidate_threshold):
+            r = merge(store, group, use_llm=use_llm, dry_run=dry_run)
+            report.merged.append(r.to_dict())
+        index = store.index
+        rows = index.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
+        labels = [r[0] for r in rows]
+        ids = dict(rows)
+        recs = index.records(labels)
+        vecs = index.vectors(labels)
+        seen: set[tuple[str, str]] = set()
+        for lab, hits in zip(labels, index.knn(vecs, 6) if labels else []):
+            for other, sim in hits:
+                if other == lab or sim < cfg.contradiction_threshold or other not in recs:
+                    continue
+                a, b = sorted((ids[lab], ids[other]))
+                if (a, b) in seen:
+                    continue
+                seen.add((a, b))
+                why = opposing(recs[lab]["text"], recs[other]["text"])
+                if why:
+                    report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
+                                                  "texts": [recs[lab]["text"], recs[other]["text"]]})
+        if not dry_run:
+            for c in report.contradictions:
+                a, b = c["ids"]
+                for mid, other in ((a, b), (b, a)):
+                    m = store.read(mid)
+                    if not any(lk.get("rel") == "contradicts" and lk.get("id") == other for lk in m.links):
+                        m.links.append({"rel": "contradicts", "id": other})
+                        store.write(m)
+                store.log("CONTRADICTION", ids=[a, b], reason=c["why"])
+        report.distilled = _distil_episodes(store, recs, labels, vecs, dry_run)
+        if not dry_run:
+            store.index.sync()
+    return report
+
+
+def _distil_episodes(store: Store, recs: dict[int, dict[str, Any]], labels: list[int], vecs: Any,
+                     dry_run: bool) -> list[dict[str, Any]]:
+    """Three or more similar episodic memories become one semantic memory linked to them."""
+    epi = [i for i, lab in enumerate(labels) if recs.get(lab, {}).get("type") == "episodic"]
+    if len(epi) < 3:
+        return []
+    sub = vecs[epi]
+    sims = sub @ sub.T
+    used: set[int] = set()
+    out = []
+    for i in range(len(epi)):
+        if i in used:
+            continue
+        group = [j for j in range(len(epi)) if j not in used and sims[i, j] >= store.config.decide_threshold]
+        if len(group) < 3:
+            continue
+        used.update(group)
+        members = [recs[labels[epi[j]]] for j in group]
+        if any(lk.get("rel") == "distilled_into" for m in members for lk in m.get("links") or []):
+            continue
+        centre = group[int(sims[[*group]][:, group].sum(axis=1).argmax())]
+        text = recs[labels[epi[centre]]]["text"]
+        distilled = Memory(
+            id=new_ulid(), text=f"Recurring ({len(group)} times): {text}", type="semantic",
+            tags=list(dict.fromkeys(t for m in members for t in m.get("tags") or [])),
+            confidence=min(0.95, 0.6 + 0.05 * len(group)), source="heuristic",
+            origins=list(dict.fromkeys(o for m in members for o in m.get("origins") or [])),
+            user=members[-1].get("user") or "default", project=members[-1].get("project"),
+            links=[{"rel": "derived_from", "id": m["id"]} for m in members],
+        )
+        out.append({"id": distilled.id, "text": distilled.text, "from": [m["id"] for m in members]})
+        if not dry_run:
+            store.write(distilled)
+            for m in members:
+                mem = store.read(m["id"])
+                mem.links.append({"rel": "distilled_into", "id": distilled.id})
+                store.write(mem)
+            store.log("DISTIL", id=distilled.id, sources=[m["id"] for m in members])
+    return out

@@ -248,19 +248,44 @@ def _one_line(text: str, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+_LIB_PREFIX = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception)\s*[:-]\s*|Error code: \d+ - )+")
+
+
+def _clean(message: str, limit: int = 200) -> str:
+    """One line without litellm's stacked prefixes ("litellm.InternalServerError: InternalServerError:
+    OpenAIException - ..."), pulling ``error.message`` out of a JSON error body."""
+    text = _LIB_PREFIX.sub("", " ".join(str(message).split()))
+    if text.startswith("{"):
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            err = body.get("error", body)
+            found = err.get("message") or err.get("detail") if isinstance(err, dict) else err
+            if found:
+                text = str(found)
+    return _one_line(text, limit)
+
+
 def _status_message(exc: BaseException) -> str:
-    """The server's own error message from an openai APIStatusError, if any."""
+    """The server's own error message from an HTTP error, if any."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)
         msg = err.get("message") if isinstance(err, dict) else err
         if msg:
-            return _one_line(str(msg), 160)
-    msg = getattr(exc, "message", "") or str(exc)
-    return _one_line(re.sub(r"^Error code: \d+ - ", "", str(msg)), 160)
+            return _clean(str(msg), 160)
+    response = getattr(exc, "response", None)
+    if response is not None and not getattr(exc, "message", None):
+        try:
+            return _clean(response.text, 160)
+        except Exception:  # noqa: BLE001 - a streamed body may be unreadable
+            pass
+    return _clean(getattr(exc, "message", "") or str(exc), 160)
 
 
-def _classify(exc: BaseException, endpoint: str) -> _Failure:
+def _classify(exc: BaseException, endpoint: str, timeout: float | None = None) -> _Failure:
     """Decide whether ``exc`` is worth retrying and describe it in one line.
 
     litellm's outer exception type is unreliable for this (a refused connection and a missing
@@ -277,7 +302,8 @@ def _classify(exc: BaseException, endpoint: str) -> _Failure:
             return _Failure(False, f"invalid api_base {endpoint!r}: {_one_line(str(e), 120)}")
     for e in chain:
         if isinstance(e, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)):
-            return _Failure(True, f"timed out ({endpoint})")
+            after = f" after {timeout:g}s" if timeout else ""
+            return _Failure(True, f"timed out{after} waiting for {endpoint}")
     for e in chain:
         if isinstance(e, (httpx.TransportError, ConnectionError)):
             cause = chain[-1]
@@ -300,17 +326,16 @@ def _classify(exc: BaseException, endpoint: str) -> _Failure:
         if isinstance(e, json.JSONDecodeError):
             return _Failure(False, f"unreadable (non-JSON) response from {endpoint}")
         if type(e) is openai.OpenAIError:  # client-side configuration, e.g. missing credentials
-            return _Failure(False, _one_line(str(e), 200))
-    # Nothing identifiable: trust litellm's mapped status (e.g. a provider handled by litellm's
-    # own HTTP code), treating an unknown one as non-transient.
+            return _Failure(False, _clean(str(e)))
+    # Nothing identifiable (often an error raised before any request, e.g. an unknown provider):
+    # litellm's mapped status decides whether to retry; the message says what happened.
     status = getattr(exc, "status_code", None)
-    message = _one_line(str(getattr(exc, "message", "") or exc), 200)
+    message = _clean(str(getattr(exc, "message", "") or exc)) or type(exc).__name__
     if isinstance(status, int) and (status == 429 or status >= 500):
-        return _Failure(True, f"HTTP {status} from {endpoint}: {message}")
+        return _Failure(True, f"{message} ({endpoint})")
     if isinstance(exc, openai.APIConnectionError):
         return _Failure(True, f"connection failed to {endpoint}: {message}")
-    prefix = f"HTTP {status} from {endpoint}: " if isinstance(status, int) else ""
-    return _Failure(False, prefix + (message or type(exc).__name__))
+    return _Failure(False, message)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -354,10 +379,11 @@ def _usable(value: Any) -> bool:
 def parse_json_reply(content: str | None, key: str) -> Any:
     """Get the JSON payload out of a model reply, as forgivingly as is safe.
 
-    Tries, in order: the whole reply; the inside of the first code fence; the first JSON object
-    found anywhere (``raw_decode`` tolerates trailing prose), preferring one that has ``key``;
-    then ``json_repair`` (single quotes, trailing commas, truncation). Returns a dict or list;
-    raises :class:`LLMFormatError` when nothing parseable is there.
+    Tries, in order: the whole reply and the inside of the first code fence; the first object
+    with ``key`` found anywhere (``raw_decode`` tolerates prose before and after it); a repair
+    (``json_repair``: single quotes, trailing commas, truncation) of the object that starts with
+    ``key``; any other complete object or list of objects; finally a repair from the first brace.
+    Returns a dict or list; raises :class:`LLMFormatError` when nothing parseable is there.
     """
     import json_repair
 
@@ -377,7 +403,6 @@ def parse_json_reply(content: str | None, key: str) -> Any:
             return value
         if _usable(value) and fallback is None:
             fallback = value
-        # The first object that decodes cleanly, skipping braces in leading prose.
         for n, m in enumerate(re.finditer(r"[{\[]", cand)):
             if n >= 64:
                 break
@@ -388,20 +413,29 @@ def parse_json_reply(content: str | None, key: str) -> Any:
             if isinstance(value, dict) and key in value:
                 return value
             if _usable(value) and fallback is None:
-                fallback = value
+                fallback = value  # may be an item nested in a truncated reply: repair first
+
+    def repaired(pattern: str) -> Any:
+        for cand in reversed(candidates):
+            start = re.search(pattern, cand)
+            if start is None:
+                continue
+            try:
+                value = json_repair.loads(cand[start.start() :])
+            except Exception:  # noqa: BLE001 - json_repair may raise anything on hostile input
+                continue
+            if _usable(value):
+                return value
+        return None
+
+    value = repaired(r"\{\s*[\"']?" + re.escape(key) + r"[\"']?\s*:")
+    if isinstance(value, dict) and key in value:
+        return value
     if fallback is not None:
         return fallback
-    # Broken JSON: repair from where the expected object seems to start.
-    for cand in reversed(candidates):
-        start = re.search(r"\{\s*[\"']?" + re.escape(key), cand) or re.search(r"\{", cand)
-        if not start:
-            continue
-        try:
-            value = json_repair.loads(cand[start.start() :])
-        except Exception:  # noqa: BLE001 - json_repair may raise anything on hostile input
-            continue
-        if _usable(value):
-            return value
+    value = repaired(r"[{\[]")
+    if value is not None:
+        return value
     raise LLMFormatError(f"LLM reply is not JSON: {_one_line(text, 80)!r}")
 
 
@@ -474,6 +508,25 @@ def _tags(value: Any) -> list[str]:
         if t and t not in out:
             out.append(t)
     return out[:8]
+
+
+def _cut_off(raw: str, value: str | None) -> bool:
+    """Whether ``value`` (a string the repair recovered) ends where the reply was truncated.
+
+    A complete JSON string is followed by its closing quote; a truncated reply ("max tokens")
+    ends inside the last string, and json_repair closes it for us, so the last fact would be
+    half a sentence. Unknown (the tail is not found verbatim) counts as complete.
+    """
+    if not value:
+        return False
+    found = False
+    for form in (json.dumps(value, ensure_ascii=False)[1:-1], value):
+        tail = form[-24:]
+        for m in re.finditer(re.escape(tail), raw):
+            found = True
+            if re.match(r"\s*[\"']", raw[m.end() :]):
+                return False
+    return found
 
 
 def _validate_facts(items: list[Any]) -> tuple[list[Fact], list[str]]:
@@ -578,6 +631,7 @@ class LLM:
         self._json_mode = True  # switched off if the server rejects response_format once
         self._supported: set[str] | None = None
         self._provider: str | None = None
+        self._model = settings.model
 
     # -- plumbing ------------------------------------------------------------------------------
     @property
@@ -586,14 +640,26 @@ class LLM:
         return self.settings.api_base or f"the {self.settings.model.split('/')[0]} provider"
 
     def _resolve_provider(self) -> None:
-        """Ask litellm (offline) which provider the model string means and what it accepts."""
+        """Ask litellm (offline) which provider the model string means and what it accepts.
+
+        A model litellm cannot place ("qwen2.5" with an api_base) is taken as served by an
+        OpenAI-compatible server, which is what a bare name next to an api_base nearly always means.
+        """
         litellm = _litellm()
+        self._model = self.settings.model
         try:
-            model, provider, _, _ = litellm.get_llm_provider(self.settings.model)
+            model, provider, _, _ = litellm.get_llm_provider(self._model)
+        except Exception:  # noqa: BLE001 - litellm raises BadRequestError for unknown providers
+            if not self.settings.api_base:
+                model, provider = self._model, None  # let the request report litellm's own error
+            else:
+                self._model = model = f"openai/{self.settings.model}"
+                provider = "openai"
+        try:
             params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
-        except Exception:  # noqa: BLE001 - an unknown model string must not block the call
-            provider, params = self.settings.model.split("/")[0], None
-        self._provider = str(provider)
+        except Exception:  # noqa: BLE001 - best effort: unknown means "assume supported"
+            params = None
+        self._provider = str(provider or "")
         self._supported = set(params) if params else {"response_format", "stream_options"}
 
     def _supports(self, param: str) -> bool:
@@ -612,7 +678,7 @@ class LLM:
             # server ignores it, the OpenAI client refuses to send a request with no key at all).
             api_key = os.environ.get("OPENAI_API_KEY") or _DUMMY_KEY
         kwargs: dict[str, Any] = {
-            "model": s.model,
+            "model": self._model,
             "messages": messages,
             "temperature": s.temperature,
             "timeout": s.timeout,
@@ -638,9 +704,7 @@ class LLM:
         self.usage.prompt_tokens += int(get("prompt_tokens") or 0)
         self.usage.completion_tokens += int(get("completion_tokens") or 0)
 
-    def _request(
-        self, messages: list[dict[str, str]], *, json_mode: bool = False, stream: bool = False
-    ) -> Any:
+    def _request(self, messages: list[dict[str, str]], *, json_mode: bool = False, stream: bool = False) -> Any:
         """Send one logical request, retrying transient failures with exponential backoff."""
         litellm = _litellm()
         attempts = self.settings.retries + 1
@@ -655,7 +719,7 @@ class LLM:
                 response = litellm.completion(**kwargs)
             except Exception as exc:  # noqa: BLE001 - classified below, re-raised as LLMError
                 self.usage.llm_seconds += time.monotonic() - started
-                failure = _classify(exc, self.endpoint)
+                failure = _classify(exc, self.endpoint, self.settings.timeout)
                 if failure.json_mode_rejected and "response_format" in kwargs:
                     # Some OpenAI-compatible servers (e.g. LM Studio) reject json_object: go on
                     # without it, relying on the prompt and the forgiving parser. Not a retry.
@@ -696,8 +760,12 @@ class LLM:
             {"role": "system", "content": EXTRACT_SYSTEM},
             {"role": "user", "content": f"Extract memories from this data.\n{_wrap(text)}"},
         ]
-        payload = parse_json_reply(self._content(messages, json_mode=True), "facts")
+        raw = self._content(messages, json_mode=True)
+        payload = parse_json_reply(raw, "facts")
         facts, invalid = _validate_facts(_items(payload, "facts", "text"))
+        if facts and (_cut_off(raw, facts[-1].text) or _cut_off(raw, facts[-1].code_pattern)):
+            invalid.append(f"fact {facts[-1].text[:40]!r}...: cut off (the reply was truncated)")
+            facts.pop()
         return Extraction(facts=facts, skipped=_skipped(payload), invalid=invalid, method="llm")
 
     def decide(self, facts: list[Fact], neighbours: list[list[dict]]) -> tuple[list[Decision], list[str]]:
@@ -715,18 +783,24 @@ class LLM:
                 decisions[i] = Decision(i, "ADD", None, fact.text, "no similar memory exists", 1.0)
         invalid: list[str] = []
         if asked:
-            data = json.dumps(
-                {"facts": [_neighbour_block(i, facts[i], neighbours[i]) for i in asked]},
-                ensure_ascii=False,
-                indent=1,
-            )
+            # One fact per line: compact in tokens, still easy for a small model to follow.
+            lines = [json.dumps(_neighbour_block(i, facts[i], neighbours[i]), ensure_ascii=False) for i in asked]
+            data = '{"facts": [\n' + ",\n".join(lines) + "\n]}"
             messages = [
                 {"role": "system", "content": DECIDE_SYSTEM},
                 {"role": "user", "content": f"Decide for each fact in this data.\n{_wrap(data)}"},
             ]
-            payload = parse_json_reply(self._content(messages, json_mode=True), "decisions")
+            raw = self._content(messages, json_mode=True)
+            payload = parse_json_reply(raw, "decisions")
             items = _items(payload, "decisions", "event")
             invalid = self._validate_decisions(items, facts, neighbours, set(asked), decisions)
+            # Only the reply's last item can have been cut short by a truncated reply.
+            tail = items[-1] if items and isinstance(items[-1], dict) else {}
+            i = _as_int(tail.get("fact"))
+            last = decisions.get(i) if i in asked else None
+            if last and last.event == "UPDATE" and last.text == _text(tail.get("text")) and _cut_off(raw, last.text):
+                invalid.append(f"fact {last.fact}: merged text cut off (the reply was truncated)")
+                del decisions[last.fact]
             for i in asked:
                 if i not in decisions:
                     invalid.append(f"fact {i}: no decision returned")
@@ -759,9 +833,7 @@ class LLM:
                 continue
             target = _resolve_target(item.get("target_id"), neighbours[i])
             if target is False:
-                invalid.append(
-                    f"decision {k}: target_id {item.get('target_id')!r} is not a neighbour of fact {i}"
-                )
+                invalid.append(f"decision {k}: target_id {item.get('target_id')!r} is not a neighbour of fact {i}")
                 continue
             if event == "ADD":
                 target = None
@@ -789,7 +861,10 @@ class LLM:
         return invalid
 
     def merge(self, texts: list[str]) -> str:
-        """One memory text from several versions (oldest first); newer values win."""
+        """One memory text from several versions (oldest first); newer values win.
+
+        Fewer than two texts need no model: they are returned as they are, without a request.
+        """
         if not texts:
             return ""
         if len(texts) == 1:
@@ -815,8 +890,9 @@ class LLM:
     def answer(self, question: str, memories: list[dict]) -> Iterator[str]:
         """Stream an answer to ``question`` from ``memories``, citing their ids as ``[id]``.
 
-        Retries happen only before the first chunk: once text has been yielded a failure raises
-        :class:`LLMError` instead of starting over.
+        The request is made when iteration starts. Retries happen only before the first chunk:
+        once text has been yielded a failure raises :class:`LLMError` instead of starting over.
+        A leading ``<think>...</think>`` block (reasoning models) is not yielded.
         """
         blocks = []
         for m in memories:
@@ -854,7 +930,7 @@ class LLM:
         except LLMError:
             raise
         except Exception as exc:  # noqa: BLE001 - mid-stream transport errors
-            raise LLMError(f"LLM stream broken: {_classify(exc, self.endpoint).reason}") from exc
+            raise LLMError(f"LLM stream broken: {_classify(exc, self.endpoint, self.settings.timeout).reason}") from exc
         finally:
             self.usage.llm_seconds += time.monotonic() - started
 

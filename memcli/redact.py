@@ -67,9 +67,12 @@ def placeholder(kind: str) -> str:
 _PLACEHOLDER_VALUE = re.compile(
     r"""\$\{?[A-Za-z_][\w.-]*\}?       # $VAR, ${VAR}
       | \{\{.*\}\} | \{%.*%\}           # {{ template }}, {% tag %}
-      | <[^<>]*>                        # <password>
+      | <[^<>]*> | \{[^{}]*\}?           # <password>, {api_key} (f-strings), a lone "{"
+      | (?i:your|example|dummy|fake|mock)[-_ ].*   # your-api-key, YOUR_TOKEN
+      | os\.environ.*                   # litellm config: os.environ/OPENAI_API_KEY
       | %\(\w+\)s | %s                  # printf-style
-      | [*xX•.]{3,} | .*(?:\.\.\.|…)   # ****, xxxx, sk-... (a truncated example)
+      | [*•.]{2,} | [xX]{3,} | .*(?:\.\.\.|…)   # ****, xxxx, sk-... (a truncated example)
+      | .*\$[({].*                      # shell substitutions: sk-$(openssl rand -hex 32)
       | \[REDACTED:\w+\]
     """,
     re.X,
@@ -78,7 +81,8 @@ _PLACEHOLDER_VALUE = re.compile(
 # `api_key=os.environ["KEY"]`, `secret=get_secret()`, `token=self.token`.
 _CODE_WORDS = frozenset(
     "str string int bool bytes none null nil undefined true false optional any object number "
-    "secretstr required optional env environ getenv".split()
+    "secretstr required optional env environ getenv await lambda self cls new or and not is in if else "
+    "function".split()
 )
 _CODE_VALUE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|.*[()\[\]].*|[A-Z][A-Za-z]*\[.*")
 
@@ -127,9 +131,7 @@ _PRIVATE_KEY = re.compile(
 )
 _JWT = re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![\w-])")
 _ANTHROPIC = re.compile(r"(?<![\w-])sk-ant-(?:[a-z]+\d*-)?[A-Za-z0-9_-]{20,}")
-_OPENAI = re.compile(
-    r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]{0,250}\d)[A-Za-z0-9_-]{20,}"
-)
+_OPENAI = re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]{0,250}\d)[A-Za-z0-9_-]{20,}")
 _GITHUB = re.compile(r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{22,255})(?!\w)")
 _GITLAB = re.compile(r"(?<![\w-])gl(?:pat|dt|rt|ptt|ft|cbt|oas)-[A-Za-z0-9_-]{20,}")
 _SLACK = re.compile(r"(?<![\w-])(?:xox[baprs]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})")
@@ -141,13 +143,11 @@ _AWS_SECRET = re.compile(
 
 # -- credentials next to their names -----------------------------------------------------------
 _URL_PASSWORD = re.compile(
-    r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/?#@\[\]\"'<>`]+:(?P<value>"
-    + _NOT_PLACEHOLDER
-    + r"[^\s/?#\"'<>`]+)@"
+    r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/?#@\[\]\"'<>`]*:(?P<value>" + _NOT_PLACEHOLDER + r"[^\s/?#\"'<>`]+)@"
 )
 _AUTH_HEADER = re.compile(
     r"(?i:\b(?:proxy-)?authorization)[\"']?[ \t]*[:=][ \t]*[\"']?[ \t]*"
-    r"(?i:(?:bearer|basic|token|digest|negotiate|apikey|key)[ \t]+)?"
+    r"(?P<scheme>(?i:bearer|basic|token|digest|negotiate|apikey|key)[ \t]+)?"
     r"(?P<value>" + _NOT_PLACEHOLDER + r"[^\s\"',;`]{6,})"
     # Without the header name, only a credential-looking value after a capitalised scheme, so
     # "Basic authentication" or "Bearer tokens expire" stay.
@@ -164,7 +164,7 @@ _SECRET_KEY_NAME = (
 _ASSIGNMENT = re.compile(
     r"(?<![\w$.-])(?P<key>" + _SECRET_KEY_NAME + r")(?![\w-])[\"']?"
     r"(?P<sep>[ \t]*[:=](?![=])[ \t]*|[ \t]+(?=[\"']))"
-    r"(?:\"(?P<dq>[^\"\n]{1,300})\"|'(?P<sq>[^'\n]{1,300})'|(?P<bare>(?![=\"'`])[^\s\"',;`]{1,300}))",
+    r"(?:\"(?P<dq>[^\"\n]{1,300})\"|'(?P<sq>[^'\n]{1,300})'|(?P<bare>(?![=\"'`])[^\s\"',;`]{1,300}(?<![)}\]])))",
     re.I,
 )
 _FLAG = re.compile(
@@ -185,9 +185,7 @@ _EMAIL = re.compile(
     r"(?!:[\w~/])(?![-@])"  # not an SSH remote (git@github.com:org/repo)
 )
 _CARD = re.compile(r"(?<![\w.+-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\w-]|\.\d)")
-_PHONE_INTL = re.compile(
-    r"(?<![\w+])\+(?:\d{8,15}|\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]\d{1,5}){1,6})(?![\w]|[.-]\d)"
-)
+_PHONE_INTL = re.compile(r"(?<![\w+])\+(?:\d{8,15}|\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]\d{1,5}){1,6})(?![\w]|[.-]\d)")
 _PHONE_US = re.compile(r"(?<![\w+.$-])(?:\([2-9]\d\d\)[ \t]?|[2-9]\d\d[-. ])\d{3}[-. ]\d{4}(?![\w-]|\.\d)")
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 _VERSION_BEFORE = re.compile(r"(?i)\b(?:version|release|build|ver\.?|rev\.?)[ \t:]*\Z")
@@ -206,31 +204,55 @@ _AUTH_SCHEMES = frozenset("bearer basic token digest negotiate apikey key".split
 
 def _auth_header(m: re.Match[str]) -> Replacement:
     group = "value" if m.group("value") is not None else "bare"
-    if m.group(group).lower() in _AUTH_SCHEMES:
+    value = m.group(group)
+    if value.lower() in _AUTH_SCHEMES or value.lower() == "authorization":
         return None  # "Authorization: Bearer" at the end of a line: the scheme, no credential
+    if group == "value" and not m.group("scheme") and _code_like(value, ":"):
+        return None  # `authorization: Optional[str]`, `authorization = request.headers[...]`
     return _swap(m, "auth_header", group)
+
+
+# Identifiers: a secret is random, these are names (`api_key=dynamic_api_key`, `API_KEY=ENV_NAME`).
+_SNAKE = re.compile(r"_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+")
+_CAMEL_TYPE = re.compile(r"_*(?:[A-Z][a-z0-9]+){2,}(?:\[.*)?")
+_FLOAT = re.compile(r"[-+]?\d*\.\d+(?:e[-+]?\d+)?", re.I)
+
+
+def _code_like(v: str, sep: str) -> bool:
+    """Whether an unquoted value is code (a type, a name, an expression, a number), not a secret."""
+    v = v.rstrip(".")
+    return bool(
+        v.lower() in _CODE_WORDS
+        or _CODE_VALUE.fullmatch(v)
+        or _SNAKE.fullmatch(v)
+        or (":" in sep and _CAMEL_TYPE.fullmatch(v))  # a type annotation: `token: AccessToken`
+        or _FLOAT.fullmatch(v)
+        or re.fullmatch(r"\d{1,5}", v)  # a count, a length, a port
+        or v.startswith(("/", "~/", "./", "../", "{", "("))  # a key file's path, a dict, a tuple
+    )
+
+
+# Key parts that make a "token"/"key" name a setting rather than a credential.
+_NOT_CREDENTIAL_PARTS = frozenset(
+    "max min num n total count next prev page pad bos eos unk sep cls mask cost per limit size len "
+    "length ttl expires expiry".split()
+)
 
 
 def _assignment(m: re.Match[str]) -> Replacement:
     key = m.group("key")
     kind = "password" if re.search(r"pass|pwd", key, re.I) else "secret"
     low = key.lower()
-    if re.match(r"(?:max|min|num|n|total|count|next|prev|page|csrf_?token_?name)[_.-]", low):
-        return None  # max_token=512, next_token=...: counters and cursors, not credentials
+    parts = re.split(r"[_.-]", low)
+    if _NOT_CREDENTIAL_PARTS.intersection(parts[:-1]):
+        return None  # max_token=512, pad_token="[PAD]", input_cost_per_token=...: settings
     group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
     value = m.group(group)
-    if _is_placeholder(value):
-        return None
+    if _is_placeholder(value) or low.endswith(value.strip().lower()):
+        return None  # API_KEY = "api_key", "MEMCLI_API_KEY": "api_key": names, not values
     if group == "bare":
         v = value.strip()
-        last = re.split(r"[_.-]", low)[-1]
-        if (
-            v.lower() in _CODE_WORDS
-            or v.lower() in (low, last)
-            or _CODE_VALUE.fullmatch(v)
-            or re.fullmatch(r"\d{1,5}", v)  # a count, a length, a port
-            or v.startswith(("/", "~/", "./", "../"))  # a path to a key file, not the key
-        ):
+        if _code_like(v, m.group("sep")):
             return None
         # "token: expires hourly" is prose; after a colon ask for something secret-looking.
         if ":" in m.group("sep") and not (re.search(r"[\d\W_]", v) or len(v) >= 12):

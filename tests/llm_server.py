@@ -21,6 +21,7 @@ Use either the ``llm_server`` pytest fixture or ``FakeLLMServer`` as a context m
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -78,9 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, entry: ScriptEntry | None, body: dict[str, Any]) -> None:
         if entry is None:
-            self._send_json(
-                500, {"error": {"message": "fake server: script exhausted", "type": "server_error"}}
-            )
+            self._send_json(500, {"error": {"message": "fake server: script exhausted", "type": "server_error"}})
             return
         if isinstance(entry, str):
             entry = {"content": entry}
@@ -159,6 +158,16 @@ def _completion(content: str, model: str, body: dict[str, Any]) -> dict[str, Any
     }
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a handler still sleeping in a "delay" must not block shutdown
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (timeout tests) leaves a broken pipe: expected, not worth a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeLLMServer:
     """A scripted OpenAI-compatible server on a free 127.0.0.1 port, in a daemon thread.
 
@@ -174,8 +183,7 @@ class FakeLLMServer:
         self.requests: list[dict[str, Any]] = []
         self._queue: deque[ScriptEntry] = deque()
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self  # type: ignore[attr-defined]
         self.port: int = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"

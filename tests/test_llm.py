@@ -38,6 +38,12 @@ from memcli.llm import (  # noqa: E402
 
 llm_server = fake_llm.llm_server  # the pytest fixture, made visible to this module
 
+# litellm silences these pydantic warnings itself at import; pytest resets warning filters per test.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*`ReadOnly` qualifier.*:UserWarning",
+    "ignore:Accessing the .* attribute on the instance is deprecated.*:DeprecationWarning",
+)
+
 ULID_A = "01J9Z3K5Q8X2W4V6B7N8M9P0QA"
 ULID_B = "01J9Z3K5Q8X2W4V6B7N8M9P0QB"
 ULID_C = "01J9Z3K5Q8X2W4V6B7N8M9P0QC"
@@ -141,6 +147,14 @@ def test_extract_repairs_messy_json(llm_server: FakeLLMServer, reply: str) -> No
     assert ex.invalid == []
 
 
+def test_extract_drops_a_fact_cut_off_by_a_truncated_reply(llm_server: FakeLLMServer) -> None:
+    reply = '{"facts": [{"text": "Redis caches sessions.", "type": "semantic"}, {"text": "Deploys go thro'
+    llm_server.script([reply])
+    ex = make_llm(llm_server).extract("notes")
+    assert [f.text for f in ex.facts] == ["Redis caches sessions."]
+    assert len(ex.invalid) == 1 and "cut off" in ex.invalid[0]
+
+
 def test_extract_invalid_items_are_reported_and_fields_coerced(llm_server: FakeLLMServer) -> None:
     llm_server.script(
         [
@@ -188,9 +202,7 @@ def test_parse_json_reply_shapes(reply: str, expected: object) -> None:
     assert parse_json_reply(reply, "facts") == expected
 
 
-@pytest.mark.parametrize(
-    "reply", ["", "   ", "no json here", "see [1] and [2]", "<think>only thinking</think>"]
-)
+@pytest.mark.parametrize("reply", ["", "   ", "no json here", "see [1] and [2]", "<think>only thinking</think>"])
 def test_parse_json_reply_rejects_garbage(reply: str) -> None:
     with pytest.raises(LLMFormatError):
         parse_json_reply(reply, "facts")
@@ -311,6 +323,19 @@ def test_decide_rejects_target_that_is_not_a_neighbour(llm_server: FakeLLMServer
     assert sum("no decision returned" in r for r in invalid) == 3
 
 
+def test_decide_drops_a_merged_text_cut_off_by_a_truncated_reply(llm_server: FakeLLMServer) -> None:
+    reply = (
+        '{"decisions": [{"fact": 1, "event": "NONE", "target_id": "' + ULID_B + '", "text": "", '
+        '"reasoning": "known", "confidence": 0.9}, {"fact": 0, "event": "UPDATE", "target_id": "'
+        + ULID_A
+        + '", "text": "The API listens on po'
+    )
+    llm_server.script([reply])
+    decisions, invalid = make_llm(llm_server).decide(FACTS[:2], NEIGHBOURS[:2])
+    assert [(d.fact, d.event) for d in decisions] == [(1, "NONE")]
+    assert any("cut off" in r for r in invalid) and any("fact 0: no decision" in r for r in invalid)
+
+
 def test_decide_without_neighbours_sends_nothing(llm_server: FakeLLMServer) -> None:
     decisions, invalid = make_llm(llm_server).decide([Fact(text="only fact")], [[]])
     assert [d.event for d in decisions] == ["ADD"] and invalid == []
@@ -413,9 +438,7 @@ def test_401_hints_at_the_key(llm_server: FakeLLMServer) -> None:
 
 
 def test_server_rejecting_json_mode_falls_back_without_it(llm_server: FakeLLMServer) -> None:
-    llm_server.script(
-        [{"status": 400, "message": "'response_format.type' must be 'json_schema' or 'text'"}, GOOD]
-    )
+    llm_server.script([{"status": 400, "message": "'response_format.type' must be 'json_schema' or 'text'"}, GOOD])
     llm = make_llm(llm_server, retries=0)
     assert len(llm.extract("x y z").facts) == 1
     assert "response_format" in llm_server.requests[0] and "response_format" not in llm_server.requests[1]
@@ -445,11 +468,7 @@ def test_connection_refused() -> None:
     with socket.socket() as s:  # a port that was free a moment ago and has no listener now
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    llm = LLM(
-        LLMSettings(
-            model="openai/fake-model", api_base=f"http://127.0.0.1:{port}/v1", retries=1, backoff=0.001
-        )
-    )
+    llm = LLM(LLMSettings(model="openai/fake-model", api_base=f"http://127.0.0.1:{port}/v1", retries=1, backoff=0.001))
     with pytest.raises(LLMError) as info:
         llm.extract("x y z")
     message = str(info.value)
@@ -457,13 +476,18 @@ def test_connection_refused() -> None:
     assert llm.usage.requests == 2
 
 
-def test_no_api_key_uses_a_dummy_for_api_base(
-    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_api_key_uses_a_dummy_for_api_base(llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     llm_server.script([GOOD])
     llm = LLM(LLMSettings(model=llm_server.model, api_base=llm_server.url, api_key=None))
     assert len(llm.extract("x y z").facts) == 1
+
+
+def test_bare_model_name_with_api_base_is_openai_compatible(llm_server: FakeLLMServer) -> None:
+    llm_server.script([GOOD])
+    llm = LLM(LLMSettings(model="qwen2.5-coder", api_base=llm_server.url, retries=0))
+    assert len(llm.extract("x y z").facts) == 1
+    assert llm_server.requests[0]["model"] == "qwen2.5-coder"
 
 
 def test_usage_accumulates(llm_server: FakeLLMServer) -> None:
@@ -473,10 +497,7 @@ def test_usage_accumulates(llm_server: FakeLLMServer) -> None:
     first = Usage(**vars(llm.usage))
     llm.extract("two")
     assert llm.usage.requests == 2
-    assert (
-        llm.usage.prompt_tokens > first.prompt_tokens
-        and llm.usage.completion_tokens > first.completion_tokens
-    )
+    assert llm.usage.prompt_tokens > first.prompt_tokens and llm.usage.completion_tokens > first.completion_tokens
 
 
 # ----------------------------------------------------------------------------------------------

@@ -102,8 +102,8 @@ _memcli_spec() {
             ;;
         'memcli merge')
             _memcli_subs=''
-            _memcli_opts='--auto --threshold --no-llm --dry-run --json --help -h'
-            _memcli_vopts='--threshold'
+            _memcli_opts='--auto --threshold --no-llm --model --dry-run --json --help -h'
+            _memcli_vopts='--threshold --model'
             _memcli_nargs=-1
             ;;
         'memcli prune')
@@ -126,7 +126,7 @@ _memcli_spec() {
             ;;
         'memcli ask')
             _memcli_subs=''
-            _memcli_opts='--top-k -k --model --json --help -h'
+            _memcli_opts='--top-k -k --model --no-redact --json --help -h'
             _memcli_vopts='--top-k -k --model'
             _memcli_nargs=-1
             ;;
@@ -138,8 +138,8 @@ _memcli_spec() {
             ;;
         'memcli inbox retry')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--model --json --help -h'
+            _memcli_vopts='--model'
             _memcli_nargs=0
             ;;
     esac

@@ -25,11 +25,13 @@ function __memcli_value_options
         case 'memcli export'
             printf '%s\n' '--format' '-f' '--output' '-o' '--tag' '-t' '--type' '--user' '--project' '--since' '--until'
         case 'memcli merge'
-            printf '%s\n' '--threshold'
+            printf '%s\n' '--threshold' '--model'
         case 'memcli prune'
             printf '%s\n' '--older-than' '--min-confidence' '--type'
         case 'memcli ask'
             printf '%s\n' '--top-k' '-k' '--model'
+        case 'memcli inbox retry'
+            printf '%s\n' '--model'
     end
 end
 
@@ -187,6 +189,7 @@ complete -c memcli -n '__memcli_at "memcli doctor"' -l 'help' -s 'h' -d 'Show th
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'auto' -d 'Merge every group of memories above --threshold.'
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'threshold' -x -d 'Similarity for --auto groups.'
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'no-llm' -d 'Heuristic merge even if an LLM is configured.'
+complete -c memcli -n '__memcli_at "memcli merge"' -l 'model' -x -d 'LLM model for this call (litellm string).'
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'dry-run' -d 'Show what would be merged.'
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'json'
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'help' -s 'h' -d 'Show this message and exit.'
@@ -214,7 +217,8 @@ complete -c memcli -n '__memcli_at "memcli consolidate"' -l 'help' -s 'h' -d 'Sh
 # memcli ask
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'top-k' -s 'k' -x -d 'Memories to give the model.'
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'model' -x -d 'LLM model for this call (litellm string).'
-complete -c memcli -n '__memcli_at "memcli ask"' -l 'json'
+complete -c memcli -n '__memcli_at "memcli ask"' -l 'no-redact' -d 'Send the question to the model unscrubbed.'
+complete -c memcli -n '__memcli_at "memcli ask"' -l 'json' -d 'JSON: the answer, the ids it cites, the memories used.'
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli inbox
@@ -223,5 +227,6 @@ complete -c memcli -n '__memcli_at "memcli inbox"' -l 'json'
 complete -c memcli -n '__memcli_at "memcli inbox"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli inbox retry
+complete -c memcli -n '__memcli_at "memcli inbox retry"' -l 'model' -x -d 'LLM model for the replay (litellm string).'
 complete -c memcli -n '__memcli_at "memcli inbox retry"' -l 'json'
 complete -c memcli -n '__memcli_at "memcli inbox retry"' -l 'help' -s 'h' -d 'Show this message and exit.'

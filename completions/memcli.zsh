@@ -209,6 +209,7 @@ _memcli__merge() {
         '--auto[Merge every group of memories above --threshold.]' \
         '--threshold=[Similarity for --auto groups.]:threshold: ' \
         '--no-llm[Heuristic merge even if an LLM is configured.]' \
+        '--model=[LLM model for this call (litellm string).]:model: ' \
         '--dry-run[Show what would be merged.]' \
         '--json[]' \
         '(- *)--help[Show this message and exit.]' \
@@ -251,7 +252,8 @@ _memcli__ask() {
         '(--top-k -k)--top-k=[Memories to give the model.]:top-k: ' \
         '(--top-k -k)-k+[Memories to give the model.]:top-k: ' \
         '--model=[LLM model for this call (litellm string).]:model: ' \
-        '--json[]' \
+        '--no-redact[Send the question to the model unscrubbed.]' \
+        '--json[JSON: the answer, the ids it cites, the memories used.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:question: '
@@ -286,6 +288,7 @@ _memcli__inbox() {
 
 _memcli__inbox__retry() {
     _arguments -s -S \
+        '--model=[LLM model for the replay (litellm string).]:model: ' \
         '--json[]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'

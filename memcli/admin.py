@@ -106,8 +106,9 @@ def doctor(store: Store) -> list[dict[str, Any]]:
 
             client = LLM(LLMSettings(model=cfg.llm_model, api_base=cfg.api_base, api_key=cfg.api_key,
                                      timeout=min(cfg.llm_timeout, 20), retries=0))
-            client.ping()
-            check("llm", True, f"{cfg.llm_model} reachable" + (f" at {cfg.api_base}" if cfg.api_base else ""))
+            seconds = client.ping()  # one minimal request (a 1-token reply), no retry
+            check("llm", True, f"{cfg.llm_model} reachable" + (f" at {cfg.api_base}" if cfg.api_base else "")
+                  + f" ({seconds * 1000:.0f} ms)")
         except Exception as e:  # noqa: BLE001
             check("llm", False, f"{cfg.llm_model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     else:

@@ -166,6 +166,7 @@ def make_filters(tag: list[str] | None, type_: str | None, user: str | None, pro
     from memcli.config import git_project
     from memcli.memory import parse_when
 
+    check_type(type_)
     if project == ".":
         project = git_project()
         if project is None:
@@ -179,16 +180,23 @@ def make_filters(tag: list[str] | None, type_: str | None, user: str | None, pro
         fail(str(e), 2)
 
 
+def check_type(type_: str | None) -> None:
+    from memcli.facts import MEMORY_TYPES
+
+    if type_ is not None and type_ not in MEMORY_TYPES:
+        fail(f"--type must be one of {', '.join(MEMORY_TYPES)}", 2)
+
+
 def resolve_ids(store: Store, ids: list[str], *, trash: bool = False) -> list[str]:
     out = []
     for i in ids:
         if trash:
             out.append(i)
             continue
-        full = store.index.resolve_id(i)
-        if full is None:
-            fail(f"no memory with id {i}")
-        out.append(full)
+        try:
+            out.append(store.index.resolve_id(i))
+        except LookupError as e:
+            fail(str(e.args[0]))
     return out
 
 
@@ -245,6 +253,7 @@ def add(
     """Turn text (a conversation, a note, a commit message) into memories."""
     if no_llm and (use_llm or model):
         fail("--no-llm conflicts with --llm/--model", 2)
+    check_type(type_)
     body = read_text(text)
     store = get_store(must_exist=False)
     if model:
@@ -256,21 +265,34 @@ def add(
         type=type_, origins=origin or (), user=user, project=project, session=session, threshold=threshold,
         allow_delete=allow_delete, dry_run=dry_run, redact=not no_redact,
     )
-    if result.extraction.note:
-        note(result.extraction.note)
+    for message in result.notes:
+        note(message)
     if as_json:
         emit_json(result.to_dict())
     else:
+        from rich.markup import escape
+
         out = console()
         colours = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
         for e in result.events:
-            mark = " (refused)" if e.event == "DELETE" and e.verdict == "invalid" else ""
-            out.print(f"[{colours.get(e.event, '')}]{e.event:<6}[/] {(e.id or '-'):<26} {short(e.text, 100)}{mark}",
-                      markup=True)
+            if e.verdict == "invalid" and not e.refused:
+                out.print(f"[magenta]{'INVALID':<6}[/] {(e.id or '-'):<26} {escape(short(e.text or '', 60))} "
+                          f"[dim]({escape(short(e.reasoning or '', 100))})[/]", markup=True)
+                continue
+            mark = " [dim](refused: use --allow-delete)[/]" if e.refused else ""
+            out.print(f"[{colours.get(e.event, '')}]{e.event:<6}[/] {(e.id or '-'):<26} "
+                      f"{escape(short(e.text, 100))}{mark}", markup=True)
+            if e.old_memory is not None and e.event == "UPDATE":
+                out.print(f"{'':<6} {'':<26} [dim]was: {escape(short(e.old_memory, 94))}[/]", markup=True)
         s = result.summary()
         ex = result.extraction
+        refused = sum(1 for e in result.events if e.refused)
+        invalid = s["invalid"] - refused
         note(f"{len(ex.facts)} fact(s) extracted, {ex.skipped} skipped: {s['ADD']} added, {s['UPDATE']} updated, "
-             f"{s['NONE']} known, {s['DELETE']} deleted{' (dry run, nothing written)' if dry_run else ''}")
+             f"{s['already_known']} known, {s['DELETE'] - refused} deleted"
+             + (f", {refused} delete(s) refused" if refused else "")
+             + (f", {invalid} invalid" if invalid else "")
+             + (" (dry run, nothing written)" if dry_run else ""))
     if result.failed:
         raise typer.Exit(1)
 
@@ -364,6 +386,10 @@ def list_(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """A filtered listing of memories."""
+    from memcli.index import SORT_KEYS
+
+    if sort.lstrip("-") not in SORT_KEYS:
+        fail(f"--sort must be one of {', '.join(SORT_KEYS)} (prefix - for descending)", 2)
     store = synced(get_store())
     filters = make_filters(tag, type_, user, project, since, until)
     desc = sort.startswith("-")
@@ -542,6 +568,7 @@ def merge(
     auto: bool = typer.Option(False, "--auto", help="Merge every group of memories above --threshold."),
     threshold: float = typer.Option(0.9, "--threshold", min=0.0, max=1.0, help="Similarity for --auto groups."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merge even if an LLM is configured."),
+    model: str | None = typer.Option(None, "--model", help="LLM model for this call (litellm string)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be merged."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -549,7 +576,11 @@ def merge(
     from memcli.curate import merge as do_merge
     from memcli.curate import similar_groups
 
+    if no_llm and model:
+        fail("--no-llm conflicts with --model", 2)
     store = synced(get_store())
+    if model:
+        store.config = store.config.with_overrides(llm_model=model)
     if auto == bool(ids):
         fail("give two or more IDs, or --auto", 2)
     groups = similar_groups(store, threshold) if auto else [resolve_ids(store, ids or [])]
@@ -557,7 +588,11 @@ def merge(
     for group in groups:
         if len(set(group)) < 2:
             fail("merge needs at least two different memories", 2)
-        results.append(do_merge(store, group, use_llm=False if no_llm else None, dry_run=dry_run))
+        results.append(do_merge(store, group, use_llm=False if no_llm else (True if model else None),
+                                dry_run=dry_run))
+    for r in results:
+        if r.note:
+            note(r.note)
     if as_json:
         emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run})
         return
@@ -645,12 +680,15 @@ def ask(
     question: list[str] | None = typer.Argument(None, help="A question to answer from memory."),
     top_k: int = typer.Option(8, "--top-k", "-k", min=1, max=50, help="Memories to give the model."),
     model: str | None = typer.Option(None, "--model", help="LLM model for this call (litellm string)."),
-    as_json: bool = typer.Option(False, "--json"),
+    no_redact: bool = typer.Option(False, "--no-redact", help="Send the question to the model unscrubbed."),
+    as_json: bool = typer.Option(False, "--json", help="JSON: the answer, the ids it cites, the memories used."),
 ) -> None:
     """Answer a question from the top memories with the LLM, citing memory ids (streamed)."""
     from memcli.search import search_many
 
     q = read_text(question, "question").strip()
+    if not q:
+        fail("empty question", 2)
     store = synced(get_store())
     if model:
         store.config = store.config.with_overrides(llm_model=model)
@@ -660,21 +698,54 @@ def ask(
         if as_json:
             emit_json({"question": q, "answer": None, "error": "no LLM configured", "memories": records})
         else:
-            note("no LLM configured (set MEMCLI_LLM_MODEL); the memories that match:")
+            note("no LLM model configured (set MEMCLI_LLM_MODEL or llm_model in config.toml, or pass --model); "
+                 "the memories that match:")
             for h in hits:
                 sys.stdout.write(f"[{h.id}] {short(h.record['text'], 300)}\n")
+            if not hits:
+                note("no matching memories")
+        return
+    if not hits:  # nothing to answer from: no request, no invented answer
+        if as_json:
+            emit_json({"question": q, "answer": None, "error": "no matching memories", "cited": [], "memories": []})
+        else:
+            note("no matching memories: nothing to answer from")
         return
     from memcli.ingest import llm_client
+    from memcli.llm import LLMError
 
+    if not no_redact:
+        from memcli.redact import redact
+
+        q = redact(q)[0]
     client = llm_client(store)
     stream = client.answer(q, [h.record for h in hits])
+    def cited(answer: str) -> list[str]:
+        """The retrieved memories' ids the answer mentions, in order of first mention."""
+        found = {h.id: answer.find(h.id) for h in hits}
+        return sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
+
     if as_json:
-        emit_json({"question": q, "answer": "".join(stream).strip(), "memories": records})
+        answer = "".join(stream).strip()
+        u = client.usage
+        emit_json({"question": q, "answer": answer, "cited": cited(answer), "memories": records,
+                   "llm": {"model": store.config.llm_model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
+                           "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}})
         return
-    for piece in stream:
-        sys.stdout.write(piece)
-        sys.stdout.flush()
+    parts: list[str] = []
+    try:
+        for piece in stream:
+            parts.append(piece)
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+    except LLMError:
+        if parts:  # the error line must not be glued to half an answer
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        raise
     sys.stdout.write("\n")
+    if not cited("".join(parts)):
+        note("the answer cites no memory id; check it against the memories (memcli search)")
 
 
 # ---------------------------------------------------------------- inbox
@@ -687,8 +758,8 @@ def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
 
     items = inbox_items(get_store())
     if as_json:
-        emit_json([{"file": p.name, "at": i.get("at"), "error": i.get("error"), "text": i.get("text")}
-                   for p, i in items])
+        emit_json([{"file": p.name, "at": i.get("at"), "error": i.get("error"), "attempts": i.get("attempts", 1),
+                    "text": i.get("text")} for p, i in items])
         return
     for p, i in items:
         sys.stdout.write(f"{p.stem}  {i.get('at', '')}  {short(i.get('text', ''), 70)}  [{i.get('error', '')}]\n")
@@ -696,11 +767,14 @@ def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
 
 
 @inbox_app.command("retry")
-def inbox_retry(as_json: bool = typer.Option(False, "--json")) -> None:
+def inbox_retry(
+    model: str | None = typer.Option(None, "--model", help="LLM model for the replay (litellm string)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
     from memcli.ingest import AddResult, retry_inbox
 
-    results = retry_inbox(get_store())
+    results = retry_inbox(get_store(), model=model)
     ok = all(isinstance(r, AddResult) for _, r in results)
     if as_json:
         emit_json([{"file": f, "ok": isinstance(r, AddResult), **({"result": r.to_dict()} if isinstance(r, AddResult)
@@ -709,7 +783,7 @@ def inbox_retry(as_json: bool = typer.Option(False, "--json")) -> None:
         for f, r in results:
             if isinstance(r, AddResult):
                 s = r.summary()
-                note(f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['NONE']} known)")
+                note(f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['already_known']} known)")
             else:
                 note(f"{f}: still failing: {r}")
         if not results:

@@ -19,9 +19,13 @@ class MergeResult:
     merged: Memory
     sources: list[str]
     method: str  # "llm" | "heuristic"
+    note: str | None = None  # e.g. the LLM's reply was unusable and the heuristic merge was used
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.merged.id, "text": self.merged.text, "merged_from": self.sources, "method": self.method}
+        d = {"id": self.merged.id, "text": self.merged.text, "merged_from": self.sources, "method": self.method}
+        if self.note:
+            d["note"] = self.note
+        return d
 
 
 def heuristic_merge(texts: list[str]) -> str:
@@ -45,23 +49,44 @@ def _key(s: str) -> str:
 
 
 def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run: bool = False) -> MergeResult:
-    """Merge memories into a new one; the originals go to the trash, their texts into history."""
+    """Merge memories into a new one; the originals go to the trash, their texts into history.
+
+    With an LLM the merge prompt writes the text (every unique fact kept, newer values win, the
+    Markdown kept). The request is made outside the writer lock (it can take seconds and other
+    writers must not wait); the originals are re-read under the lock and, had one changed
+    meanwhile, the merge stops with an error rather than lose that change. A reply that is
+    unusable falls back to the heuristic merge, with a note; an unreachable LLM raises LLMError
+    and changes nothing.
+    """
     if len(set(ids)) < 2:
         raise StoreError("merge needs at least two different memories")
-    with store.lock():
-        mems = sorted((store.read(i) for i in dict.fromkeys(ids)), key=lambda m: (m.updated, m.id))
-        texts = [m.text for m in mems]
-        method = "heuristic"
-        cfg = store.config
-        if (use_llm is None and cfg.llm_model) or use_llm:
-            if not cfg.llm_model:
-                raise StoreError("no LLM configured: set MEMCLI_LLM_MODEL, or merge with --no-llm")
-            from memcli.ingest import llm_client
+    unique = list(dict.fromkeys(ids))
 
+    def load() -> list[Memory]:
+        return sorted((store.read(i) for i in unique), key=lambda m: (m.updated, m.id))
+
+    mems = load()
+    texts = [m.text for m in mems]
+    method = "heuristic"
+    note = None
+    cfg = store.config
+    if (use_llm is None and cfg.llm_model) or use_llm:
+        if not cfg.llm_model:
+            raise StoreError("no LLM configured: set MEMCLI_LLM_MODEL, or merge with --no-llm")
+        from memcli.ingest import llm_client
+        from memcli.llm import LLMFormatError
+
+        try:
             text = llm_client(store).merge(texts)
             method = "llm"
-        else:
+        except LLMFormatError as e:
             text = heuristic_merge(texts)
+            note = f"LLM merge unusable ({e}); used the heuristic merge"
+    else:
+        text = heuristic_merge(texts)
+    with store.lock():
+        if not dry_run and [m.to_markdown() for m in load()] != [m.to_markdown() for m in mems]:
+            raise StoreError("a memory changed while merging; run the merge again")
         types = [m.type for m in mems]
         merged = Memory(
             id=new_ulid(), text=text, type=max(set(types), key=types.count),
@@ -83,7 +108,7 @@ def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run:
             for m in mems:
                 store.trash(m.id, f"merged into {merged.id}", event="MERGED")
             store.index.sync()
-    return MergeResult(merged, [m.id for m in mems], method)
+    return MergeResult(merged, [m.id for m in mems], method, note)
 
 
 def similar_groups(store: Store, threshold: float) -> list[list[str]]:

@@ -162,6 +162,9 @@ class Embedder:
                 for h, blob in db.execute(q, [self.model, *chunk]):
                     found[h] = np.frombuffer(blob, dtype=np.float32)
         missing = list(dict.fromkeys(t for t, h in zip(texts, hashes) if h not in found))
+        # Batches pad to their longest text: similar lengths together cost ~1.5x less model time
+        # (bench/import_throughput.py). Results are keyed by hash, so the order is not observable.
+        missing.sort(key=len)
         if on_progress:
             on_progress(len(texts) - len(missing))
         step = 256

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -28,6 +29,7 @@ from memcli.extract import normalise
 from memcli.memory import MalformedMemory, Memory
 
 SCHEMA_VERSION = "1"
+SORT_KEYS = ("created", "updated", "confidence", "id", "type")
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
 
@@ -47,6 +49,8 @@ CREATE TABLE IF NOT EXISTS mem (
     vec BLOB
 );
 CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
+-- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
+CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='porter unicode61');
 """
@@ -232,6 +236,7 @@ class Index:
         does not parse back the thousands of files it wrote a moment ago.
         """
         report = SyncReport()
+        version = self._catalog_version()
         disk, todo, gone, why = self._plan()
         if force:
             why = "reindex requested"
@@ -239,8 +244,9 @@ class Index:
             self.synced = True
             return report
         with self.store.lock():
-            disk, todo, gone, why2 = self._plan()  # another process may have synced meanwhile
-            why = "reindex requested" if force else why2
+            if force or self._catalog_version() != version:  # another process synced meanwhile
+                disk, todo, gone, why2 = self._plan()
+                why = "reindex requested" if force else why2
             if why:
                 self._reset()
                 todo, gone = list(disk), []
@@ -248,6 +254,10 @@ class Index:
             self._apply(disk, todo, gone, report, on_progress, fresh or {})
         self.synced = True
         return report
+
+    def _catalog_version(self) -> int:
+        """Changes whenever another connection commits to the catalog (SQLite's data_version)."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     def _reset(self) -> None:
         db = self.db
@@ -305,6 +315,7 @@ class Index:
             vectors = {text_hash(t): v for t, v in zip(need, vecs)}
             report.embedded = self.embedder.computed
         hnsw = self._load_hnsw(create=True)
+        hnsw_saved = self._hnsw_file is not None  # loaded as is from its file, not built here
         db.execute("BEGIN IMMEDIATE")
         try:
             for fname in gone:
@@ -367,7 +378,8 @@ class Index:
                     report.new_bad.append((fname, error))
             if new_labels:
                 hnsw = self._add_vectors(hnsw, np.stack(new_vecs), new_labels)
-            self._save_hnsw(hnsw)
+            if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
+                self._save_hnsw(hnsw)
             self._set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
             db.execute("COMMIT")
         except BaseException:
@@ -475,16 +487,18 @@ class Index:
             q = f"SELECT label, vec FROM mem WHERE label IN ({','.join('?' * len(chunk))})"
             found.update(self.db.execute(q, chunk).fetchall())
         dim = self.embedder.dim
-        return np.stack(
-            [np.frombuffer(found[lab], dtype=np.float32) if lab in found else np.zeros(dim, np.float32) for lab in labels]
-        ) if labels else np.zeros((0, dim), np.float32)
+        if not labels:
+            return np.zeros((0, dim), np.float32)
+        zero = np.zeros(dim, np.float32)
+        return np.stack([np.frombuffer(found[lab], dtype=np.float32) if lab in found else zero for lab in labels])
 
     def select(self, filters: Filters | None = None, *, order: str = "created", limit: int | None = None,
                desc: bool = False) -> list[dict[str, Any]]:
         """Catalog records matching `filters`, sorted — for list, export, prune."""
         where, args = (filters or Filters()).sql()
-        col = {"created": "created", "updated": "updated", "confidence": "confidence", "id": "id",
-               "type": "type"}.get(order, "created")
+        if order not in SORT_KEYS:
+            raise ValueError(f"cannot sort by {order!r}; use one of {', '.join(SORT_KEYS)}")
+        col = order
         q = f"SELECT record FROM mem WHERE {where} ORDER BY {col} {'DESC' if desc else 'ASC'}, id"
         if limit:
             q += f" LIMIT {int(limit)}"
@@ -503,16 +517,20 @@ class Index:
             out.update(self.db.execute(q, chunk).fetchall())
         return out
 
-    def resolve_id(self, prefix: str) -> str | None:
-        """A full id from a unique prefix (like git's short SHAs); case-insensitive."""
+    def resolve_id(self, prefix: str) -> str:
+        """A full id from a unique prefix (like git's short SHAs); case-insensitive.
+
+        Raises LookupError with a message for the user when there is no match or several."""
+        exact = self.db.execute("SELECT id FROM mem WHERE id = ?", (prefix,)).fetchone()
+        if exact:
+            return str(exact[0])
         p = prefix.strip().upper()
         rows = self.db.execute(
             "SELECT id FROM mem WHERE upper(id) >= ? AND upper(id) < ? LIMIT 2", (p, p + "\uffff")
-        ).fetchall()
+        ).fetchall() if p else []
         if len(rows) == 1:
-            return rows[0][0]
-        exact = self.db.execute("SELECT id FROM mem WHERE id = ?", (prefix,)).fetchone()
-        return exact[0] if exact else None
+            return str(rows[0][0])
+        raise LookupError(f"id prefix {prefix} is ambiguous" if rows else f"no memory with id {prefix}")
 
     def find_exact(self, text: str) -> str | None:
         """The id of a memory whose normalised text equals this text's."""
@@ -544,18 +562,43 @@ class Index:
             [(int(lab), float(1.0 - d)) for lab, d in zip(lrow, drow)] for lrow, drow in zip(labels, dists)
         ]
 
-    def keyword(self, terms: list[str], k: int) -> list[tuple[int, float]]:
-        """BM25 over the FTS5 index: OR of the terms; higher is better (FTS5's bm25 is negated)."""
+    def keyword(self, terms: list[str], k: int) -> list[tuple[int, float, float]]:
+        """BM25 over the FTS5 index (OR of the terms), plus each hit's share of the query.
+
+        Returns (label, bm25, coverage): bm25 higher is better (FTS5's is negated); coverage is
+        the IDF-weighted share of the query's terms the memory contains (0-1), so that a memory
+        sharing one incidental word with a long question does not pass for a keyword match.
+        """
         if not terms:
             return []
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
         try:
             rows = self.db.execute(
-                "SELECT rowid, -bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s DESC LIMIT ?", (match, k)
+                "SELECT rowid, -bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s DESC LIMIT ?",
+                (" OR ".join(quoted), k),
             ).fetchall()
+            if not rows:
+                return []
+            labels = [int(r[0]) for r in rows]
+            n = self.count()
+            marks = ",".join("?" * len(labels))
+            total = 0.0
+            matched: dict[int, float] = dict.fromkeys(labels, 0.0)
+            for q in quoted:
+                df = self.db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (q,)).fetchone()[0]
+                # A query word no memory contains still counts in the total (as a rare word): a
+                # memory that matches only the other words has matched less of the question.
+                idf = math.log(1 + (n - max(df, 1) + 0.5) / (max(df, 1) + 0.5))
+                total += idf
+                if not df:
+                    continue
+                for (rowid,) in self.db.execute(
+                    f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", (q, *labels)
+                ):
+                    matched[int(rowid)] += idf
         except sqlite3.OperationalError:
             return []
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return [(int(r[0]), float(r[1]), matched[int(r[0])] / total if total else 0.0) for r in rows]
 
 
 def _norm_hash(text: str) -> str:

@@ -4,6 +4,14 @@ Decisions never destroy: UPDATE keeps the old text in `history`, DELETE (LLM onl
 `allow_delete`) moves the memory to the trash with its reason, NONE adds the new origin to the
 memory that already said it. Every fact gets an event and a verdict
 (accepted / already_known / invalid / failed).
+
+With an LLM an add costs at most two requests whatever the number of facts: one extract, and one
+decide for all the facts that have neighbours (cosine >= decide_threshold, up to 5 each); facts
+with no neighbour, and exact repeats, are decided locally. What the model returns is untrusted:
+a DELETE applies only with `allow_delete`, a decision naming a memory that is not one of the
+fact's neighbours is rejected (the heuristic decision stands, and says so), unusable JSON falls
+back to the heuristic extractor or decisions with a note. When the model cannot be reached at
+all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry` replays it.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from memcli.config import git_project
 from memcli.extract import heuristic_extract, infer_tags, normalise
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.memory import Memory, new_ulid, now_iso
-from memcli.store import Store, StoreError, atomic_write
+from memcli.store import NotFound, Store, StoreError, atomic_write
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
 REINFORCE = 0.05
@@ -48,6 +56,9 @@ class Event:
     reasoning: str | None = None
     old_memory: str | None = None
     source: str | None = None
+    refused: bool = False  # a DELETE the model asked for, not applied (no --allow-delete)
+    decided_by: str | None = None  # "llm" when the model made the decision, else "heuristic"
+    decision_confidence: float | None = None  # the model's confidence in its decision
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -56,6 +67,12 @@ class Event:
         }
         if self.old_memory is not None:
             d["old_memory"] = self.old_memory
+        if self.refused:
+            d["refused"] = True
+        if self.decided_by is not None:
+            d["decided_by"] = self.decided_by
+        if self.decision_confidence is not None:
+            d["decision_confidence"] = self.decision_confidence
         return d
 
 
@@ -66,16 +83,20 @@ class AddResult:
     dry_run: bool = False
     timestamp: str = field(default_factory=now_iso)
     llm_usage: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # fallbacks the user should hear about
+    redacted: list[str] = field(default_factory=list)  # kinds of secrets scrubbed from the input
 
     @property
     def failed(self) -> bool:
         return any(e.verdict == "failed" for e in self.events)
 
     def summary(self) -> dict[str, int]:
-        s = {k: 0 for k in ("ADD", "UPDATE", "DELETE", "NONE", "accepted", "already_known", "invalid", "failed")}
+        s = {k: 0 for k in ("ADD", "UPDATE", "DELETE", "NONE", "accepted", "already_known", "invalid", "failed",
+                            "refused")}
         for e in self.events:
             s[e.event] = s.get(e.event, 0) + 1
             s[e.verdict] = s.get(e.verdict, 0) + 1
+            s["refused"] += e.refused
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +116,10 @@ class AddResult:
             "dry_run": self.dry_run,
             "timestamp": self.timestamp,
         }
+        if self.notes:
+            d["notes"] = self.notes
+        if self.redacted:
+            d["redacted"] = self.redacted
         if self.llm_usage is not None:
             d["llm"] = self.llm_usage
         return d
@@ -158,53 +183,76 @@ def add(
     if llm and not cfg.llm_model:
         raise IngestError("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml), or use --no-llm")
     use_llm = bool(cfg.llm_model) if llm is None else llm
-    if redact:
+    kinds: list[str] = []
+    if redact:  # before anything is sent to a model or written to disk (inbox and log included)
         from memcli.redact import redact as scrub
 
-        text, _kinds = scrub(text)
+        text, kinds = scrub(text)
+    user = user or cfg.user
+    if project is None:
+        project = git_project()
     client = llm_client(store) if use_llm and not raw else None
     options = {"tags": list(tags), "type": type, "origins": list(origins), "user": user, "project": project,
-               "session": session, "threshold": threshold, "allow_delete": allow_delete}
-    from memcli.llm import LLMError
+               "session": session, "threshold": threshold, "allow_delete": allow_delete,
+               "source": source, "redact": redact}
+    result = AddResult(Extraction([]), [], dry_run=dry_run, redacted=kinds)
+    from memcli.llm import LLMError  # cheap: memcli.llm imports litellm only when a request is made
 
     try:
         extraction = _extract(text, raw=raw, type=type, client=client)
+        if extraction.note:
+            result.notes.append(extraction.note)
         facts = extraction.facts
         for f in facts:
             f.tags = list(dict.fromkeys([*[t.lower() for t in tags], *f.tags]))
             if type:
                 f.type = type
-        result = AddResult(extraction, [], dry_run=dry_run)
-        if not facts:
-            return result
-        index = store.index
-        vecs = index.embedder.embed([f.text for f in facts])
-        index.sync()
-        # Decided outside the writer lock: an LLM call can take seconds and other writers
-        # (git hooks) must not wait on it. Targets are re-read under the lock when applied.
-        decisions = _decide(store, facts, vecs, threshold, client, allow_delete)
+            if redact and extraction.method == "llm":  # the model's words are data too
+                f.text = _scrub(f.text)
+                f.code_pattern = _scrub(f.code_pattern) if f.code_pattern else f.code_pattern
+        result.extraction = extraction
+        decisions: list[_Decision] = []
+        if facts and dry_run and not store.exists():  # nothing to compare with, and nothing to create
+            vecs = store.index.embedder.embed([f.text for f in facts])
+            decisions = [_Decision("ADD", reasoning="no store yet") for _ in facts]
+        elif facts:
+            index = store.index
+            vecs = index.embedder.embed([f.text for f in facts])
+            index.sync()
+            # Decided outside the writer lock: an LLM call can take seconds and other writers
+            # (git hooks) must not wait on it. Targets are re-read under the lock when applied.
+            decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact)
+            result.notes.extend(notes)
     except LLMError as e:
         if inbox and not dry_run:
-            path = save_to_inbox(store, text, options, str(e))
+            path = save_to_inbox(store, text, {**options, "model": cfg.llm_model}, str(e))
             e.args = (f"{e}; input saved to {path.relative_to(store.path)} (run `memcli inbox retry`)",)
         raise
-    all_origins = list(dict.fromkeys([*origins, *([f"session:{session}"] if session else [])])) or ["cli"]
-    user = user or cfg.user
-    if project is None:
-        project = git_project()
-    with _null() if dry_run else store.lock():
-        batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
-        for fact, vec, decision in zip(facts, vecs, decisions):
-            event = _apply(store, fact, vec, decision, batch, all_origins, user, project, dry_run, source,
-                           client is not None, threshold)
-            result.events.append(event)
-        if not dry_run:
-            index.sync()
+    src = source or ("llm" if extraction.method == "llm" else "heuristic")
+    if extraction.method == "llm":
+        for reason in extraction.invalid:  # items the model produced that failed validation
+            result.events.append(Event("NONE", "invalid", "", None, reasoning=f"extracted item dropped: {reason}",
+                                       source=src, decided_by="llm"))
+    if facts:
+        all_origins = list(dict.fromkeys([*origins, *([f"session:{session}"] if session else [])])) or ["cli"]
+        with _null() if dry_run else store.lock():
+            batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
+            for fact, vec, decision in zip(facts, vecs, decisions):
+                event = _apply(store, fact, vec, decision, batch, all_origins, user, project, dry_run, src, threshold)
+                result.events.append(event)
+            if not dry_run:
+                index.sync()
     if client is not None:
         u = client.usage
         result.llm_usage = {"model": cfg.llm_model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
                             "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}
     return result
+
+
+def _scrub(text: str) -> str:
+    from memcli.redact import redact as scrub
+
+    return scrub(text)[0]
 
 
 class _null:
@@ -217,11 +265,25 @@ class _null:
 
 # ---------------------------------------------------------------- extraction
 def llm_client(store: Store) -> Any:
+    """The LLM client for this store's settings (model, api_base, key, timeout, retries, temperature).
+
+    The retry backoff base comes from `llm_backoff` when the config has it, else from
+    `MEMCLI_LLM_BACKOFF` (seconds, default 0.5; tests set it near zero).
+    """
+    from memcli.config import ConfigError
     from memcli.llm import LLM, LLMSettings
 
     cfg = store.config
+    backoff: Any = getattr(cfg, "llm_backoff", None)
+    if backoff is None:
+        backoff = os.environ.get("MEMCLI_LLM_BACKOFF") or 0.5
+    try:
+        backoff = max(0.0, float(backoff))
+    except (TypeError, ValueError):
+        raise ConfigError(f"MEMCLI_LLM_BACKOFF must be a number of seconds, got {backoff!r}") from None
     return LLM(LLMSettings(model=str(cfg.llm_model), api_base=cfg.api_base, api_key=cfg.api_key,
-                           timeout=cfg.llm_timeout, retries=cfg.llm_retries, temperature=cfg.llm_temperature))
+                           timeout=cfg.llm_timeout, retries=max(0, cfg.llm_retries),
+                           temperature=cfg.llm_temperature, backoff=backoff))
 
 
 def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extraction:
@@ -245,10 +307,14 @@ def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extracti
 
 
 def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) -> Path:
+    """Park an input the LLM could not process; `text` is already redacted (unless opted out)."""
+    from memcli.redact import redact as scrub
+
+    error = scrub(error)[0]  # an api_base may carry a password, a server may echo the input
     store.ensure()
     store.inbox_dir.mkdir(exist_ok=True)
     path = store.inbox_dir / f"{new_ulid()}.json"
-    record = {"at": now_iso(), "error": error, "options": options, "text": text}
+    record = {"at": now_iso(), "error": error, "attempts": 1, "options": options, "text": text}
     atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"))
     store.log("INBOX", file=path.name, error=error)
     return path
@@ -261,17 +327,26 @@ class _Decision:
     target: str | None = None
     text: str | None = None
     reasoning: str | None = None
-    confidence: float | None = None
+    confidence: float | None = None  # the model's confidence; None for heuristic decisions
     similarity: float | None = None
     exact: bool = False
     refused: bool = False
+    by_llm: bool = False
 
 
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: Any,
-            allow_delete: bool) -> list[_Decision]:
+            allow_delete: bool, redact: bool = True) -> tuple[list[_Decision], list[str]]:
+    """One decision per fact, and notes for the user.
+
+    Every fact first gets the heuristic decision (exact repeat: NONE; a neighbour at or above
+    `threshold`: UPDATE when the fact says more, else NONE; otherwise ADD). With a client, the
+    facts that have neighbours at or above the decide threshold (0.8; up to 5 each) then go to
+    the model in ONE request; exact repeats and facts without neighbours never do.
+    """
     index = store.index
     cfg = store.config
     out: list[_Decision] = []
+    notes: list[str] = []
     neighbours: list[list[dict[str, Any]]] = []
     near = index.knn(vecs, 5)
     for fact, hits in zip(facts, near):
@@ -284,7 +359,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         close = [(lab, s) for lab, s in hits if s >= min(cfg.decide_threshold, threshold)]
         recs = index.records([lab for lab, _ in close])
         nb = [{"id": recs[lab]["id"], "text": recs[lab]["text"], "similarity": round(s, 4)}
-              for lab, s in close if lab in recs]
+              for lab, s in close if lab in recs][:5]
         neighbours.append(nb)
         if not nb or nb[0]["similarity"] < threshold:
             out.append(_Decision("ADD", reasoning="no similar memory" if not nb else
@@ -297,41 +372,58 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         else:
             out.append(_Decision("NONE", top["id"], similarity=top["similarity"],
                                  reasoning=f"already known (similarity {top['similarity']:.2f})"))
-    if client is not None:
-        asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
-        if asks:
-            decisions, invalid = client.decide([facts[i] for i in asks], [neighbours[i] for i in asks])
-            for dec in decisions:
-                if not 0 <= dec.fact < len(asks):
-                    continue
-                i = asks[dec.fact]
-                out[i] = _Decision(dec.event, dec.target_id, dec.text or facts[i].text, dec.reasoning,
-                                   dec.confidence)
-            # facts the model did not decide on (or decided invalidly) keep the heuristic decision
-            for reason in invalid:
-                store.log("LLM_INVALID", detail=reason)
+    asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
+    if client is not None and asks:
+        from memcli.llm import LLMFormatError
+
+        sent = [[{**n, "text": _scrub(n["text"])} for n in neighbours[i]] if redact else neighbours[i]
+                for i in asks]
+        try:
+            decisions, invalid = client.decide([facts[i] for i in asks], sent)
+        except LLMFormatError as e:
+            notes.append(f"LLM decisions unusable ({e}); used the heuristic decisions")
+            store.log("LLM_INVALID", detail=str(e))
+            decisions, invalid = [], []
+        decided: set[int] = set()
+        for dec in decisions:
+            if not 0 <= dec.fact < len(asks):
+                continue
+            i = asks[dec.fact]
+            decided.add(dec.fact)
+            text = _scrub(dec.text) if redact and dec.text else dec.text
+            out[i] = _Decision(dec.event, dec.target_id, text or facts[i].text, dec.reasoning or None,
+                               dec.confidence, by_llm=True)
+        for reason in invalid:
+            store.log("LLM_INVALID", detail=reason)
+        # A fact the model did not decide on (or decided invalidly) keeps its heuristic decision,
+        # and its reasoning says why.
+        for j, i in enumerate(asks):
+            if j in decided or not invalid:
+                continue
+            why = [r for r in invalid if re.search(rf"\bfact {j}\b", r)] or ["no valid decision returned"]
+            out[i].reasoning = f"LLM decision rejected ({'; '.join(why)}); heuristic: {out[i].reasoning}"
     for d in out:
         if d.event == "DELETE" and not allow_delete:
             d.refused = True
-    return out
+    return out, notes
 
 
 def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[tuple[np.ndarray, Memory]],
-           origins: list[str], user: str, project: str | None, dry_run: bool, source: str | None,
-           via_llm: bool, threshold: float) -> Event:
-    src = source or ("llm" if via_llm else "heuristic")
-    base = {"tags": fact.tags, "type": fact.type, "source": src}
+           origins: list[str], user: str, project: str | None, dry_run: bool, src: str,
+           threshold: float) -> Event:
+    by = {"decided_by": "llm" if d.by_llm else "heuristic", "decision_confidence": d.confidence}
+    base = {"tags": fact.tags, "type": fact.type, "source": src, **by}
     # in-batch dedup: a later fact close to one this call already added
     if d.event == "ADD":
         for bvec, bmem in batch:
             s = float(bvec @ vec)
             if normalise(bmem.text) == normalise(fact.text) or s >= threshold:
-                d = _Decision("NONE", bmem.id, reasoning=f"repeats a fact of this input ({s:.2f})")
                 if not dry_run:
                     _reinforce(bmem, origins)
                     store.write(bmem)
                 return Event("NONE", "already_known", fact.text, bmem.id, confidence=bmem.confidence,
-                             reasoning=d.reasoning, **base)
+                             reasoning=f"repeats a fact of this input ({s:.2f})",
+                             **{**base, "decided_by": "heuristic", "decision_confidence": None})
     try:
         if d.event == "ADD":
             m = Memory(
@@ -341,12 +433,16 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
             )
             if not dry_run:
                 store.write(m)
-                store.log("ADD", id=m.id, text=m.text, origin=origins)
+                store.log("ADD", id=m.id, text=m.text, origin=origins, reason=d.reasoning)
             batch.append((vec, m))
             return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning, **base)
-        target = store.read(d.target) if d.target else None
+        try:
+            target = store.read(d.target) if d.target else None
+        except NotFound:  # removed meanwhile (by another writer, or by an earlier fact of this input)
+            target = None
         if target is None:
-            return Event(d.event, "invalid", fact.text, None, reasoning="decision without a target memory", **base)
+            return Event(d.event, "invalid", fact.text, d.target, reasoning=(
+                f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
         if d.event == "NONE":
             if not dry_run:
                 _reinforce(target, origins)
@@ -361,7 +457,7 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
             target.text = new_text
             target.tags = list(dict.fromkeys([*target.tags, *fact.tags]))
             target.origins = list(dict.fromkeys([*target.origins, *origins]))
-            target.confidence = max(target.confidence, d.confidence or fact.confidence)
+            target.confidence = max(target.confidence, fact.confidence)
             target.updated = now_iso()
             if fact.code_pattern and not target.code_pattern:
                 target.code_pattern = fact.code_pattern
@@ -370,15 +466,18 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
                 store.write(target)
                 store.log("UPDATE", id=target.id, old=old, text=new_text, origin=origins, reason=d.reasoning)
             return Event("UPDATE", "accepted", new_text, target.id, confidence=target.confidence,
-                         reasoning=d.reasoning, old_memory=old, **base)
+                         reasoning=d.reasoning, old_memory=old, **{**base, "tags": target.tags})
         if d.event == "DELETE":
             if d.refused:
+                if not dry_run:
+                    store.log("DELETE_REFUSED", id=target.id, reason=d.reasoning, origin=origins)
                 return Event("DELETE", "invalid", target.text, target.id, reasoning=(
-                    f"refused without --allow-delete: {d.reasoning or ''}").strip(), old_memory=target.text, **base)
+                    f"refused without --allow-delete: {d.reasoning or ''}").strip(), old_memory=target.text,
+                    refused=True, **{**base, "tags": target.tags})
             if not dry_run:
                 store.trash(target.id, d.reasoning or "deleted by add", origin=",".join(origins))
-            return Event("DELETE", "accepted", target.text, target.id, reasoning=d.reasoning,
-                         old_memory=target.text, **base)
+            return Event("DELETE", "accepted", target.text, target.id, confidence=target.confidence,
+                         reasoning=d.reasoning, old_memory=target.text, **{**base, "tags": target.tags})
         return Event(d.event, "invalid", fact.text, None, reasoning=f"unknown event {d.event!r}", **base)
     except OSError as e:
         return Event(d.event, "failed", fact.text, d.target, reasoning=f"write failed: {e.strerror or e}", **base)
@@ -391,33 +490,55 @@ def _reinforce(m: Memory, origins: list[str]) -> None:
     m.updated = now_iso()
 
 
+# ---------------------------------------------------------------- inbox
 def inbox_items(store: Store) -> list[tuple[Path, dict[str, Any]]]:
+    """Parked inputs, oldest first (file names are ULIDs)."""
     if not store.inbox_dir.is_dir():
         return []
     out = []
     for p in sorted(store.inbox_dir.glob("*.json")):
         try:
-            out.append((p, json.loads(p.read_text(encoding="utf-8"))))
+            item = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            out.append((p, item))
     return out
 
 
-def retry_inbox(store: Store) -> list[tuple[str, AddResult | str]]:
-    """Replay parked inputs; each one that succeeds leaves the inbox."""
+_ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source")
+
+
+def retry_inbox(store: Store, *, model: str | None = None) -> list[tuple[str, AddResult | str]]:
+    """Replay parked inputs through the LLM pipeline; each one that succeeds leaves the inbox.
+
+    The model is `model` if given, else the store's configured one, else the one the input was
+    parked with. An input that fails again stays, with its error and attempt count updated.
+    """
     results: list[tuple[str, AddResult | str]] = []
+    configured = store.config.llm_model
     for path, item in inbox_items(store):
-        opts = dict(item.get("options") or {})
-        opts["redact"] = False  # what was parked was already redacted (unless the user opted out)
+        opts = {k: v for k, v in (item.get("options") or {}).items() if k in _ADD_OPTIONS}
+        use = model or configured or item.get("options", {}).get("model")
+        if use and use != store.config.llm_model:
+            store.config = store.config.with_overrides(llm_model=use)
         try:
-            res = add(store, item["text"], llm=True, inbox=False, **opts)
-        except StoreError as e:
-            results.append((path.name, str(e)))
+            # redact=False: what was parked was redacted already (unless the user opted out)
+            res = add(store, item["text"], llm=True, inbox=False, redact=False, **opts)
+        except Exception as e:  # noqa: BLE001 - LLMError, StoreError...: keep the item, report
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            results.append((path.name, msg))
+            item["error"], item["attempts"] = _scrub(msg), int(item.get("attempts") or 1) + 1
+            item["last_attempt"] = now_iso()
+            try:
+                atomic_write(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+            except OSError:
+                pass
             continue
-        except Exception as e:  # LLMError and friends: keep the item, report
-            results.append((path.name, str(e).splitlines()[0] if str(e) else type(e).__name__))
+        if res.failed:  # a write did not land: keep the input for another go
+            results.append((path.name, "some memories could not be written"))
             continue
-        os.unlink(path)
+        path.unlink(missing_ok=True)
         store.log("INBOX_DONE", file=path.name)
         results.append((path.name, res))
     return results

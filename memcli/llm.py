@@ -668,7 +668,8 @@ class LLM:
             self._resolve_provider()
         return param in (self._supported or ())
 
-    def _kwargs(self, messages: list[dict[str, str]], *, json_mode: bool, stream: bool) -> dict[str, Any]:
+    def _kwargs(self, messages: list[dict[str, str]], *, json_mode: bool, stream: bool,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
         s = self.settings
         api_key = s.api_key
         if self._provider is None:
@@ -695,6 +696,8 @@ class LLM:
             kwargs["stream"] = True
             if self._supports("stream_options"):
                 kwargs["stream_options"] = {"include_usage": True}
+        if extra:
+            kwargs.update(extra)
         return kwargs
 
     def _add_usage(self, usage: Any) -> None:
@@ -704,14 +707,15 @@ class LLM:
         self.usage.prompt_tokens += int(get("prompt_tokens") or 0)
         self.usage.completion_tokens += int(get("completion_tokens") or 0)
 
-    def _request(self, messages: list[dict[str, str]], *, json_mode: bool = False, stream: bool = False) -> Any:
+    def _request(self, messages: list[dict[str, str]], *, json_mode: bool = False, stream: bool = False,
+                 extra: dict[str, Any] | None = None) -> Any:
         """Send one logical request, retrying transient failures with exponential backoff."""
         litellm = _litellm()
         attempts = self.settings.retries + 1
         made = 0
         last: _Failure | None = None
         while made < attempts:
-            kwargs = self._kwargs(messages, json_mode=json_mode, stream=stream)
+            kwargs = self._kwargs(messages, json_mode=json_mode, stream=stream, extra=extra)
             made += 1
             self.usage.requests += 1
             started = time.monotonic()
@@ -752,6 +756,16 @@ class LLM:
         return content
 
     # -- operations ----------------------------------------------------------------------------
+    def ping(self) -> float:
+        """Check that the model answers: one minimal request (a 1-token reply). Returns seconds.
+
+        Raises :class:`LLMError` when it does not (unreachable, refused, bad key or model name);
+        used by ``memcli doctor``. What the model says does not matter, only that it answers.
+        """
+        started = time.monotonic()
+        self._request([{"role": "user", "content": "ping"}], extra={"max_tokens": 1})
+        return time.monotonic() - started
+
     def extract(self, text: str) -> Extraction:
         """Candidate facts from ``text`` in one request (empty text: no request)."""
         if not text.strip():

@@ -151,7 +151,10 @@ class Memory:
             if self.flags.get(name):
                 fm[name] = True
         if self.history:
-            fm["history"] = [{k: (_Stamp(v) if k == "at" else v) for k, v in h.items()} for h in self.history]
+            fm["history"] = [
+                _Block({k: (_Stamp(v) if k == "at" and v else v) for k, v in h.items()}) if isinstance(h, dict) else h
+                for h in self.history
+            ]
         if self.links:
             fm["links"] = list(self.links)
         fm = {k: v for k, v in fm.items() if v is not None}
@@ -168,11 +171,7 @@ class Memory:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record: the export / `--json` shape (text plus every front-matter field)."""
-        d = {k: (str(v) if isinstance(v, _Stamp) else v) for k, v in self.front_matter().items()}
-        if "history" in d:
-            d["history"] = [{k: str(v) for k, v in h.items()} if isinstance(h, dict) else h for h in d["history"]]
-        d["text"] = self.text
-        return _jsonable(d)
+        return _jsonable({**self.front_matter(), "text": self.text})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None) -> Memory:
@@ -212,7 +211,7 @@ class Memory:
             source=str(d.pop("source", None) or "manual"), origins=_str_list(d.pop("origins", None), "origins"),
             user=str(d.pop("user", None) or "default"), project=_opt_str(d.pop("project", None)),
             created=created, updated=updated, code_pattern=None if code is None else str(code), flags=flags,
-            history=history, links=list(d.pop("links", None) or []), extra=d,
+            history=history, links=list(d.pop("links", None) or []), extra=_restamp(d),
         )
 
     @classmethod
@@ -224,15 +223,21 @@ class Memory:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise MalformedMemory("not valid UTF-8") from None
-        try:
-            post = frontmatter.loads(text)
-        except (yaml.YAMLError, ValueError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise MalformedMemory(f"bad YAML front matter ({first})") from None
-        meta = post.metadata
+        handler = _HANDLER
+        meta: Any = {}
+        body = text.strip()
+        if handler.detect(body):
+            try:
+                fm, body = handler.split(body)
+                meta = handler.load(fm)
+            except (yaml.YAMLError, ValueError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise MalformedMemory(f"bad YAML front matter ({first})") from None
+        if meta is None:
+            meta = {}
         if not isinstance(meta, dict):
             raise MalformedMemory("front matter is not a mapping")
-        body = post.content.strip("\n")
+        body = body.strip("\n")
         if not body.strip():
             raise MalformedMemory("no body text")
         declared = meta.get("id")
@@ -257,6 +262,8 @@ def _str_list(v: object, name: str) -> list[str]:
 
 
 def _jsonable(v: Any) -> Any:
+    if isinstance(v, str):
+        return str(v)
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -267,11 +274,51 @@ def _jsonable(v: Any) -> Any:
 
 
 class _Stamp(str):
-    """A timestamp string written as a plain YAML scalar (`2026-11-29T17:00:00Z`, no quotes)."""
+    """A timestamp kept in its original spelling, written as a plain YAML scalar, unquoted.
+
+    YAML would otherwise turn `2026-02-01T10:00:00Z` into a datetime and write it back as
+    `2026-02-01 10:00:00+00:00`: a hand-written value must come back the way it was written.
+    """
 
 
-class _Dumper(yaml.SafeDumper):
+class _Block(dict):  # type: ignore[type-arg]
+    """A mapping written in block style (history entries: their timestamps stay plain)."""
+
+
+_SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available: much faster
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Dumper(_SafeDumper):  # type: ignore[misc,valid-type]
+    pass
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc,valid-type]
     pass
 
 
 _Dumper.add_representer(_Stamp, lambda d, v: d.represent_scalar("tag:yaml.org,2002:timestamp", str(v)))
+_Dumper.add_representer(_Block, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=False))
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: _Stamp(loader.construct_scalar(node)))
+_TIMESTAMP = re.compile(  # YAML 1.1's timestamp: a date, or a date and time with an optional zone
+    r"^\d{4}-\d{2}-\d{2}(?:[Tt ]\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\s*(?:[Zz]|[-+]\d{1,2}(?::?\d{2})?)?)?$"
+)
+
+
+def _restamp(v: Any) -> Any:
+    """Strings that are timestamps (e.g. from a JSON export) become stamps again."""
+    if isinstance(v, str) and not isinstance(v, _Stamp) and _TIMESTAMP.match(v):
+        return _Stamp(v)
+    if isinstance(v, dict):
+        return {k: _restamp(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_restamp(x) for x in v]
+    return v
+
+
+class _Handler(frontmatter.YAMLHandler):
+    def load(self, fm: str, **kwargs: object) -> Any:
+        return yaml.load(fm, Loader=_Loader)  # noqa: S506 - a safe loader
+
+
+_HANDLER = _Handler()

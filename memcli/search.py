@@ -182,6 +182,16 @@ def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> list[int]:
     return picked
 
 
+def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> np.ndarray:
+    """Keyword evidence in [0, 1]: BM25 relative to the query's best hit, times the share of the
+    query (IDF-weighted) the memory contains. Relative BM25 alone gives full marks to the best of
+    a bad lot, e.g. a memory sharing only "kept" with "where should secrets be kept?"."""
+    kmax = max((s for s, _ in kw.values()), default=0.0)
+    if kmax <= 0:
+        return np.zeros(len(labels))
+    return np.array([(kw[lab][0] / kmax) * kw[lab][1] if lab in kw else 0.0 for lab in labels])
+
+
 # ---------------------------------------------------------------- search
 def search(
     store: Any, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
@@ -223,18 +233,17 @@ def search_many(
     for qi, query in enumerate(queries):
         t1 = time.perf_counter()
         cand: dict[int, float] = dict(knn[qi])
-        kw = dict(index.keyword(query_terms(query), n_cand))
+        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand)}
         if allowed is not None:
             allowed_set = set(allowed)
-            kw = {lab: s for lab, s in kw.items() if lab in allowed_set}
+            kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         labels = list(dict.fromkeys([*cand, *kw]))
         if not labels:
             out.append(SearchResponse(query, [], _metadata([], embed_time, t1)))
             continue
         vecs = index.vectors(labels)
         sims = vecs @ qvecs[qi]
-        kmax = max(kw.values(), default=0.0)
-        kws = np.array([kw.get(lab, 0.0) / kmax if kmax > 0 else 0.0 for lab in labels])
+        kws = keyword_evidence(kw, labels)
         records_by_label = index.records(labels)
         keep = [i for i, lab in enumerate(labels) if lab in records_by_label and (sims[i] >= floor or kws[i] >= 0.5)]
         labels = [labels[i] for i in keep]

@@ -41,10 +41,22 @@ class NotFound(StoreError):
     pass
 
 
+def _file_mode(path: Path) -> int:
+    """An existing file keeps its mode; a new one gets what the umask allows (mkstemp gives 0600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
+    mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -206,8 +218,7 @@ class Store:
                 raise StoreError(f"memory {mid} exists already; not overwriting it")
             memory = Memory.parse(src.read_bytes(), file_id=mid)
             memory.extra.pop("trashed", None)
-            memory.updated = now_iso()
-            self.write(memory)
+            self.write(memory)  # exactly as it was before `rm`
             os.unlink(src)
             self.log("RESTORE", id=mid, text=memory.text)
         return memory

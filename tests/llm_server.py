@@ -7,7 +7,8 @@ format: ``POST /v1/chat/completions`` (plain JSON or SSE streaming) and ``GET /v
 Each request pops the next entry of a script queue. An entry is one of:
 
 * a string: the assistant message content;
-* ``{"content": "..."}``: same, optionally with ``"delay": seconds`` to simulate a slow model;
+* ``{"content": "..."}``: same, optionally with ``"delay": seconds`` to simulate a slow model
+  (and, for streamed replies, ``"chunk_size"`` and ``"chunk_delay"`` between chunks);
 * ``{"status": 500}`` (or 429, 400, ...): an HTTP error with an OpenAI-style error body;
 * ``{"raw": "not json at all"}``: a 200 whose body is the given bytes verbatim.
 
@@ -97,12 +98,17 @@ class _Handler(BaseHTTPRequestHandler):
         content = str(entry.get("content", ""))
         model = body.get("model", "fake-model")
         if body.get("stream"):
-            self._stream(content, model, body, chunk_size=int(entry.get("chunk_size", 7)))
+            self._stream(content, model, body, chunk_size=int(entry.get("chunk_size", 7)),
+                         chunk_delay=float(entry.get("chunk_delay", 0) or 0))
         else:
             self._send_json(200, _completion(content, model, body))
 
-    def _stream(self, content: str, model: str, body: dict[str, Any], chunk_size: int) -> None:
+    def _stream(self, content: str, model: str, body: dict[str, Any], chunk_size: int,
+                chunk_delay: float = 0.0) -> None:
         """SSE chunks of ``choices[0].delta.content``, a usage chunk if asked for, then ``[DONE]``.
+
+        ``chunk_delay`` (entry key ``"chunk_delay"``) sleeps between chunks, like a model
+        generating tokens, so a test can tell a streamed answer from a buffered one.
 
         The response uses Connection: close with no length (like many real servers stream), so
         the client reads until EOF.
@@ -117,7 +123,9 @@ class _Handler(BaseHTTPRequestHandler):
         base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": created, "model": model}
         pieces = [content[i : i + chunk_size] for i in range(0, len(content), chunk_size)] or [""]
         first = True
-        for piece in pieces:
+        for n, piece in enumerate(pieces):
+            if n and chunk_delay:
+                time.sleep(chunk_delay)
             delta: dict[str, Any] = {"content": piece}
             if first:
                 delta["role"] = "assistant"

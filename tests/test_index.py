@@ -1,0 +1,279 @@
+"""The sidecar (.index/): hand edits are noticed, a deleted or corrupt index heals, a model change rebuilds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import Cli
+
+from memcli.config import Config
+from memcli.store import Store
+
+NOTES = [
+    "The staging database is reset every Sunday at 02:00 UTC.",
+    "Frontend bundles are built by Vite and served from a CDN.",
+    "Logs are shipped to Grafana Loki and kept for 14 days.",
+    "Feature flags are managed in LaunchDarkly.",
+    "Redis is the job queue backend via RQ.",
+]
+
+
+def fill(cli: Cli, texts=NOTES) -> list[str]:
+    ids = []
+    for t in texts:
+        out = json.loads(cli("add", "--raw", "--json", t).stdout)
+        ids.append(out["memory"][0]["id"])
+    return ids
+
+
+def listing(cli: Cli) -> dict[str, str]:
+    return {r["id"]: r["text"] for r in json.loads(cli("list", "--json").stdout)}
+
+
+def search_ids(cli: Cli, query: str, *extra: str) -> list[str]:
+    return [r["id"] for r in json.loads(cli("search", "--json", *extra, query).stdout)["results"]]
+
+
+def facts_snapshot(store) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((store / "facts").glob("*"))}
+
+
+# --- hand edits ---------------------------------------------------------------------------------
+
+
+def test_a_hand_edited_text_is_seen_by_list_and_search(hash_cli):
+    ids = fill(hash_cli)
+    assert search_ids(hash_cli, "Grafana Loki")[0] == ids[2]
+    path = hash_cli.store / "facts" / f"{ids[2]}.md"
+    new = "Audit trails are archived to Glacier after ninety days."
+    path.write_text(path.read_text().replace(NOTES[2], new))
+    assert listing(hash_cli)[ids[2]] == new
+    assert search_ids(hash_cli, "audit trails archived Glacier")[0] == ids[2]
+    assert ids[2] not in search_ids(hash_cli, "Grafana Loki")  # (its tags, kept by hand, may still match)
+    shown = json.loads(hash_cli("show", "--json", ids[2]).stdout)
+    assert shown["text"] == new
+
+
+def test_a_deleted_file_disappears_from_list_and_search(hash_cli):
+    ids = fill(hash_cli)
+    (hash_cli.store / "facts" / f"{ids[3]}.md").unlink()
+    assert ids[3] not in listing(hash_cli)
+    assert set(listing(hash_cli)) == set(ids) - {ids[3]}
+    assert ids[3] not in search_ids(hash_cli, "Feature flags are managed in LaunchDarkly.")
+    r = hash_cli("show", ids[3], ok=False)
+    assert r.exit_code == 1
+
+
+def test_a_new_file_dropped_into_facts_is_found(hash_cli):
+    fill(hash_cli)
+    (hash_cli.store / "facts" / "vpn-note.md").write_text(
+        "---\ntags: [ops, vpn]\n---\nThe office VPN profile lives in ops/vpn/office.ovpn.\n")
+    assert listing(hash_cli)["vpn-note"] == "The office VPN profile lives in ops/vpn/office.ovpn."
+    assert search_ids(hash_cli, "office VPN profile")[0] == "vpn-note"
+    assert search_ids(hash_cli, "office VPN profile", "--tag", "vpn") == ["vpn-note"]
+
+
+BROKEN = "---\ntags: [unclosed\n---\nThis file has broken front matter.\n"
+
+
+def test_a_malformed_file_is_reported_once_and_skipped(hash_cli):
+    ids = fill(hash_cli)
+    (hash_cli.store / "facts" / "broken.md").write_text(BROKEN)
+    first = hash_cli("list", "--json")
+    assert "broken.md" in first.stderr
+    assert [ln for ln in first.stderr.splitlines() if "broken.md" in ln].__len__() == 1
+    assert set(r["id"] for r in json.loads(first.stdout)) == set(ids)
+    second = hash_cli("search", "--json", "Vite bundles")
+    assert "broken.md" not in second.stderr
+    assert json.loads(second.stdout)["results"][0]["id"] == ids[1]
+    # other commands keep working
+    hash_cli("add", "--raw", "Sentry receives frontend errors.")
+    assert "broken.md" not in hash_cli("stats").stderr
+    doctor = hash_cli("doctor", "--json", ok=False)
+    assert doctor.exit_code != 0
+    report = json.loads(doctor.stdout)
+    assert report["ok"] is False
+    bad = [c for c in report["checks"] if not c["ok"]]
+    assert bad and all("broken.md" in c["detail"] for c in bad)
+    # fixing the file by hand brings it in
+    (hash_cli.store / "facts" / "broken.md").write_text(BROKEN.replace("[unclosed", "[fixed]"))
+    assert listing(hash_cli)["broken"] == "This file has broken front matter."
+    assert hash_cli("doctor").exit_code == 0
+
+
+def test_a_good_file_turned_bad_leaves_search_until_fixed(hash_cli):
+    ids = fill(hash_cli)
+    path = hash_cli.store / "facts" / f"{ids[0]}.md"
+    good = path.read_bytes()
+    path.write_bytes(b"\x00\x01 binary garbage")
+    r = hash_cli("list", "--json")
+    assert f"{ids[0]}.md" in r.stderr
+    assert ids[0] not in {x["id"] for x in json.loads(r.stdout)}
+    path.write_bytes(good)
+    assert ids[0] in listing(hash_cli)
+
+
+# --- a deleted, stale or corrupt sidecar --------------------------------------------------------
+
+
+def test_deleting_the_index_rebuilds_it_with_identical_results(hash_cli):
+    fill(hash_cli)
+    query = "database reset Sunday"
+    before = json.loads(hash_cli("search", "--json", "-k", "5", "--threshold", "0", query).stdout)["results"]
+    listed = listing(hash_cli)
+    shutil.rmtree(hash_cli.store / ".index")
+    after = json.loads(hash_cli("search", "--json", "-k", "5", "--threshold", "0", query).stdout)["results"]
+    assert [r["id"] for r in after] == [r["id"] for r in before]
+    assert [r["similarity"] for r in after] == [r["similarity"] for r in before]
+    assert listing(hash_cli) == listed
+    assert hash_cli("doctor").exit_code == 0
+
+
+def test_rebuild_from_a_kept_cache_embeds_nothing(real_store):
+    for t in NOTES:
+        real_store.add(t, raw=True)
+    query = NOTES[0]  # already in the embedding cache
+    before = [(h.id, round(h.similarity, 5)) for h in real_store.search(query, record_usage=False)]
+    real_store.close()
+    shutil.rmtree(real_store.path / ".index")
+
+    fresh = Store(real_store.path)
+    try:
+        report = fresh.index.sync()
+        assert report.added == len(NOTES)
+        after = [(h.id, round(h.similarity, 5)) for h in fresh.search(query, record_usage=False)]
+        assert after == before
+        assert fresh.index.embedder.model_loads == 0
+        assert fresh.index.embedder.computed == 0
+    finally:
+        fresh.close()
+
+
+def test_an_unchanged_store_does_no_work(hash_store):
+    for t in NOTES:
+        hash_store.add(t, raw=True)
+    hash_store.close()
+    again = Store(hash_store.path, Config(embed_model="hash:256"))
+    try:
+        report = again.index.sync()
+        assert not report.touched
+        assert again.index.count() == len(NOTES)
+    finally:
+        again.close()
+
+
+def vector_dims(store: Store) -> set[int]:
+    rows = store.index.db.execute("SELECT vec FROM mem").fetchall()
+    return {len(r[0]) // 4 for r in rows}
+
+
+def test_changing_the_model_rebuilds_with_the_new_dimension(hash_store):
+    for t in NOTES:
+        hash_store.add(t, raw=True)
+    assert vector_dims(hash_store) == {256}
+    path = hash_store.path
+    hash_store.close()
+
+    small = Store(path, Config(embed_model="hash:128"))
+    try:
+        report = small.index.sync()
+        assert report.rebuilt and "model" in report.rebuilt
+        small.add("Sentry receives frontend errors and pages on-call.", raw=True)
+        assert vector_dims(small) == {128}
+        assert small.index.meta("dim") == "128" and small.index.meta("model") == "hash:128"
+        hits = small.search(NOTES[1], record_usage=False)
+        assert hits.hits[0].record["text"] == NOTES[1]
+        assert abs(hits.hits[0].similarity - 1.0) < 1e-4
+        assert small.index.count() == len(NOTES) + 1
+    finally:
+        small.close()
+
+
+def test_changing_the_model_through_the_environment(tmp_path):
+    cli256 = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": "hash:256"})
+    cli128 = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": "hash:128"})
+    ids = fill(cli256, NOTES[:3])
+    r = cli128("search", "--json", NOTES[2])
+    assert "rebuilt" in r.stderr
+    assert json.loads(r.stdout)["results"][0]["id"] == ids[2]
+    doctor = json.loads(cli128("doctor", "--json").stdout)
+    assert doctor["ok"] is True
+    assert any("128" in c["detail"] for c in doctor["checks"] if c["check"] == "embedding model")
+    s = Store(tmp_path / "store", Config(embed_model="hash:128"))
+    try:
+        s.index.sync()
+        assert vector_dims(s) == {128}
+    finally:
+        s.close()
+    # and back: no 128-d vector survives in a 256-d index
+    assert json.loads(cli256("search", "--json", NOTES[0]).stdout)["results"][0]["id"] == ids[0]
+    s = Store(tmp_path / "store", Config(embed_model="hash:256"))
+    try:
+        s.index.sync()
+        assert vector_dims(s) == {256}
+    finally:
+        s.close()
+
+
+def test_a_corrupt_vector_file_heals(hash_cli):
+    ids = fill(hash_cli)
+    files = list((hash_cli.store / ".index").glob("vectors-*.hnsw"))
+    assert files
+    for p in files:
+        p.write_bytes(b"\x00garbage" * 50)
+    assert search_ids(hash_cli, NOTES[4])[0] == ids[4]
+    assert hash_cli("doctor").exit_code == 0
+    hash_cli("add", "--raw", "Sentry receives frontend errors and pages on-call.")
+    assert len(listing(hash_cli)) == len(ids) + 1
+    assert search_ids(hash_cli, NOTES[3])[0] == ids[3]
+
+
+def test_a_corrupt_catalog_heals(hash_cli):
+    ids = fill(hash_cli)
+    facts = facts_snapshot(hash_cli.store)
+    (hash_cli.store / ".index" / "catalog.sqlite").write_bytes(b"this is not a database " * 200)
+    assert set(listing(hash_cli)) == set(ids)
+    assert search_ids(hash_cli, NOTES[1])[0] == ids[1]
+    assert hash_cli("doctor").exit_code == 0
+    assert facts_snapshot(hash_cli.store) == facts
+
+
+def test_reindex_rebuilds_everything(hash_cli):
+    ids = fill(hash_cli)
+    out = json.loads(hash_cli("reindex", "--json").stdout)
+    assert out["memories"] == len(ids)
+    assert set(listing(hash_cli)) == set(ids)
+
+
+def test_hand_edited_tags_are_seen_by_filters(hash_cli):
+    ids = fill(hash_cli)
+    path = hash_cli.store / "facts" / f"{ids[3]}.md"
+    text = path.read_text()
+    assert "\ntags: []\n" in text
+    path.write_text(text.replace("\ntags: []\n", "\ntags: [rollout, vendor]\n"))
+    tagged = json.loads(hash_cli("list", "--json", "--tag", "rollout").stdout)
+    assert [r["id"] for r in tagged] == [ids[3]]
+    assert search_ids(hash_cli, "LaunchDarkly flags", "--tag", "vendor") == [ids[3]]
+
+
+def test_editor_leftovers_are_neither_indexed_nor_reported(hash_cli):
+    ids = fill(hash_cli, NOTES[:2])
+    facts = hash_cli.store / "facts"
+    (facts / f".{ids[0]}.md.swp").write_bytes(b"\x00vim swap")
+    (facts / f".#{ids[0]}.md").write_text("emacs lock")
+    (facts / f"{ids[0]}.md~").write_text("backup copy")
+    (facts / "README.txt").write_text("not a memory")
+    r = hash_cli("list", "--json")
+    assert r.stderr.count("skipping") == 0
+    assert sorted(x["id"] for x in json.loads(r.stdout)) == sorted(ids)
+    assert hash_cli("doctor").exit_code == 0
+
+
+def test_odd_queries_and_unicode_text(hash_cli):
+    ids = fill(hash_cli, ["Café crème costs €3 at the 日本 office.", "C++ builds use `-O2 -Wall` flags."])
+    assert listing(hash_cli)[ids[0]] == "Café crème costs €3 at the 日本 office."
+    assert search_ids(hash_cli, "Café crème")[0] == ids[0]
+    for q in ['"unbalanced', "C++ AND (x OR y*)", "NEAR(a b)", "-O2", "the of and", "🙂"]:
+        r = hash_cli("search", "--json", "--", q)
+        assert isinstance(json.loads(r.stdout)["results"], list), q

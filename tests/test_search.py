@@ -1,0 +1,309 @@
+"""Search with the real model: paraphrases find their memory, filters filter, the output has the documented shape,
+and a search never rewrites a fact file (usage goes to the state file)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import sqlite3
+
+import pytest
+from conftest import Cli
+
+from memcli.io import import_memories, to_memories
+from memcli.memory import iso
+from memcli.search import search_many
+from memcli.store import Store
+
+# ~20 developer notes: (text, tags, type, user, project)
+NOTES = [
+    ("We deploy the backend with `make release` from the main branch.", ["deploy"], "procedural", "alice", "api"),
+    ("The staging database is reset every Sunday at 02:00 UTC.", ["database", "staging"], "semantic", "bob", "api"),
+    ("Python code is formatted with ruff and a line length of 110.", ["python", "ruff"], "procedural", "alice", "api"),
+    ("API keys live in the OS keyring, never in config files.", ["security"], "procedural", "bob", "api"),
+    ("The frontend is a React app built with Vite.", ["react", "frontend"], "semantic", "alice", "web"),
+    ("Integration tests need Docker running locally.", ["testing", "docker"], "semantic", "bob", "api"),
+    ("Run the unit tests with `pytest -q` from the repository root.", ["testing", "python"], "procedural", "alice",
+     "api"),
+    ("Postgres connection pooling is handled by PgBouncer in transaction mode.", ["database"], "semantic", "bob",
+     "api"),
+    ("On 2026-03-02 the payment service went down because a TLS certificate expired.", ["incident"], "episodic",
+     "alice", "api"),
+    ("Feature flags are managed in LaunchDarkly.", ["flags"], "semantic", "bob", "web"),
+    ("Logs are shipped to Grafana Loki and kept for 14 days.", ["logging"], "semantic", "alice", "api"),
+    ("Mobile builds are signed on the CI macOS runner.", ["mobile", "ci"], "semantic", "bob", "mobile"),
+    ("The search service uses Elasticsearch 8 with a nightly reindex.", ["search"], "semantic", "alice", "api"),
+    ("Alice owns the billing module and reviews its pull requests.", ["billing", "people"], "semantic", "bob", "api"),
+    ("Translations are stored as JSON files under locales/.", ["i18n"], "semantic", "alice", "web"),
+    ("GraphQL schema changes require a version bump of the client SDK.", ["graphql"], "procedural", "bob", "web"),
+    ("Redis is used as the job queue backend via RQ.", ["redis", "queue"], "semantic", "alice", "api"),
+    ("Kubernetes manifests are generated with Helm charts in deploy/charts.", ["kubernetes", "deploy"], "semantic",
+     "bob", "api"),
+    ("Database migrations are written with Alembic and run automatically on deploy.", ["database", "migrations"],
+     "procedural", "alice", "api"),
+    ("The team prefers squash merges for pull requests.", ["git"], "procedural", "bob", "api"),
+    ("Error tracking goes to Sentry; alerts page the on-call engineer.", ["monitoring"], "semantic", "alice", "api"),
+]
+TEXTS = [n[0] for n in NOTES]
+
+# Paraphrases that share no telling word with their memory.
+PARAPHRASES = {
+    "how do we push a new version of the backend live?": 0,
+    "which formatter enforces our Python style?": 2,
+    "what happened when payments broke?": 8,
+    "how are background tasks queued?": 16,
+    "how long do we retain logs?": 10,
+    "how do we toggle features on and off?": 9,
+    "what merge strategy do we use?": 19,
+    "where are crashes and exceptions reported?": 20,
+    "how is the SQL pool of connections managed?": 7,
+    "how do I execute the unit test suite?": 6,
+    "which person maintains the invoicing component?": 13,
+}
+# Paraphrases that happen to share one incidental word with a *different* memory ("kept", "code", "live", ...).
+# The embedding alone ranks the right memory first for every one of them.
+INCIDENTAL = {
+    "how do I ship the server to production?": 0,
+    "when is the test DB wiped?": 1,
+    "where should secrets and credentials be kept?": 3,
+    "who is responsible for invoicing code?": 13,
+    "where do the localisation strings live?": 14,
+}
+# Here the embedding's own margin is tiny (0.31 vs 0.27 for "Translations are stored ..."), so one shared
+# word may tip the order; the right memory must still be in the top two.
+CLOSE_CALL = ("where do we store passwords and tokens?", 3)
+QUERY = "how do we deploy things?"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("notes") / "store"
+    s = Store(path)
+    s.init()
+    records = [{"text": t, "tags": tags, "type": ty, "user": u, "project": p} for t, tags, ty, u, p in NOTES]
+    import_memories(s, to_memories(records, "notes", "import:notes"))
+    s.close()
+    return path
+
+
+@pytest.fixture
+def notes(template, tmp_path):
+    """A private copy of the notes store (usage counts must not leak between tests)."""
+    path = tmp_path / "store"
+    shutil.copytree(template, path)
+    return path
+
+
+def ids_by_text(path) -> dict[str, str]:
+    s = Store(path)
+    try:
+        s.index.sync()
+        return {r["text"]: r["id"] for r in s.index.select()}
+    finally:
+        s.close()
+
+
+def run_queries(path, queries, **kw):
+    s = Store(path)
+    try:
+        return search_many(s, list(queries), record_usage=False, **kw)
+    finally:
+        s.close()
+
+
+# --- quality -------------------------------------------------------------------------------------
+
+
+def test_a_paraphrased_query_finds_its_memory_first(notes):
+    responses = run_queries(notes, PARAPHRASES)
+    misses = {q: (r.hits[0].record["text"] if r.hits else None)
+              for (q, i), r in zip(PARAPHRASES.items(), responses)
+              if not r.hits or r.hits[0].record["text"] != TEXTS[i]}
+    assert misses == {}
+
+
+def test_an_incidental_shared_word_does_not_beat_meaning(notes):
+    # threshold 0: this is about ranking, not about the similarity floor (one right answer is below 0.3)
+    responses = run_queries(notes, INCIDENTAL, threshold=0.0)
+    misses = {q: (r.hits[0].record["text"] if r.hits else None)
+              for (q, i), r in zip(INCIDENTAL.items(), responses)
+              if not r.hits or r.hits[0].record["text"] != TEXTS[i]}
+    assert misses == {}
+
+
+def test_a_close_call_keeps_the_right_memory_near_the_top(notes):
+    query, i = CLOSE_CALL
+    (r,) = run_queries(notes, [query], threshold=0.0)
+    assert TEXTS[i] in [h.record["text"] for h in r.hits[:2]]
+
+
+def test_an_exact_identifier_is_found_by_keyword(notes):
+    (r,) = run_queries(notes, ["PgBouncer"])
+    assert r.hits[0].record["text"] == TEXTS[7]
+
+
+# --- filters -------------------------------------------------------------------------------------
+
+
+def cli_results(cli: Cli, *args: str) -> list[dict]:
+    return json.loads(cli("search", "--json", "-k", "50", "--threshold", "0", *args).stdout)["results"]
+
+
+@pytest.mark.parametrize(
+    "flags, field, check",
+    [
+        (("--tag", "deploy"), "tags", lambda v: "deploy" in v),
+        (("--tag", "database", "--tag", "migrations"), "tags", lambda v: {"database", "migrations"} <= set(v)),
+        (("--type", "semantic"), "type", lambda v: v == "semantic"),
+        (("--user", "bob"), "user", lambda v: v == "bob"),
+        (("--project", "web"), "project", lambda v: v == "web"),
+    ],
+    ids=["tag", "two-tags", "type", "user", "project"],
+)
+def test_search_filters(notes, flags, field, check):
+    cli = Cli(notes)
+    everything = cli_results(cli, QUERY)
+    filtered = cli_results(cli, *flags, QUERY)
+    assert filtered, "the filter leaves matching memories"
+    assert all(check(r[field]) for r in filtered), [r[field] for r in filtered]
+    assert any(not check(r[field]) for r in everything), "the unfiltered search returned others too"
+    expected = {r["id"] for r in everything if check(r[field])}
+    assert expected <= {r["id"] for r in filtered}, "the filter drops only what does not match"
+
+
+def test_since_and_until(notes):
+    now = dt.datetime.now(dt.timezone.utc)
+    old, mid = now - dt.timedelta(days=400), now - dt.timedelta(days=60)
+    dated = [
+        {"text": "Release trains leave every second Tuesday (old rule).", "created": iso(old), "updated": iso(old)},
+        {"text": "Release trains leave every Tuesday (newer rule).", "created": iso(mid), "updated": iso(mid)},
+    ]
+    s = Store(notes)
+    try:
+        import_memories(s, to_memories(dated, "dated", "import:dated"))
+    finally:
+        s.close()
+    cli = Cli(notes)
+    query = "when do release trains leave?"
+
+    def texts(*flags):
+        return {r["text"] for r in cli_results(cli, *flags, query) if "Release trains" in r["text"]}
+
+    assert texts() == {d["text"] for d in dated}
+    assert texts("--since", "90d") == {dated[1]["text"]}
+    assert texts("--until", "90d") == {dated[0]["text"]}
+    assert texts("--since", iso(old - dt.timedelta(days=1))[:10], "--until", mid.date().isoformat()) == {
+        d["text"] for d in dated}  # a bare --until date means the end of that day
+    assert texts("--until", (mid - dt.timedelta(days=1)).date().isoformat()) == {dated[0]["text"]}
+    everything = cli_results(cli, "--since", "1d", query)
+    assert everything and all(r["created"] >= iso(now - dt.timedelta(days=1)) for r in everything)
+    bad = cli("search", "--since", "someday", query, ok=False)
+    assert bad.exit_code == 2
+
+
+# --- options and output shape -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", ["0", "51", "-1"])
+def test_top_k_out_of_bounds_is_a_usage_error(notes, k):
+    r = Cli(notes)("search", "-k", k, QUERY, ok=False)
+    assert r.exit_code == 2
+
+
+def test_top_k_bounds_the_results(notes):
+    cli = Cli(notes)
+    one = json.loads(cli("search", "--json", "-k", "1", "--threshold", "0", QUERY).stdout)
+    assert len(one["results"]) == 1
+    default = json.loads(cli("search", "--json", "--threshold", "0", QUERY).stdout)
+    assert len(default["results"]) == 5
+    many = json.loads(cli("search", "--json", "-k", "50", "--threshold", "0", QUERY).stdout)
+    assert 5 < len(many["results"]) <= len(NOTES)
+
+
+def test_json_output_shape_and_metadata(notes):
+    out = json.loads(Cli(notes)("search", "--json", QUERY).stdout)
+    assert out["query"] == QUERY
+    results, meta = out["results"], out["metadata"]
+    assert results
+    for r in results:
+        for key in ("id", "text", "type", "tags", "confidence", "source", "origins", "user", "project", "created",
+                    "updated", "score", "similarity"):
+            assert key in r, key
+    assert meta["totalResults"] == len(results)
+    sims = [r["similarity"] for r in results]
+    assert meta["maxSimilarity"] == pytest.approx(max(sims), abs=1e-3)
+    assert meta["minSimilarity"] == pytest.approx(min(sims), abs=1e-3)
+    assert meta["averageSimilarity"] == pytest.approx(sum(sims) / len(sims), abs=1e-3)
+    assert meta["searchTime"] >= meta["embeddingTime"] >= 0
+    scores = [r["score"] for r in results]
+    assert scores[0] == max(scores)
+
+
+def test_no_match_gives_empty_results_not_an_error(notes):
+    cli = Cli(notes)
+    out = json.loads(cli("search", "--json", "--threshold", "0.99", "zebra crossing velocity").stdout)
+    assert out["results"] == [] and out["metadata"]["totalResults"] == 0
+    human = cli("search", "--threshold", "0.99", "zebra crossing velocity")
+    assert human.stdout == "" and "no matching" in human.stderr
+
+
+def test_explain_shows_the_parts_of_the_score(notes):
+    cli = Cli(notes)
+    out = json.loads(cli("search", "--json", "--explain", QUERY).stdout)
+    w = Store(notes).config.ranking
+    for r in out["results"]:
+        p = r["explain"]
+        assert set(p) >= {"similarity", "keyword", "recency", "reliability"}
+        assert p["similarity"] == pytest.approx(r["similarity"], abs=1e-3)
+        total = (w.similarity * p["similarity"] + w.keyword * p["keyword"] + w.recency * p["recency"]
+                 + w.reliability * p["reliability"])
+        assert r["score"] == pytest.approx(total, abs=2e-3)
+    human = cli("search", "--explain", QUERY).stdout
+    for word in ("similarity", "keyword", "recency", "reliability"):
+        assert word in human
+    assert "explain" not in json.loads(cli("search", "--json", QUERY).stdout)["results"][0]
+
+
+def test_batch_gives_one_json_line_per_query(notes):
+    queries = list(PARAPHRASES)[:3]
+    r = Cli(notes)("search", "--batch", input="\n".join(queries[:2]) + "\n\n" + queries[2] + "\n")
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3
+    docs = [json.loads(ln) for ln in lines]
+    assert [d["query"] for d in docs] == queries
+    for d, q in zip(docs, queries):
+        assert d["results"] and d["results"][0]["text"] == TEXTS[PARAPHRASES[q]]
+    bad = Cli(notes)("search", "--batch", "a query too", input="x\n", ok=False)
+    assert bad.exit_code == 2
+
+
+# --- a search is read-only on facts/ --------------------------------------------------------------
+
+
+def usage_counts(path) -> dict[str, int]:
+    db = sqlite3.connect(path / ".state.sqlite")
+    try:
+        return dict(db.execute("SELECT id, count FROM usage").fetchall())
+    finally:
+        db.close()
+
+
+def test_search_counts_usage_in_the_state_file_and_never_touches_facts(notes):
+    cli = Cli(notes)
+    cli("list")  # bring the sidecar in step first
+    facts = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (notes / "facts").iterdir()}
+    first = json.loads(cli("search", "--json", "--explain", QUERY).stdout)["results"]
+    ids = [r["id"] for r in first]
+    assert usage_counts(notes) == {i: 1 for i in ids}
+    assert all(r["explain"]["reliability"] == 0 for r in first)
+    second = json.loads(cli("search", "--json", "--explain", QUERY).stdout)["results"]
+    counts = usage_counts(notes)
+    assert all(counts[i] >= 1 for i in ids)
+    assert any(counts[i] == 2 for i in ids)
+    by_id = {r["id"]: r for r in second}
+    assert any(by_id[i]["explain"]["reliability"] > 0 for i in ids if i in by_id), "usage feeds reliability"
+    cli("search", "--batch", input="\n".join(PARAPHRASES) + "\n")
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (notes / "facts").iterdir()}
+    assert after == facts
+    assert all(b"usage" not in data for data, _ in after.values())

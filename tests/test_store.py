@@ -1,0 +1,307 @@
+"""The store on disk: atomic writes, trash and restore, the change log, the writer lock, and which store is used."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import HASH, run_memcli
+from typer.testing import CliRunner
+
+from memcli import store as store_mod
+from memcli.cli import app
+from memcli.memory import Memory
+from memcli.store import NotFound, Store, StoreError
+
+
+def log_lines(store: Store) -> list[dict]:
+    if not store.log_path.exists():
+        return []
+    return [json.loads(line) for line in store.log_path.read_text().splitlines()]
+
+
+def stray_files(root: Path) -> list[str]:
+    """Temp files an interrupted or sloppy writer would leave behind in facts/ and .trash/."""
+    out = []
+    for d in (root / "facts", root / ".trash"):
+        if d.is_dir():
+            out += [p.name for p in d.iterdir() if p.name.startswith(".") or p.name.endswith((".tmp", "~"))]
+    return out
+
+
+# --- atomic writes ------------------------------------------------------------------------------
+
+
+def test_writes_leave_no_temp_files(hash_store):
+    a = hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True).events[0].id
+    hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True)
+    hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True, origins=["git:1"])
+    hash_store.trash(a, "test")
+    hash_store.restore(a)
+    assert stray_files(hash_store.path) == []
+    assert sorted(p.suffix for p in hash_store.facts_dir.iterdir()) == [".md", ".md"]
+
+
+def test_a_failed_write_keeps_the_old_file_whole_and_leaves_no_temp_file(hash_store, monkeypatch):
+    m = hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True).events[0]
+    path = hash_store.fact_path(m.id)
+    before = path.read_bytes()
+    memory = hash_store.read(m.id)
+    memory.text = "A completely different text that must never be half-written."
+
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_mod.os, "replace", boom)
+    with pytest.raises(OSError):
+        hash_store.write(memory)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert stray_files(hash_store.path) == []
+
+
+def test_written_files_honour_the_umask_and_keep_their_mode(hash_store):
+    old = os.umask(0o022)
+    try:
+        mid = hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True).events[0].id
+        hand = hash_store.facts_dir / "hand.md"
+        hand.write_text("The staging database is reset every Sunday at 02:00 UTC.\n")
+        hand.chmod(0o644)
+        hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True, origins=["git:1"])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(hash_store.fact_path(mid).stat().st_mode) == 0o644
+    assert stat.S_IMODE(hand.stat().st_mode) == 0o644
+
+
+# --- trash and restore --------------------------------------------------------------------------
+
+
+def old_memory() -> Memory:
+    return Memory(
+        id="01JDQ8ZK4M6V3XW7T2B9C5N1RA", text="Feature flags are managed in LaunchDarkly.", type="semantic",
+        tags=["flags"], confidence=0.9, source="manual", origins=["cli"], user="alice", project="web",
+        created="2026-01-05T10:00:00Z", updated="2026-02-01T10:00:00Z",
+        extra={"reviewed_by": "bob"},
+    )
+
+
+def test_rm_moves_the_file_to_the_trash(hash_store):
+    m = old_memory()
+    hash_store.write(m)
+    hash_store.trash(m.id, "no longer true")
+    assert not hash_store.fact_path(m.id).exists()
+    trashed = hash_store.trash_dir / f"{m.id}.md"
+    assert trashed.is_file()
+    assert "no longer true" in trashed.read_text()
+    assert [t.text for t in hash_store.trashed()] == [m.text]
+    with pytest.raises(NotFound):
+        hash_store.read(m.id)
+
+
+def test_restore_brings_back_text_and_fields(hash_store):
+    m = old_memory()
+    hash_store.write(m)
+    hash_store.trash(m.id, "oops")
+    back = hash_store.restore(m.id)
+    assert not (hash_store.trash_dir / f"{m.id}.md").exists()
+    again = hash_store.read(m.id)
+    for name in ("text", "type", "tags", "confidence", "source", "origins", "user", "project", "created", "extra"):
+        assert getattr(again, name) == getattr(m, name), name
+        assert getattr(back, name) == getattr(m, name), name
+
+
+def test_rm_then_restore_gives_back_the_identical_file(hash_store):
+    m = old_memory()
+    path = hash_store.write(m)
+    before = path.read_bytes()
+    hash_store.trash(m.id, "oops")
+    hash_store.restore(m.id)
+    assert path.read_bytes() == before
+
+
+def test_restore_refuses_unknown_ids_and_does_not_overwrite(hash_store):
+    m = old_memory()
+    hash_store.write(m)
+    with pytest.raises(NotFound):
+        hash_store.restore("01JDQ8ZK4M6V3XW7T2B9C5N1ZZ")
+    hash_store.trash(m.id, "x")
+    hash_store.write(m)  # the same id was written again meanwhile
+    with pytest.raises(StoreError):
+        hash_store.restore(m.id)
+    assert (hash_store.trash_dir / f"{m.id}.md").exists()
+
+
+# --- the change log -----------------------------------------------------------------------------
+
+
+def test_every_change_appends_one_log_line(hash_store):
+    text = "The staging database is reset every Sunday at 02:00 UTC."
+    steps = [
+        ("ADD", lambda: hash_store.add(text, raw=True, origins=["git:aaa"]).events[0].id),
+        ("NONE", lambda: hash_store.add(text, raw=True, origins=["git:bbb"]).events[0].id),
+    ]
+    mid = None
+    for event, action in steps:
+        n = len(log_lines(hash_store))
+        mid = action()
+        lines = log_lines(hash_store)
+        assert len(lines) == n + 1
+        assert lines[-1]["event"] == event and lines[-1]["id"] == mid
+    n = len(log_lines(hash_store))
+    hash_store.trash(mid, "stale")
+    hash_store.restore(mid)
+    lines = log_lines(hash_store)
+    assert [ln["event"] for ln in lines[n:]] == ["DELETE", "RESTORE"]
+    assert lines[n]["old"] == text and lines[n]["reason"] == "stale"
+    assert lines[0]["text"] == text and lines[0]["origin"] == ["git:aaa"]
+    assert all(ln["at"].endswith("Z") for ln in lines)
+
+
+def test_dry_run_and_search_do_not_log(hash_store):
+    hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True)
+    before = hash_store.log_path.read_bytes()
+    hash_store.add("Logs are kept for 14 days in Loki.", raw=True, dry_run=True)
+    hash_store.search("Vite bundles")
+    assert hash_store.log_path.read_bytes() == before
+
+
+# --- the writer lock ----------------------------------------------------------------------------
+
+
+def test_two_concurrent_add_processes_both_land(tmp_path):
+    store = tmp_path / "store"
+    env = {**os.environ, "MEMCLI_EMBED_MODEL": HASH}
+    texts = ["The staging database is reset every Sunday at 02:00 UTC.",
+             "Frontend bundles are built by Vite and served from a CDN."]
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(store), "add", "--json", t],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        for t in texts
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    files = sorted((store / "facts").glob("*.md"))
+    assert len(files) == 2
+    s = Store(store)
+    try:
+        assert sorted(s.read(f.stem).text for f in files) == sorted(texts)
+    finally:
+        s.close()
+    stats = run_memcli("--store", str(store), "stats", "--json", env={"MEMCLI_EMBED_MODEL": HASH})
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["memories"] == len(files)
+    doctor = run_memcli("--store", str(store), "doctor", "--json", env={"MEMCLI_EMBED_MODEL": HASH})
+    assert doctor.returncode == 0, doctor.stdout
+    assert json.loads(doctor.stdout)["ok"] is True
+
+
+def test_a_held_lock_makes_a_second_writer_wait_then_fail_clearly(hash_store, tmp_path):
+    other = Store(hash_store.path)
+    with hash_store.lock():
+        with pytest.raises(StoreError, match="locked"):
+            with other.lock(timeout=0.2):
+                pass
+    with other.lock(timeout=0.2):  # free again once released
+        assert other.locked
+
+
+# --- which store ---------------------------------------------------------------------------------
+
+
+class Here:
+    """Run the CLI in-process from a directory, without --store, with a given environment."""
+
+    def __init__(self, monkeypatch, tmp_path: Path) -> None:
+        self.mp = monkeypatch
+        self.xdg = tmp_path / "xdg-data"
+        monkeypatch.setenv("XDG_DATA_HOME", str(self.xdg))
+        monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+        monkeypatch.delenv("MEMCLI_STORE", raising=False)
+
+    def add(self, cwd: Path, text: str, *args: str):
+        self.mp.chdir(cwd)
+        r = CliRunner().invoke(app, [*args, "add", "--raw", text], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return r
+
+
+def texts_in(store: Path) -> list[str]:
+    if not (store / "facts").is_dir():
+        return []
+    return sorted(Memory.parse(p.read_bytes(), file_id=p.stem).text for p in (store / "facts").glob("*.md"))
+
+
+def test_store_resolution_order(monkeypatch, tmp_path):
+    here = Here(monkeypatch, tmp_path)
+    proj = tmp_path / "proj"
+    deep = proj / "src" / "pkg"
+    deep.mkdir(parents=True)
+    (proj / ".memcli").mkdir()
+    env_store, flag_store = tmp_path / "env-store", tmp_path / "flag-store"
+
+    here.add(deep, "nearest project store")
+    monkeypatch.setenv("MEMCLI_STORE", str(env_store))
+    here.add(deep, "env beats project store")
+    here.add(deep, "flag beats env", "--store", str(flag_store))
+    monkeypatch.delenv("MEMCLI_STORE")
+    here.add(tmp_path, "global store")
+
+    assert texts_in(proj / ".memcli") == ["nearest project store"]
+    assert texts_in(env_store) == ["env beats project store"]
+    assert texts_in(flag_store) == ["flag beats env"]
+    assert texts_in(here.xdg / "memcli") == ["global store"]
+
+
+def test_init_creates_a_project_store_that_later_commands_find(monkeypatch, tmp_path):
+    Here(monkeypatch, tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    r = CliRunner().invoke(app, ["init"], catch_exceptions=False)
+    assert r.exit_code == 0
+    gi = (repo / ".memcli" / ".gitignore").read_text().split()
+    assert ".index/" in gi and ".trash/" in gi
+    assert (repo / ".memcli" / "facts").is_dir()
+    monkeypatch.chdir(repo / "sub")
+    r = CliRunner().invoke(app, ["add", "--raw", "Found from a subdirectory."], catch_exceptions=False)
+    assert r.exit_code == 0
+    assert texts_in(repo / ".memcli") == ["Found from a subdirectory."]
+    r = CliRunner().invoke(app, ["init"], catch_exceptions=False)  # idempotent
+    assert r.exit_code == 0 and texts_in(repo / ".memcli") == ["Found from a subdirectory."]
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def test_default_project_is_shared_by_git_worktrees(monkeypatch, tmp_path):
+    here = Here(monkeypatch, tmp_path)
+    repo = tmp_path / "webshop"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "init", cwd=repo)
+    git("worktree", "add", "-q", str(tmp_path / "webshop-feature"), cwd=repo)
+    (repo / "deep" / "dir").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    store = tmp_path / "s"
+    here.add(repo / "deep" / "dir", "from the main checkout", "--store", str(store))
+    here.add(tmp_path / "webshop-feature", "from the worktree", "--store", str(store))
+    here.add(outside, "from outside any repository", "--store", str(store))
+    s = Store(store)
+    projects = {m.text: m.project for m in (s.read(p.stem) for p in s.facts_dir.glob("*.md"))}
+    assert projects == {"from the main checkout": "webshop", "from the worktree": "webshop",
+                        "from outside any repository": None}
+    monkeypatch.chdir(tmp_path / "webshop-feature")
+    r = CliRunner().invoke(app, ["--store", str(store), "list", "--json", "--project", "."], catch_exceptions=False)
+    assert sorted(x["text"] for x in json.loads(r.stdout)) == ["from the main checkout", "from the worktree"]
+    monkeypatch.chdir(outside)
+    r = CliRunner().invoke(app, ["--store", str(store), "list", "--project", "."], catch_exceptions=False)
+    assert r.exit_code == 1 and r.stderr.startswith("memcli: error:")

@@ -121,12 +121,12 @@ complete -c memcli -n '__memcli_at "memcli add"' -l 'help' -s 'h' -d 'Show this 
 # memcli search
 complete -c memcli -n '__memcli_at "memcli search"' -l 'top-k' -s 'k' -x -d 'How many results (1-50).'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'threshold' -x -d 'Minimum similarity (default 0.3).'
-complete -c memcli -n '__memcli_at "memcli search"' -l 'tag' -s 't' -x -d 'Only memories with this tag (repeatable).'
-complete -c memcli -n '__memcli_at "memcli search"' -l 'type' -x -a 'semantic episodic procedural'
-complete -c memcli -n '__memcli_at "memcli search"' -l 'user' -x
+complete -c memcli -n '__memcli_at "memcli search"' -l 'tag' -s 't' -x -d 'Only memories with this tag (repeatable; all must match).'
+complete -c memcli -n '__memcli_at "memcli search"' -l 'type' -x -a 'semantic episodic procedural' -d 'semantic | episodic | procedural'
+complete -c memcli -n '__memcli_at "memcli search"' -l 'user' -x -d 'Only this user\'s memories.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'project' -x -d 'Project name, or \'.\' for this repository.'
-complete -c memcli -n '__memcli_at "memcli search"' -l 'since' -x -d 'ISO date or age: 2026-01-01, 7d, 2w, 3m, 1y.'
-complete -c memcli -n '__memcli_at "memcli search"' -l 'until' -x
+complete -c memcli -n '__memcli_at "memcli search"' -l 'since' -x -d 'Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.'
+complete -c memcli -n '__memcli_at "memcli search"' -l 'until' -x -d 'Created at or before (same forms as --since).'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'explain' -d 'Show each part of the score.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'batch' -d 'Queries on stdin, one per line; JSON lines out.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'json' -d 'JSON output.'
@@ -137,12 +137,12 @@ complete -c memcli -n '__memcli_at "memcli show"' -l 'json'
 complete -c memcli -n '__memcli_at "memcli show"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli list
-complete -c memcli -n '__memcli_at "memcli list"' -l 'tag' -s 't' -x
-complete -c memcli -n '__memcli_at "memcli list"' -l 'type' -x -a 'semantic episodic procedural'
-complete -c memcli -n '__memcli_at "memcli list"' -l 'user' -x
-complete -c memcli -n '__memcli_at "memcli list"' -l 'project' -x
-complete -c memcli -n '__memcli_at "memcli list"' -l 'since' -x
-complete -c memcli -n '__memcli_at "memcli list"' -l 'until' -x
+complete -c memcli -n '__memcli_at "memcli list"' -l 'tag' -s 't' -x -d 'Only memories with this tag (repeatable; all must match).'
+complete -c memcli -n '__memcli_at "memcli list"' -l 'type' -x -a 'semantic episodic procedural' -d 'semantic | episodic | procedural'
+complete -c memcli -n '__memcli_at "memcli list"' -l 'user' -x -d 'Only this user\'s memories.'
+complete -c memcli -n '__memcli_at "memcli list"' -l 'project' -x -d 'Project name, or \'.\' for this repository.'
+complete -c memcli -n '__memcli_at "memcli list"' -l 'since' -x -d 'Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.'
+complete -c memcli -n '__memcli_at "memcli list"' -l 'until' -x -d 'Created at or before (same forms as --since).'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'sort' -x -a 'created updated confidence id type' -d 'created | updated | confidence | id | type; prefix with - for descending.'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'limit' -s 'n' -x
 complete -c memcli -n '__memcli_at "memcli list"' -l 'json'
@@ -160,12 +160,12 @@ complete -c memcli -n '__memcli_at "memcli restore"' -l 'help' -s 'h' -d 'Show t
 # memcli export
 complete -c memcli -n '__memcli_at "memcli export"' -l 'format' -s 'f' -x -a 'json jsonl md csv' -d 'json | jsonl | md | csv'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'output' -s 'o' -r -F -d 'File (default: stdout).'
-complete -c memcli -n '__memcli_at "memcli export"' -l 'tag' -s 't' -x
-complete -c memcli -n '__memcli_at "memcli export"' -l 'type' -x -a 'semantic episodic procedural'
-complete -c memcli -n '__memcli_at "memcli export"' -l 'user' -x
-complete -c memcli -n '__memcli_at "memcli export"' -l 'project' -x
-complete -c memcli -n '__memcli_at "memcli export"' -l 'since' -x
-complete -c memcli -n '__memcli_at "memcli export"' -l 'until' -x
+complete -c memcli -n '__memcli_at "memcli export"' -l 'tag' -s 't' -x -d 'Only memories with this tag (repeatable; all must match).'
+complete -c memcli -n '__memcli_at "memcli export"' -l 'type' -x -a 'semantic episodic procedural' -d 'semantic | episodic | procedural'
+complete -c memcli -n '__memcli_at "memcli export"' -l 'user' -x -d 'Only this user\'s memories.'
+complete -c memcli -n '__memcli_at "memcli export"' -l 'project' -x -d 'Project name, or \'.\' for this repository.'
+complete -c memcli -n '__memcli_at "memcli export"' -l 'since' -x -d 'Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.'
+complete -c memcli -n '__memcli_at "memcli export"' -l 'until' -x -d 'Created at or before (same forms as --since).'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli import

@@ -101,13 +101,13 @@ _memcli__search() {
         '(--top-k -k)--top-k=[How many results (1-50).]:top-k: ' \
         '(--top-k -k)-k+[How many results (1-50).]:top-k: ' \
         '--threshold=[Minimum similarity (default 0.3).]:threshold: ' \
-        '*--tag=[Only memories with this tag (repeatable).]:tag: ' \
-        '*-t+[Only memories with this tag (repeatable).]:tag: ' \
-        '--type=[]:type:(semantic episodic procedural)' \
-        '--user=[]:user: ' \
+        '*--tag=[Only memories with this tag (repeatable; all must match).]:tag: ' \
+        '*-t+[Only memories with this tag (repeatable; all must match).]:tag: ' \
+        '--type=[semantic | episodic | procedural]:type:(semantic episodic procedural)' \
+        '--user=[Only this user'\''s memories.]:user: ' \
         '--project=[Project name, or '\''.'\'' for this repository.]:project: ' \
-        '--since=[ISO date or age: 2026-01-01, 7d, 2w, 3m, 1y.]:since: ' \
-        '--until=[]:until: ' \
+        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:since: ' \
+        '--until=[Created at or before (same forms as --since).]:until: ' \
         '--explain[Show each part of the score.]' \
         '--batch[Queries on stdin, one per line; JSON lines out.]' \
         '--json[JSON output.]' \
@@ -126,13 +126,13 @@ _memcli__show() {
 
 _memcli__list() {
     _arguments -s -S \
-        '*--tag=[]:tag: ' \
-        '*-t+[]:tag: ' \
-        '--type=[]:type:(semantic episodic procedural)' \
-        '--user=[]:user: ' \
-        '--project=[]:project: ' \
-        '--since=[]:since: ' \
-        '--until=[]:until: ' \
+        '*--tag=[Only memories with this tag (repeatable; all must match).]:tag: ' \
+        '*-t+[Only memories with this tag (repeatable; all must match).]:tag: ' \
+        '--type=[semantic | episodic | procedural]:type:(semantic episodic procedural)' \
+        '--user=[Only this user'\''s memories.]:user: ' \
+        '--project=[Project name, or '\''.'\'' for this repository.]:project: ' \
+        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:since: ' \
+        '--until=[Created at or before (same forms as --since).]:until: ' \
         '--sort=[created | updated | confidence | id | type; prefix with - for descending.]:sort:(created updated confidence id type)' \
         '(--limit -n)--limit=[]:limit: ' \
         '(--limit -n)-n+[]:limit: ' \
@@ -164,13 +164,13 @@ _memcli__export() {
         '(--format -f)-f+[json | jsonl | md | csv]:fmt:(json jsonl md csv)' \
         '(--output -o)--output=[File (default: stdout).]:output:_files' \
         '(--output -o)-o+[File (default: stdout).]:output:_files' \
-        '*--tag=[]:tag: ' \
-        '*-t+[]:tag: ' \
-        '--type=[]:type:(semantic episodic procedural)' \
-        '--user=[]:user: ' \
-        '--project=[]:project: ' \
-        '--since=[]:since: ' \
-        '--until=[]:until: ' \
+        '*--tag=[Only memories with this tag (repeatable; all must match).]:tag: ' \
+        '*-t+[Only memories with this tag (repeatable; all must match).]:tag: ' \
+        '--type=[semantic | episodic | procedural]:type:(semantic episodic procedural)' \
+        '--user=[Only this user'\''s memories.]:user: ' \
+        '--project=[Project name, or '\''.'\'' for this repository.]:project: ' \
+        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:since: ' \
+        '--until=[Created at or before (same forms as --since).]:until: ' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }

@@ -187,17 +187,24 @@ def check_type(type_: str | None) -> None:
         fail(f"--type must be one of {', '.join(MEMORY_TYPES)}", 2)
 
 
-def resolve_ids(store: Store, ids: list[str], *, trash: bool = False) -> list[str]:
+def resolve_ids(store: Store, ids: list[str]) -> list[str]:
+    """Full ids from ids or unique prefixes; an unknown or ambiguous one is an error."""
     out = []
     for i in ids:
-        if trash:
-            out.append(i)
-            continue
         try:
             out.append(store.index.resolve_id(i))
         except LookupError as e:
             fail(str(e.args[0]))
     return out
+
+
+# Filter options shared by search, list and export (one definition, one help text).
+TAG_FILTER = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable; all must match).")
+TYPE_FILTER = typer.Option(None, "--type", help="semantic | episodic | procedural")
+USER_FILTER = typer.Option(None, "--user", help="Only this user's memories.")
+PROJECT_FILTER = typer.Option(None, "--project", help="Project name, or `.` for this repository.")
+SINCE_FILTER = typer.Option(None, "--since", help="Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")
+UNTIL_FILTER = typer.Option(None, "--until", help="Created at or before (same forms as --since).")
 
 
 # ---------------------------------------------------------------- global options
@@ -304,12 +311,12 @@ def search(
     top_k: int = typer.Option(5, "--top-k", "-k", min=1, max=50, help="How many results (1-50)."),
     threshold: float | None = typer.Option(None, "--threshold", min=0.0, max=1.0,
                                               help="Minimum similarity (default 0.3)."),
-    tag: list[str] | None = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
-    type_: str | None = typer.Option(None, "--type"),
-    user: str | None = typer.Option(None, "--user"),
-    project: str | None = typer.Option(None, "--project", help="Project name, or `.` for this repository."),
-    since: str | None = typer.Option(None, "--since", help="ISO date or age: 2026-01-01, 7d, 2w, 3m, 1y."),
-    until: str | None = typer.Option(None, "--until"),
+    tag: list[str] | None = TAG_FILTER,
+    type_: str | None = TYPE_FILTER,
+    user: str | None = USER_FILTER,
+    project: str | None = PROJECT_FILTER,
+    since: str | None = SINCE_FILTER,
+    until: str | None = UNTIL_FILTER,
     explain: bool = typer.Option(False, "--explain", help="Show each part of the score."),
     batch: bool = typer.Option(False, "--batch", help="Queries on stdin, one per line; JSON lines out."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
@@ -374,12 +381,12 @@ def show(
 
 @app.command("list")
 def list_(
-    tag: list[str] | None = typer.Option(None, "--tag", "-t"),
-    type_: str | None = typer.Option(None, "--type"),
-    user: str | None = typer.Option(None, "--user"),
-    project: str | None = typer.Option(None, "--project"),
-    since: str | None = typer.Option(None, "--since"),
-    until: str | None = typer.Option(None, "--until"),
+    tag: list[str] | None = TAG_FILTER,
+    type_: str | None = TYPE_FILTER,
+    user: str | None = USER_FILTER,
+    project: str | None = PROJECT_FILTER,
+    since: str | None = SINCE_FILTER,
+    until: str | None = UNTIL_FILTER,
     sort: str = typer.Option("created", "--sort", help="created | updated | confidence | id | type; "
                              "prefix with - for descending."),
     limit: int | None = typer.Option(None, "--limit", "-n", min=1),
@@ -447,12 +454,12 @@ def restore(
 def export_(
     fmt: str = typer.Option("json", "--format", "-f", help="json | jsonl | md | csv"),
     output: Path | None = typer.Option(None, "--output", "-o", help="File (default: stdout)."),
-    tag: list[str] | None = typer.Option(None, "--tag", "-t"),
-    type_: str | None = typer.Option(None, "--type"),
-    user: str | None = typer.Option(None, "--user"),
-    project: str | None = typer.Option(None, "--project"),
-    since: str | None = typer.Option(None, "--since"),
-    until: str | None = typer.Option(None, "--until"),
+    tag: list[str] | None = TAG_FILTER,
+    type_: str | None = TYPE_FILTER,
+    user: str | None = USER_FILTER,
+    project: str | None = PROJECT_FILTER,
+    since: str | None = SINCE_FILTER,
+    until: str | None = UNTIL_FILTER,
 ) -> None:
     """Write memories as json, jsonl, md or csv."""
     from memcli.io import FORMATS, export
@@ -513,7 +520,7 @@ def import_(
 def reindex(as_json: bool = typer.Option(False, "--json")) -> None:
     """Rebuild the sidecar (.index/) from facts/; embeddings come from the cache where possible."""
     store = get_store()
-    bar = _progress("reindexing") or None
+    bar = _progress("reindexing")
     report = store.index.sync(on_progress=bar.update if bar else None, force=True)
     if bar:
         bar.close()

@@ -563,12 +563,15 @@ class Index:
             [(int(lab), float(1.0 - d)) for lab, d in zip(lrow, drow)] for lrow, drow in zip(labels, dists)
         ]
 
-    def keyword(self, terms: list[str], k: int) -> list[tuple[int, float, float]]:
+    def keyword(
+        self, terms: list[str], k: int, df_cache: dict[str, int] | None = None
+    ) -> list[tuple[int, float, float]]:
         """BM25 over the FTS5 index (OR of the terms), plus each hit's share of the query.
 
         Returns (label, bm25, coverage): bm25 higher is better (FTS5's is negated); coverage is
         the IDF-weighted share of the query's terms the memory contains (0-1), so that a memory
         sharing one incidental word with a long question does not pass for a keyword match.
+        `df_cache` keeps document frequencies across the queries of one batch.
         """
         if not terms:
             return []
@@ -586,7 +589,11 @@ class Index:
             total = 0.0
             matched: dict[int, float] = dict.fromkeys(labels, 0.0)
             for q in quoted:
-                df = self.db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (q,)).fetchone()[0]
+                df = None if df_cache is None else df_cache.get(q)
+                if df is None:
+                    df = self.db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (q,)).fetchone()[0]
+                    if df_cache is not None:
+                        df_cache[q] = df
                 # A query word no memory contains still counts in the total (as a rare word): a
                 # memory that matches only the other words has matched less of the question.
                 idf = math.log(1 + (n - max(df, 1) + 0.5) / (max(df, 1) + 0.5))

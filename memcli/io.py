@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,8 +150,7 @@ def import_memories(
                 report.added += 1
             fresh[f"{m.id}.md"] = m
         _write_all(store, list(fresh.values()))
-        if fresh:
-            store.log("IMPORT", count=len(fresh), ids=_sample(fresh))
+        store.log_many([{"event": "IMPORT", "id": m.id, "text": m.text, "origin": m.origins} for m in fresh.values()])
         index.sync(fresh=fresh)
     return report
 
@@ -169,8 +168,3 @@ def _write_all(store: Store, memories: list[Memory]) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         for _ in pool.map(store.write, memories):  # re-raises the first failure
             pass
-
-
-def _sample(fresh: dict[str, Memory], n: int = 20) -> list[str]:
-    ids: Iterable[str] = (m.id for m in fresh.values())
-    return [i for _, i in zip(range(n), ids)]

@@ -162,10 +162,10 @@ class Memory:
         return fm
 
     def to_markdown(self) -> str:
-        head = yaml.dump(
-            self.front_matter(), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-            default_flow_style=None, width=100,
-        )
+        fm = self.front_matter()
+        head = _dump(fm, _Dumper)
+        if "\\U" in head:  # libyaml escapes characters beyond the BMP (emoji): keep them readable
+            head = _dump(fm, _PyDumper)
         body = self.text.strip("\n")
         return f"---\n{head}---\n{body}\n"
 
@@ -293,12 +293,21 @@ class _Dumper(_SafeDumper):  # type: ignore[misc,valid-type]
     pass
 
 
+class _PyDumper(yaml.SafeDumper):
+    pass
+
+
+def _dump(fm: dict[str, Any], dumper: type) -> str:
+    return yaml.dump(fm, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
+
+
 class _Loader(_SafeLoader):  # type: ignore[misc,valid-type]
     pass
 
 
-_Dumper.add_representer(_Stamp, lambda d, v: d.represent_scalar("tag:yaml.org,2002:timestamp", str(v)))
-_Dumper.add_representer(_Block, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=False))
+for _d in (_Dumper, _PyDumper):
+    _d.add_representer(_Stamp, lambda d, v: d.represent_scalar("tag:yaml.org,2002:timestamp", str(v)))
+    _d.add_representer(_Block, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=False))
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: _Stamp(loader.construct_scalar(node)))
 _TIMESTAMP = re.compile(  # YAML 1.1's timestamp: a date, or a date and time with an optional zone
     r"^\d{4}-\d{2}-\d{2}(?:[Tt ]\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\s*(?:[Zz]|[-+]\d{1,2}(?::?\d{2})?)?)?$"

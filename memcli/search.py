@@ -230,10 +230,11 @@ def search_many(
     now = time.time()
     out = []
     returned: list[str] = []
+    df_cache: dict[str, int] = {}
     for qi, query in enumerate(queries):
         t1 = time.perf_counter()
         cand: dict[int, float] = dict(knn[qi])
-        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand)}
+        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand, df_cache)}
         if allowed is not None:
             allowed_set = set(allowed)
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}

@@ -233,12 +233,21 @@ class Store:
     # ------------------------------------------------------------ log
     def log(self, event: str, **fields: Any) -> None:
         """Append one line to `log.jsonl`: the history of every change, for humans and rollback."""
-        record = {"at": now_iso(), "event": event, **{k: v for k, v in fields.items() if v is not None}}
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        self.log_many([{"event": event, **fields}])
+
+    def log_many(self, records: list[dict[str, Any]]) -> None:
+        """Append several log lines in one write (a bulk import logs each memory it writes)."""
+        if not records:
+            return
+        at = now_iso()
+        data = "".join(
+            json.dumps({"at": at, **{k: v for k, v in r.items() if v is not None}}, ensure_ascii=False) + "\n"
+            for r in records
+        ).encode("utf-8")
         self.ensure()
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
+            os.write(fd, data)
         finally:
             os.close(fd)
 

@@ -194,3 +194,13 @@ def test_duplicate_ids_in_one_file_are_refused(hash_cli):
     r = hash_cli("import", "-", input=json.dumps(recs), ok=False)
     assert r.exit_code == 1 and "same-id" in r.stderr
     assert not (hash_cli.store / "facts" / "same-id.md").exists()
+
+
+def test_import_logs_every_memory_it_writes(hash_cli, tmp_path):
+    f = tmp_path / "notes.jsonl"
+    f.write_text("".join(json.dumps({"text": f"Service {i} listens on port {8000 + i}."}) + "\n" for i in range(5)))
+    hash_cli("import", str(f))
+    lines = [json.loads(line) for line in (hash_cli.store / "log.jsonl").read_text().splitlines()]
+    imported = [entry for entry in lines if entry["event"] == "IMPORT"]
+    assert sorted(e["id"] for e in imported) == sorted(r["id"] for r in listed(hash_cli))
+    assert all(e["origin"] == ["import:notes.jsonl"] for e in imported)

@@ -222,3 +222,11 @@ def test_malformed_message_is_short_and_names_the_problem():
         Memory.parse(b"caf\xe9", file_id="x")
     with pytest.raises(MalformedMemory, match="binary"):
         Memory.parse(b"abc\x00def", file_id="x")
+
+
+def test_emoji_and_accents_stay_readable_in_the_front_matter(hash_store):
+    m = Memory(id="01JDQ8ZK4M6V3XW7T2B9C5N1RB", text="Ship it 🚀", tags=["café", "🚀"],
+               history=[{"event": "UPDATE", "at": "2026-11-30T09:00:00Z", "old": "Ship it later 🙂"}])
+    text = hash_store.write(m).read_text(encoding="utf-8")
+    assert "\\U" not in text and "🚀" in text and "café" in text and "🙂" in text
+    assert hash_store.read(m.id).to_dict() == m.to_dict()

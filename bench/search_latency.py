@@ -1,0 +1,200 @@
+"""Search latency with the query already embedded: hnswlib (memcli's settings) vs exact numpy,
+and the whole `memcli.search.search_many` path on real stores.
+
+    .venv/bin/python bench/search_latency.py [--sizes 1000,10000,100000] [--store-sizes 1000,10000]
+                                             [--queries 200] [--no-store]
+
+Part 1, the vector index alone, one query at a time, as `Index.knn` asks it: k = the ranking's
+candidate count (100) with ef = max(HNSW_EF_SEARCH, 2k), M and ef_construction from memcli/index.py.
+Baseline: exact search, `matrix @ q` + argpartition + sort of the top k. recall@10 = share of the
+exact top 10 in hnswlib's top 10. Data sets:
+  random-N   N random unit vectors in 384-d, random unit queries: the worst case for any graph
+             index (no structure at all); latency is what it is for, its recall is a floor.
+  real-10k   the real model's vectors of the 10k bench store, queries embedded by the same model
+             from other generated notes (needs the store; built on first use, ~1 min).
+  gauss-100k 100k vectors drawn from a Gaussian with the mean and covariance of real-10k (real
+             spectrum, no template clusters), queries drawn alike: a middle ground at 100k.
+Part 2, `search_many(store, [q], k=5, record_usage=False)` on real stores of 1k/10k generated
+notes, each query's vector already in the embedding cache (a first pass embeds them): p50/p95 vs
+the exact-numpy floor over the same store's vectors, plus where the time goes.
+Targets: recall@10 >= 0.98; hnswlib p50 <= 2 ms at 100k.
+numpy's BLAS runs on one thread here (OPENBLAS_NUM_THREADS=1, set before numpy loads): a threaded
+matrix-vector product on a busy 2-core machine stalls for milliseconds, which would flatter hnswlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import build_store, make_texts, pct, table, verdict  # noqa: E402
+
+RECALL_TARGET, P50_TARGET_MS = 0.98, 2.0
+DIM = 384
+
+
+def unit(a: np.ndarray) -> np.ndarray:
+    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+
+
+def store_vectors(store: Path) -> np.ndarray:
+    db = sqlite3.connect(store / ".index" / "catalog.sqlite")
+    rows = db.execute("SELECT vec FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
+    db.close()
+    return np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+
+
+def real_queries(n: int, cache: Path) -> np.ndarray:
+    from memcli.embed import Embedder
+
+    e = Embedder(cache=cache)
+    try:
+        return e.embed(make_texts(n, seed=777))  # other notes from the same generator
+    finally:
+        e.close()
+
+
+def exact_topk(X: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
+    s = X @ q
+    idx = np.argpartition(-s, k - 1)[:k] if k < len(s) else np.arange(len(s))
+    return idx[np.argsort(-s[idx])]
+
+
+def bench_index(name: str, X: np.ndarray, Q: np.ndarray, k: int, ef: int, M: int, efc: int) -> list[object]:
+    import hnswlib
+
+    t0 = time.perf_counter()
+    h = hnswlib.Index(space="ip", dim=X.shape[1])
+    h.init_index(max_elements=len(X), ef_construction=efc, M=M)
+    h.add_items(X, np.arange(len(X)))
+    build = time.perf_counter() - t0
+    h.set_ef(ef)
+    for q in Q[:10]:  # warm up both paths
+        h.knn_query(q, k=k)
+        exact_topk(X, q, k)
+    hl, el, hits = [], [], []
+    for q in Q:
+        t0 = time.perf_counter()
+        labels, _ = h.knn_query(q, k=k)
+        t1 = time.perf_counter()
+        top = exact_topk(X, q, k)
+        t2 = time.perf_counter()
+        hl.append((t1 - t0) * 1000)
+        el.append((t2 - t1) * 1000)
+        hits.append(len(set(labels[0][:10].tolist()) & set(top[:10].tolist())) / 10)
+    recall = float(np.mean(hits))
+    hp50, ep50 = pct(hl, 0.5), pct(el, 0.5)
+    target = ""
+    if not name.startswith("random"):
+        target = verdict(recall >= RECALL_TARGET and (len(X) < 100_000 or hp50 <= P50_TARGET_MS))
+    elif len(X) >= 100_000:
+        target = f"p50 {verdict(hp50 <= P50_TARGET_MS)}"
+    return [name, f"{len(X):,}", f"{build:.1f}", f"{hp50:.3f}", f"{pct(hl, .95):.3f}", f"{ep50:.3f}",
+            f"{pct(el, .95):.3f}", f"{ep50 / hp50:.1f}x", f"{recall:.4f}", target]
+
+
+def bench_store(n: int, nq: int) -> list[list[object]]:
+    store_path, cache = build_store(n)
+    os.environ["MEMCLI_CACHE_DIR"] = str(cache)
+    from memcli.search import query_terms, search_many
+    from memcli.store import Store
+
+    queries = make_texts(nq, seed=4242)
+    store = Store(store_path)
+    index = store.index
+    index.sync()
+    search_many(store, queries, k=5, record_usage=False)  # embeds every query into the cache once
+    X = store_vectors(store_path)
+    Qv = index.embedder.embed(queries)
+    full, knn, kw, emb, exact = [], [], [], [], []
+    cand = max(store.config.ranking.candidates, 5 * 4)
+    for q, qv in zip(queries, Qv):
+        t0 = time.perf_counter()
+        search_many(store, [q], k=5, record_usage=False)
+        t1 = time.perf_counter()
+        index.embedder.embed([q])
+        t2 = time.perf_counter()
+        index.knn(qv[None, :], cand)
+        t3 = time.perf_counter()
+        index.keyword(query_terms(q), cand)
+        t4 = time.perf_counter()
+        exact_topk(X, qv, cand)
+        t5 = time.perf_counter()
+        full.append((t1 - t0) * 1000), emb.append((t2 - t1) * 1000), knn.append((t3 - t2) * 1000)
+        kw.append((t4 - t3) * 1000), exact.append((t5 - t4) * 1000)
+    store.close()
+    e50 = pct(exact, 0.5)
+    return [
+        [f"{n:,}", "search_many (whole path)", f"{pct(full, .5):.2f}", f"{pct(full, .95):.2f}",
+         f"{pct(full, .5) / e50:.1f}"],
+        ["", "  of which: query vector from the cache", f"{pct(emb, .5):.2f}", f"{pct(emb, .95):.2f}", ""],
+        ["", "  of which: Index.knn (hnswlib + SQL)", f"{pct(knn, .5):.2f}", f"{pct(knn, .95):.2f}", ""],
+        ["", "  of which: Index.keyword (FTS5)", f"{pct(kw, .5):.2f}", f"{pct(kw, .95):.2f}", ""],
+        ["", "baseline: exact numpy top-k over the store's vectors", f"{e50:.2f}", f"{pct(exact, .95):.2f}", "1.0"],
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000", help="random data set sizes")
+    ap.add_argument("--store-sizes", default="1000,10000", help="real stores for part 2 (and real-10k)")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--no-store", action="store_true", help="skip everything that needs the real model")
+    args = ap.parse_args()
+    from memcli.config import Ranking
+    from memcli.index import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M
+
+    k = Ranking().candidates
+    ef = max(HNSW_EF_SEARCH, 2 * k)
+    print(f"# search latency; hnswlib M={HNSW_M} ef_construction={HNSW_EF_CONSTRUCTION}, query k={k} ef={ef}; "
+          f"{args.queries} queries; load average at start {os.getloadavg()[0]:.2f}")
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in [int(s) for s in args.sizes.split(",") if s]:
+        X = unit(rng.standard_normal((n, DIM), dtype=np.float32))
+        Q = unit(rng.standard_normal((args.queries, DIM), dtype=np.float32))
+        rows.append(bench_index(f"random-{n // 1000}k", X, Q, k, ef, HNSW_M, HNSW_EF_CONSTRUCTION))
+        print(f"# {rows[-1][0]} done", file=sys.stderr, flush=True)
+    store_sizes = [int(s) for s in args.store_sizes.split(",") if s]
+    if not args.no_store and store_sizes:
+        big = max(store_sizes)
+        store_path, cache = build_store(big)
+        X = store_vectors(store_path)
+        with tempfile.TemporaryDirectory() as qcache:
+            Q = real_queries(args.queries, Path(qcache))
+        rows.append(bench_index(f"real-{big // 1000}k", X, Q, k, ef, HNSW_M, HNSW_EF_CONSTRUCTION))
+        mu = X.mean(axis=0)
+        _, s, vt = np.linalg.svd(X - mu, full_matrices=False)
+        basis = (s[:, None] * vt) / np.sqrt(len(X) - 1)
+
+        def draw(m: int) -> np.ndarray:
+            return unit(mu + rng.standard_normal((m, len(s)), dtype=np.float32) @ basis)
+
+        rows.append(bench_index("gauss-100k", draw(100_000), draw(args.queries), k, ef, HNSW_M,
+                                HNSW_EF_CONSTRUCTION))
+    print()
+    print("## Part 1: vector index alone (ms per query)")
+    print(table(["data set", "vectors", "build s", "hnsw p50", "hnsw p95", "exact p50", "exact p95",
+                 "speed-up", "recall@10", f"target (recall >= {RECALL_TARGET}, p50 <= {P50_TARGET_MS} ms)"], rows))
+    if not args.no_store and store_sizes:
+        srows = []
+        for n in store_sizes:
+            srows.extend(bench_store(n, min(args.queries, 100)))
+        print()
+        print("## Part 2: memcli.search.search_many on real stores, query vector cached (ms per query)")
+        print(table(["memories", "what", "p50", "p95", "p50 ratio vs exact"], srows))
+
+
+if __name__ == "__main__":
+    main()

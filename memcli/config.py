@@ -49,6 +49,7 @@ class Config:
     llm_timeout: float = 60.0
     llm_retries: int = 2
     llm_temperature: float = 0.0
+    llm_backoff: float = 0.5  # seconds before the first retry, doubled each time
     add_threshold: float = 0.85
     decide_threshold: float = 0.8
     consolidate_threshold: float = 0.95
@@ -68,6 +69,8 @@ _ENV = {
     "MEMCLI_LLM_API_KEY": "api_key",
     "MEMCLI_LLM_TIMEOUT": "llm_timeout",
     "MEMCLI_LLM_RETRIES": "llm_retries",
+    "MEMCLI_LLM_TEMPERATURE": "llm_temperature",
+    "MEMCLI_LLM_BACKOFF": "llm_backoff",
 }
 
 

@@ -16,8 +16,8 @@ all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry`
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -235,7 +235,7 @@ def add(
                                        source=src, decided_by="llm"))
     if facts:
         all_origins = list(dict.fromkeys([*origins, *([f"session:{session}"] if session else [])])) or ["cli"]
-        with _null() if dry_run else store.lock():
+        with contextlib.nullcontext() if dry_run else store.lock():
             batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
             for fact, vec, decision in zip(facts, vecs, decisions):
                 event = _apply(store, fact, vec, decision, batch, all_origins, user, project, dry_run, src, threshold)
@@ -255,35 +255,16 @@ def _scrub(text: str) -> str:
     return scrub(text)[0]
 
 
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: object) -> None:
-        return None
-
-
 # ---------------------------------------------------------------- extraction
 def llm_client(store: Store) -> Any:
-    """The LLM client for this store's settings (model, api_base, key, timeout, retries, temperature).
-
-    The retry backoff base comes from `llm_backoff` when the config has it, else from
-    `MEMCLI_LLM_BACKOFF` (seconds, default 0.5; tests set it near zero).
-    """
-    from memcli.config import ConfigError
+    """The LLM client for this store's settings (model, api_base, key, timeout, retries,
+    temperature, backoff: config.toml, MEMCLI_LLM_* or flags)."""
     from memcli.llm import LLM, LLMSettings
 
     cfg = store.config
-    backoff: Any = getattr(cfg, "llm_backoff", None)
-    if backoff is None:
-        backoff = os.environ.get("MEMCLI_LLM_BACKOFF") or 0.5
-    try:
-        backoff = max(0.0, float(backoff))
-    except (TypeError, ValueError):
-        raise ConfigError(f"MEMCLI_LLM_BACKOFF must be a number of seconds, got {backoff!r}") from None
     return LLM(LLMSettings(model=str(cfg.llm_model), api_base=cfg.api_base, api_key=cfg.api_key,
                            timeout=cfg.llm_timeout, retries=max(0, cfg.llm_retries),
-                           temperature=cfg.llm_temperature, backoff=backoff))
+                           temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
 
 
 def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extraction:

@@ -83,6 +83,7 @@ def get_store(*, must_exist: bool = True) -> Store:
         store = Store(path)
         if must_exist and not store.exists():
             fail(f"no store at {path} (create one with `memcli init` or `memcli add`)")
+        store.config  # noqa: B018 - a bad config.toml is reported now, by every command alike
         state.store = store
     return state.store
 

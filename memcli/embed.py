@@ -120,6 +120,7 @@ class Embedder:
 
     def _compute(self, texts: Sequence[str]) -> np.ndarray:
         if self.model.startswith(HASH_MODEL_PREFIX):
+            self.computed += len(texts)
             return np.stack([_hash_vector(t, self.dim) for t in texts]) if texts else np.zeros((0, self.dim))
         model = self._load()
         rows = list(model.embed(list(texts), batch_size=BATCH_SIZE))

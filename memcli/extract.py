@@ -411,6 +411,22 @@ def _split_sentences(text: str) -> list[str]:
     return out
 
 
+_ANAPHORA_RE = re.compile(r"^(?:it|its|this|that|these|those|they|their|them|he|she|which)\b", re.I)
+
+
+def _join_anaphora(sentences: list[str]) -> list[str]:
+    """Keep a sentence that opens with a pronoun ("It moves HEAD back...") with the sentence it
+    refers to, so that the stored fact is self-contained."""
+    out: list[str] = []
+    for s in sentences:
+        prev = out[-1] if out else ""
+        if prev and _ANAPHORA_RE.match(s) and prev.rstrip()[-1:] not in "?!" and len(prev.split()) >= 4:
+            out[-1] = f"{prev} {s}"
+        else:
+            out.append(s)
+    return out
+
+
 def _segments(lines: list[str]) -> list[str]:
     """Group a paragraph's lines into runs that may be joined (wrapped prose) vs. separate notes.
 
@@ -708,9 +724,9 @@ class _Scanner:
         lines, is_item = self.buf, self.buf_is_item
         self.buf, self.buf_is_item = [], False
         self.para_id += 1
-        pieces = [" ".join(" ".join(lines).split())] if is_item else [
-            s for seg in _segments(lines) for s in _split_sentences(seg)
-        ]
+        pieces = [" ".join(" ".join(lines).split())] if is_item else _join_anaphora(
+            [s for seg in _segments(lines) for s in _split_sentences(seg)]
+        )
         in_prompt = self.prompt_turn is not None and self.prompt_turn == self.turn and self.turn > 0
         first_clean = _strip_interjections(pieces[0]) if pieces else ""
         if pieces and not in_prompt and _PROMPT_ECHO_RE.match(first_clean.lower()):

@@ -378,3 +378,11 @@ def test_one_megabyte_is_fast():
     assert elapsed < 2.0, f"took {elapsed:.2f}s"
     assert len(ex.facts) == 4 * i
     assert ex.skipped >= 3 * i
+
+
+def test_a_sentence_opening_with_a_pronoun_stays_with_what_it_refers_to():
+    ex = heuristic_extract("Assistant: Use `git reset --soft HEAD~1` to undo a commit. It moves HEAD back one "
+                           "commit and keeps your changes staged.\nUser: thanks!")
+    assert [f.text for f in ex.facts] == [
+        "Use `git reset --soft HEAD~1` to undo a commit. It moves HEAD back one commit and keeps your changes staged."
+    ]

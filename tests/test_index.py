@@ -277,3 +277,18 @@ def test_odd_queries_and_unicode_text(hash_cli):
     for q in ['"unbalanced', "C++ AND (x OR y*)", "NEAR(a b)", "-O2", "the of and", "🙂"]:
         r = hash_cli("search", "--json", "--", q)
         assert isinstance(json.loads(r.stdout)["results"], list), q
+
+
+def test_many_deletions_compact_the_vector_index(hash_store):
+    from memcli.io import import_memories, to_memories
+
+    recs = [{"text": f"Note number {i}: service s{i} runs on port {9000 + i}."} for i in range(1500)]
+    import_memories(hash_store, to_memories(recs, "bulk", "import:bulk"))
+    for path in sorted(hash_store.facts_dir.glob("*.md"))[:1200]:
+        path.unlink()
+    hash_store.add("The cache service s9999 runs on port 6379.", raw=True)
+    index = hash_store.index
+    assert index.count() == 301
+    assert index._load_hnsw().element_count == 301  # rebuilt without the 1,200 tombstones
+    (hit, *_) = hash_store.search("service s9999 port 6379", k=3).hits
+    assert hit.record["text"] == "The cache service s9999 runs on port 6379."

@@ -209,8 +209,9 @@ def search_many(
     """Ranked memories for each query; queries are embedded in one batch.
 
     `threshold` is the minimum cosine similarity (default from config, 0.3); a memory below it is
-    still returned when the query's keywords match it strongly (half the best BM25 score or more),
-    because an exact identifier, error code or name is evidence a small embedding model misses.
+    still returned when the query's keywords match it strongly (keyword evidence of 0.5 or more,
+    see `keyword_evidence`), because an exact identifier, error code or name is evidence a small
+    embedding model misses.
     Usage counts are read once before the batch and written after, so one batch does not reorder
     itself as it goes.
     """
@@ -224,6 +225,8 @@ def search_many(
     qvecs = index.embedder.embed(list(queries)) if queries else np.zeros((0, 1))
     embed_time = time.perf_counter() - t0
     allowed = index.filtered_labels(filters) if filters.active else None
+    allowed_set = set(allowed) if allowed is not None else None
+    per_query_embed = embed_time / max(1, len(queries))
     n_cand = max(weights.candidates, k * 4)
     knn = index.knn(qvecs, n_cand, allowed)
     usage = Usage(store)
@@ -235,18 +238,15 @@ def search_many(
         t1 = time.perf_counter()
         cand: dict[int, float] = dict(knn[qi])
         kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand, df_cache)}
-        if allowed is not None:
-            allowed_set = set(allowed)
+        if allowed_set is not None:
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         labels = list(dict.fromkeys([*cand, *kw]))
-        if not labels:
-            out.append(SearchResponse(query, [], _metadata([], embed_time, t1)))
-            continue
         vecs = index.vectors(labels)
-        sims = vecs @ qvecs[qi]
+        sims = vecs @ qvecs[qi] if labels else np.zeros(0)
         kws = keyword_evidence(kw, labels)
-        records_by_label = index.records(labels)
-        keep = [i for i, lab in enumerate(labels) if lab in records_by_label and (sims[i] >= floor or kws[i] >= 0.5)]
+        keep = [i for i in range(len(labels)) if sims[i] >= floor or kws[i] >= 0.5]
+        records_by_label = index.records([labels[i] for i in keep])
+        keep = [i for i in keep if labels[i] in records_by_label]
         labels = [labels[i] for i in keep]
         sims, kws, vecs = sims[keep], kws[keep], vecs[keep]
         records = [records_by_label[lab] for lab in labels]
@@ -255,7 +255,7 @@ def search_many(
         picked = mmr(scores, vecs, k, weights.mmr_lambda)
         hits = [Hit(records[i], float(scores[i]), float(sims[i]), parts[i]) for i in picked]
         returned.extend(h.id for h in hits)
-        out.append(SearchResponse(query, hits, _metadata(hits, embed_time / max(1, len(queries)), t1)))
+        out.append(SearchResponse(query, hits, _metadata(hits, per_query_embed, t1)))
     if record_usage:
         usage.bump(returned)
     usage.close()

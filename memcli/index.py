@@ -564,18 +564,19 @@ class Index:
         ]
 
     def keyword(
-        self, terms: list[str], k: int, df_cache: dict[str, int] | None = None
+        self, terms: list[str], k: int, postings: dict[str, frozenset[int]] | None = None
     ) -> list[tuple[int, float, float]]:
         """BM25 over the FTS5 index (OR of the terms), plus each hit's share of the query.
 
         Returns (label, bm25, coverage): bm25 higher is better (FTS5's is negated); coverage is
         the IDF-weighted share of the query's terms the memory contains (0-1), so that a memory
         sharing one incidental word with a long question does not pass for a keyword match.
-        `df_cache` keeps document frequencies across the queries of one batch.
+        `postings` caches each term's documents across the queries of one batch.
         """
         if not terms:
             return []
         quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
+        postings = {} if postings is None else postings
         try:
             rows = self.db.execute(
                 "SELECT rowid, -bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s DESC LIMIT ?",
@@ -583,27 +584,21 @@ class Index:
             ).fetchall()
             if not rows:
                 return []
-            labels = [int(r[0]) for r in rows]
             n = self.count()
-            marks = ",".join("?" * len(labels))
             total = 0.0
-            matched: dict[int, float] = dict.fromkeys(labels, 0.0)
+            matched: dict[int, float] = {int(r[0]): 0.0 for r in rows}
             for q in quoted:
-                df = None if df_cache is None else df_cache.get(q)
-                if df is None:
-                    df = self.db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (q,)).fetchone()[0]
-                    if df_cache is not None:
-                        df_cache[q] = df
+                if q not in postings:  # the whole posting list, intersected here: 5x faster than `rowid IN`
+                    cur = self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (q,))
+                    postings[q] = frozenset(r[0] for r in cur)
+                docs = postings[q]
                 # A query word no memory contains still counts in the total (as a rare word): a
                 # memory that matches only the other words has matched less of the question.
-                idf = math.log(1 + (n - max(df, 1) + 0.5) / (max(df, 1) + 0.5))
+                df = max(len(docs), 1)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
                 total += idf
-                if not df:
-                    continue
-                for (rowid,) in self.db.execute(
-                    f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", (q, *labels)
-                ):
-                    matched[int(rowid)] += idf
+                for label in docs.intersection(matched):
+                    matched[label] += idf
         except sqlite3.OperationalError:
             return []
         return [(int(r[0]), float(r[1]), matched[int(r[0])] / total if total else 0.0) for r in rows]

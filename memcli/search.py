@@ -233,11 +233,11 @@ def search_many(
     now = time.time()
     out = []
     returned: list[str] = []
-    df_cache: dict[str, int] = {}
+    postings: dict[str, frozenset[int]] = {}
     for qi, query in enumerate(queries):
         t1 = time.perf_counter()
         cand: dict[int, float] = dict(knn[qi])
-        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand, df_cache)}
+        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand, postings)}
         if allowed_set is not None:
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         labels = list(dict.fromkeys([*cand, *kw]))

@@ -34,6 +34,12 @@ class _Group(typer.core.TyperGroup):
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             sys.stderr.write(f"memcli: error: {msg}\n")
             raise typer.Exit(1) from None
+        except OSError as e:  # a full disk, a read-only store, a permission: the system's words, one line
+            if state.debug or isinstance(e, BrokenPipeError):
+                raise
+            where = f": {e.filename}" if e.filename else ""
+            sys.stderr.write(f"memcli: error: {e.strerror or e}{where}\n")
+            raise typer.Exit(1) from None
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:

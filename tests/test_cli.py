@@ -255,3 +255,14 @@ def test_an_invalid_type_is_a_usage_error(store):
     r = store("add", "--type", "opinion", "Some fact about the build.", ok=False)
     assert r.exit_code == 2
     assert snapshot(store) == before
+
+
+def test_an_os_error_is_one_line_not_a_traceback(hash_cli):
+    hash_cli("add", "--raw", "The CDN caches static assets for one hour.")
+    lock = hash_cli.store / ".lock"
+    lock.unlink()
+    lock.mkdir()  # the writer lock cannot be opened: an OSError deep inside a write
+    r = hash_cli("add", "--raw", "Deploys are frozen on Fridays.", ok=False)
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.stderr.startswith("memcli: error: Is a directory") and r.stderr.count("\n") == 1
+    assert len(list((hash_cli.store / "facts").glob("*.md"))) == 1

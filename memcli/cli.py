@@ -632,6 +632,7 @@ def prune(
     from memcli.curate import prune as do_prune
     from memcli.memory import parse_when
 
+    check_type(type_)
     store = synced(get_store())
     try:
         cutoff = parse_when(older_than) if older_than else None

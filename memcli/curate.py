@@ -4,6 +4,7 @@ with a reason, and merged texts stay in the survivor's `history`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,10 +36,11 @@ def heuristic_merge(texts: list[str]) -> str:
     """
     base = texts[-1].strip()
     seen = {_key(s) for s in _SENTENCE.split(base)}
+    words = f" {_key(base)} "  # containment by whole words: "port 80" is not in "port 8080"
     extra = []
     for t in reversed(texts[:-1]):
         for s in _SENTENCE.split(t.strip()):
-            if _key(s) and _key(s) not in seen and _key(s) not in _key(base):
+            if _key(s) and _key(s) not in seen and f" {_key(s)} " not in words:
                 seen.add(_key(s))
                 extra.append(s.strip())
     return base if not extra else base + "\n\n" + " ".join(extra)
@@ -89,7 +91,7 @@ def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run:
             raise StoreError("a memory changed while merging; run the merge again")
         types = [m.type for m in mems]
         merged = Memory(
-            id=new_ulid(), text=text, type=max(set(types), key=types.count),
+            id=new_ulid(), text=text, type=max(reversed(types), key=types.count),
             tags=list(dict.fromkeys(t for m in mems for t in m.tags)),
             domain=next((m.domain for m in reversed(mems) if m.domain), None),
             confidence=max(m.confidence for m in mems), source="llm" if method == "llm" else mems[-1].source,
@@ -111,8 +113,10 @@ def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run:
     return MergeResult(merged, [m.id for m in mems], method, note)
 
 
-def similar_groups(store: Store, threshold: float) -> list[list[str]]:
-    """Clusters of memories whose pairwise links reach `threshold` (single linkage, union-find)."""
+def similar_groups(store: Store, threshold: float, *,
+                   apart: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> list[list[str]]:
+    """Clusters of memories whose pairwise links reach `threshold` (single linkage, union-find);
+    a pair for which `apart(record, record)` is true is not linked."""
     index = store.index
     rows = index.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
     if len(rows) < 2:
@@ -128,10 +132,11 @@ def similar_groups(store: Store, threshold: float) -> list[list[str]]:
         return x
 
     vecs = index.vectors(labels)
+    recs = index.records(labels) if apart else {}
     for i in range(0, len(labels), 512):
         for lab, hits in zip(labels[i : i + 512], index.knn(vecs[i : i + 512], 6)):
             for other, sim in hits:
-                if other != lab and sim >= threshold:
+                if other != lab and sim >= threshold and not (apart and apart(recs[lab], recs[other])):
                     parent[find(other)] = find(lab)
     groups: dict[int, list[str]] = {}
     for lab in labels:
@@ -229,15 +234,21 @@ def opposing(a: str, b: str) -> str | None:
     wa, wb = set(_key(a).split()), set(_key(b).split())
     la, lb = f" {_key(a)} ", f" {_key(b)} "
     for x, y in OPPOSITES:
-        if " " in y:
-            if (f" {y} " in la) != (f" {y} " in lb):
+        kx, ky = _key(x), _key(y)  # as the texts are read: "don't" is "don t"
+        if " " in ky:
+            if (f" {ky} " in la) != (f" {ky} " in lb):
                 return f"'{x}' vs '{y}'"
-        elif (x in wa and y in wb and y not in wa) or (y in wa and x in wb and x not in wa):
+        elif (kx in wa and ky in wb and ky not in wa) or (ky in wa and kx in wb and kx not in wa):
             return f"'{x}' vs '{y}'"
     na, nb = set(_NUM.findall(a)), set(_NUM.findall(b))
     if na and nb and na != nb and len(wa ^ wb) <= 2 * max(len(na ^ nb), 1) + 2:
         return f"different values ({', '.join(sorted(na - nb))} vs {', '.join(sorted(nb - na))})"
     return None
+
+
+def _opposed(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Near-duplicates with opposing wording or other numbers are flagged, never merged into one."""
+    return opposing(a["text"], b["text"]) is not None
 
 
 @dataclass
@@ -258,13 +269,12 @@ def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = N
     report = ConsolidateReport(dry_run=dry_run)
     with store.lock():
         store.index.sync()
-        for group in similar_groups(store, cfg.consolidate_threshold):
+        for group in similar_groups(store, cfg.consolidate_threshold, apart=_opposed):
             r = merge(store, group, use_llm=use_llm, dry_run=dry_run)
             report.merged.append(r.to_dict())
         index = store.index
         rows = index.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
         labels = [r[0] for r in rows]
-        ids = dict(rows)
         recs = index.records(labels)
         vecs = index.vectors(labels)
         seen: set[tuple[str, str]] = set()
@@ -272,14 +282,17 @@ def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = N
             for other, sim in hits:
                 if other == lab or sim < cfg.contradiction_threshold or other not in recs:
                     continue
-                a, b = sorted((ids[lab], ids[other]))
-                if (a, b) in seen:
-                    continue
+                ra, rb = sorted((recs[lab], recs[other]), key=lambda r: r["id"])
+                a, b = ra["id"], rb["id"]
+                if (a, b) in seen or ra.get("type") == rb.get("type") == "episodic":
+                    continue  # events recur (on other dates, with other numbers): they are distilled
                 seen.add((a, b))
-                why = opposing(recs[lab]["text"], recs[other]["text"])
+                if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.get("links") or []):
+                    continue  # related already: flagged by an earlier pass, or distilled one from the other
+                why = opposing(ra["text"], rb["text"])
                 if why:
                     report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
-                                                  "texts": [recs[lab]["text"], recs[other]["text"]]})
+                                                  "texts": [ra["text"], rb["text"]]})
         if not dry_run:
             for c in report.contradictions:
                 a, b = c["ids"]

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,19 +152,27 @@ class Index:
         if self._db is None:
             self.dir.mkdir(parents=True, exist_ok=True)
             path = self.dir / "catalog.sqlite"
-            db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.executescript(SCHEMA)
-            except sqlite3.DatabaseError:
-                db.close()  # a corrupt catalog is derived data: drop it and rebuild
-                for suffix in ("", "-wal", "-shm"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(f"{path}{suffix}")
+            deadline = time.monotonic() + 60
+            while True:
                 db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(SCHEMA)
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("PRAGMA synchronous=NORMAL")
+                    db.executescript(SCHEMA)
+                    break
+                except sqlite3.OperationalError:
+                    # Another process is creating or switching the catalog (locked / busy): wait,
+                    # never mistake a busy catalog for a corrupt one.
+                    db.close()
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+                except sqlite3.DatabaseError:
+                    db.close()  # corrupt ("not a database", "malformed"): derived data, so rebuild
+                    with self.store.lock():
+                        for suffix in ("", "-wal", "-shm"):
+                            with contextlib.suppress(FileNotFoundError):
+                                os.unlink(f"{path}{suffix}")
             self._db = db
         return self._db
 

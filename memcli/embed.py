@@ -157,11 +157,14 @@ class Embedder:
         db = self._cache()
         if db is not None:
             uniq = list(dict.fromkeys(hashes))
-            for i in range(0, len(uniq), 500):
-                chunk = uniq[i : i + 500]
-                q = f"SELECT hash, v FROM vec WHERE model=? AND hash IN ({','.join('?' * len(chunk))})"
-                for h, blob in db.execute(q, [self.model, *chunk]):
-                    found[h] = np.frombuffer(blob, dtype=np.float32)
+            try:
+                for i in range(0, len(uniq), 500):
+                    chunk = uniq[i : i + 500]
+                    q = f"SELECT hash, v FROM vec WHERE model=? AND hash IN ({','.join('?' * len(chunk))})"
+                    for h, blob in db.execute(q, [self.model, *chunk]):
+                        found[h] = np.frombuffer(blob, dtype=np.float32)
+            except sqlite3.Error:
+                pass  # an unreadable cache only costs embedding time: what is missing is computed
         missing = list(dict.fromkeys(t for t, h in zip(texts, hashes) if h not in found))
         # Batches pad to their longest text: similar lengths together cost ~1.5x less model time
         # (bench/import_throughput.py). Results are keyed by hash, so the order is not observable.

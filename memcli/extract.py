@@ -724,9 +724,10 @@ class _Scanner:
         lines, is_item = self.buf, self.buf_is_item
         self.buf, self.buf_is_item = [], False
         self.para_id += 1
-        pieces = [" ".join(" ".join(lines).split())] if is_item else _join_anaphora(
-            [s for seg in _segments(lines) for s in _split_sentences(seg)]
-        )
+        if is_item:
+            pieces = [self._item_text(lines)]
+        else:
+            pieces = _join_anaphora([s for seg in _segments(lines) for s in _split_sentences(seg)])
         in_prompt = self.prompt_turn is not None and self.prompt_turn == self.turn and self.turn > 0
         first_clean = _strip_interjections(pieces[0]) if pieces else ""
         if pieces and not in_prompt and _PROMPT_ECHO_RE.match(first_clean.lower()):
@@ -741,6 +742,15 @@ class _Scanner:
             self.cands.append(last)
         self.attach_to = last
         self.gap = False
+
+    def _item_text(self, lines: list[str]) -> str:
+        """A list item stays whole, but a pleasantry run on after it ("- Use squash merges.
+        Thanks!", a lazy continuation line in Markdown) is not part of the fact."""
+        sentences = _split_sentences(" ".join(" ".join(lines).split()))
+        while len(sentences) > 1 and _is_pleasantry(sentences[-1].lower()):
+            sentences.pop()
+            self.skipped += 1
+        return " ".join(sentences)
 
     def attach(self, lang: str, code: str) -> None:
         target = self.attach_to

@@ -386,3 +386,13 @@ def test_a_sentence_opening_with_a_pronoun_stays_with_what_it_refers_to():
     assert [f.text for f in ex.facts] == [
         "Use `git reset --soft HEAD~1` to undo a commit. It moves HEAD back one commit and keeps your changes staged."
     ]
+
+
+def test_a_pleasantry_run_on_after_a_list_item_is_not_part_of_the_fact():
+    ex = heuristic_extract("- We use squash merges for all pull requests.\n"
+                           "- Never push release tags by hand; `make release` does it.\nThanks a lot!")
+    assert [f.text for f in ex.facts] == [
+        "We use squash merges for all pull requests.",
+        "Never push release tags by hand; `make release` does it.",
+    ]
+    assert ex.skipped >= 1

@@ -18,7 +18,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,14 +41,18 @@ class NotFound(StoreError):
     pass
 
 
+# Read once, at import (single-threaded): reading the umask means setting it, and `import` writes
+# files from several threads, where a set-and-restore could hand another thread the wrong mask.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
 def _file_mode(path: Path) -> int:
     """An existing file keeps its mode; a new one gets what the umask allows (mkstemp gives 0600)."""
     try:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        return 0o666 & ~mask
+        return 0o666 & ~_UMASK
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -190,13 +194,6 @@ class Store:
         atomic_write(path, memory.to_markdown().encode("utf-8"))
         return path
 
-    def write_many(self, memories: Iterable[Memory]) -> int:
-        n = 0
-        for m in memories:
-            self.write(m)
-            n += 1
-        return n
-
     def trash(self, mid: str, reason: str, *, event: str = "DELETE", origin: str | None = None) -> Memory:
         """Move a memory to `.trash/` with the reason; restorable with `restore`."""
         with self.lock():
@@ -247,7 +244,9 @@ class Store:
         self.ensure()
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:  # os.write may write less than asked (a bulk import logs megabytes)
+                view = view[os.write(fd, view):]
         finally:
             os.close(fd)
 

@@ -307,3 +307,10 @@ def test_default_project_is_shared_by_git_worktrees(monkeypatch, tmp_path):
     monkeypatch.chdir(outside)
     r = CliRunner().invoke(app, ["--store", str(store), "list", "--project", "."], catch_exceptions=False)
     assert r.exit_code == 1 and r.stderr.startswith("memcli: error:")
+
+
+def test_a_bulk_log_keeps_every_line_whole(hash_store):
+    records = [{"event": "IMPORT", "id": f"id{i}", "text": "x" * 2000} for i in range(3000)]  # ~6 MB
+    hash_store.log_many(records)
+    lines = hash_store.log_path.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in records]

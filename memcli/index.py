@@ -168,13 +168,22 @@ class Index:
                         raise
                     time.sleep(0.05)
                 except sqlite3.DatabaseError:
-                    db.close()  # corrupt ("not a database", "malformed"): derived data, so rebuild
-                    with self.store.lock():
-                        for suffix in ("", "-wal", "-shm"):
-                            with contextlib.suppress(FileNotFoundError):
-                                os.unlink(f"{path}{suffix}")
+                    db.close()  # corrupt ("not a database"): derived data, so rebuilt from facts/
+                    self._drop_catalog()
             self._db = db
         return self._db
+
+    def _drop_catalog(self) -> None:
+        """Delete an unreadable catalog (and its WAL); the next sync rebuilds it from `facts/`."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._hnsw, self._hnsw_file = None, None
+        path = self.dir / "catalog.sqlite"
+        with self.store.lock():
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{path}{suffix}")
 
     def close(self) -> None:
         if self._db is not None:
@@ -243,8 +252,22 @@ class Index:
         """Bring the sidecar in step with `facts/`; cheap when nothing changed.
 
         `fresh` maps file names to the memories the caller has just written, so a bulk import
-        does not parse back the thousands of files it wrote a moment ago.
+        does not parse back the thousands of files it wrote a moment ago. A catalog that turns out
+        to be corrupt past its header ("malformed") is dropped and rebuilt.
         """
+        try:
+            return self._sync(on_progress, force=force, fresh=fresh)
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError):  # busy, locked, disk full: not corruption
+                raise
+            self._drop_catalog()
+            report = self._sync(on_progress, force=force, fresh=fresh)
+            report.rebuilt = "the catalog was unreadable"
+            return report
+
+    def _sync(
+        self, on_progress: Callable[[int, int], None] | None, *, force: bool, fresh: dict[str, Memory] | None,
+    ) -> SyncReport:
         report = SyncReport()
         version = self._catalog_version()
         disk, todo, gone, why = self._plan()
@@ -321,9 +344,10 @@ class Index:
                 if on_progress:
                     on_progress(done[0], total)
 
+            before = self.embedder.computed  # cumulative per embedder: report this sync's share
             vecs = self.embedder.embed(need, on_progress=tick)
             vectors = {text_hash(t): v for t, v in zip(need, vecs)}
-            report.embedded = self.embedder.computed
+            report.embedded = self.embedder.computed - before
         hnsw = self._load_hnsw(create=True)
         hnsw_saved = self._hnsw_file is not None  # loaded as is from its file, not built here
         db.execute("BEGIN IMMEDIATE")

@@ -289,9 +289,7 @@ def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extracti
 
 def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) -> Path:
     """Park an input the LLM could not process; `text` is already redacted (unless opted out)."""
-    from memcli.redact import redact as scrub
-
-    error = scrub(error)[0]  # an api_base may carry a password, a server may echo the input
+    error = _scrub(error)  # an api_base may carry a password, a server may echo the input
     store.ensure()
     store.inbox_dir.mkdir(exist_ok=True)
     path = store.inbox_dir / f"{new_ulid()}.json"

@@ -292,3 +292,10 @@ def test_many_deletions_compact_the_vector_index(hash_store):
     assert index._load_hnsw().element_count == 301  # rebuilt without the 1,200 tombstones
     (hit, *_) = hash_store.search("service s9999 port 6379", k=3).hits
     assert hit.record["text"] == "The cache service s9999 runs on port 6379."
+
+
+def test_a_sync_reports_only_what_it_embedded_itself(hash_store):
+    hash_store.add("The nightly backup runs at 03:00 UTC.", raw=True)
+    assert hash_store.index.embedder.computed == 1
+    report = hash_store.index.sync(force=True)  # same process, same embedder: everything is cached
+    assert report.rebuilt == "reindex requested" and report.embedded == 0

@@ -16,39 +16,46 @@ from typing import Any, NoReturn
 import typer
 
 from memcli import __version__
-from memcli.config import ConfigError, resolve_store
+from memcli.config import resolve_store
+from memcli.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.index import Filters
-from memcli.store import Store, StoreError
+from memcli.store import Store
+from memcli.vocab import ExportFormat, MemoryType, SortKey
+
+# Flag advice the CLI adds to a library error, by error type and command (the library's messages
+# name no flags: the Python API has none).
+_ADVICE: dict[type[MemcliError], dict[str, str]] = {
+    LLMNotConfigured: {"add": "or use --no-llm", "merge": "or merge with --no-llm", "ask": "or pass --model"},
+}
+
+
+def _advice(e: MemcliError, command: str | None) -> str:
+    for kind, by_command in _ADVICE.items():
+        if isinstance(e, kind) and command in by_command:
+            return f", {by_command[command]}"
+    return ""
 
 
 class _Group(typer.core.TyperGroup):
-    """Turns the library's expected errors into one line on stderr and exit 1, for every entry
-    point (console script, `python -m memcli`, Typer's test runner)."""
+    """Turns the library's expected errors (one root: MemcliError) into one line on stderr and
+    the error's exit status, for every entry point (console script, `python -m memcli`, Typer's
+    test runner)."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except _expected_errors() as e:
+        except MemcliError as e:
             if state.debug:
                 raise
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            sys.stderr.write(f"memcli: error: {msg}\n")
-            raise typer.Exit(1) from None
+            sys.stderr.write(f"memcli: error: {msg}{_advice(e, ctx.invoked_subcommand)}\n")
+            raise typer.Exit(int(e.exit_status)) from None
         except OSError as e:  # a full disk, a read-only store, a permission: the system's words, one line
             if state.debug or isinstance(e, BrokenPipeError):
                 raise
             where = f": {e.filename}" if e.filename else ""
             sys.stderr.write(f"memcli: error: {e.strerror or e}{where}\n")
-            raise typer.Exit(1) from None
-
-
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    from memcli.embed import EmbedError
-
-    errors: tuple[type[BaseException], ...] = (StoreError, ConfigError, EmbedError)
-    if "memcli.llm" in sys.modules:  # only loaded on LLM paths; never import it just for this
-        errors = (*errors, sys.modules["memcli.llm"].LLMError)
-    return errors
+            raise typer.Exit(int(ExitStatus.ERROR)) from None
 
 
 app = typer.Typer(
@@ -74,9 +81,9 @@ state = _State()
 
 
 # ---------------------------------------------------------------- helpers
-def fail(message: str, code: int = 1) -> NoReturn:
+def fail(message: str, code: int = ExitStatus.ERROR) -> NoReturn:
     sys.stderr.write(f"memcli: error: {message}\n")
-    raise typer.Exit(code)
+    raise typer.Exit(int(code))
 
 
 def note(message: str) -> None:
@@ -148,7 +155,7 @@ def read_text(args: list[str] | None, what: str = "text") -> str:
     if args and args != ["-"]:
         return " ".join(args)
     if sys.stdin is None or (not args and sys.stdin.isatty()):
-        fail(f"no {what} given (pass it as arguments or pipe it on stdin)", 2)
+        fail(f"no {what} given (pass it as arguments or pipe it on stdin)", ExitStatus.USAGE)
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
     return read_input(data, "stdin")
 
@@ -184,14 +191,12 @@ def make_filters(tag: list[str] | None, type_: str | None, user: str | None, pro
             since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
         )
     except ValueError as e:
-        fail(str(e), 2)
+        fail(str(e), ExitStatus.USAGE)
 
 
 def check_type(type_: str | None) -> None:
-    from memcli.facts import MEMORY_TYPES
-
-    if type_ is not None and type_ not in MEMORY_TYPES:
-        fail(f"--type must be one of {', '.join(MEMORY_TYPES)}", 2)
+    if type_ is not None and type_ not in MemoryType.values():
+        fail(f"--type must be one of {', '.join(MemoryType.values())}", ExitStatus.USAGE)
 
 
 def resolve_ids(store: Store, ids: list[str]) -> list[str]:
@@ -207,7 +212,7 @@ def resolve_ids(store: Store, ids: list[str]) -> list[str]:
 
 # Filter options shared by search, list and export (one definition, one help text).
 TAG_FILTER = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable; all must match).")
-TYPE_FILTER = typer.Option(None, "--type", help="semantic | episodic | procedural")
+TYPE_FILTER = typer.Option(None, "--type", help=MemoryType.choices())
 USER_FILTER = typer.Option(None, "--user", help="Only this user's memories.")
 PROJECT_FILTER = typer.Option(None, "--project", help="Project name, or `.` for this repository.")
 SINCE_FILTER = typer.Option(None, "--since", help="Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")
@@ -252,7 +257,7 @@ def add(
     use_llm: bool = typer.Option(False, "--llm", help="Require the LLM (error if none is configured)."),
     model: str | None = typer.Option(None, "--model", help="LLM model for this call (litellm string)."),
     tag: list[str] | None = typer.Option(None, "--tag", "-t", help="Tag (repeatable)."),
-    type_: str | None = typer.Option(None, "--type", help="semantic | episodic | procedural."),
+    type_: str | None = typer.Option(None, "--type", help=f"{MemoryType.choices()}."),
     origin: list[str] | None = typer.Option(None, "--origin", help="Who vouches: git:SHA, session:ID ..."),
     user: str | None = typer.Option(None, "--user"),
     project: str | None = typer.Option(None, "--project"),
@@ -266,7 +271,7 @@ def add(
 ) -> None:
     """Turn text (a conversation, a note, a commit message) into memories."""
     if no_llm and (use_llm or model):
-        fail("--no-llm conflicts with --llm/--model", 2)
+        fail("--no-llm conflicts with --llm/--model", ExitStatus.USAGE)
     check_type(type_)
     body = read_text(text)
     store = get_store(must_exist=False)
@@ -308,7 +313,7 @@ def add(
              + (f", {invalid} invalid" if invalid else "")
              + (" (dry run, nothing written)" if dry_run else ""))
     if result.failed:
-        raise typer.Exit(1)
+        raise typer.Exit(int(ExitStatus.ERROR))
 
 
 # ---------------------------------------------------------------- search
@@ -335,14 +340,14 @@ def search(
     filters = make_filters(tag, type_, user, project, since, until)
     if batch:
         if query:
-            fail("--batch reads queries from stdin; do not pass a query too", 2)
+            fail("--batch reads queries from stdin; do not pass a query too", ExitStatus.USAGE)
         queries = [q.strip() for q in sys.stdin.read().splitlines() if q.strip()]
     else:
         q = " ".join(query or []).strip()
         if not q or q == "-":
             q = read_text(None if not query else ["-"], "query").strip()
         if not q:
-            fail("empty query", 2)
+            fail("empty query", ExitStatus.USAGE)
         queries = [q]
     synced(store)
     responses = search_many(store, queries, k=top_k, threshold=threshold, filters=filters)
@@ -394,16 +399,13 @@ def list_(
     project: str | None = PROJECT_FILTER,
     since: str | None = SINCE_FILTER,
     until: str | None = UNTIL_FILTER,
-    sort: str = typer.Option("created", "--sort", help="created | updated | confidence | id | type; "
-                             "prefix with - for descending."),
+    sort: str = typer.Option("created", "--sort", help=f"{SortKey.choices()}; prefix with - for descending."),
     limit: int | None = typer.Option(None, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """A filtered listing of memories."""
-    from memcli.index import SORT_KEYS
-
-    if sort.lstrip("-") not in SORT_KEYS:
-        fail(f"--sort must be one of {', '.join(SORT_KEYS)} (prefix - for descending)", 2)
+    if sort.lstrip("-") not in SortKey.values():
+        fail(f"--sort must be one of {', '.join(SortKey.values())} (prefix - for descending)", ExitStatus.USAGE)
     store = synced(get_store())
     filters = make_filters(tag, type_, user, project, since, until)
     desc = sort.startswith("-")
@@ -459,7 +461,7 @@ def restore(
 # ---------------------------------------------------------------- export / import
 @app.command("export")
 def export_(
-    fmt: str = typer.Option("json", "--format", "-f", help="json | jsonl | md | csv"),
+    fmt: str = typer.Option("json", "--format", "-f", help=ExportFormat.choices()),
     output: Path | None = typer.Option(None, "--output", "-o", help="File (default: stdout)."),
     tag: list[str] | None = TAG_FILTER,
     type_: str | None = TYPE_FILTER,
@@ -469,10 +471,10 @@ def export_(
     until: str | None = UNTIL_FILTER,
 ) -> None:
     """Write memories as json, jsonl, md or csv."""
-    from memcli.io import FORMATS, export
+    from memcli.io import export
 
-    if fmt not in FORMATS:
-        fail(f"--format must be one of {', '.join(FORMATS)}", 2)
+    if fmt not in ExportFormat.values():
+        fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     store = synced(get_store())
     records = store.index.select(make_filters(tag, type_, user, project, since, until), order="id")
     data = export(records, fmt)
@@ -572,7 +574,7 @@ def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
             mark = "[green]ok[/]  " if c["ok"] else "[red]FAIL[/]"
             out.print(f"{mark} {c['check']}: {c['detail']}", markup=True)
     if not ok:
-        raise typer.Exit(1)
+        raise typer.Exit(int(ExitStatus.ERROR))
 
 
 # ---------------------------------------------------------------- curation
@@ -591,17 +593,17 @@ def merge(
     from memcli.curate import similar_groups
 
     if no_llm and model:
-        fail("--no-llm conflicts with --model", 2)
+        fail("--no-llm conflicts with --model", ExitStatus.USAGE)
     store = synced(get_store())
     if model:
         store.config = store.config.with_overrides(llm_model=model)
     if auto == bool(ids):
-        fail("give two or more IDs, or --auto", 2)
+        fail("give two or more IDs, or --auto", ExitStatus.USAGE)
     groups = similar_groups(store, threshold) if auto else [resolve_ids(store, ids or [])]
     results = []
     for group in groups:
         if len(set(group)) < 2:
-            fail("merge needs at least two different memories", 2)
+            fail("merge needs at least two different memories", ExitStatus.USAGE)
         results.append(do_merge(store, group, use_llm=False if no_llm else (True if model else None),
                                 dry_run=dry_run))
     for r in results:
@@ -637,7 +639,7 @@ def prune(
     try:
         cutoff = parse_when(older_than) if older_than else None
     except ValueError as e:
-        fail(str(e), 2)
+        fail(str(e), ExitStatus.USAGE)
     result = do_prune(store, older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
                       dry_run=dry_run)
     if as_json:
@@ -703,7 +705,7 @@ def ask(
 
     q = read_text(question, "question").strip()
     if not q:
-        fail("empty question", 2)
+        fail("empty question", ExitStatus.USAGE)
     store = synced(get_store())
     if model:
         store.config = store.config.with_overrides(llm_model=model)
@@ -804,7 +806,7 @@ def inbox_retry(
         if not results:
             note("inbox is empty")
     if not ok:
-        raise typer.Exit(1)
+        raise typer.Exit(int(ExitStatus.ERROR))
 
 
 # ---------------------------------------------------------------- entry point
@@ -815,15 +817,15 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.stderr.write("memcli: interrupted\n")
-        sys.exit(130)
+        sys.exit(ExitStatus.INTERRUPTED)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+        sys.exit(ExitStatus.OK)
     except Exception as e:  # a bug: still one line, unless --debug
         if debug:
             raise
         sys.stderr.write(f"memcli: internal error: {type(e).__name__}: {e} (rerun with --debug)\n")
-        sys.exit(1)
+        sys.exit(ExitStatus.ERROR)
 
 
 if __name__ == "__main__":  # pragma: no cover

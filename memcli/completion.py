@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcli.vocab import ExportFormat, MemoryType, SortKey
+
 PROG = "memcli"
 SHELLS = ("bash", "zsh", "fish")
 FILENAMES = {"bash": "memcli.bash", "zsh": "memcli.zsh", "fish": "memcli.fish"}
@@ -30,9 +32,9 @@ REGENERATE = "python -m memcli.completion --write completions"
 # type (Enum, Literal, click.Choice) or a help text that starts with "a | b | c" takes precedence,
 # so a future command whose --format means something else only has to say so in its help.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "--format": ("json", "jsonl", "md", "csv"),
-    "--type": ("semantic", "episodic", "procedural"),
-    "--sort": ("created", "updated", "confidence", "id", "type"),
+    "--format": ExportFormat.values(),
+    "--type": MemoryType.values(),
+    "--sort": SortKey.values(),
 }
 
 # Values that are paths ("file" or "dir") although typed as a plain str. Options by name; arguments

@@ -15,12 +15,12 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from memcli.errors import ConfigError
+
+__all__ = ["Config", "ConfigError", "Ranking", "load_config"]
+
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 PROJECT_STORE_DIR = ".memcli"
-
-
-class ConfigError(Exception):
-    """A setting or store path that cannot be used; the message is shown to the user as is."""
 
 
 @dataclass(frozen=True)

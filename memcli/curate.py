@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memcli.errors import Conflict, InvalidInput, LLMNotConfigured, StoreError
 from memcli.index import Filters
 from memcli.memory import Memory, new_ulid, now_iso
-from memcli.store import Store, StoreError
+from memcli.store import Store
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 
@@ -61,7 +62,7 @@ def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run:
     and changes nothing.
     """
     if len(set(ids)) < 2:
-        raise StoreError("merge needs at least two different memories")
+        raise InvalidInput("merge needs at least two different memories")
     unique = list(dict.fromkeys(ids))
 
     def load() -> list[Memory]:
@@ -74,7 +75,7 @@ def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run:
     cfg = store.config
     if (use_llm is None and cfg.llm_model) or use_llm:
         if not cfg.llm_model:
-            raise StoreError("no LLM configured: set MEMCLI_LLM_MODEL, or merge with --no-llm")
+            raise LLMNotConfigured("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml)")
         from memcli.ingest import llm_client
         from memcli.llm import LLMFormatError
 
@@ -88,7 +89,7 @@ def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run:
         text = heuristic_merge(texts)
     with store.lock():
         if not dry_run and [m.to_markdown() for m in load()] != [m.to_markdown() for m in mems]:
-            raise StoreError("a memory changed while merging; run the merge again")
+            raise Conflict("a memory changed while merging; run the merge again")
         types = [m.type for m in mems]
         merged = Memory(
             id=new_ulid(), text=text, type=max(reversed(types), key=types.count),
@@ -158,7 +159,7 @@ def prune(store: Store, *, older_than: str | None = None, unused: bool = False, 
     """Trash stale memories: created before `older_than` (ISO), never returned by a search
     (`unused`), or below `min_confidence`. Criteria combine with AND; at least one is needed."""
     if not (older_than or unused or min_confidence is not None):
-        raise StoreError("prune needs a criterion: --older-than, --unused or --min-confidence")
+        raise StoreError("prune needs a criterion: older than a date, unused, or below a confidence")
     from memcli.search import Usage
 
     records = store.index.select(Filters(type=type, until=older_than))

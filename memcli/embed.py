@@ -22,14 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from memcli.config import DEFAULT_EMBED_MODEL, cache_dir
+from memcli.errors import EmbedError
 
 HASH_MODEL_PREFIX = "hash:"  # "hash:256": deterministic, meaningless vectors for plumbing tests only
 DEFAULT_DIM = 384
 BATCH_SIZE = 64
-
-
-class EmbedError(Exception):
-    """The embedding model cannot be loaded; the message says what to do."""
 
 
 def text_hash(text: str) -> str:

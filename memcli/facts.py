@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MEMORY_TYPES = ("semantic", "episodic", "procedural")
+from memcli.vocab import MemoryType
+
+MEMORY_TYPES = MemoryType.values()
 
 
 @dataclass

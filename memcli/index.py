@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 
 from memcli.embed import Embedder, text_hash
+from memcli.errors import IndexUnavailable
 from memcli.memory import MalformedMemory, Memory
+from memcli.vocab import SortKey
 
 SCHEMA_VERSION = "1"
-SORT_KEYS = ("created", "updated", "confidence", "id", "type")
+SORT_KEYS = SortKey.values()
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 512  # at least; a query for k neighbours searches with max(this, 2k). 512: recall@10
@@ -58,9 +60,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='porter unicode
 """
 
 
-class IndexError_(Exception):
-    """The sidecar cannot be used (e.g. no store); one line for the user."""
-
+IndexError_ = IndexUnavailable  # the old name
 
 @dataclass
 class SyncReport:

@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from memcli.config import git_project
+from memcli.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.extract import heuristic_extract, infer_tags, normalise
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.memory import Memory, new_ulid, now_iso
-from memcli.store import NotFound, Store, StoreError, atomic_write
+from memcli.store import Store, atomic_write
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
 REINFORCE = 0.05
@@ -38,8 +39,8 @@ CONFIDENCE_CAP = 0.95
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
 
-class IngestError(StoreError):
-    """Input that cannot be added (empty, too large, LLM unreachable...); one line for the user."""
+class IngestError(InputRejected):
+    """Input that cannot be added (empty, too large, binary, not UTF-8); one line for the user."""
 
 
 @dataclass
@@ -169,7 +170,7 @@ def add(
     """Turn `text` into memories and write them. See the module docstring for the semantics.
 
     `llm`: None uses the LLM when one is configured; False forces the heuristic path; True requires
-    an LLM (IngestError if none is configured). When the LLM is unreachable the (redacted) input
+    an LLM (LLMNotConfigured if none is configured). When the LLM is unreachable the (redacted) input
     is saved to the store's inbox (unless `inbox=False`) and the LLMError is raised.
     """
     if not text or not text.strip():
@@ -177,11 +178,11 @@ def add(
     if len(text.encode("utf-8")) > MAX_INPUT_BYTES:
         raise IngestError(f"input too large (limit {MAX_INPUT_BYTES // 2**20} MB)")
     if type is not None and type not in MEMORY_TYPES:
-        raise IngestError(f"--type must be one of {', '.join(MEMORY_TYPES)}")
+        raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}, got {type!r}")
     cfg = store.config
     threshold = cfg.add_threshold if threshold is None else threshold
     if llm and not cfg.llm_model:
-        raise IngestError("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml), or use --no-llm")
+        raise LLMNotConfigured("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml)")
     use_llm = bool(cfg.llm_model) if llm is None else llm
     kinds: list[str] = []
     if redact:  # before anything is sent to a model or written to disk (inbox and log included)

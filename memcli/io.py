@@ -15,13 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memcli.errors import InputRejected
 from memcli.memory import MalformedMemory, Memory
-from memcli.store import Store, StoreError
+from memcli.store import Store
+from memcli.vocab import ExportFormat
 
-FORMATS = ("json", "jsonl", "md", "csv")
+FORMATS = ExportFormat.values()
 
 
-class ImportError_(StoreError):
+class ImportError_(InputRejected):
     """A file that cannot be imported; names the record at fault."""
 
 

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from memcli.errors import LLMError, LLMFormatError, LLMUnavailable
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Decision",
     "LLMError",
     "LLMFormatError",
+    "LLMUnavailable",
     "LLMSettings",
     "Usage",
     "escape_data",
@@ -158,14 +160,6 @@ class LLMSettings:
     retries: int = 2
     temperature: float = 0.0
     backoff: float = 0.5
-
-
-class LLMError(Exception):
-    """The LLM could not be used; ``str()`` is one line meant for the user (no traceback text)."""
-
-
-class LLMFormatError(LLMError):
-    """The model answered but nothing usable could be parsed from its reply."""
 
 
 @dataclass
@@ -732,7 +726,7 @@ class LLM:
                     made -= 1
                     continue
                 if not failure.transient:
-                    raise LLMError(f"LLM request failed: {failure.reason}") from exc
+                    raise LLMUnavailable(f"LLM request failed: {failure.reason}") from exc
                 last = failure
                 if made < attempts:
                     time.sleep(self.settings.backoff * (2 ** (made - 1)))
@@ -743,7 +737,7 @@ class LLM:
             self._add_usage(getattr(response, "usage", None))
             return response
         reason = last.reason if last else "no attempt made"
-        raise LLMError(f"LLM unreachable after {made} attempt{'s' if made != 1 else ''}: {reason}")
+        raise LLMUnavailable(f"LLM unreachable after {made} attempt{'s' if made != 1 else ''}: {reason}")
 
     def _content(self, messages: list[dict[str, str]], *, json_mode: bool) -> str:
         response = self._request(messages, json_mode=json_mode)
@@ -944,7 +938,8 @@ class LLM:
         except LLMError:
             raise
         except Exception as exc:  # noqa: BLE001 - mid-stream transport errors
-            raise LLMError(f"LLM stream broken: {_classify(exc, self.endpoint, self.settings.timeout).reason}") from exc
+            reason = _classify(exc, self.endpoint, self.settings.timeout).reason
+            raise LLMUnavailable(f"LLM stream broken: {reason}") from exc
         finally:
             self.usage.llm_seconds += time.monotonic() - started
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from memcli.config import Ranking
 from memcli.index import Filters
-from memcli.memory import now_iso, parse_time
+from memcli.memory import Memory, now_iso, parse_time
 
 _TOKEN = re.compile(r"[\w][\w.+#-]*[\w+#]|[\w]", re.UNICODE)
 # Function words carry no evidence for BM25; the list is English because the model is.
@@ -56,6 +56,11 @@ class Hit:
     @property
     def id(self) -> str:
         return str(self.record["id"])
+
+    @property
+    def memory(self) -> Memory:
+        """The hit as a `Memory` (the library's one record type): `hit.memory.text`."""
+        return Memory.from_dict(self.record)
 
     def to_dict(self, explain: bool = False) -> dict[str, Any]:
         d = {**self.record, "score": round(self.score, 4), "similarity": round(self.similarity, 4)}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memcli.config import Config, load_config
+from memcli.errors import NotFound, StoreError
 from memcli.memory import Memory, now_iso, valid_id
 
 if TYPE_CHECKING:
@@ -30,15 +31,10 @@ if TYPE_CHECKING:
     from memcli.ingest import AddResult
     from memcli.search import SearchResponse
 
+__all__ = ["NotFound", "Store", "StoreError", "atomic_write", "fsync_dir"]
+
 GITIGNORE = ".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n"
 
-
-class StoreError(Exception):
-    """A store operation that cannot be done; the message is one line for the user."""
-
-
-class NotFound(StoreError):
-    pass
 
 
 # Read once, at import (single-threaded): reading the umask means setting it, and `import` writes

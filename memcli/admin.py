@@ -105,7 +105,7 @@ def doctor(store: Store) -> list[dict[str, Any]]:
             from memcli.llm import LLM, LLMSettings
 
             client = LLM(LLMSettings(model=cfg.llm_model, api_base=cfg.api_base, api_key=cfg.api_key,
-                                     timeout=min(cfg.llm_timeout, 20), retries=0))
+                                     timeout=min(cfg.llm_timeout or 20, 20), retries=0))
             seconds = client.ping()  # one minimal request (a 1-token reply), no retry
             check("llm", True, f"{cfg.llm_model} reachable" + (f" at {cfg.api_base}" if cfg.api_base else "")
                   + f" ({seconds * 1000:.0f} ms)")

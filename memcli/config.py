@@ -46,12 +46,13 @@ class Config:
     llm_model: str | None = None
     api_base: str | None = None
     api_key: str | None = None
-    llm_timeout: float = 60.0
+    llm_timeout: float | None = None  # None: 60 s for a remote API, 300 s for a local server (llm.default_timeout)
     llm_retries: int = 2
     llm_temperature: float = 0.0
     llm_backoff: float = 0.5  # seconds before the first retry, doubled each time
     add_threshold: float = 0.85
     decide_threshold: float = 0.8
+    llm_decide_threshold: float = 0.6  # a neighbour this close sends the fact to the LLM's decide request
     consolidate_threshold: float = 0.95
     contradiction_threshold: float = 0.8
     ranking: Ranking = field(default_factory=Ranking)

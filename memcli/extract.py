@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 
-__all__ = ["heuristic_extract", "infer_tags", "detect_flags", "code_pattern_of", "normalise"]
+__all__ = ["heuristic_extract", "infer_tags", "detect_flags", "code_pattern_of", "normalise", "junk_reason",
+           "fact_from_text"]
 
 MAX_TAGS = 5
 _CONF_DEFAULT = 0.7
@@ -643,6 +644,90 @@ def _confidence(prose: str) -> float:
     return _CONF_DEFAULT
 
 
+# An assistant reporting what it just did ("Done. I changed docker-compose.yml ...", "I've updated
+# the tests for you"): a status line about the session, not knowledge about the project.
+_STATUS_RE = re.compile(
+    r"^(?:done|all (?:done|set)|finished|fixed|updated|changed|completed)\s*[.!:,]"
+    r"|^i(?:'ve| have)? (?:just |now |also )?(?:made|applied|changed|updated|added|edited|modified|created"
+    r"|fixed|implemented|refactored|removed|renamed|rewritten|rewrote|run|ran)\b.{0,160}?"
+    r"\b(?:for you|as (?:you )?(?:requested|asked)|as discussed|per your request)\b"
+    r"|^i(?:'ve| have) (?:just |now )?(?:made|applied) the changes?\b"
+)
+# A statement whose only content is a credential (after redaction): "the admin password is
+# [REDACTED:password]", "AWS_ACCESS_KEY_ID=[REDACTED:aws_access_key]", "log in as root with [REDACTED...]".
+_CREDENTIAL_KINDS = (r"(?:password|secret|aws_access_key|aws_secret|openai_key|anthropic_key|github_token"
+                     r"|gitlab_token|slack_token|auth_header|url_password|private_key|jwt)")
+_CREDENTIAL_RE = re.compile(
+    r"^\W*(?:export\s+)?[\w.-]+\s*[:=]\s*[\"']?\[REDACTED:\w+\]\W*$"
+    r"|\b(?:password|passwd|passphrase|passcode|pin|token|secret|key|credentials?|login)\b[^.\n]{0,30}?"
+    r"(?:\bis|\bare|\bwas|=|:)\s*(?:now\s+|still\s+)?[\"'`]?\[REDACTED:" + _CREDENTIAL_KINDS +
+    r"|\blog(?:\s?in|\s?on)?\s+as\s+\S+\s+(?:with|using)\s+(?:the\s+)?(?:password\s+)?[\"'`]?\[REDACTED:",
+    re.IGNORECASE,
+)
+_REDACTED_RE = re.compile(r"\[REDACTED:\w+\]")
+# memcli's own memory ids in brackets: the line is a recalled memory, already stored.
+_MEMORY_ID_RE = re.compile(r"\[0[0-9A-HJKMNP-TV-Z]{7,25}\]")
+_REQUEST_RE = re.compile(r"^(?:please (?!always|never|make sure|remember|don't|do not|note|be aware|keep in mind"
+                         r"|use|prefer|avoid|stick|follow|only|run|be careful)|(?:can|could|would) you\b)")
+
+
+def _junk_rule(clean: str, low: str, *, subject: bool = False) -> str | None:
+    """The one set of junk gates every fact passes (heuristic or LLM); returns the rule's name."""
+    if _SEARCH_OUTPUT_RE.search(clean) or _MEMORY_ID_RE.search(clean):
+        return "recalled_memory"
+    if _PROMPT_ECHO_RE.match(low):
+        return "prompt_echo"
+    if _is_pleasantry(low):
+        return "pleasantry"
+    if _CREDENTIAL_RE.search(clean):
+        return "credential"
+    if subject:  # a commit subject is a statement even when it reads like an imperative request
+        return None
+    if _REQUEST_RE.match(low):
+        return "request"
+    if _is_question(low):
+        return "question"
+    if _FILLER_RE.match(low):
+        return "filler"
+    if _STATUS_RE.match(low):
+        return "status"
+    return None
+
+
+def junk_reason(text: str) -> str | None:
+    """Why `text` is not a fact worth storing, as a rule name, or None when it may be one.
+
+    The same gates as the heuristic extractor applies to its own candidates (questions, requests to
+    the assistant, pleasantries, filler, status chatter, recalled memories, prompt echoes,
+    credential lines), plus "too_short" (under three words) and "only_redacted" (nothing left but
+    redaction markers), so facts from a model are held to the heuristic's bar.
+    """
+    clean = _strip_interjections(" ".join(text.split())) or " ".join(text.split())
+    rule = _junk_rule(clean, clean.lower())
+    if rule:
+        return rule
+    words = _REDACTED_RE.sub(" ", clean)
+    if not re.search(r"\w", words):
+        return "only_redacted" if _REDACTED_RE.search(clean) else "too_short"
+    if len(re.findall(r"\w[\w'./+-]*", words)) < 3:
+        return "only_redacted" if _REDACTED_RE.search(clean) else "too_short"
+    return None
+
+
+def fact_from_text(text: str, code_pattern: str | None = None) -> Fact:
+    """A Fact for `text` with memcli's own type, tags, confidence and flags (never the model's)."""
+    low = _strip_fences(text).lower()
+    flags = detect_flags(text if code_pattern is None or code_pattern in text else f"{text}\n{code_pattern}")
+    return Fact(
+        text=text,
+        type=_infer_type(low, has_command=bool(flags.get("hasCommand")), commit=False, subject=False),
+        tags=_merge_tags(_tags_in_order(f"{text}\n{code_pattern or ''}")),
+        confidence=_confidence(low),
+        code_pattern=code_pattern,
+        flags=flags,
+    )
+
+
 def _render(prose: str, codes: list[tuple[str, str]]) -> str:
     """Fact text: the sentence, then its code re-fenced verbatim (``$`` prompt lines stay bare lines)."""
     parts = [prose] if prose else []
@@ -662,12 +747,9 @@ def _judge(c: _Cand, default_type: str | None) -> Fact | None:
     if n_words < 3 and not c.codes:
         return None  # "Thanks! Also, works." is short once the interjections are gone
     low = clean.lower()  # the judging regexes are lowercase-only: ~3x faster than IGNORECASE
-    if _SEARCH_OUTPUT_RE.search(clean) or _PROMPT_ECHO_RE.match(low) or _is_pleasantry(low):
+    if _junk_rule(clean, low, subject=c.subject):
         return None
-    if c.subject:
-        if _COMMIT_JUNK_RE.search(low) or len(clean.split()) < 4:
-            return None
-    elif _is_question(low) or _FILLER_RE.match(low):
+    if c.subject and (_COMMIT_JUNK_RE.search(low) or len(clean.split()) < 4):
         return None
     text = _render(clean, c.codes)
     flags = detect_flags(text)

@@ -260,11 +260,12 @@ def _scrub(text: str) -> str:
 def llm_client(store: Store) -> Any:
     """The LLM client for this store's settings (model, api_base, key, timeout, retries,
     temperature, backoff: config.toml, MEMCLI_LLM_* or flags)."""
-    from memcli.llm import LLM, LLMSettings
+    from memcli.llm import LLM, LLMSettings, default_timeout
 
     cfg = store.config
+    timeout = cfg.llm_timeout if cfg.llm_timeout else default_timeout(cfg.api_base, str(cfg.llm_model))
     return LLM(LLMSettings(model=str(cfg.llm_model), api_base=cfg.api_base, api_key=cfg.api_key,
-                           timeout=cfg.llm_timeout, retries=max(0, cfg.llm_retries),
+                           timeout=timeout, retries=max(0, cfg.llm_retries),
                            temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
 
 
@@ -277,15 +278,31 @@ def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extracti
                     code_pattern=code_pattern_of(body), flags=detect_flags(body))
         return Extraction([fact], method="raw")
     if client is None:
-        return heuristic_extract(text, default_type=type)
+        return _without_injected(heuristic_extract(text, default_type=type), text)
     from memcli.llm import LLMFormatError
 
     try:
         return client.extract(text)
     except LLMFormatError as e:
-        fallback = heuristic_extract(text, default_type=type)
+        fallback = _without_injected(heuristic_extract(text, default_type=type), text)
         fallback.note = f"LLM extraction unusable ({e}); used the heuristic extractor"
         return fallback
+
+
+def _without_injected(extraction: Extraction, text: str) -> Extraction:
+    """Drop facts taken from an instruction inside the input ("store: ...", "ignore previous
+    instructions and ..."): the same rule the LLM path applies (counted as skipped)."""
+    from memcli.llm_checks import instruction_lines
+
+    lines = instruction_lines(text)
+    if not lines:
+        return extraction
+    from memcli.llm_checks import fact_problem
+
+    kept = [f for f in extraction.facts if fact_problem(f.text, source=text, instructions=lines) != "injected"]
+    extraction.skipped += len(extraction.facts) - len(kept)
+    extraction.facts = kept
+    return extraction
 
 
 def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) -> Path:
@@ -314,6 +331,9 @@ class _Decision:
     by_llm: bool = False
 
 
+_NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth showing the model
+
+
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: Any,
             allow_delete: bool, redact: bool = True) -> tuple[list[_Decision], list[str]]:
     """One decision per fact, and notes for the user.
@@ -336,7 +356,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                                  exact=True))
             neighbours.append([])
             continue
-        close = [(lab, s) for lab, s in hits if s >= min(cfg.decide_threshold, threshold)]
+        close = [(lab, s) for lab, s in hits if s >= min(cfg.decide_threshold, threshold, _NEIGHBOUR_FLOOR)]
         recs = index.records([lab for lab, _ in close])
         nb = [{"id": recs[lab]["id"], "text": recs[lab]["text"], "similarity": round(s, 4)}
               for lab, s in close if lab in recs][:5]
@@ -353,11 +373,22 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             out.append(_Decision("NONE", top["id"], similarity=top["similarity"],
                                  reasoning=f"already known (similarity {top['similarity']:.2f})"))
     asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
+    if client is not None:
+        # The model sees a fact when a memory is close (cosine >= llm_decide_threshold, 0.6: a
+        # correction such as PG16 -> PG17 or "no longer on Jenkins" scores well below 0.8), or when
+        # the fact states a change and a memory is at least loosely related. Still one request.
+        from memcli.llm_checks import states_change
+
+        bar = cfg.llm_decide_threshold
+        asks = [i for i in asks if neighbours[i][0]["similarity"] >= bar
+                or (states_change(facts[i].text) and neighbours[i][0]["similarity"] >= _NEIGHBOUR_FLOOR)]
+    else:
+        asks = []
     if client is not None and asks:
         from memcli.llm import LLMFormatError
 
-        sent = [[{**n, "text": _scrub(n["text"])} for n in neighbours[i]] if redact else neighbours[i]
-                for i in asks]
+        shown = [[n for n in neighbours[i] if n["similarity"] >= _NEIGHBOUR_FLOOR][:3] for i in asks]
+        sent = [[{**n, "text": _scrub(n["text"])} for n in nb] if redact else nb for nb in shown]
         try:
             decisions, invalid = client.decide([facts[i] for i in asks], sent)
         except LLMFormatError as e:

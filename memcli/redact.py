@@ -173,6 +173,62 @@ _FLAG = re.compile(
     re.I,
 )
 
+# -- credentials in words ----------------------------------------------------------------------
+# "the admin password is letmein", "the wifi password was changed to hunter2", "log in as admin
+# with s3cret": no key=value shape, so the rules above miss them. The value must not be an
+# ordinary word ("the password is stored in Vault", "log in as deploy with your SSH key").
+_IN_WORDS = re.compile(
+    r"\b(?P<key>pass(?:word|wd|phrase|code)|pwd|pin(?:\s+code)?)"
+    r"(?:\s+(?:for|of|on|to)\s+(?:the\s+)?[\w.@-]+(?:\s+(?:account|user|server|box|db|database))?)?"
+    r"(?:\s*[:=]\s*|\s+(?:(?:has\s+been|was|is|got)\s+(?:changed|set|reset|updated)\s+to|is|was|will\s+be"
+    r"|remains|stays)\s+)(?:now\s+|still\s+|currently\s+|just\s+)?[\"'`]?"
+    r"(?P<value>" + _NOT_PLACEHOLDER + r"[^\s\"'`,;]{3,200})"
+    r"|\blog(?:\s?in|\s?on)?\s+(?:(?:to|on|into)\s+\S+\s+)?as\s+[\"'`]?[^\s,\"'`]+[\"'`]?\s+(?:with|using|and)\s+"
+    r"(?:(?:the\s+)?(?:password|pass|pw|pwd)\s+)?[\"'`]?(?P<login>" + _NOT_PLACEHOLDER + r"[^\s\"'`,;]{3,200})"
+    r"|\b(?P<tkey>(?:api|access|secret|deploy|auth|bearer|bot|personal\s+access)\s+(?:key|token)|token)"
+    r"\s+(?:is|was|=|:)\s+[\"'`]?(?P<token>" + _NOT_PLACEHOLDER + r"[^\s\"'`,;]{8,300})",
+    re.I,
+)
+_ORDINARY = frozenset(
+    "the a an in on at to from via into stored kept managed rotated required set changed reset not never "
+    "always only saved shared available expired same different too still now being generated random strong "
+    "weak long short hashed encrypted sent given provided listed located defined configured also either "
+    "empty blank optional mandatory necessary needed there here this that it your our their my his her its "
+    "whatever unknown missing wrong correct valid invalid secret secure public private used unused none null "
+    "known unchanged in-vault vault 1password bitwarden keepass lastpass documented printed written what which "
+    "case-sensitive sensitive updated disabled enabled off on see check ask use read get find look contact "
+    "request".split()
+)
+
+
+def _word_like(value: str) -> bool:
+    """An ordinary word, not a credential: in the stop list, or letters ending like a word does."""
+    v = value.rstrip(".!?)").lower()
+    return v in _ORDINARY or (v.isalpha() and v.endswith(("ed", "ing", "ly", "ion", "ment", "able")))
+
+
+def _in_words(m: re.Match[str]) -> Replacement:
+    for group in ("value", "login", "token"):
+        value = m.group(group)
+        if value is None:
+            continue
+        core = value.rstrip(".!?)")
+        if _is_placeholder(core) or _word_like(core) or (group != "token" and _code_like(core, ":")):
+            return None
+        after = m.string[m.start(group) + len(core): m.start(group) + len(core) + 40]
+        if core.isalpha() and re.match(r"[ \t]+(?:the|a|an|in|on|at|for|from|with|your|our|it|that|this|them)\b",
+                                       after, re.I):
+            return None  # "password: see the vault": prose goes on after the "value"
+        if group == "token" and not (re.search(r"[\d_\-/+=]", core) and re.search(r"[A-Za-z]", core)):
+            return None  # "the token is refreshed hourly": a token needs the shape of one
+        start, end = m.span(group)
+        end = start + len(core)
+        base, whole = m.start(), m.group(0)
+        kind = "secret" if group == "token" else "password"
+        return whole[: start - base] + placeholder(kind) + whole[end - base :], kind
+    return None
+
+
 # -- personal data -----------------------------------------------------------------------------
 _FILE_TLDS = frozenset(
     "png jpg jpeg gif svg webp ico bmp tif tiff pdf js mjs cjs ts tsx jsx py pyc rb rs go java kt "
@@ -341,6 +397,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("auth_header", _AUTH_HEADER, _auth_header, ("authorization", "bearer", "basic")),
     _Rule("secret", _ASSIGNMENT, _assignment, ("pass", "pwd", "secret", "token", "key")),
     _Rule("secret", _FLAG, _flag, ("--",)),
+    _Rule("password", _IN_WORDS, _in_words, ("pass", "pwd", "pin", "log", "token", "key")),
     _Rule("email", _EMAIL, _email, ("@",)),
     _Rule("credit_card", _CARD, _card),
     _Rule("phone", _PHONE_INTL, _phone_intl, ("+",)),

@@ -10,7 +10,8 @@ Each request pops the next entry of a script queue. An entry is one of:
 * ``{"content": "..."}``: same, optionally with ``"delay": seconds`` to simulate a slow model
   (and, for streamed replies, ``"chunk_size"`` and ``"chunk_delay"`` between chunks);
 * ``{"status": 500}`` (or 429, 400, ...): an HTTP error with an OpenAI-style error body;
-* ``{"raw": "not json at all"}``: a 200 whose body is the given bytes verbatim.
+* ``{"raw": "not json at all"}``: a 200 whose body is the given bytes verbatim;
+* ``{"content": "...", "finish_reason": "length"}``: a reply the server cut at ``max_tokens``.
 
 When the queue is empty the ``default`` entry is used (``None`` means answer 500), so a test that
 forgets to script a reply fails loudly instead of hanging. Every request body (parsed JSON) is
@@ -101,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(content, model, body, chunk_size=int(entry.get("chunk_size", 7)),
                          chunk_delay=float(entry.get("chunk_delay", 0) or 0))
         else:
-            self._send_json(200, _completion(content, model, body))
+            self._send_json(200, _completion(content, model, body, entry.get("finish_reason", "stop")))
 
     def _stream(self, content: str, model: str, body: dict[str, Any], chunk_size: int,
                 chunk_delay: float = 0.0) -> None:
@@ -149,7 +150,7 @@ def _usage(content: str, body: dict[str, Any] | None = None) -> dict[str, int]:
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
 
-def _completion(content: str, model: str, body: dict[str, Any]) -> dict[str, Any]:
+def _completion(content: str, model: str, body: dict[str, Any], finish_reason: str = "stop") -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -159,7 +160,7 @@ def _completion(content: str, model: str, body: dict[str, Any]) -> dict[str, Any
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": _usage(content, body),

@@ -163,7 +163,7 @@ def test_extraction_stores_facts_with_source_llm(tmp_path: Path, llm_server: Fak
     assert (ex["method"], ex["extracted"], ex["skipped"]) == ("llm", 2, 3)
     events = out["memory"]
     assert [(e["event"], e["verdict"], e["source"]) for e in events] == [("ADD", "accepted", "llm")] * 2
-    assert all(e["reasoning"] and e["confidence"] == 0.9 for e in events)
+    assert all(e["reasoning"] and 0 < e["confidence"] < 1 for e in events)  # memcli's confidence
     assert out["summary"]["ADD"] == 2 and out["llm"]["requests"] == 1
     assert out["llm"]["prompt_tokens"] > 0 and out["llm"]["completion_tokens"] > 0
 
@@ -180,11 +180,22 @@ def test_extraction_stores_facts_with_source_llm(tmp_path: Path, llm_server: Fak
 
 def test_human_output_one_line_per_fact(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     cli = make_cli(tmp_path, llm_server)
-    llm_server.script([facts_reply("The API server uses FastAPI", "The team deploys on Fridays", skipped=1)])
+    llm_server.script([facts_reply("The API server uses FastAPI", "Deploys go through make deploy ENV=prod",
+                                   skipped=1)])
     result = cli("add", CONVERSATION)
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith("ADD") for line in lines)
     assert "2 fact(s) extracted, 1 skipped: 2 added" in result.stderr
+
+
+def test_a_command_the_model_dropped_is_stored_with_its_sentence(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    cli = make_cli(tmp_path, llm_server)
+    llm_server.script([facts_reply("The API server uses FastAPI")])
+    out = add_json(cli, CONVERSATION)
+    texts = [e["text"] for e in out["memory"]]
+    assert texts == ["The API server uses FastAPI", "Deploys go through `make deploy ENV=prod`."]
+    (deploy,) = [read_memory(cli.store, e["id"]) for e in out["memory"][1:]]
+    assert deploy.code_pattern == "make deploy ENV=prod"
 
 
 def test_nothing_worth_keeping(tmp_path: Path, llm_server: FakeLLMServer) -> None:
@@ -219,7 +230,7 @@ def test_update_rewrites_the_target_and_keeps_history(tmp_path: Path, llm_server
     cli = make_cli(tmp_path, llm_server, real=True)
     (pg,) = seed(cli, PG15)
     merged = "The project uses PostgreSQL 16 (upgraded from 15) as its main database"
-    llm_server.script([facts_reply(PG16), decisions_reply(decision(0, "UPDATE", pg, merged, "version upgraded"))])
+    llm_server.script([facts_reply(PG16), decisions_reply(decision(0, "UPDATE", 1, merged, "version upgraded"))])
     out = add_json(cli, "--origin", "git:abc123", "We upgraded the database to PostgreSQL 16 today.")
 
     assert len(llm_server.requests) == 2
@@ -227,8 +238,8 @@ def test_update_rewrites_the_target_and_keeps_history(tmp_path: Path, llm_server
     assert message(decide, "system") == DECIDE_SYSTEM
     payload = decide_payload(decide)
     assert [f["text"] for f in payload["facts"]] == [PG16]
-    (nb,) = payload["facts"][0]["neighbours"]
-    assert nb["id"] == pg and nb["text"] == PG15 and nb["similarity"] >= 0.8
+    (nb,) = payload["facts"][0]["memories"]
+    assert nb == {"n": 1, "text": PG15}  # the model answers with the number; ids stay memcli's
 
     (ev,) = out["memory"]
     assert (ev["event"], ev["verdict"], ev["id"], ev["text"]) == ("UPDATE", "accepted", pg, merged)
@@ -302,11 +313,10 @@ def test_ten_facts_cost_two_requests_and_only_facts_with_neighbours_are_decided(
     assert len(llm_server.requests) == 2  # one extract + ONE decide, whatever the number of facts
     payload = decide_payload(llm_server.requests[1])
     assert [f["text"] for f in payload["facts"]] == [PG16, NO_REDIS, CI_MAC]
-    expected = {PG16: pg, NO_REDIS: redis, CI_MAC: ci}
+    expected = {PG16: PG15, NO_REDIS: REDIS, CI_MAC: CI}
     for f in payload["facts"]:
-        assert 1 <= len(f["neighbours"]) <= 5
-        assert all(n["similarity"] >= 0.8 for n in f["neighbours"])
-        assert f["neighbours"][0]["id"] == expected[f["text"]]
+        assert 1 <= len(f["memories"]) <= 3
+        assert f["memories"][0] == {"n": 1, "text": expected[f["text"]]}
     events = {e["text"] if e["event"] == "ADD" else e["id"]: e for e in out["memory"]}
     assert len(out["memory"]) == 10
     assert events[pg]["event"] == "UPDATE" and events[pg]["old_memory"] == PG15
@@ -391,13 +401,15 @@ def test_malformed_json_is_repaired(tmp_path: Path, llm_server: FakeLLMServer, k
 
 def test_invalid_items_get_verdict_invalid(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     cli = make_cli(tmp_path, llm_server)
-    llm_server.script([json.dumps({"facts": [fact(GOOD_FACT), {"type": "semantic"}, 42, fact("  ")]})])
-    result = cli("add", "--json", "We use FastAPI.")
+    llm_server.script([json.dumps({"facts": [fact(GOOD_FACT), "The team deploys every Friday afternoon",
+                                             "Releases are tagged from the main branch", {"type": "semantic"}, 42]})])
+    result = cli("add", "--json", "We use FastAPI. We deploy every Friday afternoon. Releases are tagged from main.")
     out = json.loads(result.stdout)
     verdicts = [e["verdict"] for e in out["memory"]]
-    assert verdicts.count("accepted") == 1 and verdicts.count("invalid") == 3
-    assert out["summary"]["invalid"] == 3 and out["extraction"]["invalid"] == 3
-    llm_server.script([json.dumps({"facts": [fact("The team deploys on Fridays"), 42]})])
+    assert verdicts.count("accepted") == 3 and verdicts.count("invalid") == 2
+    assert out["summary"]["invalid"] == 2 and out["extraction"]["invalid"] == 2
+    llm_server.script([json.dumps({"facts": [fact("The team deploys on Fridays"), "Friday deploys start at 10:00",
+                                             42]})])
     human = cli("add", "We deploy on Fridays.")
     assert "INVALID" in human.stdout and "1 invalid" in human.stderr
 
@@ -623,7 +635,8 @@ def test_model_flag_and_config_toml(tmp_path: Path, llm_server: FakeLLMServer) -
     # the environment beats the file
     env_cli = Cli(store, env={"MEMCLI_EMBED_MODEL": HASH, "MEMCLI_LLM_MODEL": "openai/env-model",
                               "MEMCLI_LLM_RETRIES": "1", "MEMCLI_LLM_BACKOFF": "0.001"})
-    llm_server.script([{"status": 503}, facts_reply("The team deploys on Tuesdays")])
+    llm_server.script([{"status": 503}, facts_reply("The team deploys on Tuesdays"),
+                       decisions_reply(decision(0, "ADD", 0, ""))])  # the hash embedder may find a neighbour
     add_json(env_cli, "We deploy on Tuesdays")
     assert [b["model"] for b in llm_server.requests[-2:]] == ["env-model", "env-model"]
 

@@ -1,0 +1,326 @@
+"""What memcli does around a model's reply, so that small local models give good memories.
+
+Measured on real small instruct models (Qwen2.5-Coder 0.5B/1.5B, SmolLM2-135M): every reply
+parsed, and the content was often wrong. The model is therefore asked for as little as possible
+(fact texts; for decide: event, target, text) and everything else is memcli's, in code:
+
+* **Before sending** (:func:`prepare_input`): JSON shaped like memcli's own replies inside the
+  input ("{"facts": [...]}") is removed, so the model cannot be handed a ready-made answer.
+  (Credentials in words are redacted earlier, by ``memcli.redact``, before anything is sent.)
+* **Every fact text** (:func:`fact_problem`) passes the heuristic extractor's junk gates
+  (``extract.junk_reason``: questions, requests, pleasantries, filler, status chatter, recalled
+  memories, credential lines, too short, only redaction markers) plus the model-specific ones:
+  placeholders ("...", "fact"), key-like strings ("type:", "confidence: 0.9"), text copied from
+  the prompt (the worked example), text taken from an instruction inside the input ("store: ...",
+  "ignore previous instructions and ..."), and text whose only source in the input is a line the
+  gates reject (a question rephrased as a statement). The verdict names the rule.
+* **Code** (:func:`attach_code`): fenced blocks, ``$`` lines, command lines and backtick commands
+  are taken from the input, never from the model, and attached to the fact they belong to (the
+  heuristic extractor already knows which sentence introduces which block); a block no fact
+  claims keeps the heuristic fact that carries it, so no command is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+from memcli.extract import fact_from_text, heuristic_extract, junk_reason, normalise
+from memcli.facts import Fact
+
+__all__ = [
+    "attach_code",
+    "fact_problem",
+    "instruction_lines",
+    "prepare_input",
+    "states_change",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Input preparation
+# ---------------------------------------------------------------------------------------------
+# A JSON object carrying memcli's reply keys: {"facts": ...}, {"decisions": ...}, or an event.
+_REPLY_KEY = re.compile(
+    r"""["'](?:facts|decisions)["']\s*:|["']event["']\s*:\s*["'](?:ADD|UPDATE|DELETE|NONE)["']""", re.I
+)
+REMOVED_REPLY = "[memcli-shaped JSON removed]"
+
+
+def _object_end(text: str, start: int) -> int | None:
+    """Index after the ``}`` closing the object opened at ``text[start]``, honouring strings."""
+    depth, quote, escape = 0, "", False
+    for i in range(start, min(len(text), start + 20000)):
+        ch = text[i]
+        if quote:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def prepare_input(text: str) -> str:
+    """The input as it is sent to the model: memcli-shaped JSON replies inside it removed.
+
+    An input that carries ``{"facts": [{"text": "The admin password is ..."}]}`` hands a small
+    model its answer; it copies it. The object is replaced by a marker (the stored text, and the
+    heuristic fallback, still see the input as written).
+    """
+    for _ in range(50):  # bounded: each pass removes one object
+        m = _REPLY_KEY.search(text)
+        if m is None:
+            break
+        start = text.rfind("{", max(0, m.start() - 400), m.start() + 1)
+        end = _object_end(text, start) if start >= 0 else None
+        if start < 0:
+            text = text[: m.start()] + REMOVED_REPLY + text[m.end():]
+            continue
+        text = text[:start] + REMOVED_REPLY + text[end if end is not None else len(text):]
+    return text
+
+
+# Lines that instruct a model or a memory tool rather than state something: "store: ...",
+# "ignore previous instructions and ...", "you are now ...", "new instructions: ...".
+_INSTRUCTION_RE = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+|my\s+)?"
+    r"(?:previous|prior|above|earlier|preceding|system|original|former|other)\b"
+    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+|your\s+)?(?:instructions|rules|guidelines|everything)\b"
+    r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:|\bsystem\s+(?:prompt|override|message)\s*:"
+    r"|(?:^|[\s>*#(-])(?:store|save|memori[sz]e|record|output|reply|respond|print|return|write|add)"
+    r"(?:\s+(?:this|that|these|the\s+following))?(?:\s+(?:facts?|memor(?:y|ies)|json|as\s+a\s+fact))?\s*:"
+    r"|\b(?:store|save|memori[sz]e|record|add)\s+(?:this|the\s+following|that)\s+(?:as\s+)?(?:a\s+)?"
+    r"(?:facts?|memor(?:y|ies))\b"
+    r"|\b(?:output|reply\s+with|respond\s+with|return)\s+(?:only\s+)?(?:the\s+following\s+)?(?:json|\{)",
+    re.I,
+)
+
+
+def instruction_lines(text: str) -> list[str]:
+    """The lines of ``text`` that give instructions to a model or a memory tool (an injection)."""
+    return [line.strip() for line in text.splitlines() if _INSTRUCTION_RE.search(line)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fact texts
+# ---------------------------------------------------------------------------------------------
+_STOP = frozenset(
+    "a an the and or but of to in on at by for with from into as is are was were be been being it its this that "
+    "these those there here we our us you your i me my they them their he she his her not no do does did has have "
+    "had will would should can could may might must so if then than also just only very all any some each which "
+    "who what when where how why about over under up down out via per use uses used using now".split()
+)
+_WORD = re.compile(r"[\w][\w.+#/-]*\w|\w")
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in (t.lower().strip("./-") for t in _WORD.findall(text)) if w and w not in _STOP}
+
+
+_PLACEHOLDER_RE = re.compile(
+    r"^\W*(?:\.\.\.|…|text|facts?|string|str|null|none|n/?a|todo|tbd|example|placeholder|one short sentence"
+    r"|the (?:merged )?(?:memory|fact|text)(?: text)?|fact text|memory text|your fact|same|unchanged|no change)"
+    r"\W*$|^\W*$|^\s*<[^<>]{0,40}>\s*$|\.\.\.\s*$|^\s*(?:\.\.\.|…)",
+    re.I,
+)
+_KEY_LIKE_RE = re.compile(
+    r"^\s*[\"']?[A-Za-z_][\w -]{0,24}[\"']?\s*:\s*[\"']?[\w.\[\]-]{0,30}[\"']?\s*,?\s*$"
+    r"|[\"'](?:text|type|tags|confidence|code_pattern|event|target_id|target|skipped|facts)[\"']\s*:"
+    r"|^\s*\{|^\s*\[\s*[{\"']"
+)
+
+
+def _copied_from(text: str, source: str) -> bool:
+    """Whether (nearly) all of ``text``'s words come from ``source`` in one piece."""
+    norm = normalise(text)
+    return len(norm) >= 8 and norm in normalise(source)
+
+
+def _coverage(words: set[str], text: str) -> float:
+    return len(words & _content_words(text)) / len(words) if words else 0.0
+
+
+_SPEAKER_PREFIX = re.compile(r"^\s*(?:\*\*|__)?[A-Za-z][\w -]{0,20}(?:\*\*|__)?\s*:\s+")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
+
+
+def _source_pieces(source: str) -> list[tuple[str, str | None]]:
+    """Each sentence of the input with the junk rule it trips (None for a plain statement)."""
+    pieces: list[tuple[str, str | None]] = []
+    for line in source.splitlines():
+        line = _SPEAKER_PREFIX.sub("", line.strip(), count=1)
+        if not line:
+            continue
+        for sentence in _SENTENCE_SPLIT.split(line):
+            if sentence.strip():
+                pieces.append((sentence, junk_reason(sentence)))
+    return pieces
+
+
+def fact_problem(
+    text: str,
+    *,
+    source: str,
+    prompt: str = "",
+    instructions: Iterable[str] = (),
+    pieces: list[tuple[str, str | None]] | None = None,
+) -> str | None:
+    """Why a fact text from a model must not be stored (a rule name), or None when it may be.
+
+    ``source`` is the input the fact was extracted from (as sent), ``prompt`` the instructions
+    and worked example the model was given, ``instructions`` the input's instruction lines.
+    """
+    if _PLACEHOLDER_RE.search(text):
+        return "placeholder"
+    if _KEY_LIKE_RE.search(text):
+        return "key_like"
+    reason = junk_reason(text)
+    if reason:
+        return reason
+    if prompt and _copied_from(text, prompt) and not _copied_from(text, source):
+        return "copied_prompt"
+    words = _content_words(text)
+    if prompt and words and _coverage(words, prompt) >= 0.85 and _coverage(words, source) < 0.5:
+        return "copied_prompt"
+    for line in instructions:
+        if _copied_from(text, line) or (words and _coverage(words, line) >= 0.6):
+            return "injected"
+    if words and len(words) >= 2:
+        # The fact's only source is a sentence the gates reject (a question restated as a fact,
+        # a pasted search result): the same verdict as that sentence.
+        pieces = _source_pieces(source) if pieces is None else pieces
+        best_good, best_junk, junk_rule = 0.0, 0.0, None
+        for sentence, rule in pieces:
+            cov = _coverage(words, sentence)
+            if rule is None:
+                best_good = max(best_good, cov)
+            elif cov > best_junk and rule not in ("too_short",):
+                best_junk, junk_rule = cov, rule
+        if junk_rule and best_junk >= 0.8 and best_good < 0.5:
+            return junk_rule
+    return None
+
+
+_CHANGE_RE = re.compile(
+    r"\b(?:no longer|not anymore|any ?more|now|instead|switched|switching|moved|moving|migrated|migrating"
+    r"|replaced|replacing|upgraded|downgraded|changed|renamed|deprecated|dropped|stopped|retired|removed"
+    r"|from now on|going forward|actually|correction|rather than|superseded?s?)\b",
+    re.I,
+)
+
+
+def states_change(text: str) -> bool:
+    """Whether a fact says that something changed ("no longer", "now", "instead", "moved to")."""
+    return bool(_CHANGE_RE.search(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# Code: taken from the input, attached to the fact it belongs to
+# ---------------------------------------------------------------------------------------------
+_FENCE_LINE = re.compile(r"^\s*(`{3,}|~{3,})")
+_BARE_COMMAND = re.compile(
+    r"^\s*(?:sudo\s+)?(?:git|npm|npx|pnpm|yarn|pip3?|uv|poetry|python3?|pytest|make|docker(?:-compose)?|kubectl"
+    r"|helm|memcli|curl|cargo|go|terraform|aws|gcloud|gh|ruff|psql|mysql|redis-cli|alembic|vault|ansible"
+    r"|systemctl|ssh|scp|rsync|export|brew|apt(?:-get)?|openssl|createdb|dropdb|pg_dump|pg_restore|tar|chmod"
+    r"|ln|mkdir|cp|mv|rm|sed|jq)\s+\S[^\n]*$"
+)
+_REFERS_TO_CODE = re.compile(
+    r"\b(?:following|below|these|those|this|the)\s+(?:commands?|steps?|snippet|config(?:uration)?|block|code"
+    r"|settings|lines?)\b|\bas follows\b|:\s*$",
+    re.I,
+)
+_PROSE_SENTENCE = re.compile(r"[a-z]{3,}\s+[a-z]{3,}\s+[a-z]{3,}.*[.!?]$")
+
+
+def _mark_command_lines(source: str) -> str:
+    """Bare command lines outside fences become ``$`` lines, so the heuristic attaches them too."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in source.splitlines():
+        m = _FENCE_LINE.match(line)
+        if m:
+            fence = None if fence and m.group(1).startswith(fence) else (fence or m.group(1))
+            out.append(line)
+            continue
+        if fence is None and _BARE_COMMAND.match(line) and not _PROSE_SENTENCE.search(line.strip()):
+            out.append(f"$ {line.strip()}")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _code_part(fact: Fact) -> tuple[str, str]:
+    """(prose, rendered code) of a heuristic fact that carries code."""
+    code = fact.code_pattern or ""
+    text = fact.text
+    cut = text.find("\n")
+    if "```" in text or (cut >= 0 and code and code.splitlines()[0] in text[cut:]):
+        return text[:cut].strip() if cut >= 0 else text, text[cut + 1:] if cut >= 0 else ""
+    return text, ""  # inline `command` in the sentence itself
+
+
+def _with_code(text: str, code: str, rendered: str) -> str:
+    """``text`` carrying ``code`` verbatim (its own partial copy of a block replaced)."""
+    if code in text:
+        return text
+    if "```" in text:  # the model copied (part of) the block: the input's copy wins
+        text = text[: text.index("```")].rstrip()
+    if rendered:
+        return f"{text.rstrip()}\n{rendered}"
+    return f"{text.rstrip().rstrip('.:')}: `{code}`"
+
+
+def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
+    """Facts for the model's ``texts`` with the input's code attached, and how many facts were
+    added because the model dropped a piece of code no text of its claimed.
+
+    Which sentence introduces which block is the heuristic extractor's job already: its facts
+    that carry code are matched to the model's texts by shared words (a text that refers to code,
+    "the following commands", needs fewer), and the code goes with the best match.
+    """
+    carriers = [f for f in heuristic_extract(_mark_command_lines(source)).facts if f.code_pattern]
+    code_of: dict[int, list[tuple[str, str]]] = {}
+    extra: list[Fact] = []
+    for carrier in carriers:
+        code = carrier.code_pattern or ""
+        prose, rendered = _code_part(carrier)
+        pwords = _content_words(prose) | _content_words(code)
+        best, best_score = None, 0.0
+        for i, text in enumerate(texts):
+            if code in text:
+                best, best_score = i, 2.0
+                break
+            shared = pwords & _content_words(text)
+            score = len(shared) / max(1, len(_content_words(prose)) or 1)
+            if _REFERS_TO_CODE.search(text):
+                score += 0.25
+            if len(shared) >= 2 and score > best_score:
+                best, best_score = i, score
+        if best is not None and best_score >= 0.4:
+            code_of.setdefault(best, []).append((code, rendered))
+        else:
+            extra.append(carrier)
+    facts: list[Fact] = []
+    for i, text in enumerate(texts):
+        codes = code_of.get(i, [])
+        for code, rendered in codes:
+            text = _with_code(text, code, rendered)
+        pattern = "\n".join(code for code, _ in codes) or None
+        facts.append(fact_from_text(text, pattern))
+    return facts + extra, len(extra)
+
+
+def as_json(value: object) -> str:
+    """Compact JSON for prompts (non-ASCII kept: a German note stays German)."""
+    return json.dumps(value, ensure_ascii=False)

@@ -664,6 +664,7 @@ _CREDENTIAL_RE = re.compile(
     r"|\blog(?:\s?in|\s?on)?\s+as\s+\S+\s+(?:with|using)\s+(?:the\s+)?(?:password\s+)?[\"'`]?\[REDACTED:",
     re.IGNORECASE,
 )
+_STATUS_FIRST = frozenset("dafuci")
 _REDACTED_RE = re.compile(r"\[REDACTED:\w+\]")
 # memcli's own memory ids in brackets: the line is a recalled memory, already stored.
 _MEMORY_ID_RE = re.compile(r"\[0[0-9A-HJKMNP-TV-Z]{7,25}\]")
@@ -673,13 +674,13 @@ _REQUEST_RE = re.compile(r"^(?:please (?!always|never|make sure|remember|don't|d
 
 def _junk_rule(clean: str, low: str, *, subject: bool = False) -> str | None:
     """The one set of junk gates every fact passes (heuristic or LLM); returns the rule's name."""
-    if _SEARCH_OUTPUT_RE.search(clean) or _MEMORY_ID_RE.search(clean):
+    if _SEARCH_OUTPUT_RE.search(clean) or ("[0" in clean and _MEMORY_ID_RE.search(clean)):
         return "recalled_memory"
     if _PROMPT_ECHO_RE.match(low):
         return "prompt_echo"
     if _is_pleasantry(low):
         return "pleasantry"
-    if _CREDENTIAL_RE.search(clean):
+    if "[REDACTED:" in clean and _CREDENTIAL_RE.search(clean):  # substring first: most text has none
         return "credential"
     if subject:  # a commit subject is a statement even when it reads like an imperative request
         return None
@@ -689,7 +690,7 @@ def _junk_rule(clean: str, low: str, *, subject: bool = False) -> str | None:
         return "question"
     if _FILLER_RE.match(low):
         return "filler"
-    if _STATUS_RE.match(low):
+    if low[:1] in _STATUS_FIRST and _STATUS_RE.match(low):
         return "status"
     return None
 

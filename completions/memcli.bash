@@ -23,20 +23,20 @@ _memcli_paths() {  # $1: file | dir, $2: the word to complete
 _memcli_spec() {
     case "$1" in
         'memcli')
-            _memcli_subs='init add search show list rm restore export import reindex stats doctor merge prune rollback consolidate ask inbox'
+            _memcli_subs='init add search show list rm restore export import reindex stats doctor merge prune rollback consolidate ask where sync inbox'
             _memcli_opts='--store -s --debug --version --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli init')
             _memcli_subs=''
-            _memcli_opts='--help -h'
+            _memcli_opts='--shared --help -h'
             _memcli_vopts=''
             _memcli_nargs=1
             ;;
         'memcli add')
             _memcli_subs=''
-            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --json --help -h'
+            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --create --json --help -h'
             _memcli_vopts='--model --tag -t --type --origin --user --project --session --threshold'
             _memcli_nargs=-1
             ;;
@@ -78,7 +78,7 @@ _memcli_spec() {
             ;;
         'memcli import')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
+            _memcli_opts='--create --json --help -h'
             _memcli_vopts=''
             _memcli_nargs=1
             ;;
@@ -129,6 +129,18 @@ _memcli_spec() {
             _memcli_opts='--top-k -k --model --no-redact --json --help -h'
             _memcli_vopts='--top-k -k --model'
             _memcli_nargs=-1
+            ;;
+        'memcli where')
+            _memcli_subs=''
+            _memcli_opts='--json --help -h'
+            _memcli_vopts=''
+            _memcli_nargs=0
+            ;;
+        'memcli sync')
+            _memcli_subs=''
+            _memcli_opts='--no-push --json --help -h'
+            _memcli_vopts=''
+            _memcli_nargs=0
             ;;
         'memcli inbox')
             _memcli_subs='retry'

@@ -4,7 +4,7 @@
 function __memcli_subcommands
     switch $argv[1]
         case 'memcli'
-            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'inbox'
+            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'where' 'sync' 'inbox'
         case 'memcli inbox'
             printf '%s\n' 'retry'
     end
@@ -90,6 +90,8 @@ complete -c memcli -n '__memcli_at "memcli"' -a 'prune' -d 'Move stale memories 
 complete -c memcli -n '__memcli_at "memcli"' -a 'rollback' -d 'Undo what one origin contributed: memories only it vouched for go to the trash.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'consolidate' -d 'Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'ask' -d 'Answer a question from the top memories with the LLM, citing memory ids (stre...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'where' -d 'The store, project and user a command run here would use, and why.'
+complete -c memcli -n '__memcli_at "memcli"' -a 'sync' -d 'Share a store committed to git: commit its changes, git pull, re-index, git p...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'inbox' -d 'Inputs parked when the LLM was unreachable.'
 complete -c memcli -n '__memcli_at "memcli"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli"' -l 'debug' -d 'Show tracebacks on errors.'
@@ -97,6 +99,7 @@ complete -c memcli -n '__memcli_at "memcli"' -l 'version' -d 'Show the version.'
 complete -c memcli -n '__memcli_at "memcli"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli init
+complete -c memcli -n '__memcli_at "memcli init"' -l 'shared' -d 'For a store committed to git and shared by a team (the .gitattributes that le...'
 complete -c memcli -n '__memcli_at "memcli init"' -l 'help' -s 'h' -d 'Show this message and exit.'
 complete -c memcli -n '__memcli_at "memcli init"' -a '(__fish_complete_directories (commandline -ct))'
 
@@ -115,6 +118,7 @@ complete -c memcli -n '__memcli_at "memcli add"' -l 'threshold' -x -d 'Similarit
 complete -c memcli -n '__memcli_at "memcli add"' -l 'allow-delete' -d 'Let the LLM\'s DELETE decisions apply.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'no-redact' -d 'Do not scrub secrets and personal data.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'dry-run' -d 'Decide, report, write nothing.'
+complete -c memcli -n '__memcli_at "memcli add"' -l 'create' -d 'Create the --store directory if it does not exist.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'json' -d 'JSON output.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
@@ -169,6 +173,7 @@ complete -c memcli -n '__memcli_at "memcli export"' -l 'until' -x -d 'Created at
 complete -c memcli -n '__memcli_at "memcli export"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli import
+complete -c memcli -n '__memcli_at "memcli import"' -l 'create' -d 'Create the --store directory if it does not exist.'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'json'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'help' -s 'h' -d 'Show this message and exit.'
 complete -c memcli -n '__memcli_at "memcli import"' -F
@@ -220,6 +225,15 @@ complete -c memcli -n '__memcli_at "memcli ask"' -l 'model' -x -d 'LLM model for
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'no-redact' -d 'Send the question to the model unscrubbed.'
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'json' -d 'JSON: the answer, the ids it cites, the memories used.'
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli where
+complete -c memcli -n '__memcli_at "memcli where"' -l 'json'
+complete -c memcli -n '__memcli_at "memcli where"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli sync
+complete -c memcli -n '__memcli_at "memcli sync"' -l 'no-push' -d 'Commit and pull, but do not push.'
+complete -c memcli -n '__memcli_at "memcli sync"' -l 'json'
+complete -c memcli -n '__memcli_at "memcli sync"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli inbox
 complete -c memcli -n '__memcli_at "memcli inbox"' -a 'retry' -d 'Replay parked inputs through the LLM pipeline; each success leaves the inbox.'

@@ -35,6 +35,8 @@ _memcli() {
                 'rollback:Undo what one origin contributed: memories only it vouched for go to the trash.'
                 'consolidate:Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
                 'ask:Answer a question from the top memories with the LLM, citing memory ids (stre...'
+                'where:The store, project and user a command run here would use, and why.'
+                'sync:Share a store committed to git: commit its changes, git pull, re-index, git p...'
                 'inbox:Inputs parked when the LLM was unreachable.'
             )
             _describe -t commands 'memcli command' commands && ret=0
@@ -59,6 +61,8 @@ _memcli() {
                 'rollback') _memcli__rollback && ret=0 ;;
                 'consolidate') _memcli__consolidate && ret=0 ;;
                 'ask') _memcli__ask && ret=0 ;;
+                'where') _memcli__where && ret=0 ;;
+                'sync') _memcli__sync && ret=0 ;;
                 'inbox') _memcli__inbox && ret=0 ;;
             esac
             ;;
@@ -68,6 +72,7 @@ _memcli() {
 
 _memcli__init() {
     _arguments -s -S \
+        '--shared[For a store committed to git and shared by a team (the .gitattributes that le...]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '1:directory:_files -/'
@@ -90,6 +95,7 @@ _memcli__add() {
         '--allow-delete[Let the LLM'\''s DELETE decisions apply.]' \
         '--no-redact[Do not scrub secrets and personal data.]' \
         '--dry-run[Decide, report, write nothing.]' \
+        '--create[Create the --store directory if it does not exist.]' \
         '--json[JSON output.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
@@ -177,6 +183,7 @@ _memcli__export() {
 
 _memcli__import() {
     _arguments -s -S \
+        '--create[Create the --store directory if it does not exist.]' \
         '--json[]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
@@ -257,6 +264,21 @@ _memcli__ask() {
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:question: '
+}
+
+_memcli__where() {
+    _arguments -s -S \
+        '--json[]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]'
+}
+
+_memcli__sync() {
+    _arguments -s -S \
+        '--no-push[Commit and pull, but do not push.]' \
+        '--json[]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]'
 }
 
 _memcli__inbox() {

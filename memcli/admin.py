@@ -73,6 +73,11 @@ def doctor(store: Store) -> list[dict[str, Any]]:
     check("store", store.exists(), str(store.path) if store.exists() else f"no store at {store.path}")
     if not store.exists():
         return checks
+    from memcli.sharing import conflict_advice, conflicted_files
+
+    conflicts = conflicted_files(store)
+    check("merge conflicts", not conflicts,
+          "none" if not conflicts else f"conflict markers in {', '.join(conflicts)}: {conflict_advice(conflicts)}")
     try:
         cfg = load_config(store.path)
         check("config", True, "config.toml ok" if (store.path / "config.toml").exists() else "defaults")

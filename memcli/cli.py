@@ -16,7 +16,6 @@ from typing import Any, NoReturn
 import typer
 
 from memcli import __version__
-from memcli.config import resolve_store
 from memcli.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.index import Filters
 from memcli.store import Store
@@ -90,12 +89,21 @@ def note(message: str) -> None:
     sys.stderr.write(f"memcli: {message}\n")
 
 
-def get_store(*, must_exist: bool = True) -> Store:
+def get_store(*, must_exist: bool = True, create: bool = False) -> Store:
+    """The store this command works on. A store named by --store that does not
+    exist is an error (a typo must not create a store) unless `create`; the global store is
+    created by the first write."""
     if state.store is None:
-        path = resolve_store(state.store_path)
+        from memcli.discovery import resolve
+
+        where = resolve(state.store_path)
+        path = where.path
         store = Store(path)
         if must_exist and not store.exists():
             fail(f"no store at {path} (create one with `memcli init` or `memcli add`)")
+        if where.explicit and not create and not path.exists():
+            fail(f"no store at {path} (named by {where.why}); create it with `memcli init {path}` "
+                 "or `memcli add --create`")
         store.config  # noqa: B018 - a bad config.toml is reported now, by every command alike
         state.store = store
     return state.store
@@ -240,12 +248,21 @@ def main_options(
 
 # ---------------------------------------------------------------- init
 @app.command()
-def init(directory: Path | None = typer.Argument(None, help="Where (default: ./.memcli).")) -> None:
+def init(
+    directory: Path | None = typer.Argument(None, help="Where (default: ./.memcli)."),
+    shared: bool = typer.Option(False, "--shared", help="For a store committed to git and shared by a team "
+                                "(the .gitattributes that lets log.jsonl merge is written in any case)."),
+) -> None:
     """Create a store (a project store in ./.memcli by default)."""
+    from memcli.sharing import write_gitattributes
+
     path = directory or (Path(state.store_path) if state.store_path else Path.cwd() / ".memcli")
     store = Store(path)
     created = store.init()
+    write_gitattributes(store)
     note(f"{'created' if created else 'store already exists at'} {store.path}")
+    if shared:
+        note("commit it (git add .memcli && git commit) and run `memcli sync` to pull, re-index and push")
 
 
 # ---------------------------------------------------------------- add
@@ -267,6 +284,7 @@ def add(
     allow_delete: bool = typer.Option(False, "--allow-delete", help="Let the LLM's DELETE decisions apply."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decide, report, write nothing."),
+    create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Turn text (a conversation, a note, a commit message) into memories."""
@@ -274,7 +292,9 @@ def add(
         fail("--no-llm conflicts with --llm/--model", ExitStatus.USAGE)
     check_type(type_)
     body = read_text(text)
-    store = get_store(must_exist=False)
+    if not body.strip():  # before the store is touched: a failed command creates nothing
+        fail("nothing to add: the input is empty")
+    store = get_store(must_exist=False, create=create)
     if model:
         store.config = store.config.with_overrides(llm_model=model)
     if not dry_run:
@@ -493,6 +513,7 @@ def export_(
 @app.command("import")
 def import_(
     file: str = typer.Argument(..., metavar="FILE", help="json or jsonl file (export's format); `-` for stdin."),
+    create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Load records (text required; id, type, tags, created, origins... optional). No extraction."""
@@ -509,7 +530,7 @@ def import_(
             fail(f"cannot read {file}: {e.strerror}")
     text = read_input(data, name)
     memories = to_memories(parse_records(text, name), name, f"import:{Path(name).name}")
-    store = get_store(must_exist=False)
+    store = get_store(must_exist=False, create=create)
     store.ensure()
     synced(store)
     bar = _progress("importing")
@@ -807,6 +828,37 @@ def inbox_retry(
             note("inbox is empty")
     if not ok:
         raise typer.Exit(int(ExitStatus.ERROR))
+
+
+# ---------------------------------------------------------------- where / sync
+@app.command()
+def where(as_json: bool = typer.Option(False, "--json")) -> None:
+    """The store, project and user a command run here would use, and why."""
+    from memcli.discovery import where as locate
+
+    info = locate(state.store_path)
+    if as_json:
+        emit_json(info)
+        return
+    exists = "" if info["store_exists"] else " (does not exist yet)"
+    sys.stdout.write(f"store    {info['store']}{exists}\n         {info['store_why']}\n")
+    sys.stdout.write(f"project  {info['project'] or '-'}\n         {info['project_why']}\n")
+    sys.stdout.write(f"user     {info['user']}\n         {info['user_why']}\n")
+
+
+@app.command("sync")
+def sync_(
+    no_push: bool = typer.Option(False, "--no-push", help="Commit and pull, but do not push."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Share a store committed to git: commit its changes, git pull, re-index, git push."""
+    from memcli.sharing import sync
+
+    report = sync(get_store(), push=not no_push)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        note(f"synced with {report.repository}: {'; '.join(report.steps)}")
 
 
 # ---------------------------------------------------------------- entry point

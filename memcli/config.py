@@ -6,7 +6,6 @@ Everything here is cheap to import: `search` runs through this module on every c
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -42,7 +41,7 @@ class Config:
     """Resolved settings for one store. Build with `load_config`; tests may use `replace`."""
 
     embed_model: str = DEFAULT_EMBED_MODEL
-    user: str = "default"
+    user: str | None = None  # unset: `git config user.email`, else "default" (see default_user)
     llm_model: str | None = None
     api_base: str | None = None
     api_key: str | None = None
@@ -126,13 +125,24 @@ def load_config(store: Path) -> Config:
     return Config(**kwargs, ranking=Ranking(**rk))
 
 
+def default_user(cfg: Config) -> str:
+    """The user `add` stamps: the configured one, else `git config user.email`, else "default"."""
+    if cfg.user:
+        return cfg.user
+    from memcli.discovery import git_user_email
+
+    return git_user_email() or "default"
+
+
 def _xdg(var: str, fallback: str) -> Path:
     value = os.environ.get(var)
     return Path(value) if value else Path.home() / fallback
 
 
 def global_store() -> Path:
-    return _xdg("XDG_DATA_HOME", ".local/share") / "memcli"
+    from memcli.discovery import global_store as found
+
+    return found()
 
 
 def cache_dir() -> Path:
@@ -143,38 +153,23 @@ def cache_dir() -> Path:
 
 def find_project_store(start: Path) -> Path | None:
     """The nearest `.memcli/` directory in `start` or its parents, found like `.git`."""
-    for d in (start, *start.parents):
-        candidate = d / PROJECT_STORE_DIR
-        if candidate.is_dir():
-            return candidate
-    return None
+    from memcli.discovery import nearest_store
+
+    return nearest_store(start)
 
 
 def resolve_store(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """--store DIR > $MEMCLI_STORE > nearest .memcli/ > $XDG_DATA_HOME/memcli."""
-    if explicit:
-        return Path(explicit).expanduser()
-    if os.environ.get("MEMCLI_STORE"):
-        return Path(os.environ["MEMCLI_STORE"]).expanduser()
-    return find_project_store(Path.cwd()) or global_store()
+    """--store DIR > $MEMCLI_STORE > nearest .memcli/ > the main worktree's .memcli/ > global
+    (see memcli.discovery, which also says why)."""
+    from memcli.discovery import resolve
+
+    return resolve(explicit).path
 
 
 def git_project(cwd: Path | None = None) -> str | None:
-    """The default project: the name of the git repository's common dir's parent.
+    """The default project: the normalised origin remote (github.com/acme/ledger), else the
+    repository's common-dir name, so every clone and worktree of a repository is one project.
+    Returns None outside a repository or without git."""
+    from memcli.discovery import project_identity
 
-    Worktrees share one common dir, so every worktree of a repository maps to one project.
-    Returns None outside a repository or without git.
-    """
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=cwd, capture_output=True, text=True, timeout=5,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0 or not out.stdout.strip():
-        return None
-    common = Path(out.stdout.strip())
-    # /repo/.git -> "repo"; a bare repo /srv/repo.git -> "repo"
-    name = common.parent.name if common.name == ".git" else common.name.removesuffix(".git")
-    return name or None
+    return project_identity(cwd)

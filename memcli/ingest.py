@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from memcli.config import git_project
+from memcli.config import default_user, git_project
 from memcli.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.extract import heuristic_extract, infer_tags, normalise
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
@@ -189,7 +189,7 @@ def add(
         from memcli.redact import redact as scrub
 
         text, kinds = scrub(text)
-    user = user or cfg.user
+    user = user or default_user(cfg)
     if project is None:
         project = git_project()
     client = llm_client(store) if use_llm and not raw else None

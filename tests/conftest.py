@@ -64,6 +64,8 @@ class Cli:
         self.env = env or {}
 
     def __call__(self, *args: str, input: str | bytes | None = None, ok: bool = True):
+        if args and args[0] in ("add", "import") and not self.store.exists():
+            args = (args[0], "--create", *args[1:])  # a missing --store is an error unless asked to create it
         result = self.runner.invoke(app, ["--store", str(self.store), *args], input=input, env=self.env,
                                     catch_exceptions=False)
         if ok and result.exit_code != 0:

@@ -42,7 +42,7 @@ def test_a_git_hook_style_add_and_clean_errors_in_a_pipe(tmp_path):
 git init -q repo && cd repo
 git -c user.email=t@example.com -c user.name=t commit -q --allow-empty \\
   -m "Switch the job queue from Celery to RQ" -m "RQ is simpler; Redis is already deployed."
-git log -1 --format=%B | memcli --store ../store add --origin "git:$(git rev-parse --short HEAD)" - > /dev/null
+git log -1 --format=%B | memcli --store ../store add --create --origin "git:$(git rev-parse --short HEAD)" - > /dev/null
 memcli --store ../store export --format jsonl | head -n 1 | python -c "
 import json, sys
 rec = json.loads(sys.stdin.readline())

@@ -495,7 +495,7 @@ def test_inbox_retry_that_fails_again_keeps_the_input(tmp_path: Path, llm_server
 def test_fault_in_a_real_subprocess_then_replay(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     store = tmp_path / "store"
     env = {**llm_env(dead_url(), MEMCLI_LLM_RETRIES="1"), "MEMCLI_EMBED_MODEL": HASH}
-    proc = run_memcli("--store", str(store), "add", "We use FastAPI for the API server", env=env)
+    proc = run_memcli("--store", str(store), "add", "--create", "We use FastAPI for the API server", env=env)
     assert proc.returncode == 1 and proc.stdout == ""
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("memcli: error: LLM unreachable"), proc.stderr

@@ -182,7 +182,7 @@ def test_concurrent_add_processes_all_land(tmp_path):
              "Release tags are pushed by CI only, never by hand.",
              "The payments service retries webhooks three times with backoff."]
     procs = [
-        subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(store), "add", "--json", t],
+        subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(store), "add", "--create", "--json", t],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
         for t in texts
     ]
@@ -228,7 +228,8 @@ class Here:
 
     def add(self, cwd: Path, text: str, *args: str):
         self.mp.chdir(cwd)
-        r = CliRunner().invoke(app, [*args, "add", "--raw", text], catch_exceptions=False)
+        create = ["--create"] if "--store" in args else []  # a missing --store is created only when asked
+        r = CliRunner().invoke(app, [*args, "add", *create, "--raw", text], catch_exceptions=False)
         assert r.exit_code == 0, r.output
         return r
 

@@ -1,4 +1,4 @@
-"""The sidecar in `.index/`: a SQLite catalog (+ FTS5 keyword index) and an hnswlib vector index.
+"""The sidecar in `.index/`: a SQLite catalog (+ the BM25 keyword index) and an hnswlib vector index.
 
 Derived from `facts/` and rebuildable at any time. Every command calls `sync()` first: it compares
 the directory listing (name, mtime, size) with the catalog, re-reads only files that changed,
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import sqlite3
 import time
@@ -27,10 +26,11 @@ import numpy as np
 
 from memcli.embed import Embedder, text_hash
 from memcli.errors import IndexUnavailable
+from memcli.keyword_index import KeywordIndex
 from memcli.memory import MalformedMemory, Memory
 from memcli.vocab import SortKey
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the keyword index of memcli/keyword_index.py replaced FTS5
 SORT_KEYS = SortKey.values()
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
@@ -56,7 +56,6 @@ CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
 -- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
 CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='porter unicode61');
 """
 
 
@@ -134,6 +133,8 @@ class Index:
         self._hnsw: Any = None
         self._hnsw_file: str | None = None
         self._embedder: Embedder | None = None
+        self._kw: KeywordIndex | None = None
+        self._count: tuple[int, int] | None = None  # (catalog data_version, rows) of the last count()
         self.synced = False
 
     # ------------------------------------------------------------ connections
@@ -173,8 +174,16 @@ class Index:
             self._db = db
         return self._db
 
+    @property
+    def kw(self) -> KeywordIndex:
+        """The BM25 keyword index, kept in the catalog (memcli/keyword_index.py)."""
+        if self._kw is None:
+            self._kw = KeywordIndex(self.db)
+        return self._kw
+
     def _drop_catalog(self) -> None:
         """Delete an unreadable catalog (and its WAL); the next sync rebuilds it from `facts/`."""
+        self._kw, self._count = None, None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -186,6 +195,7 @@ class Index:
                     os.unlink(f"{path}{suffix}")
 
     def close(self) -> None:
+        self._kw, self._count = None, None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -294,9 +304,13 @@ class Index:
 
     def _reset(self) -> None:
         db = self.db
+        kw = self.kw
+        self._count = None
         db.execute("BEGIN IMMEDIATE")
-        for table in ("mem", "bad", "fts", "meta"):
+        db.execute("DROP TABLE IF EXISTS fts")  # the FTS5 keyword index of schema 1
+        for table in ("mem", "bad", "meta"):
             db.execute(f"DELETE FROM {table}")
+        kw.reset()
         db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
         db.execute("COMMIT")
         self._hnsw = None
@@ -350,13 +364,17 @@ class Index:
             report.embedded = self.embedder.computed - before
         hnsw = self._load_hnsw(create=True)
         hnsw_saved = self._hnsw_file is not None  # loaded as is from its file, not built here
+        kw = self.kw
+        kw_removed: list[int] = []
+        kw_docs: dict[int, str] = {}
+        self._count = None
         db.execute("BEGIN IMMEDIATE")
         try:
             for fname in gone:
                 row = existing.get(fname)
                 if row:
                     db.execute("DELETE FROM mem WHERE label=?", (row[0],))
-                    db.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+                    kw_removed.append(row[0])
                     with contextlib.suppress(RuntimeError):
                         hnsw.mark_deleted(row[0])
                     report.removed += 1
@@ -381,8 +399,7 @@ class Index:
                     )
                     report.changed += 1
                     if old_hash == h:
-                        db.execute("DELETE FROM fts WHERE rowid=?", (label,))
-                        db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (label, fts_body(m)))
+                        kw_docs[label] = fts_body(m)
                         continue
                 else:
                     cur = db.execute(
@@ -394,8 +411,7 @@ class Index:
                     report.added += 1
                 vec = vectors[h]
                 db.execute("UPDATE mem SET vec=? WHERE label=?", (vec.astype(np.float32).tobytes(), label))
-                db.execute("DELETE FROM fts WHERE rowid=?", (label,))
-                db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (label, fts_body(m)))
+                kw_docs[label] = fts_body(m)
                 new_labels.append(label)
                 new_vecs.append(vec)
             for fname, error in bad:
@@ -403,13 +419,14 @@ class Index:
                 row = existing.get(fname)
                 if row:  # a good file turned bad: it leaves the index until it is fixed
                     db.execute("DELETE FROM mem WHERE label=?", (row[0],))
-                    db.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+                    kw_removed.append(row[0])
                     with contextlib.suppress(RuntimeError):
                         hnsw.mark_deleted(row[0])
                     report.removed += 1
                 db.execute("INSERT OR REPLACE INTO bad VALUES (?,?,?,?)", (fname, mtime, size, error))
                 if old_bad.get(fname) != error or row:
                     report.new_bad.append((fname, error))
+            kw.update(kw_removed, kw_docs)
             if new_labels:
                 hnsw = self._add_vectors(hnsw, np.stack(new_vecs), new_labels)
             if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
@@ -499,32 +516,40 @@ class Index:
 
     # ------------------------------------------------------------ reads
     def count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM mem").fetchone()[0])
+        """Memories in the catalog; remembered until the catalog changes (a count is a scan at 100k)."""
+        version = self._catalog_version()
+        if self._count is None or self._count[0] != version:
+            self._count = (version, int(self.db.execute("SELECT count(*) FROM mem").fetchone()[0]))
+        return self._count[1]
 
     def bad_files(self) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]
 
     def records(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
-        labels = list(labels)
-        out: dict[int, dict[str, Any]] = {}
-        for i in range(0, len(labels), 900):
-            chunk = labels[i : i + 900]
-            q = f"SELECT label, record FROM mem WHERE label IN ({','.join('?' * len(chunk))})"
-            for label, rec in self.db.execute(q, chunk):
-                out[label] = json.loads(rec)
-        return out
+        """Full records by label, in one query."""
+        q = "SELECT label, record FROM mem WHERE label IN (SELECT value FROM json_each(?))"
+        return {label: json.loads(rec) for label, rec in self.db.execute(q, (_json_ints(labels),))}
+
+    def rank_fields(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """What `search.rank` reads of each memory (id, times, confidence), in one query and without
+        parsing whole records: a search ranks ~100-200 candidates to return a handful."""
+        q = ("SELECT label, id, created, updated, confidence FROM mem"
+             " WHERE label IN (SELECT value FROM json_each(?))")
+        return {
+            label: {"id": mid, "created": created, "updated": updated, "confidence": conf}
+            for label, mid, created, updated, conf in self.db.execute(q, (_json_ints(labels),))
+        }
 
     def vectors(self, labels: list[int]) -> np.ndarray:
-        found: dict[int, bytes] = {}
-        for i in range(0, len(labels), 900):
-            chunk = labels[i : i + 900]
-            q = f"SELECT label, vec FROM mem WHERE label IN ({','.join('?' * len(chunk))})"
-            found.update(self.db.execute(q, chunk).fetchall())
+        """The vectors of `labels`, in that order (zeros for a label not in the catalog), in one query."""
         dim = self.embedder.dim
         if not labels:
             return np.zeros((0, dim), np.float32)
-        zero = np.zeros(dim, np.float32)
-        return np.stack([np.frombuffer(found[lab], dtype=np.float32) if lab in found else zero for lab in labels])
+        q = "SELECT label, vec FROM mem WHERE label IN (SELECT value FROM json_each(?))"
+        found = dict(self.db.execute(q, (_json_ints(labels),)).fetchall())
+        zero = bytes(4 * dim)
+        blob = b"".join(found.get(lab) or zero for lab in labels)
+        return np.frombuffer(blob, dtype=np.float32).reshape(len(labels), dim)
 
     def select(self, filters: Filters | None = None, *, order: str = "created", limit: int | None = None,
                desc: bool = False) -> list[dict[str, Any]]:
@@ -597,44 +622,22 @@ class Index:
         ]
 
     def keyword(
-        self, terms: list[str], k: int, postings: dict[str, frozenset[int]] | None = None
+        self, terms: list[str], k: int, postings: dict[str, Any] | None = None
     ) -> list[tuple[int, float, float]]:
-        """BM25 over the FTS5 index (OR of the terms), plus each hit's share of the query.
+        """BM25 of the OR of the terms, top `k`, plus each hit's share of the query.
 
-        Returns (label, bm25, coverage): bm25 higher is better (FTS5's is negated); coverage is
-        the IDF-weighted share of the query's terms the memory contains (0-1), so that a memory
-        sharing one incidental word with a long question does not pass for a keyword match.
-        `postings` caches each term's documents across the queries of one batch.
+        Returns (label, bm25, coverage): bm25 higher is better; coverage is the IDF-weighted share
+        of the query's terms the memory contains (0-1), so that a memory sharing one incidental
+        word with a long question does not pass for a keyword match. `postings` caches decoded
+        posting lists across the queries of one batch. See memcli/keyword_index.py.
         """
-        if not terms:
-            return []
-        quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
-        postings = {} if postings is None else postings
-        try:
-            rows = self.db.execute(
-                "SELECT rowid, -bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s DESC LIMIT ?",
-                (" OR ".join(quoted), k),
-            ).fetchall()
-            if not rows:
-                return []
-            n = self.count()
-            total = 0.0
-            matched: dict[int, float] = {int(r[0]): 0.0 for r in rows}
-            for q in quoted:
-                if q not in postings:  # the whole posting list, intersected here: 5x faster than `rowid IN`
-                    cur = self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (q,))
-                    postings[q] = frozenset(r[0] for r in cur)
-                docs = postings[q]
-                # A query word no memory contains still counts in the total (as a rare word): a
-                # memory that matches only the other words has matched less of the question.
-                df = max(len(docs), 1)
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                total += idf
-                for label in docs.intersection(matched):
-                    matched[label] += idf
-        except sqlite3.OperationalError:
-            return []
-        return [(int(r[0]), float(r[1]), matched[int(r[0])] / total if total else 0.0) for r in rows]
+        return self.kw.search(terms, k, postings)
+
+
+def _json_ints(labels: Iterable[int]) -> str:
+    """Labels as one JSON array: a single bound parameter for `IN (SELECT value FROM json_each(?))`,
+    whatever the number of labels (SQLite caps bound parameters, so no chunking either)."""
+    return "[" + ",".join(str(int(lab)) for lab in labels) + "]"
 
 
 def _norm_hash(text: str) -> str:

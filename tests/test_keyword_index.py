@@ -1,0 +1,269 @@
+"""The keyword index (memcli/keyword_index.py): same BM25 as SQLite FTS5 and as a brute-force
+BM25, incremental updates that end where a fresh build does, and a store-level rebuild."""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import sqlite3
+from collections import Counter
+
+import pytest
+
+from memcli.index import fts_body
+from memcli.keyword_index import KeywordIndex, coverage_idf, fts5_idf, tokenize
+from memcli.memory import Memory
+from memcli.search import query_terms
+
+WORDS = ("deploy deploys deployed deploying pipeline pipelines cache cached caching redis postgres migration "
+         "migrations token tokens expire expires expired flaky retry retries retried worker workers queue "
+         "backup nightly grafana alert alerts runbook rollback release staging production timeout").split()
+ODD = [
+    "Caroline’s self-care routine — café, naïve résumé",
+    "node.js and Node JS and node-js are three spellings",
+    "snake_case my_var __init__ and C++ / C# / F#",
+    "e-mail vs e‑mail on 2023-05-08, version v1.2.3",
+    "ÉCOLE école Ecole: running runs ran runner",
+    "self care is not self-care, care self",
+]
+QUERIES = ["deploying the pipeline", "cached redis tokens expire", "self-care", "node.js", "my_var", "ecole",
+           "running runner", "v1.2.3", "2023-05-08", "nightly backup alert runbook", "e-mail", "café",
+           "flaky retries in staging production", "postgres migrations rollback release", "unknownword deploy"]
+
+
+def texts(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    out = list(ODD)
+    while len(out) < n:
+        out.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14))) + rng.choice([".", "!", ""]))
+    return out
+
+
+def build(docs: dict[int, str]) -> KeywordIndex:
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    kw = KeywordIndex(db)
+    db.execute("BEGIN")
+    kw.update([], docs)
+    db.execute("COMMIT")
+    return kw
+
+
+def fts5(docs: dict[int, str]) -> sqlite3.Connection:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE fts USING fts5(body, tokenize='porter unicode61')")
+    db.executemany("INSERT INTO fts(rowid, body) VALUES (?, ?)", docs.items())
+    return db
+
+
+def fts5_top(db: sqlite3.Connection, terms: list[str], k: int) -> list[tuple[int, float]]:
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return db.execute("SELECT rowid, -bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s DESC, rowid LIMIT ?",
+                      (match, k)).fetchall()
+
+
+def brute_force(docs: dict[int, str], terms: list[str], k: int) -> list[tuple[int, float, float]]:
+    """BM25 and coverage the slow, obvious way: every document, every phrase, every position."""
+    toks = {lab: tokenize(t) for lab, t in docs.items()}
+    n = len(docs)
+    avgdl = sum(len(t) for t in toks.values()) / n
+    phrases = [p for p in (tokenize(t) for t in terms) if p]
+
+    def freq(doc: list[str], phrase: list[str]) -> int:
+        return sum(doc[i : i + len(phrase)] == phrase for i in range(len(doc) - len(phrase) + 1))
+
+    freqs = {lab: [freq(doc, p) for p in phrases] for lab, doc in toks.items()}
+    dfs = [sum(1 for f in freqs.values() if f[i]) for i in range(len(phrases))]
+    out = []
+    for lab, f in freqs.items():
+        if not any(f):
+            continue
+        dl = len(toks[lab])
+        s = sum(fts5_idf(n, df) * x * 2.2 / (x + 1.2 * (0.25 + 0.75 * dl / avgdl)) for x, df in zip(f, dfs))
+        cov = sum(coverage_idf(n, df) for x, df in zip(f, dfs) if x) / sum(coverage_idf(n, df) for df in dfs)
+        out.append((lab, s, cov))
+    out.sort(key=lambda r: (-r[1], r[0]))
+    return out[:k]
+
+
+def same(got: list[tuple[int, float, float]], want: list[tuple], tie_ok: bool = True) -> None:
+    assert [round(r[1], 9) for r in got] == [round(r[1], 9) for r in want]
+    if not tie_ok:
+        assert [r[0] for r in got] == [r[0] for r in want]
+
+
+@pytest.mark.parametrize("k", [3, 10, 100])
+def test_scores_equal_sqlite_fts5_bm25(k):
+    docs = dict(enumerate(texts(400), start=1))
+    kw, db = build(docs), fts5(docs)
+    for q in QUERIES:
+        terms = query_terms(q)
+        want = fts5_top(db, terms, k)
+        got = kw.search(terms, k)
+        assert [round(s, 9) for _, s in want] == [round(s, 9) for _, s, _ in got], q
+        assert len(got) == len(want), q
+
+
+def test_scores_and_coverage_equal_a_brute_force_bm25():
+    docs = dict(enumerate(texts(300, seed=3), start=10))
+    kw = build(docs)
+    for q in QUERIES:
+        terms = query_terms(q)
+        got, want = kw.search(terms, 20), brute_force(docs, terms, 20)
+        assert len(got) == len(want), q
+        for g, w in zip(got, want):
+            assert g[0] == w[0] and g[1] == pytest.approx(w[1], rel=1e-9) and g[2] == pytest.approx(w[2]), q
+
+
+def test_pruning_keeps_the_exact_top_k_on_a_skewed_vocabulary():
+    """MaxScore stops reading common words early; the top k must still be the exhaustive one."""
+    rng = random.Random(11)
+    vocab = [f"w{i}" for i in range(300)]
+    weights = [1 / (i + 1) for i in range(300)]  # Zipf: a few words are everywhere
+    docs = {i: " ".join(rng.choices(vocab, weights, k=rng.randint(5, 30))) for i in range(1, 3001)}
+    kw, db = build(docs), fts5(docs)
+    for _ in range(40):
+        terms = rng.sample(vocab[:5], 2) + rng.sample(vocab[5:], 3)
+        for k in (5, 100):
+            want = fts5_top(db, terms, k)
+            got = kw.search(terms, k)
+            assert [round(s, 9) for _, s in want] == [round(s, 9) for _, s, _ in got]
+
+
+def test_incremental_adds_updates_and_deletes_end_where_a_fresh_build_does():
+    rng = random.Random(5)
+    pool = texts(600, seed=9)
+    docs = dict(enumerate(pool[:300], start=1))
+    kw = build(docs)
+    next_label = 301
+    for _ in range(6):
+        gone = rng.sample(sorted(docs), 20)
+        changed = {lab: rng.choice(pool) + " edited" for lab in rng.sample(sorted(set(docs) - set(gone)), 20)}
+        added = {next_label + i: rng.choice(pool) for i in range(15)}
+        next_label += 15
+        kw.db.execute("BEGIN")
+        kw.update(gone, {**changed, **added})
+        kw.db.execute("COMMIT")
+        for lab in gone:
+            del docs[lab]
+        docs.update(changed)
+        docs.update(added)
+        fresh = build(docs)
+        assert kw.stats() == fresh.stats()
+        for q in QUERIES:
+            terms = query_terms(q)
+            assert kw.search(terms, 50) == fresh.search(terms, 50), q
+    # deleting everything leaves nothing behind
+    kw.db.execute("BEGIN")
+    kw.update(list(docs), {})
+    kw.db.execute("COMMIT")
+    assert kw.stats() == (0, 0)
+    assert kw.db.execute("SELECT count(*) FROM kw_term").fetchone()[0] == 0
+    assert kw.search(["deploy"], 10) == []
+
+
+def test_a_replaced_document_loses_its_old_words():
+    kw = build({1: "the redis cache expired", 2: "grafana alert"})
+    kw.db.execute("BEGIN")
+    kw.update([], {1: "postgres migration"})
+    kw.db.execute("COMMIT")
+    assert kw.search(["redis"], 5) == []
+    assert [r[0] for r in kw.search(["migrations"], 5)] == [1]
+
+
+def test_porter_stemming_and_case_and_accents_match_like_fts5():
+    kw = build({1: "Deploying the pipelines nightly", 2: "ÉCOLE and café", 3: "unrelated words"})
+    assert [r[0] for r in kw.search(["deploys"], 5)] == [1]
+    assert [r[0] for r in kw.search(["pipeline"], 5)] == [1]
+    assert [r[0] for r in kw.search(["ecole"], 5)] == [2]
+    assert [r[0] for r in kw.search(["CAFE"], 5)] == [2]
+    assert tokenize("Running runs, RUNNER's") == ["run", "run", "runner", "s"]
+
+
+def test_a_punctuated_word_is_a_phrase():
+    kw = build({1: "we use node.js here", 2: "node is old; js is new", 3: "self-care matters", 4: "care for self"})
+    assert [r[0] for r in kw.search(["node.js"], 5)] == [1]
+    assert [r[0] for r in kw.search(["self-care"], 5)] == [3]
+
+
+def test_coverage_is_the_idf_weighted_share_of_the_query():
+    docs = {1: "redis cache", 2: "redis", 3: "redis", 4: "redis", 5: "cache grafana"}
+    kw = build(docs)
+    hits = {lab: cov for lab, _, cov in kw.search(["redis", "cache", "nowhere"], 10)}
+    w_redis, w_cache, w_none = coverage_idf(5, 4), coverage_idf(5, 2), coverage_idf(5, 0)
+    total = w_redis + w_cache + w_none  # a word no memory has still counts, as a rare one
+    assert hits[1] == pytest.approx((w_redis + w_cache) / total)
+    assert hits[2] == pytest.approx(w_redis / total)
+    assert hits[5] == pytest.approx(w_cache / total)
+    assert w_cache > w_redis  # the rarer word weighs more
+
+
+def test_empty_and_odd_queries():
+    kw = build({1: "something"})
+    assert kw.search([], 5) == []
+    assert kw.search(["__", "--"], 5) == []
+    assert kw.search(["nothing"], 5) == []
+    assert kw.search(["something"], 0) == []
+    assert build({}).search(["something"], 5) == []
+
+
+# --- in a store ---------------------------------------------------------------------------------
+
+
+def _store_keyword(store, q: str, k: int = 10) -> list[tuple[str, float]]:
+    index = store.index
+    index.sync()
+    ids = {lab: rid for rid, lab in index.labels_of(r["id"] for r in index.select()).items()}
+    return [(ids[lab], round(s, 9)) for lab, s, _ in index.keyword(query_terms(q), k)]
+
+
+def _write(store, mid: str, text: str) -> None:
+    store.write(Memory(id=mid, text=text, tags=["ops"]))
+
+
+def test_store_sync_is_incremental_and_a_deleted_index_rebuilds_the_same(hash_store):
+    for i, t in enumerate(texts(120, seed=21)):
+        _write(hash_store, f"M{i:04d}", t)
+    queries = ["redis cache", "self-care", "nightly backup", "ops"]
+    before = {q: _store_keyword(hash_store, q) for q in queries}
+    assert all(before.values())
+
+    db = hash_store.index.db
+    changes = db.total_changes
+    _write(hash_store, "M0005", "a brand new sentence about zeppelins")
+    hash_store.index.sync()
+    assert db.total_changes - changes < 40  # a few posting lists, not the whole index
+    assert [m for m, _ in _store_keyword(hash_store, "zeppelin")] == ["M0005"]
+    (hash_store.facts_dir / "M0005.md").unlink()
+    assert _store_keyword(hash_store, "zeppelins") == []
+
+    _write(hash_store, "M0005", texts(120, seed=21)[5])
+    again = {q: _store_keyword(hash_store, q) for q in queries}
+    assert {q: sorted(v) for q, v in again.items()} == {q: sorted(v) for q, v in before.items()}
+
+    hash_store.close()
+    shutil.rmtree(hash_store.index_dir)
+    rebuilt = {q: _store_keyword(hash_store, q) for q in queries}
+    assert {q: sorted(v) for q, v in rebuilt.items()} == {q: sorted(v) for q, v in before.items()}
+    docs = hash_store.index.db.execute("SELECT count(*) FROM kw_doc").fetchone()[0]
+    assert docs == hash_store.index.count() == 120
+
+
+def test_an_fts5_catalog_from_before_is_rebuilt(hash_store):
+    _write(hash_store, "M1", "the payments service times out")
+    hash_store.index.sync()
+    db = hash_store.index.db
+    db.execute("CREATE VIRTUAL TABLE fts USING fts5(body, tokenize='porter unicode61')")
+    db.execute("UPDATE meta SET value='1' WHERE key='schema'")
+    db.execute("DELETE FROM kw_term")
+    hash_store.close()
+    report = hash_store.index.sync()
+    assert report.rebuilt == "the index format changed"
+    assert [m for m, _ in _store_keyword(hash_store, "payment timeouts")] == ["M1"]
+    assert not hash_store.index.db.execute("SELECT name FROM sqlite_master WHERE name='fts'").fetchall()
+
+
+def test_the_body_indexed_is_text_tags_and_domain():
+    m = Memory(id="X", text="Use ruff", tags=["lint"], domain="python")
+    assert Counter(tokenize(fts_body(m))) == Counter(["us", "ruff", "lint", "python"])
+    assert math.isclose(fts5_idf(10, 9), 1e-6)

@@ -85,11 +85,14 @@ def make_texts(n: int, seed: int = 1234) -> list[str]:
     return out
 
 
-def write_jsonl(path: Path, texts: list[str], seed: int = 99) -> None:
-    rng = random.Random(seed)
+IMPORT_CHUNK = 25_000  # notes per imported file
+
+
+def write_jsonl(path: Path, texts: list[str], seed: int = 99, start: int = 0) -> None:
+    rng = random.Random(seed + start)
     tags = ["ci", "deploy", "db", "frontend", "infra", "python", "security", "perf"]
     with open(path, "w", encoding="utf-8") as f:
-        for i, t in enumerate(texts):
+        for i, t in enumerate(texts, start):
             rec = {
                 "id": f"BENCH{i:07d}", "text": t, "type": rng.choice(["semantic", "procedural", "episodic"]),
                 "tags": rng.sample(tags, rng.randint(0, 2)), "created": f"2026-0{1 + i % 9}-1{i % 10}T12:00:00Z",
@@ -155,13 +158,15 @@ def build_store(n: int, *, model: str | None = None, reuse: bool = True, quiet: 
         return store, cache
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    jsonl = base / "in.jsonl"
-    write_jsonl(jsonl, make_texts(n))
+    texts = make_texts(n)
     extra = {"MEMCLI_EMBED_MODEL": model} if model else {}
     if not quiet:
         print(f"# building a {n}-memory store at {store} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    run(memcli_cmd("--store", str(store), "import", str(jsonl)), env_with(cache, **extra), cwd=str(ROOT))
+    for part in range(0, n, IMPORT_CHUNK):  # `import` takes files up to 10 MB: 100k notes are ~25 MB
+        jsonl = base / f"in-{part // IMPORT_CHUNK}.jsonl"
+        write_jsonl(jsonl, texts[part : part + IMPORT_CHUNK], start=part)
+        run(memcli_cmd("--store", str(store), "import", str(jsonl)), env_with(cache, **extra), cwd=str(ROOT))
     if model:
         (store / "config.toml").write_text(f'embed_model = "{model}"\n')
     if not quiet:

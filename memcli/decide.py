@@ -1,0 +1,388 @@
+"""Decision rules shared by `add`, `merge --auto` and `consolidate`: how a new text relates to a
+stored one.
+
+Embedding similarity says two texts are *about the same kind of thing*; it cannot tell "the staging
+API listens on 8080" from "the production API listens on 443" (0.65-0.93 for such pairs, as high as
+real paraphrases). So a similar neighbour is only a candidate, and these rules decide, reading the
+words of both texts:
+
+1. **Subject first.** The identifying parts must agree: scope words (staging/production, EU/US,
+   iOS/Android, frontend/backend ...) and whatever sits before the sentence's verb (names,
+   identifiers, paths, hosts, topic/service names). A text whose subject words are missing from the
+   other is about something else: DISTINCT (ADD, linked `related` when close).
+2. **Stated change.** Same subject, and the new text says it changed ("now", "no longer",
+   "instead", "switched to", "replaced", "deprecated", "from now on", ...): SUPERSEDES.
+3. **Value change.** Same subject and one slot holding a value (a number, version, identifier, a
+   name, a tool, a day or frequency, on/off ...) has another value: SUPERSEDES; a negated predicate
+   ("always"/"never", "can"/"cannot"): SUPERSEDES too (for `add`, the newer statement wins; for
+   `consolidate` both are existing memories, so the pair is a contradiction to resolve).
+4. **Novelty.** Same subject, nothing removed: SAME when nothing is added, else REFINES (UPDATE,
+   the old text kept in `history`). Only generic wording swapped (a paraphrase) counts as the same
+   fact when the texts are close enough (`threshold`, 0.85 by default); one specific detail swapped
+   for another is never a paraphrase.
+
+Everything here is pure string work on two texts (no I/O, no model), so every caller, the LLM
+validation hook included, applies the same rules, and each verdict carries a one-line reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+SAME = "same"  # nothing new: NONE
+REFINES = "refines"  # same subject, says more: UPDATE
+SUPERSEDES = "supersedes"  # same subject, new value or stated change: new memory, old one superseded
+DISTINCT = "distinct"  # another subject or another fact: ADD
+
+#: below this cosine similarity two texts are never treated as the same fact
+CANDIDATE_FLOOR = 0.6
+
+_TOKEN_RE = re.compile(
+    r"`[^`\n]+`"  # inline code, whole
+    r"|https?://\S+[\w/]"  # URLs
+    r"|~?/[\w.@%+-]*[\w@%+-](?:/[\w.@%+-]*[\w@%+-])*/?"  # paths
+    r"|\d{1,2}:\d{2}(?::\d{2})?"  # times of day
+    r"|[A-Za-z0-9_@#$%+]+(?:['’][a-z]{1,2}\b)?(?:[.\-/:][A-Za-z0-9_@#$%+]+)*"  # words, identifiers, versions
+)
+
+STOPWORDS = frozenset(
+    """a about above across after again against all almost also am an and any are as at be because been
+    before being below between both but by can could did do does doing done down during each either else
+    etc every few for from further get gets got had has have having he her here hers him his how i if in
+    into is it its it's just let like may me might mine more most much my no nor not of off often on once
+    only onto or other our ours out over own per please quite rather really same she should so some such
+    than that that's the their theirs them then there these they this those through thus to too under
+    until up upon us very via was we were what when where whether which while who whom whose why will with
+    within would yet you your yours one ones thing things something anything everything
+    always usually typically generally currently normally still there's we're we've i'm i've you're they're
+    be can't won't isn't aren't don't doesn't didn't wasn't weren't shouldn't mustn't cannot never""".split()
+)
+#: words that state a change; multi-word ones are matched on the lowered text
+CHANGE_PHRASES = (
+    "now", "no longer", "not anymore", "anymore", "any more", "instead", "switched", "switch to", "switching to",
+    "moved to", "moved from", "moving to", "migrated to", "migrated from", "replaced", "replaces", "replacing",
+    "deprecated", "retired", "renamed", "from now on", "going forward", "as of today", "starting today",
+    "changed to", "changed from", "is gone", "are gone", "was dropped", "were dropped", "dropped",
+    "used to", "nowadays", "these days", "phased out", "superseded", "obsolete", "was removed", "were removed",
+    "upgraded to", "downgraded to", "bumped to", "raised to", "lowered to", "reduced to", "increased to",
+)
+_CHANGE_RE = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(CHANGE_PHRASES, key=len, reverse=True))
+                        + r")\b")
+_CHANGE_WORDS = frozenset(w for p in CHANGE_PHRASES for w in p.split()) - STOPWORDS - {"to", "from"}
+_CHANGE_STEMS: frozenset[str] = frozenset()  # filled below, after _stem is defined
+
+#: scope words: two texts that name different members of one class are about different things
+SCOPES: tuple[frozenset[str], ...] = (
+    frozenset("staging stage production prod dev development qa uat sandbox preview local test".split()),
+    frozenset("eu us uk apac emea latam europe asia america na".split()),
+    frozenset("ios android web mobile desktop macos linux windows".split()),
+    frozenset("frontend backend client server".split()),
+    frozenset("primary replica secondary leader follower master".split()),
+    frozenset("internal external public private".split()),
+    frozenset("v1 v2 v3 v4 v5".split()),
+)
+_SCOPE_OF = {w: i for i, ws in enumerate(SCOPES) for w in ws}
+#: generic words that still hold a value in their slot (a day, a frequency, a switch)
+VALUE_WORDS = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday weekday weekend weekends daily weekly
+    monthly yearly hourly nightly quarterly annually biweekly on off enabled disabled enable disable true
+    false yes tabs spaces asc desc ascending descending sync async synchronous asynchronous read-only
+    read-write required optional allowed denied allow deny upper lower uppercase lowercase utc local gmt
+    january february march april may june july august september october november december""".split()
+)
+#: pairs of predicates that negate each other
+OPPOSITES = (
+    ("always", "never"), ("enable", "disable"), ("enabled", "disabled"), ("allow", "deny"), ("allowed", "denied"),
+    ("must", "must not"), ("should", "should not"), ("can", "cannot"), ("do", "don't"), ("include", "exclude"),
+    ("required", "optional"), ("increase", "decrease"),
+)
+_NEGATION_RE = re.compile(
+    r"\b(?:never|cannot|can't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|won't|shouldn't|mustn't"
+    r"|(?:do|does|did|is|are|was|were|will|should|must|can|could|would|may|need|has|have) not)\b"
+)
+_VERBS = frozenset(
+    """is are was were be been being am has have had do does did can could should would will shall must may
+    might need needs needed use uses used using run runs ran running listen listens listened own owns owned
+    take takes took need require requires required store stores stored hold holds held handle handles handled
+    go goes went move moves moved live lives lived point points pointed target targets targeted support
+    supports supported evict evicts evicted deploy deploys deployed release releases released build builds
+    built review reviews reviewed maintain maintains maintained validate validates validated cache caches
+    cached retry retries retried export exports exported happen happens happened include includes included
+    contain contains contained get gets got keep keeps kept send sends sent write writes wrote read reads
+    serve serves served call calls called expose exposes exposed depend depends depended rely relies relied
+    make makes made create creates created leak leaks leaked fail fails failed break breaks broke crash
+    crashes crashed return returns returned expire expires expired rotate rotates rotated back backs backed
+    sit sits lives talk talks talked connect connects connected belong belongs belonged mean means meant
+    ship ships shipped push pushes pushed pull pulls pulled start starts started stop stops stopped
+    replace replaces replaced switch switches switched migrate migrates migrated prefer prefers preferred
+    like likes liked love loves loved want wants wanted plan plans planned think thinks thought know knows
+    knew went visit visits visited work works worked sync syncs synced load loads loaded generate generates
+    generated process processes processed emit emits emitted publish publishes published consume consumes
+    consumed accept accepts accepted reject rejects rejected block blocks blocked trigger triggers
+    triggered schedule schedules scheduled tag tags tagged limit limits limited wrap wraps wrapped
+    follow follows followed skip skips skipped log logs logged retain retains retained index indexes indexed
+    time times timed check checks checked lint lints linted format formats formatted test tests tested
+    review reviewed restart restarts restarted autoscale autoscales take took taken lead leads led""".split()
+)
+_DETERMINERS = frozenset("a an the this that these those our your their my its his her each every all".split())
+
+
+def _stem(word: str) -> str:
+    """A crude stem: enough to match deploys/deployed/deploying and backup/backups, nothing more."""
+    w = word
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    for suffix in ("ing", "ed", "es", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            if suffix == "s" and w.endswith("ss"):
+                break
+            w = w[: -len(suffix)]
+            break
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    return w
+
+
+_CHANGE_STEMS = frozenset(_stem(w) for w in _CHANGE_WORDS)
+
+
+@dataclass
+class _Tok:
+    text: str  # as written
+    low: str
+    stem: str
+    specific: bool  # carries a value or identifies something: number, identifier, name, code, tool...
+    scope: int | None  # index into SCOPES
+    cap: bool = False  # written with a capital (a name, wherever it stands)
+
+
+@dataclass
+class Parsed:
+    """What the rules need of one text."""
+
+    text: str
+    tokens: list[_Tok]
+    content: dict[str, _Tok]  # stem -> token, stopwords and change words left out
+    subject: set[str]  # stems before the first verb
+    change: bool  # states a change
+    negated: bool
+    scopes: dict[int, set[str]] = field(default_factory=dict)
+
+
+_TECH: frozenset[str] | None = None
+
+
+def _tech_words() -> frozenset[str]:
+    """Tool and technology names: values in their slot ("format with black" -> "with ruff")."""
+    global _TECH
+    if _TECH is None:
+        _TECH = frozenset(
+            """pnpm npm yarn pip uv poetry black ruff flake8 mypy pytest tox nox jest vitest mocha playwright
+            cypress webpack vite rollup esbuild babel eslint prettier docker podman kubernetes helm terraform
+            ansible jenkins buildkite circleci travis netlify vercel heroku fly sentry rollbar datadog grafana
+            prometheus loki promtail elasticsearch opensearch kafka rabbitmq redis memcached postgres mysql
+            sqlite mongodb dynamodb celery dramatiq rq sidekiq vault nginx apache caddy traefik make just bazel
+            gradle maven cargo go rust python node deno bun java kotlin swift ruby php elixir scala react vue
+            svelte angular django flask fastapi rails spring express nextjs nuxt alembic flyway liquibase
+            github gitlab bitbucket slack jira linear notion confluence aws gcp azure s3 gcs cloudflare
+            launchdarkly unleash okta auth0 keycloak stripe paypal twilio sendgrid mailgun""".split()
+        )
+    return _TECH
+
+
+def parse(text: str) -> Parsed:
+    """Tokens of `text` with their roles (see the module docstring)."""
+    tech = _tech_words()
+    toks: list[_Tok] = []
+    sentence_start = True
+    for m in _TOKEN_RE.finditer(text):
+        raw = m.group()
+        low = raw.lower().strip("`'’")
+        low = re.sub(r"['’]s$", "", low)
+        is_code = raw.startswith("`")
+        has_digit = any(c.isdigit() for c in low)
+        has_alpha = any(c.isalpha() for c in low)
+        ident = is_code or low.startswith(("/", "~", "http")) or (has_digit and has_alpha) or bool(
+            re.search(r"[a-z0-9][._/][a-z0-9]", low)) or ("_" in low) or bool(re.search(r"[a-z][A-Z]", raw))
+        proper = raw[:1].isupper() and not sentence_start and low not in STOPWORDS
+        acronym = len(raw) >= 2 and raw.isupper() and raw.isalpha()
+        specific = (has_digit or ident or proper or acronym or low in tech or low in VALUE_WORDS)
+        stem = low if (has_digit or ident) else _stem(low)
+        toks.append(_Tok(raw, low, stem, specific, _SCOPE_OF.get(low), raw[:1].isupper()))
+        # a new sentence starts after . ! ? ; or : (the capital that follows is not a name)
+        after = text[m.end():m.end() + 2]
+        sentence_start = bool(re.match(r"\s*[.!?;:]", after)) or after.startswith(("\n",))
+    lowered = " ".join(text.lower().split())
+    content: dict[str, _Tok] = {}
+    for t in toks:
+        if t.low in STOPWORDS or t.stem in _CHANGE_STEMS or t.low in _CHANGE_WORDS:
+            continue
+        if len(t.low) == 1 and not t.low.isdigit():
+            continue
+        content.setdefault(t.stem, t)
+    subject: set[str] = set()
+    words = [t for t in toks]
+    for i, t in enumerate(words):
+        if _is_verb(words, i):
+            break
+        if t.stem in content:
+            subject.add(t.stem)
+    else:
+        subject = set()  # no verb found: a fragment, whose "subject" cannot be told
+    scopes: dict[int, set[str]] = {}
+    for t in toks:
+        if t.scope is not None and not (t.low == "test" and not _scope_noun_follows(t, toks)):
+            scopes.setdefault(t.scope, set()).add(t.low)
+    return Parsed(text, toks, content, subject, bool(_CHANGE_RE.search(lowered)),
+                  bool(_NEGATION_RE.search(lowered)), scopes)
+
+
+def _is_verb(words: list[_Tok], i: int) -> bool:
+    """Is words[i] the sentence's verb? A known verb not right after a determiner, or a word in -s
+    between a noun and what reads like an object ("the team *follows* the ...")."""
+    t = words[i]
+    prev = words[i - 1].low if i else ""
+    if t.low in _VERBS:
+        return prev not in _DETERMINERS
+    if i == 0 or not t.low.endswith("s") or t.low.endswith("ss") or not t.low.isalpha():
+        return False
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    return (prev not in _DETERMINERS and prev not in STOPWORDS and nxt is not None
+            and (nxt.low in _DETERMINERS or nxt.low in _PREPOSITIONS or nxt.cap or nxt.low[:1].isdigit()))
+
+
+_PREPOSITIONS = frozenset("in on at to from with by for of into onto via under over after before".split())
+
+
+def _scope_noun_follows(t: _Tok, toks: list[_Tok]) -> bool:
+    """`test` is a scope only as in "the test environment/cluster/server/database"."""
+    i = toks.index(t)
+    return i + 1 < len(toks) and toks[i + 1].low in {"environment", "env", "cluster", "server", "database", "db",
+                                                        "instance", "stack", "account", "region", "bucket"}
+
+
+@dataclass
+class Relation:
+    """How a new text relates to a stored one, and why (one line, for the user)."""
+
+    kind: str  # SAME | REFINES | SUPERSEDES | DISTINCT
+    reason: str
+    contradiction: bool = False  # a value or polarity conflict between same-subject texts
+
+
+_AFTER_MARKERS = frozenset("replaced replaces replacing longer switched migrated moved".split())
+
+
+def _change_about(new: Parsed, old: Parsed) -> bool:
+    """Does a change word of `new` bear on something the old text named? ("... GitHub Actions was
+    retired", "instead of Netlify"): a specific word of the old text within four words of it.
+    "Use tmp_path instead of writing to /tmp" states no change to the stored fact."""
+    toks = new.tokens
+    old_words = {t.low for t in old.tokens}
+    for i, t in enumerate(toks):
+        if t.low not in _CHANGE_WORDS or t.low in old_words:
+            continue
+        after_only = t.low in _AFTER_MARKERS or (t.low == "instead" and i + 1 < len(toks) and toks[i + 1].low == "of")
+        if t.low == "instead" and not after_only:
+            continue  # "use X instead": X is the new value; the old one is not named here
+        window = toks[i + 1: i + 6] if after_only else toks[max(0, i - 4): i + 5]
+        for u in window:
+            if u is not t and u.stem in old.content and (u.specific or u.cap) and u.low not in STOPWORDS:
+                return True
+    return False
+
+
+def _short(words: set[str] | list[str], limit: int = 3) -> str:
+    w = sorted(words)
+    return ", ".join(w[:limit]) + ("…" if len(w) > limit else "")
+
+
+def _polarity_flip(a: Parsed, b: Parsed) -> str | None:
+    """The predicate negated between two texts ("always" vs "never", "can" vs "cannot")."""
+    la, lb = f" {' '.join(t.low for t in a.tokens)} ", f" {' '.join(t.low for t in b.tokens)} "
+    for x, y in OPPOSITES:
+        if " " in y:  # "must" / "must not"
+            if (f" {y} " in la) != (f" {y} " in lb) and f" {x} " in la and f" {x} " in lb:
+                return f"'{x}' vs '{y}'"
+            continue
+        if (f" {x} " in la and f" {y} " in lb and f" {y} " not in la and f" {x} " not in lb) or (
+                f" {y} " in la and f" {x} " in lb and f" {x} " not in la and f" {y} " not in lb):
+            return f"'{x}' vs '{y}'"
+    if a.negated != b.negated:
+        return "one says not"
+    return None
+
+
+def _small(removed: dict[str, _Tok], added: dict[str, _Tok]) -> bool:
+    """Only a word or two differs: a negation then bears on what both texts say."""
+    return len(removed) <= 1 and len(added) <= 1
+
+
+def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) -> Relation:
+    """The relation of `new` to the stored `old` (cosine `similarity` between them).
+
+    `threshold` is the similarity from which a pure rewording (generic words swapped, nothing
+    specific changed) counts as the same fact.
+    """
+    from memcli.extract import normalise
+
+    if normalise(old) == normalise(new):
+        return Relation(SAME, "same text")
+    if similarity < min(CANDIDATE_FLOOR, threshold):
+        return Relation(DISTINCT, f"not similar ({similarity:.2f})")
+    po, pn = parse(old), parse(new)
+    # 1. scope words: staging vs production, EU vs US, iOS vs Android ...
+    for scope, words in po.scopes.items():
+        other = pn.scopes.get(scope)
+        if other and other != words and (words - other) and (other - words):
+            return Relation(DISTINCT, f"different subject: {_short(words - other)} vs {_short(other - words)}")
+    removed = {s: t for s, t in po.content.items() if s not in pn.content}
+    added = {s: t for s, t in pn.content.items() if s not in po.content}
+    r_spec = {s for s, t in removed.items() if t.specific}
+    a_spec = {s for s, t in added.items() if t.specific}
+    r_gen, a_gen = set(removed) - r_spec, set(added) - a_spec
+    shared = set(po.content) & set(pn.content)
+    # the subject: words before the verb, missing from the other text
+    old_gone, new_gone = po.subject - set(pn.content), pn.subject - set(po.content)
+    specific_gone = {s for s in old_gone if po.content[s].specific} | {s for s in new_gone if pn.content[s].specific}
+    subj_missing = (old_gone | new_gone) if (old_gone and new_gone) or specific_gone else set()
+    fresh = {t.low for t in pn.tokens if t.low in _CHANGE_WORDS} - {t.low for t in po.tokens}
+    change = pn.change and bool(fresh) and (bool(removed) or _change_about(pn, po))
+    flip = _polarity_flip(po, pn)
+    single_slot = len(r_spec) <= 1 and len(a_spec) <= 2 and not (r_gen and a_gen and r_spec)
+    if subj_missing:
+        # "Priya is the lead ..." -> "Ahmed is the lead ... now": a stated change of one name is a new value
+        names = {s for s, t in {**removed, **added}.items() if t.specific or t.cap}
+        if not (change and single_slot and subj_missing <= names and len(shared) >= 2):
+            return Relation(DISTINCT, f"different subject: {_short(subj_missing)}")
+    if not shared:
+        return Relation(DISTINCT, "nothing in common")
+    overlap = len(shared) / max(1, min(len(po.content), len(pn.content)))
+    # 2. a stated change about the same subject
+    if change and overlap >= 0.4:
+        what = f"{_short(r_spec)} -> {_short(a_spec)}" if r_spec and a_spec else _short(a_spec or set(added)) or "it"
+        return Relation(SUPERSEDES, f"states a change ({what})", contradiction=bool(r_spec and a_spec))
+    # 3. several specific slots changed at once: another thing, not another value
+    if r_spec and a_spec and (len(r_spec) >= 2 and len(a_spec) >= 2 or (r_gen and a_gen)):
+        return Relation(DISTINCT, f"differs in {_short(r_spec)} vs {_short(a_spec)}")
+    # 3. one value replaced by another
+    if r_spec and a_spec:
+        return Relation(SUPERSEDES, f"new value: {_short(r_spec)} -> {_short(a_spec)}", contradiction=True)
+    if flip and overlap >= 0.6 and _small(removed, added):
+        return Relation(SUPERSEDES, f"negates it ({flip})", contradiction=True)
+    # 4. novelty
+    if not removed:
+        if not added:
+            return Relation(SAME, f"says the same ({similarity:.2f})")
+        return Relation(REFINES, f"adds {_short(set(a.text for a in added.values()))}")
+    if r_spec and not added:
+        return Relation(SAME if similarity >= threshold else DISTINCT,
+                        f"says less ({similarity:.2f})" if similarity >= threshold else "says something else")
+    if similarity >= threshold and not r_spec:
+        if a_spec or len(added) > len(removed):
+            return Relation(REFINES, f"rewording that adds {_short(set(a.text for a in added.values()))}")
+        return Relation(SAME, f"rewording ({similarity:.2f})")
+    if not r_spec and not a_spec and similarity >= threshold - 0.05 and len(added) <= 2 and len(removed) <= 2:
+        return Relation(SAME, f"rewording ({similarity:.2f})")
+    return Relation(DISTINCT, f"says something else ({_short(set(removed))} vs {_short(set(added))})")

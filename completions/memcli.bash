@@ -23,7 +23,7 @@ _memcli_paths() {  # $1: file | dir, $2: the word to complete
 _memcli_spec() {
     case "$1" in
         'memcli')
-            _memcli_subs='init add search show list rm restore export import reindex stats doctor merge prune rollback consolidate ask where sync inbox'
+            _memcli_subs='init add search show list rm restore export import reindex stats doctor merge prune rollback consolidate ask feedback where sync inbox'
             _memcli_opts='--store -s --debug --version --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
@@ -36,25 +36,25 @@ _memcli_spec() {
             ;;
         'memcli add')
             _memcli_subs=''
-            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --create --json --help -h'
-            _memcli_vopts='--model --tag -t --type --origin --user --project --session --threshold'
+            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --create --no-dedup --batch --json --help -h'
+            _memcli_vopts='--model --tag -t --type --origin --user --project --session --threshold --batch'
             _memcli_nargs=-1
             ;;
         'memcli search')
             _memcli_subs=''
-            _memcli_opts='--top-k -k --threshold --tag -t --type --user --project --since --until --explain --batch --json --help -h'
+            _memcli_opts='--top-k -k --threshold --tag -t --type --user --project --since --until --explain --batch --all --json --help -h'
             _memcli_vopts='--top-k -k --threshold --tag -t --type --user --project --since --until'
             _memcli_nargs=-1
             ;;
         'memcli show')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
+            _memcli_opts='--history --json --help -h'
             _memcli_vopts=''
             _memcli_nargs=1
             ;;
         'memcli list')
             _memcli_subs=''
-            _memcli_opts='--tag -t --type --user --project --since --until --sort --limit -n --json --help -h'
+            _memcli_opts='--tag -t --type --user --project --since --until --sort --limit -n --all --json --help -h'
             _memcli_vopts='--tag -t --type --user --project --since --until --sort --limit -n'
             _memcli_nargs=0
             ;;
@@ -72,7 +72,7 @@ _memcli_spec() {
             ;;
         'memcli export')
             _memcli_subs=''
-            _memcli_opts='--format -f --output -o --tag -t --type --user --project --since --until --help -h'
+            _memcli_opts='--format -f --output -o --tag -t --type --user --project --since --until --all --help -h'
             _memcli_vopts='--format -f --output -o --tag -t --type --user --project --since --until'
             _memcli_nargs=0
             ;;
@@ -129,6 +129,12 @@ _memcli_spec() {
             _memcli_opts='--top-k -k --model --no-redact --json --help -h'
             _memcli_vopts='--top-k -k --model'
             _memcli_nargs=-1
+            ;;
+        'memcli feedback')
+            _memcli_subs=''
+            _memcli_opts='--useful --wrong --json --help -h'
+            _memcli_vopts=''
+            _memcli_nargs=1
             ;;
         'memcli where')
             _memcli_subs=''

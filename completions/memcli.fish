@@ -4,7 +4,7 @@
 function __memcli_subcommands
     switch $argv[1]
         case 'memcli'
-            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'where' 'sync' 'inbox'
+            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'where' 'sync' 'inbox'
         case 'memcli inbox'
             printf '%s\n' 'retry'
     end
@@ -15,7 +15,7 @@ function __memcli_value_options
         case 'memcli'
             printf '%s\n' '--store' '-s'
         case 'memcli add'
-            printf '%s\n' '--model' '--tag' '-t' '--type' '--origin' '--user' '--project' '--session' '--threshold'
+            printf '%s\n' '--model' '--tag' '-t' '--type' '--origin' '--user' '--project' '--session' '--threshold' '--batch'
         case 'memcli search'
             printf '%s\n' '--top-k' '-k' '--threshold' '--tag' '-t' '--type' '--user' '--project' '--since' '--until'
         case 'memcli list'
@@ -76,11 +76,11 @@ complete -c memcli -f
 complete -c memcli -n '__memcli_at "memcli"' -a 'init' -d 'Create a store (a project store in ./.memcli by default).'
 complete -c memcli -n '__memcli_at "memcli"' -a 'add' -d 'Turn text (a conversation, a note, a commit message) into memories.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'search' -d 'Ranked memories for a query (meaning + keywords + recency + reliability, dive...'
-complete -c memcli -n '__memcli_at "memcli"' -a 'show' -d 'One memory, as stored.'
-complete -c memcli -n '__memcli_at "memcli"' -a 'list' -d 'A filtered listing of memories.'
+complete -c memcli -n '__memcli_at "memcli"' -a 'show' -d 'One memory, as stored (and whether a newer one superseded it).'
+complete -c memcli -n '__memcli_at "memcli"' -a 'list' -d 'A filtered listing of memories (superseded ones only with --all).'
 complete -c memcli -n '__memcli_at "memcli"' -a 'rm' -d 'Move memories to the trash (\'memcli restore\' brings them back).'
 complete -c memcli -n '__memcli_at "memcli"' -a 'restore' -d 'Bring memories back from the trash.'
-complete -c memcli -n '__memcli_at "memcli"' -a 'export' -d 'Write memories as json, jsonl, md or csv.'
+complete -c memcli -n '__memcli_at "memcli"' -a 'export' -d 'Write memories as json, jsonl, md or csv (superseded ones only with --all).'
 complete -c memcli -n '__memcli_at "memcli"' -a 'import' -d 'Load records (text required; id, type, tags, created, origins...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'reindex' -d 'Rebuild the sidecar (.index/) from facts/; embeddings come from the cache whe...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'stats' -d 'Counts and sizes.'
@@ -90,6 +90,7 @@ complete -c memcli -n '__memcli_at "memcli"' -a 'prune' -d 'Move stale memories 
 complete -c memcli -n '__memcli_at "memcli"' -a 'rollback' -d 'Undo what one origin contributed: memories only it vouched for go to the trash.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'consolidate' -d 'Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'ask' -d 'Answer a question from the top memories with the LLM, citing memory ids (stre...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'feedback' -d 'Tell memcli a memory was useful or wrong; ranking learns from this, never fro...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'where' -d 'The store, project and user a command run here would use, and why.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'sync' -d 'Share a store committed to git: commit its changes, git pull, re-index, git p...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'inbox' -d 'Inputs parked when the LLM was unreachable.'
@@ -119,6 +120,8 @@ complete -c memcli -n '__memcli_at "memcli add"' -l 'allow-delete' -d 'Let the L
 complete -c memcli -n '__memcli_at "memcli add"' -l 'no-redact' -d 'Do not scrub secrets and personal data.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'dry-run' -d 'Decide, report, write nothing.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'create' -d 'Create the --store directory if it does not exist.'
+complete -c memcli -n '__memcli_at "memcli add"' -l 'no-dedup' -d 'Store every fact, even an exact repeat.'
+complete -c memcli -n '__memcli_at "memcli add"' -l 'batch' -x -d 'JSON lines {"text", "origins"?, "created"?, "tags"?, "type"?}, one add each;...'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'json' -d 'JSON output.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
@@ -133,10 +136,12 @@ complete -c memcli -n '__memcli_at "memcli search"' -l 'since' -x -d 'Created at
 complete -c memcli -n '__memcli_at "memcli search"' -l 'until' -x -d 'Created at or before (same forms as --since).'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'explain' -d 'Show each part of the score.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'batch' -d 'Queries on stdin, one per line; JSON lines out.'
+complete -c memcli -n '__memcli_at "memcli search"' -l 'all' -d 'Include memories superseded by a newer one.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'json' -d 'JSON output.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli show
+complete -c memcli -n '__memcli_at "memcli show"' -l 'history' -d 'The chain of versions: superseded memories and earlier texts, oldest first.'
 complete -c memcli -n '__memcli_at "memcli show"' -l 'json'
 complete -c memcli -n '__memcli_at "memcli show"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
@@ -149,6 +154,7 @@ complete -c memcli -n '__memcli_at "memcli list"' -l 'since' -x -d 'Created at o
 complete -c memcli -n '__memcli_at "memcli list"' -l 'until' -x -d 'Created at or before (same forms as --since).'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'sort' -x -a 'created updated confidence id type' -d 'created | updated | confidence | id | type; prefix with - for descending.'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'limit' -s 'n' -x
+complete -c memcli -n '__memcli_at "memcli list"' -l 'all' -d 'Include memories superseded by a newer one.'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'json'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
@@ -170,6 +176,7 @@ complete -c memcli -n '__memcli_at "memcli export"' -l 'user' -x -d 'Only this u
 complete -c memcli -n '__memcli_at "memcli export"' -l 'project' -x -d 'Project name, or \'.\' for this repository.'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'since' -x -d 'Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'until' -x -d 'Created at or before (same forms as --since).'
+complete -c memcli -n '__memcli_at "memcli export"' -l 'all' -d 'Include memories superseded by a newer one.'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli import
@@ -225,6 +232,12 @@ complete -c memcli -n '__memcli_at "memcli ask"' -l 'model' -x -d 'LLM model for
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'no-redact' -d 'Send the question to the model unscrubbed.'
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'json' -d 'JSON: the answer, the ids it cites, the memories used.'
 complete -c memcli -n '__memcli_at "memcli ask"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli feedback
+complete -c memcli -n '__memcli_at "memcli feedback"' -l 'useful' -d 'It helped: confidence +0.05, counts as a use.'
+complete -c memcli -n '__memcli_at "memcli feedback"' -l 'wrong' -d 'It is wrong or stale: confidence -0.05.'
+complete -c memcli -n '__memcli_at "memcli feedback"' -l 'json'
+complete -c memcli -n '__memcli_at "memcli feedback"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli where
 complete -c memcli -n '__memcli_at "memcli where"' -l 'json'

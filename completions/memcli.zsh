@@ -21,11 +21,11 @@ _memcli() {
                 'init:Create a store (a project store in ./.memcli by default).'
                 'add:Turn text (a conversation, a note, a commit message) into memories.'
                 'search:Ranked memories for a query (meaning + keywords + recency + reliability, dive...'
-                'show:One memory, as stored.'
-                'list:A filtered listing of memories.'
+                'show:One memory, as stored (and whether a newer one superseded it).'
+                'list:A filtered listing of memories (superseded ones only with --all).'
                 'rm:Move memories to the trash ('\''memcli restore'\'' brings them back).'
                 'restore:Bring memories back from the trash.'
-                'export:Write memories as json, jsonl, md or csv.'
+                'export:Write memories as json, jsonl, md or csv (superseded ones only with --all).'
                 'import:Load records (text required; id, type, tags, created, origins...'
                 'reindex:Rebuild the sidecar (.index/) from facts/; embeddings come from the cache whe...'
                 'stats:Counts and sizes.'
@@ -35,6 +35,7 @@ _memcli() {
                 'rollback:Undo what one origin contributed: memories only it vouched for go to the trash.'
                 'consolidate:Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
                 'ask:Answer a question from the top memories with the LLM, citing memory ids (stre...'
+                'feedback:Tell memcli a memory was useful or wrong; ranking learns from this, never fro...'
                 'where:The store, project and user a command run here would use, and why.'
                 'sync:Share a store committed to git: commit its changes, git pull, re-index, git p...'
                 'inbox:Inputs parked when the LLM was unreachable.'
@@ -61,6 +62,7 @@ _memcli() {
                 'rollback') _memcli__rollback && ret=0 ;;
                 'consolidate') _memcli__consolidate && ret=0 ;;
                 'ask') _memcli__ask && ret=0 ;;
+                'feedback') _memcli__feedback && ret=0 ;;
                 'where') _memcli__where && ret=0 ;;
                 'sync') _memcli__sync && ret=0 ;;
                 'inbox') _memcli__inbox && ret=0 ;;
@@ -96,6 +98,8 @@ _memcli__add() {
         '--no-redact[Do not scrub secrets and personal data.]' \
         '--dry-run[Decide, report, write nothing.]' \
         '--create[Create the --store directory if it does not exist.]' \
+        '--no-dedup[Store every fact, even an exact repeat.]' \
+        '--batch=[JSON lines {"text", "origins"?, "created"?, "tags"?, "type"?}, one add each;...]:file: ' \
         '--json[JSON output.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
@@ -116,6 +120,7 @@ _memcli__search() {
         '--until=[Created at or before (same forms as --since).]:until: ' \
         '--explain[Show each part of the score.]' \
         '--batch[Queries on stdin, one per line; JSON lines out.]' \
+        '--all[Include memories superseded by a newer one.]' \
         '--json[JSON output.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
@@ -124,6 +129,7 @@ _memcli__search() {
 
 _memcli__show() {
     _arguments -s -S \
+        '--history[The chain of versions: superseded memories and earlier texts, oldest first.]' \
         '--json[]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
@@ -142,6 +148,7 @@ _memcli__list() {
         '--sort=[created | updated | confidence | id | type; prefix with - for descending.]:sort:(created updated confidence id type)' \
         '(--limit -n)--limit=[]:limit: ' \
         '(--limit -n)-n+[]:limit: ' \
+        '--all[Include memories superseded by a newer one.]' \
         '--json[]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
@@ -177,6 +184,7 @@ _memcli__export() {
         '--project=[Project name, or '\''.'\'' for this repository.]:project: ' \
         '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:since: ' \
         '--until=[Created at or before (same forms as --since).]:until: ' \
+        '--all[Include memories superseded by a newer one.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
@@ -264,6 +272,16 @@ _memcli__ask() {
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:question: '
+}
+
+_memcli__feedback() {
+    _arguments -s -S \
+        '--useful[It helped: confidence +0.05, counts as a use.]' \
+        '--wrong[It is wrong or stale: confidence -0.05.]' \
+        '--json[]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]' \
+        '1:id: '
 }
 
 _memcli__where() {

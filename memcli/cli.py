@@ -184,7 +184,7 @@ def short(text: str, width: int = 160) -> str:
 
 
 def make_filters(tag: list[str] | None, type_: str | None, user: str | None, project: str | None,
-                 since: str | None, until: str | None) -> Filters:
+                 since: str | None, until: str | None, *, current: bool = False) -> Filters:
     from memcli.config import git_project
     from memcli.memory import parse_when
 
@@ -197,6 +197,7 @@ def make_filters(tag: list[str] | None, type_: str | None, user: str | None, pro
         return Filters(
             tags=tuple(tag or ()), type=type_, user=user, project=project,
             since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
+            current=current,
         )
     except ValueError as e:
         fail(str(e), ExitStatus.USAGE)
@@ -224,6 +225,7 @@ TYPE_FILTER = typer.Option(None, "--type", help=MemoryType.choices())
 USER_FILTER = typer.Option(None, "--user", help="Only this user's memories.")
 PROJECT_FILTER = typer.Option(None, "--project", help="Project name, or `.` for this repository.")
 SINCE_FILTER = typer.Option(None, "--since", help="Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")
+ALL_OPTION = typer.Option(False, "--all", help="Include memories superseded by a newer one.")
 UNTIL_FILTER = typer.Option(None, "--until", help="Created at or before (same forms as --since).")
 
 
@@ -285,55 +287,114 @@ def add(
     no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decide, report, write nothing."),
     create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
+    no_dedup: bool = typer.Option(False, "--no-dedup", help="Store every fact, even an exact repeat."),
+    batch: str | None = typer.Option(None, "--batch", metavar="FILE", help='JSON lines {"text", "origins"?, '
+                                     '"created"?, "tags"?, "type"?}, one add each; - for stdin.'),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Turn text (a conversation, a note, a commit message) into memories."""
     if no_llm and (use_llm or model):
         fail("--no-llm conflicts with --llm/--model", ExitStatus.USAGE)
     check_type(type_)
-    body = read_text(text)
-    if not body.strip():  # before the store is touched: a failed command creates nothing
+    if batch is not None and text:
+        fail("--batch reads its inputs from FILE; do not pass text too", ExitStatus.USAGE)
+    body = read_text(text) if batch is None else ""
+    if batch is None and not body.strip():  # before the store is touched: a failed command creates nothing
         fail("nothing to add: the input is empty")
     store = get_store(must_exist=False, create=create)
     if model:
         store.config = store.config.with_overrides(llm_model=model)
     if not dry_run:
         store.ensure()
-    result = store.add(
-        body, raw=raw, llm=False if no_llm else (True if use_llm or model else None), tags=tag or (),
-        type=type_, origins=origin or (), user=user, project=project, session=session, threshold=threshold,
-        allow_delete=allow_delete, dry_run=dry_run, redact=not no_redact,
-    )
+    options = dict(raw=raw, llm=False if no_llm else (True if use_llm or model else None), tags=tag or (),
+                   type=type_, origins=origin or (), user=user, project=project, session=session,
+                   threshold=threshold, allow_delete=allow_delete, dry_run=dry_run, redact=not no_redact,
+                   no_dedup=no_dedup)
+    if batch is not None:
+        _add_batch(store, batch, options, as_json)
+        return
+    result = store.add(body, **options)
     for message in result.notes:
         note(message)
     if as_json:
         emit_json(result.to_dict())
     else:
-        from rich.markup import escape
-
-        out = console()
-        colours = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
-        for e in result.events:
-            if e.verdict == "invalid" and not e.refused:
-                out.print(f"[magenta]{'INVALID':<6}[/] {(e.id or '-'):<26} {escape(short(e.text or '', 60))} "
-                          f"[dim]({escape(short(e.reasoning or '', 100))})[/]", markup=True)
-                continue
-            mark = " [dim](refused: use --allow-delete)[/]" if e.refused else ""
-            out.print(f"[{colours.get(e.event, '')}]{e.event:<6}[/] {(e.id or '-'):<26} "
-                      f"{escape(short(e.text, 100))}{mark}", markup=True)
-            if e.old_memory is not None and e.event == "UPDATE":
-                out.print(f"{'':<6} {'':<26} [dim]was: {escape(short(e.old_memory, 94))}[/]", markup=True)
-        s = result.summary()
-        ex = result.extraction
-        refused = sum(1 for e in result.events if e.refused)
-        invalid = s["invalid"] - refused
-        note(f"{len(ex.facts)} fact(s) extracted, {ex.skipped} skipped: {s['ADD']} added, {s['UPDATE']} updated, "
-             f"{s['already_known']} known, {s['DELETE'] - refused} deleted"
-             + (f", {refused} delete(s) refused" if refused else "")
-             + (f", {invalid} invalid" if invalid else "")
-             + (" (dry run, nothing written)" if dry_run else ""))
+        _print_add(result, dry_run)
     if result.failed:
         raise typer.Exit(int(ExitStatus.ERROR))
+
+
+def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool) -> None:
+    """`add --batch`: one JSON result line per input line under --json, else the events."""
+    from memcli.ingest import add_batch
+
+    if source == "-":
+        stream: Any = sys.stdin
+    else:
+        try:
+            stream = open(source, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as e:
+            fail(f"cannot read {source}: {e.strerror}")
+    failed = False
+    try:
+        for n, res in add_batch(store, stream, **options):
+            if isinstance(res, str):
+                failed = True
+                if as_json:
+                    sys.stdout.write(json.dumps({"line": n, "error": res}, ensure_ascii=False) + "\n")
+                else:
+                    note(res)
+                continue
+            failed = failed or res.failed
+            if as_json:
+                sys.stdout.write(json.dumps({"line": n, **res.to_dict()}, ensure_ascii=False) + "\n")
+            else:
+                _print_add(res, bool(options.get("dry_run")), summary=False)
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    if failed:
+        raise typer.Exit(int(ExitStatus.ERROR))
+
+
+def _print_add(result: Any, dry_run: bool, *, summary: bool = True) -> None:
+    """One line per fact: event, id, text; then what it was decided against and why."""
+    from rich.markup import escape
+
+    out = console()
+    colours = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
+    for e in result.events:
+        if e.verdict == "invalid" and not e.refused:
+            out.print(f"[magenta]{'INVALID':<6}[/] {(e.id or '-'):<26} {escape(short(e.text or '', 60))} "
+                      f"[dim]({escape(short(e.reasoning or '', 100))})[/]", markup=True)
+            continue
+        mark = " [dim](refused: use --allow-delete)[/]" if e.refused else ""
+        out.print(f"[{colours.get(e.event, '')}]{e.event:<6}[/] {(e.id or '-'):<26} "
+                  f"{escape(short(e.text, 100))}{mark}", markup=True)
+        if e.old_memory is not None and e.event == "UPDATE":
+            out.print(f"{'':<6} {'':<26} [dim]was: {escape(short(e.old_memory, 94))}[/]", markup=True)
+        if e.supersedes:
+            out.print(f"{'':<6} {'':<26} [dim]supersedes {e.supersedes}: {escape(short(e.old_memory or '', 70))}"
+                      f" ({escape(short(e.reasoning or '', 60))})[/]", markup=True)
+        elif e.matched and e.event in ("NONE", "UPDATE"):
+            out.print(f"{'':<6} {'':<26} [dim]matched {e.matched['id']}: {escape(e.reasoning or '')}[/]",
+                      markup=True)
+        elif e.related:
+            out.print(f"{'':<6} {'':<26} [dim]related to {e.related}: {escape(e.reasoning or '')}[/]",
+                      markup=True)
+    if not summary:
+        return
+    s = result.summary()
+    ex = result.extraction
+    refused = sum(1 for e in result.events if e.refused)
+    invalid = s["invalid"] - refused
+    superseded = sum(1 for e in result.events if e.supersedes)
+    note(f"{len(ex.facts)} fact(s) extracted, {ex.skipped} skipped: {s['ADD']} added"
+         + (f" ({superseded} superseding an older one)" if superseded else "") + f", {s['UPDATE']} updated, "
+         f"{s['already_known']} known, {s['DELETE'] - refused} deleted"
+         + (f", {refused} delete(s) refused" if refused else "")
+         + (f", {invalid} invalid" if invalid else "")
+         + (" (dry run, nothing written)" if dry_run else ""))
 
 
 # ---------------------------------------------------------------- search
@@ -351,6 +412,7 @@ def search(
     until: str | None = UNTIL_FILTER,
     explain: bool = typer.Option(False, "--explain", help="Show each part of the score."),
     batch: bool = typer.Option(False, "--batch", help="Queries on stdin, one per line; JSON lines out."),
+    all_: bool = ALL_OPTION,
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Ranked memories for a query (meaning + keywords + recency + reliability, diversified)."""
@@ -370,7 +432,7 @@ def search(
             fail("empty query", ExitStatus.USAGE)
         queries = [q]
     synced(store)
-    responses = search_many(store, queries, k=top_k, threshold=threshold, filters=filters)
+    responses = search_many(store, queries, k=top_k, threshold=threshold, filters=filters, include_superseded=all_)
     if batch:
         for r in responses:
             sys.stdout.write(json.dumps({"query": r.query, "results": [h.to_dict(explain) for h in r.hits],
@@ -399,15 +461,32 @@ def search(
 @app.command()
 def show(
     memory_id: str = typer.Argument(..., metavar="ID", help="A memory id (a unique prefix is enough)."),
+    history: bool = typer.Option(False, "--history", help="The chain of versions: superseded memories and "
+                                 "earlier texts, oldest first."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """One memory, as stored."""
+    """One memory, as stored (and whether a newer one superseded it)."""
+    from memcli.chain import chain
+
     store = synced(get_store())
     (mid,) = resolve_ids(store, [memory_id])
     memory = store.read(mid)
+    newer = memory.extra.get("superseded_by")
+    if history:
+        steps = chain(store, memory)
+        if as_json:
+            emit_json({**memory.to_dict(), "chain": steps})
+            return
+        for step in steps:
+            mark = "*" if step["id"] == mid and step.get("current", True) else " "
+            sys.stdout.write(f"{mark} {step['at'] or '-':<20} {step['event']:<10} {step['id']}  "
+                             f"{short(step['text'], 90)}\n")
+        return
     if as_json:
         emit_json(memory.to_dict())
     else:
+        if newer:
+            note(f"superseded by {newer} (hidden from search, list and export; shown with --all)")
         sys.stdout.write(memory.to_markdown())
 
 
@@ -421,13 +500,14 @@ def list_(
     until: str | None = UNTIL_FILTER,
     sort: str = typer.Option("created", "--sort", help=f"{SortKey.choices()}; prefix with - for descending."),
     limit: int | None = typer.Option(None, "--limit", "-n", min=1),
+    all_: bool = ALL_OPTION,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """A filtered listing of memories."""
+    """A filtered listing of memories (superseded ones only with --all)."""
     if sort.lstrip("-") not in SortKey.values():
         fail(f"--sort must be one of {', '.join(SortKey.values())} (prefix - for descending)", ExitStatus.USAGE)
     store = synced(get_store())
-    filters = make_filters(tag, type_, user, project, since, until)
+    filters = make_filters(tag, type_, user, project, since, until, current=not all_)
     desc = sort.startswith("-")
     records = store.index.select(filters, order=sort.lstrip("-"), limit=limit, desc=desc)
     if as_json:
@@ -489,14 +569,16 @@ def export_(
     project: str | None = PROJECT_FILTER,
     since: str | None = SINCE_FILTER,
     until: str | None = UNTIL_FILTER,
+    all_: bool = ALL_OPTION,
 ) -> None:
-    """Write memories as json, jsonl, md or csv."""
+    """Write memories as json, jsonl, md or csv (superseded ones only with --all)."""
     from memcli.io import export
 
     if fmt not in ExportFormat.values():
         fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     store = synced(get_store())
-    records = store.index.select(make_filters(tag, type_, user, project, since, until), order="id")
+    records = store.index.select(make_filters(tag, type_, user, project, since, until, current=not all_),
+                                 order="id")
     data = export(records, fmt)
     if output is None or str(output) == "-":
         sys.stdout.write(data)
@@ -620,7 +702,10 @@ def merge(
         store.config = store.config.with_overrides(llm_model=model)
     if auto == bool(ids):
         fail("give two or more IDs, or --auto", ExitStatus.USAGE)
-    groups = similar_groups(store, threshold) if auto else [resolve_ids(store, ids or [])]
+    from memcli.curate import _opposed
+
+    # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
+    groups = similar_groups(store, threshold, apart=_opposed) if auto else [resolve_ids(store, ids or [])]
     results = []
     for group in groups:
         if len(set(group)) < 2:
@@ -706,7 +791,7 @@ def consolidate(
     for m in report.merged:
         note(f"{verb}merge {', '.join(m['merged_from'])} -> {m['id']}")
     for c in report.contradictions:
-        note(f"{verb}flag contradiction {c['ids'][0]} <> {c['ids'][1]}: {c['why']}")
+        note(f"{verb}flag contradiction to resolve: {c['ids'][0]} <> {c['ids'][1]}: {c['why']}")
     for d in report.distilled:
         note(f"{verb}distil {len(d['from'])} episodes -> {d['id']}: {short(d['text'], 80)}")
     note(f"{len(report.merged)} merged, {len(report.contradictions)} contradictions, {len(report.distilled)} distilled")
@@ -759,9 +844,14 @@ def ask(
     client = llm_client(store)
     stream = client.answer(q, [h.record for h in hits])
     def cited(answer: str) -> list[str]:
-        """The retrieved memories' ids the answer mentions, in order of first mention."""
+        """The retrieved memories' ids the answer mentions, in order of first mention; each one
+        cited counts as a use (it ranks a little higher next time, as feedback would)."""
+        from memcli.search import Usage
+
         found = {h.id: answer.find(h.id) for h in hits}
-        return sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
+        ids = sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
+        Usage(store).use(ids)
+        return ids
 
     if as_json:
         answer = "".join(stream).strip()
@@ -784,6 +874,28 @@ def ask(
     sys.stdout.write("\n")
     if not cited("".join(parts)):
         note("the answer cites no memory id; check it against the memories (memcli search)")
+
+
+# ---------------------------------------------------------------- feedback
+@app.command()
+def feedback(
+    memory_id: str = typer.Argument(..., metavar="ID", help="A memory id (a unique prefix is enough)."),
+    useful: bool = typer.Option(False, "--useful", help="It helped: confidence +0.05, counts as a use."),
+    wrong: bool = typer.Option(False, "--wrong", help="It is wrong or stale: confidence -0.05."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Tell memcli a memory was useful or wrong; ranking learns from this, never from display."""
+    from memcli.ingest import feedback as give
+
+    if useful == wrong:
+        fail("give exactly one of --useful or --wrong", ExitStatus.USAGE)
+    store = synced(get_store())
+    (mid,) = resolve_ids(store, [memory_id])
+    m = give(store, mid, useful=useful)
+    if as_json:
+        emit_json({"id": m.id, "confidence": m.confidence, "feedback": "useful" if useful else "wrong"})
+    else:
+        note(f"{m.id}: confidence {m.confidence:.2f}")
 
 
 # ---------------------------------------------------------------- inbox

@@ -221,35 +221,31 @@ def rollback(store: Store, origin: str, *, dry_run: bool = False) -> RollbackRes
 
 
 # ---------------------------------------------------------------- consolidate
-OPPOSITES = (
-    ("always", "never"), ("enable", "disable"), ("enabled", "disabled"), ("allow", "deny"), ("allowed", "denied"),
-    ("increase", "decrease"), ("true", "false"), ("on", "off"), ("use", "avoid"), ("must", "must not"),
-    ("should", "should not"), ("do", "don't"), ("can", "cannot"), ("before", "after"), ("sync", "async"),
-    ("add", "remove"), ("include", "exclude"), ("required", "optional"), ("yes", "no"), ("open", "closed"),
-)
-_NUM = re.compile(r"\b\d+(?:\.\d+)*\b")
+def opposing(a: str, b: str, similarity: float = 0.9) -> str | None:
+    """Why two similar texts contradict, or None: only texts about the same subject whose value
+    differs ("100" vs "500 requests per minute") or whose predicate is negated ("always" vs
+    "never"), by the rules of `memcli.decide`. Opposed words in unrelated sentences ("paying off"
+    vs "turn it on") are not a contradiction."""
+    from memcli.decide import relate
+
+    rel = relate(a, b, similarity, threshold=0.0)
+    return rel.reason if rel.contradiction else None
 
 
-def opposing(a: str, b: str) -> str | None:
-    """Why two similar texts may contradict: opposite wording, or the same sentence with other numbers."""
-    wa, wb = set(_key(a).split()), set(_key(b).split())
-    la, lb = f" {_key(a)} ", f" {_key(b)} "
-    for x, y in OPPOSITES:
-        kx, ky = _key(x), _key(y)  # as the texts are read: "don't" is "don t"
-        if " " in ky:
-            if (f" {ky} " in la) != (f" {ky} " in lb):
-                return f"'{x}' vs '{y}'"
-        elif (kx in wa and ky in wb and ky not in wa) or (ky in wa and kx in wb and kx not in wa):
-            return f"'{x}' vs '{y}'"
-    na, nb = set(_NUM.findall(a)), set(_NUM.findall(b))
-    if na and nb and na != nb and len(wa ^ wb) <= 2 * max(len(na ^ nb), 1) + 2:
-        return f"different values ({', '.join(sorted(na - nb))} vs {', '.join(sorted(nb - na))})"
-    return None
+def mergeable(a: dict[str, Any], b: dict[str, Any], similarity: float = 0.9) -> bool:
+    """May two memories be merged into one? Only the same fact (a rewording or a refinement) about
+    the same subject; never a superseded memory, another subject or a contradiction."""
+    from memcli.decide import REFINES, SAME, relate
+
+    if a.get("superseded_by") or b.get("superseded_by"):
+        return False
+    return relate(a["text"], b["text"], similarity, threshold=0.0).kind in (SAME, REFINES) and \
+        relate(b["text"], a["text"], similarity, threshold=0.0).kind in (SAME, REFINES)
 
 
 def _opposed(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Near-duplicates with opposing wording or other numbers are flagged, never merged into one."""
-    return opposing(a["text"], b["text"]) is not None
+    """`similar_groups`' veto: only mergeable pairs are linked."""
+    return not mergeable(a, b)
 
 
 @dataclass
@@ -290,7 +286,9 @@ def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = N
                 seen.add((a, b))
                 if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.get("links") or []):
                     continue  # related already: flagged by an earlier pass, or distilled one from the other
-                why = opposing(ra["text"], rb["text"])
+                if ra.get("superseded_by") or rb.get("superseded_by"):
+                    continue  # a replaced value is history, not a contradiction
+                why = opposing(ra["text"], rb["text"], sim)
                 if why:
                     report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
                                                   "texts": [ra["text"], rb["text"]]})

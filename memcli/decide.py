@@ -386,3 +386,19 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     if not r_spec and not a_spec and similarity >= threshold - 0.05 and len(added) <= 2 and len(removed) <= 2:
         return Relation(SAME, f"rewording ({similarity:.2f})")
     return Relation(DISTINCT, f"says something else ({_short(set(removed))} vs {_short(set(added))})")
+
+
+def check_llm(event: str, old: str, new: str, similarity: float) -> str | None:
+    """Why an LLM decision must not stand: an UPDATE, NONE or DELETE of a memory about another
+    subject ("the staging X" for "the production X") is downgraded to ADD. None when it may stand."""
+    if event not in ("UPDATE", "NONE", "DELETE"):
+        return None
+    rel = relate(old, new, similarity, threshold=0.0)
+    if rel.kind == DISTINCT and rel.reason.startswith("different subject"):
+        return rel.reason
+    return None
+
+
+def supersedes(old: str, new: str, similarity: float) -> bool:
+    """Is `new` a new value (or a stated change) for the subject of `old`?"""
+    return relate(old, new, similarity, threshold=0.0).kind == SUPERSEDES

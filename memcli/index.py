@@ -85,9 +85,12 @@ class Filters:
     project: str | None = None
     since: str | None = None
     until: str | None = None
+    current: bool = False  # only memories not replaced by a newer one (no `superseded_by`)
 
     def sql(self) -> tuple[str, list[Any]]:
         where, args = [], []
+        if self.current:
+            where.append("json_extract(record, '$.superseded_by') IS NULL")
         for t in self.tags:
             where.append("tags LIKE ?")
             args.append(f"%|{t.lower()}|%")
@@ -533,11 +536,11 @@ class Index:
     def rank_fields(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
         """What `search.rank` reads of each memory (id, times, confidence), in one query and without
         parsing whole records: a search ranks ~100-200 candidates to return a handful."""
-        q = ("SELECT label, id, created, updated, confidence FROM mem"
-             " WHERE label IN (SELECT value FROM json_each(?))")
+        q = ("SELECT label, id, created, updated, confidence, json_extract(record, '$.superseded_by') IS NOT NULL"
+             " FROM mem WHERE label IN (SELECT value FROM json_each(?))")
         return {
-            label: {"id": mid, "created": created, "updated": updated, "confidence": conf}
-            for label, mid, created, updated, conf in self.db.execute(q, (_json_ints(labels),))
+            label: {"id": mid, "created": created, "updated": updated, "confidence": conf, "superseded": bool(sup)}
+            for label, mid, created, updated, conf, sup in self.db.execute(q, (_json_ints(labels),))
         }
 
     def vectors(self, labels: list[int]) -> np.ndarray:

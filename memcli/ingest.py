@@ -28,13 +28,14 @@ import numpy as np
 
 from memcli.config import default_user, git_project
 from memcli.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
-from memcli.extract import heuristic_extract, infer_tags, normalise
+from memcli.extract import heuristic_extract, infer_tags
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.memory import Memory, new_ulid, now_iso
 from memcli.store import Store, atomic_write
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
 REINFORCE = 0.05
+RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
 CONFIDENCE_CAP = 0.95
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
@@ -60,6 +61,9 @@ class Event:
     refused: bool = False  # a DELETE the model asked for, not applied (no --allow-delete)
     decided_by: str | None = None  # "llm" when the model made the decision, else "heuristic"
     decision_confidence: float | None = None  # the model's confidence in its decision
+    matched: dict[str, str] | None = None  # the memory the decision was made against: {id, text}
+    supersedes: str | None = None  # the id of the memory this new one replaces (kept, hidden)
+    related: str | None = None  # a close memory about another subject, linked `related`
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -74,6 +78,12 @@ class Event:
             d["decided_by"] = self.decided_by
         if self.decision_confidence is not None:
             d["decision_confidence"] = self.decision_confidence
+        if self.matched is not None:
+            d["matched"] = self.matched
+        if self.supersedes is not None:
+            d["supersedes"] = self.supersedes
+        if self.related is not None:
+            d["related"] = self.related
         return d
 
 
@@ -166,12 +176,18 @@ def add(
     redact: bool = True,
     source: str | None = None,
     inbox: bool = True,
+    no_dedup: bool = False,
+    created: str | None = None,
 ) -> AddResult:
     """Turn `text` into memories and write them. See the module docstring for the semantics.
 
     `llm`: None uses the LLM when one is configured; False forces the heuristic path; True requires
     an LLM (LLMNotConfigured if none is configured). When the LLM is unreachable the (redacted) input
     is saved to the store's inbox (unless `inbox=False`) and the LLMError is raised.
+
+    `raw` stores the text verbatim: no extraction and no near-duplicate merging; only an exact
+    (normalised) repeat is NONE. `no_dedup` skips even that. `created` (ISO 8601) dates the new
+    memories, e.g. a chat turn imported from a log.
     """
     if not text or not text.strip():
         raise IngestError("nothing to add: the input is empty")
@@ -222,7 +238,8 @@ def add(
             index.sync()
             # Decided outside the writer lock: an LLM call can take seconds and other writers
             # (git hooks) must not wait on it. Targets are re-read under the lock when applied.
-            decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact)
+            decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact,
+                                       raw=raw, no_dedup=no_dedup)
             result.notes.extend(notes)
     except LLMError as e:
         if inbox and not dry_run:
@@ -239,7 +256,8 @@ def add(
         with contextlib.nullcontext() if dry_run else store.lock():
             batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
             for fact, vec, decision in zip(facts, vecs, decisions):
-                event = _apply(store, fact, vec, decision, batch, all_origins, user, project, dry_run, src, threshold)
+                event = _apply(store, fact, vec, decision, batch, all_origins, user, project, dry_run, src, threshold,
+                               created=created, no_dedup=no_dedup or raw)
                 result.events.append(event)
             if not dry_run:
                 index.sync()
@@ -329,49 +347,56 @@ class _Decision:
     exact: bool = False
     refused: bool = False
     by_llm: bool = False
+    matched: dict[str, str] | None = None  # {id, text} of the memory decided against
+    related: str | None = None  # ADD: a close memory about another subject
 
 
 _NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth showing the model
 
 
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: Any,
-            allow_delete: bool, redact: bool = True) -> tuple[list[_Decision], list[str]]:
+            allow_delete: bool, redact: bool = True, *, raw: bool = False,
+            no_dedup: bool = False) -> tuple[list[_Decision], list[str]]:
     """One decision per fact, and notes for the user.
 
-    Every fact first gets the heuristic decision (exact repeat: NONE; a neighbour at or above
-    `threshold`: UPDATE when the fact says more, else NONE; otherwise ADD). With a client, the
-    facts that have neighbours at or above the decide threshold (0.8; up to 5 each) then go to
-    the model in ONE request; exact repeats and facts without neighbours never do.
+    Every fact first gets the heuristic decision of `memcli.decide` (exact repeat: NONE; else the
+    live neighbours at or above the candidate floor, closest first: the first one with the same
+    subject decides NONE / UPDATE / SUPERSEDE; none: ADD). Superseded memories are not candidates.
+    With a client, the facts that have neighbours at or above the decide threshold (0.8; up to 5
+    each) then go to the model in ONE request; exact repeats and facts without neighbours never
+    do, and what the model says is checked against the same rules (`decide.check_llm`).
     """
+    from memcli.decide import CANDIDATE_FLOOR
+
     index = store.index
     cfg = store.config
     out: list[_Decision] = []
     notes: list[str] = []
     neighbours: list[list[dict[str, Any]]] = []
-    near = index.knn(vecs, 5)
+    near = index.knn(vecs, 8) if not (raw or no_dedup) else [[] for _ in facts]
     for fact, hits in zip(facts, near):
-        exact = index.find_exact(fact.text)
-        if exact:
-            out.append(_Decision("NONE", exact, reasoning="same text as an existing memory", similarity=1.0,
-                                 exact=True))
+        if no_dedup:
+            out.append(_Decision("ADD", reasoning="stored as given (no dedup)"))
             neighbours.append([])
             continue
-        close = [(lab, s) for lab, s in hits if s >= min(cfg.decide_threshold, threshold, _NEIGHBOUR_FLOOR)]
-        recs = index.records([lab for lab, _ in close])
-        nb = [{"id": recs[lab]["id"], "text": recs[lab]["text"], "similarity": round(s, 4)}
-              for lab, s in close if lab in recs][:5]
-        neighbours.append(nb)
-        if not nb or nb[0]["similarity"] < threshold:
-            out.append(_Decision("ADD", reasoning="no similar memory" if not nb else
-                                 f"closest memory {nb[0]['similarity']:.2f} < threshold {threshold:.2f}"))
+        exact = _live_exact(index, fact.text)
+        if exact:
+            out.append(_Decision("NONE", exact["id"], reasoning="same text as an existing memory", similarity=1.0,
+                                 exact=True, matched=_matched(exact)))
+            neighbours.append([])
             continue
-        top = nb[0]
-        if more_informative(fact.text, top["text"]):
-            out.append(_Decision("UPDATE", top["id"], fact.text, similarity=top["similarity"],
-                                 reasoning=f"similar ({top['similarity']:.2f}) and says more than the stored text"))
-        else:
-            out.append(_Decision("NONE", top["id"], similarity=top["similarity"],
-                                 reasoning=f"already known (similarity {top['similarity']:.2f})"))
+        if raw:
+            out.append(_Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
+            neighbours.append([])
+            continue
+        floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, _NEIGHBOUR_FLOOR)
+        close = [(lab, s) for lab, s in hits if s >= floor]
+        recs = index.records([lab for lab, _ in close])
+        live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].get("superseded_by")][:5]
+        nb = [{"id": recs[lab]["id"], "text": recs[lab]["text"], "similarity": round(s, 4)} for lab, s in live]
+        # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)
+        out.append(heuristic_decision(fact.text, nb, threshold))
+        neighbours.append(nb)
     asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
     if client is not None:
         # The model sees a fact when a memory is close (cosine >= llm_decide_threshold, 0.6: a
@@ -402,8 +427,23 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             i = asks[dec.fact]
             decided.add(dec.fact)
             text = _scrub(dec.text) if redact and dec.text else dec.text
-            out[i] = _Decision(dec.event, dec.target_id, text or facts[i].text, dec.reasoning or None,
-                               dec.confidence, by_llm=True)
+            llm_dec = _Decision(dec.event, dec.target_id, text or facts[i].text, dec.reasoning or None,
+                                dec.confidence, by_llm=True)
+            target = next((n for n in neighbours[i] if n["id"] == dec.target_id), None)
+            if target is not None:
+                llm_dec.matched = _matched(target)
+                from memcli.decide import check_llm, supersedes
+
+                downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
+                if downgrade:
+                    llm_dec = _Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
+                                        confidence=dec.confidence, by_llm=True, matched=_matched(target))
+                elif dec.event == "UPDATE" and supersedes(target["text"], facts[i].text, target["similarity"]):
+                    # a new value is a new version, never a text holding both: the old one is kept, hidden
+                    llm_dec = _Decision("SUPERSEDE", dec.target_id, facts[i].text, confidence=dec.confidence,
+                                        by_llm=True, matched=_matched(target),
+                                        reasoning=f"{dec.reasoning or 'LLM UPDATE'}; a new value: supersedes")
+            out[i] = llm_dec
         for reason in invalid:
             store.log("LLM_INVALID", detail=reason)
         # A fact the model did not decide on (or decided invalidly) keeps its heuristic decision,
@@ -419,34 +459,82 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return out, notes
 
 
+def _matched(rec: dict[str, Any]) -> dict[str, str]:
+    """The memory a decision names: its id and a short text, for the user."""
+    text = " ".join(str(rec.get("text", "")).split())
+    return {"id": str(rec["id"]), "text": text if len(text) <= 80 else text[:79] + "…"}
+
+
+def _live_exact(index: Any, text: str) -> dict[str, Any] | None:
+    """The record of a memory with exactly this (normalised) text, unless it was superseded: saying
+    a replaced value again is a change back, decided by the rules against the live memories."""
+    mid = index.find_exact(text)
+    if not mid:
+        return None
+    labels = index.labels_of([mid])
+    rec = index.records(labels.values()).get(labels.get(mid, -1)) if labels else None
+    if rec is None:
+        return {"id": mid, "text": text}
+    return None if rec.get("superseded_by") else rec
+
+
+def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float) -> _Decision:
+    """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD."""
+    from memcli.decide import DISTINCT, REFINES, SAME, relate
+
+    first = None
+    for n in neighbours:
+        rel = relate(n["text"], text, float(n["similarity"]), threshold=threshold)
+        first = first or (n, rel)
+        if rel.kind == DISTINCT:
+            continue
+        sim = float(n["similarity"])
+        if rel.kind == SAME:
+            return _Decision("NONE", n["id"], similarity=sim, matched=_matched(n),
+                             reasoning=f"already known: {rel.reason}")
+        if rel.kind == REFINES:
+            return _Decision("UPDATE", n["id"], text, similarity=sim, matched=_matched(n),
+                             reasoning=f"same subject, {rel.reason}")
+        return _Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=_matched(n), reasoning=rel.reason)
+    if first is None:
+        return _Decision("ADD", reasoning="no similar memory")
+    n, rel = first
+    related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
+    return _Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
+                     matched=_matched(n), related=related)
+
+
 def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[tuple[np.ndarray, Memory]],
            origins: list[str], user: str, project: str | None, dry_run: bool, src: str,
-           threshold: float) -> Event:
+           threshold: float, *, created: str | None = None, no_dedup: bool = False) -> Event:
     by = {"decided_by": "llm" if d.by_llm else "heuristic", "decision_confidence": d.confidence}
-    base = {"tags": fact.tags, "type": fact.type, "source": src, **by}
-    # in-batch dedup: a later fact close to one this call already added
-    if d.event == "ADD":
+    base = {"tags": fact.tags, "type": fact.type, "source": src, "matched": d.matched, **by}
+    # in-batch dedup: a later fact that says the same as one this call already added
+    if d.event == "ADD" and not no_dedup:
+        from memcli.decide import SAME, relate
+
         for bvec, bmem in batch:
             s = float(bvec @ vec)
-            if normalise(bmem.text) == normalise(fact.text) or s >= threshold:
+            rel = relate(bmem.text, fact.text, s, threshold=threshold)
+            if rel.kind == SAME:
                 if not dry_run:
                     _reinforce(bmem, origins)
                     store.write(bmem)
                 return Event("NONE", "already_known", fact.text, bmem.id, confidence=bmem.confidence,
-                             reasoning=f"repeats a fact of this input ({s:.2f})",
-                             **{**base, "decided_by": "heuristic", "decision_confidence": None})
+                             reasoning=f"repeats a fact of this input: {rel.reason}",
+                             **{**base, "decided_by": "heuristic", "decision_confidence": None,
+                                "matched": _matched(bmem.to_dict())})
     try:
         if d.event == "ADD":
-            m = Memory(
-                id=new_ulid(), text=fact.text, type=fact.type, tags=list(fact.tags), confidence=fact.confidence,
-                source=src, origins=list(origins), user=user, project=project, code_pattern=fact.code_pattern,
-                flags=dict(fact.flags),
-            )
+            m = _new_memory(fact, src, origins, user, project, created)
+            if d.related:
+                m.links.append({"rel": "related", "id": d.related})
             if not dry_run:
                 store.write(m)
                 store.log("ADD", id=m.id, text=m.text, origin=origins, reason=d.reasoning)
             batch.append((vec, m))
-            return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning, **base)
+            return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
+                         related=d.related, **base)
         try:
             target = store.read(d.target) if d.target else None
         except NotFound:  # removed meanwhile (by another writer, or by an earlier fact of this input)
@@ -454,11 +542,28 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
         if target is None:
             return Event(d.event, "invalid", fact.text, d.target, reasoning=(
                 f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
+        if d.event == "SUPERSEDE":
+            m = _new_memory(fact, src, origins, user, project, created)
+            m.text = d.text or fact.text
+            m.extra["supersedes"] = target.id
+            target.extra["superseded_by"] = m.id
+            target.updated = now_iso()
+            if not dry_run:
+                store.write(m)
+                store.write(target)
+                store.log("SUPERSEDE", id=m.id, old_id=target.id, old=target.text, text=m.text, origin=origins,
+                          reason=d.reasoning)
+            batch.append((vec, m))
+            return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
+                         supersedes=target.id, old_memory=target.text, **base)
         if d.event == "NONE":
             if not dry_run:
                 _reinforce(target, origins)
                 store.write(target)
                 store.log("NONE", id=target.id, origin=origins)
+                from memcli.search import Usage
+
+                Usage(store).use([target.id])  # seen again: a use, which ranking counts
             return Event("NONE", "already_known", target.text, target.id, confidence=target.confidence,
                          reasoning=d.reasoning, **{**base, "tags": target.tags})
         if d.event == "UPDATE":
@@ -494,11 +599,87 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
         return Event(d.event, "failed", fact.text, d.target, reasoning=f"write failed: {e.strerror or e}", **base)
 
 
+def feedback(store: Store, memory_id: str, *, useful: bool) -> Memory:
+    """Explicit feedback: useful raises confidence by 0.05 (capped at 0.95) and counts a use;
+    wrong lowers it by 0.05 (not below 0.05). Logged; the Markdown's confidence changes."""
+    from memcli.search import Usage
+
+    with store.lock():
+        m = store.read(memory_id)
+        before = m.confidence
+        m.confidence = round(min(CONFIDENCE_CAP, m.confidence + REINFORCE) if useful
+                             else max(0.05, m.confidence - REINFORCE), 4)
+        m.updated = now_iso()
+        store.write(m)
+        store.log("FEEDBACK", id=m.id, useful=useful, old_confidence=before, confidence=m.confidence)
+        store.index.sync()
+    if useful:
+        Usage(store).use([m.id])
+    return m
+
+
+def _new_memory(fact: Fact, src: str, origins: list[str], user: str, project: str | None,
+                created: str | None) -> Memory:
+    m = Memory(
+        id=new_ulid(), text=fact.text, type=fact.type, tags=list(fact.tags), confidence=fact.confidence,
+        source=src, origins=list(origins), user=user, project=project, code_pattern=fact.code_pattern,
+        flags=dict(fact.flags),
+    )
+    if created:
+        m.created = m.updated = created
+    return m
+
+
 def _reinforce(m: Memory, origins: list[str]) -> None:
     """A fact seen again: its new origins join the support set and confidence rises a little."""
     m.origins = list(dict.fromkeys([*m.origins, *origins]))
     m.confidence = min(CONFIDENCE_CAP, max(m.confidence, m.confidence + REINFORCE))
     m.updated = now_iso()
+
+
+# ---------------------------------------------------------------- batch
+_BATCH_KEYS = {"text", "origins", "created", "tags", "type"}
+
+
+def add_batch(store: Store, lines: Any, **options: Any) -> Any:
+    """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each one run
+    through extraction and decisions in order, in this one process (one model load).
+
+    Yields `(line_number, AddResult)` for each input, or `(line_number, message)` for a line that
+    cannot be used (bad JSON, no text, a bad field): one bad line never stops the others. Blank
+    lines are skipped. `options` are `add`'s (tags and origins given here join each line's own).
+    """
+    from memcli.memory import iso
+
+    base_tags = list(options.pop("tags", ()) or ())
+    base_origins = list(options.pop("origins", ()) or ())
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            yield n, f"line {n}: not JSON ({e.msg})"
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
+            yield n, f"line {n}: needs a non-empty \"text\""
+            continue
+        try:
+            tags = item.get("tags") or []
+            origins = item.get("origins") or []
+            if isinstance(tags, str):
+                tags = [tags]
+            if isinstance(origins, str):
+                origins = [origins]
+            if not all(isinstance(x, str) for x in [*tags, *origins]):
+                raise InvalidInput("tags and origins must be strings")
+            created = iso(item["created"]) if item.get("created") else None
+            kw = {**options, "tags": [*base_tags, *tags], "origins": [*base_origins, *origins]}
+            if item.get("type"):
+                kw["type"] = item["type"]
+            yield n, add(store, item["text"], created=created, **kw)
+        except (ValueError, InvalidInput, IngestError) as e:
+            yield n, f"line {n}: {e}"
 
 
 # ---------------------------------------------------------------- inbox

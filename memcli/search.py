@@ -84,7 +84,14 @@ class SearchResponse:
 
 # ---------------------------------------------------------------- usage state
 class Usage:
-    """How often each memory was returned, and when last: feeds `reliability`, never the Markdown."""
+    """Per-memory state beside the index, never in the Markdown.
+
+    Two counts, kept apart on purpose: `usage` is how often a memory was *returned* by a search
+    (for `prune --unused` only), `uses` is how often it was *used*: explicit feedback
+    (`memcli feedback --useful`), an `ask` answer citing it, the fact being observed again (NONE).
+    Only `uses` feeds `reliability`, so being shown never changes a ranking: the same query on an
+    unchanged store scores the same every time.
+    """
 
     def __init__(self, store: Any) -> None:
         self.path = store.path / ".state.sqlite"
@@ -99,6 +106,7 @@ class Usage:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS usage (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_used TEXT)"
             )
+            db.execute("CREATE TABLE IF NOT EXISTS uses (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last TEXT)")
             self._db = db
         return self._db
 
@@ -113,6 +121,39 @@ class Usage:
             q = f"SELECT id, count, last_used FROM usage WHERE id IN ({','.join('?' * len(chunk))})"
             out.update({r[0]: (r[1], r[2]) for r in db.execute(q, chunk)})
         return out
+
+    def uses(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+        """How often each memory was used (feedback, citations, re-observation): what ranks."""
+        db = self._conn(create=False)
+        if db is None or not ids:
+            return {}
+        out: dict[str, tuple[int, str | None]] = {}
+        ids = list(ids)
+        try:
+            for i in range(0, len(ids), 900):
+                chunk = ids[i : i + 900]
+                q = f"SELECT id, count, last FROM uses WHERE id IN ({','.join('?' * len(chunk))})"
+                out.update({r[0]: (r[1], r[2]) for r in db.execute(q, chunk)})
+        except sqlite3.OperationalError:  # a state file from before `uses` existed, opened read-only
+            return {}
+        return out
+
+    def use(self, ids: Sequence[str], delta: int = 1) -> None:
+        """Count a use of each memory (never below zero)."""
+        if not ids:
+            return
+        try:
+            db = self._conn(create=True)
+            assert db is not None
+            at = now_iso()
+            db.executemany(
+                "INSERT INTO uses VALUES (?, max(?, 0), ?) ON CONFLICT(id) DO UPDATE SET count=max(count+?, 0), last=?",
+                [(i, delta, at, delta, at) for i in ids],
+            )
+        except (sqlite3.Error, OSError):
+            pass  # a ranking hint; failing to count must not fail the command
+        finally:
+            self.close()
 
     def bump(self, ids: Sequence[str]) -> None:
         if not ids:
@@ -200,16 +241,17 @@ def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> n
 # ---------------------------------------------------------------- search
 def search(
     store: Any, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
-    record_usage: bool = True, sync: bool = True,
+    record_usage: bool = True, sync: bool = True, include_superseded: bool = False,
 ) -> SearchResponse:
     """Ranked memories for one query. See `search_many` for the options."""
     return search_many(store, [query], k=k, threshold=threshold, filters=filters,
-                       record_usage=record_usage, sync=sync)[0]
+                       record_usage=record_usage, sync=sync, include_superseded=include_superseded)[0]
 
 
 def search_many(
     store: Any, queries: Sequence[str], *, k: int = 5, threshold: float | None = None,
     filters: Filters | None = None, record_usage: bool = True, sync: bool = True,
+    include_superseded: bool = False,
 ) -> list[SearchResponse]:
     """Ranked memories for each query; queries are embedded in one batch.
 
@@ -217,8 +259,9 @@ def search_many(
     still returned when the query's keywords match it strongly (keyword evidence of 0.5 or more,
     see `keyword_evidence`), because an exact identifier, error code or name is evidence a small
     embedding model misses.
-    Usage counts are read once before the batch and written after, so one batch does not reorder
-    itself as it goes.
+    Memories replaced by a newer one (`superseded_by`) are left out unless `include_superseded`.
+    Being returned is recorded (for `prune --unused`) but never changes a ranking: reliability
+    counts uses (see `Usage`), so the same query on an unchanged store scores the same every time.
     """
     index = store.index
     if sync and not index.synced:
@@ -257,11 +300,12 @@ def search_many(
         passed.append(([labels[i] for i in keep], sims[keep], kwe[keep], vecs[keep]))
     fields = index.rank_fields(lab for labels, *_ in passed for lab in labels)
     usage = Usage(store)
-    use = usage.get(list(dict.fromkeys(f["id"] for f in fields.values())))
+    use = usage.uses(list(dict.fromkeys(f["id"] for f in fields.values())))
     now = time.time()
     picks = []
     for labels, sims, kwe, vecs in passed:
-        keep = [i for i, lab in enumerate(labels) if lab in fields]
+        keep = [i for i, lab in enumerate(labels)
+                if lab in fields and (include_superseded or not fields[lab].get("superseded"))]
         labels, sims, kwe, vecs = [labels[i] for i in keep], sims[keep], kwe[keep], vecs[keep]
         scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
         picked = mmr(scores, vecs, k, weights.mmr_lambda)

@@ -169,7 +169,7 @@ def test_unknown_keys_survive_an_update(hash_store):
     path.write_text(HAND_WRITTEN)
     longer = "The staging database is reset every Sunday at 02:00 UTC by the cron job."
     # the hash embedder knows no meaning: a lower threshold makes the near-duplicate count as known
-    r = hash_store.add(longer, raw=True, threshold=0.6)
+    r = hash_store.add(longer, threshold=0.6)
     assert [(e.event, e.id) for e in r.events] == [("UPDATE", "01JDQ8ZK4M6V3XW7T2B9C5N1RA")]
     fm = front_matter(path)
     assert fm["reviewed_by"] == "bob" and fm["priority"] == 3 and fm["notes"] == ["first", "second"]

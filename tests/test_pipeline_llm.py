@@ -350,10 +350,10 @@ def test_decision_naming_a_non_neighbour_is_rejected(tmp_path: Path, llm_server:
     llm_server.script([facts_reply(PG16), decisions_reply(decision(0, "DELETE", other, PG16, "hallucinated target"))])
     out = add_json(cli, "--allow-delete", "We use PostgreSQL 16 now")
     (ev,) = out["memory"]
-    # the model's decision is invalid: the heuristic one stands (the fact says the same amount: NONE)
+    # the model's decision is invalid: the heuristic one stands (a new version: the old one superseded)
     assert ev["decided_by"] == "heuristic" and "LLM decision rejected" in ev["reasoning"]
     assert "not a neighbour" in ev["reasoning"]
-    assert ev["event"] in ("NONE", "UPDATE") and ev["id"] == pg
+    assert ev["event"] == "ADD" and ev["supersedes"] == pg and ev["matched"]["id"] == pg
     assert (cli.store / "facts" / f"{other}.md").exists()
 
 
@@ -364,7 +364,7 @@ def test_garbage_decide_reply_falls_back_to_heuristic_decisions(tmp_path: Path, 
     result = cli("add", "--json", "We use PostgreSQL 16 now")
     out = json.loads(result.stdout)
     assert "used the heuristic decisions" in result.stderr
-    assert out["notes"] and out["memory"][0]["id"] == pg and out["memory"][0]["decided_by"] == "heuristic"
+    assert out["notes"] and out["memory"][0]["supersedes"] == pg and out["memory"][0]["decided_by"] == "heuristic"
     assert inbox_files(cli.store) == []
 
 

@@ -289,7 +289,7 @@ def usage_counts(path) -> dict[str, int]:
         db.close()
 
 
-def test_search_counts_usage_in_the_state_file_and_never_touches_facts(notes):
+def test_search_counts_returns_in_the_state_file_and_never_touches_facts(notes):
     cli = Cli(notes)
     cli("list")  # bring the sidecar in step first
     facts = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (notes / "facts").iterdir()}
@@ -301,9 +301,25 @@ def test_search_counts_usage_in_the_state_file_and_never_touches_facts(notes):
     counts = usage_counts(notes)
     assert all(counts[i] >= 1 for i in ids)
     assert any(counts[i] == 2 for i in ids)
-    by_id = {r["id"]: r for r in second}
-    assert any(by_id[i]["explain"]["reliability"] > 0 for i in ids if i in by_id), "usage feeds reliability"
+    # being returned is not being used: the same query on an unchanged store scores the same
+    assert [(r["id"], r["score"], r["explain"]) for r in second] == [(r["id"], r["score"], r["explain"]) for r in first]
+    assert all(r["explain"]["reliability"] == 0 for r in second)
     cli("search", "--batch", input="\n".join(PARAPHRASES) + "\n")
     after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (notes / "facts").iterdir()}
     assert after == facts
     assert all(b"usage" not in data for data, _ in after.values())
+
+
+def test_same_query_twice_scores_the_same_and_feedback_is_what_ranks(notes):
+    cli = Cli(notes)
+    first = json.loads(cli("search", "--json", "--explain", QUERY).stdout)["results"]
+    again = json.loads(cli("search", "--json", "--explain", QUERY).stdout)["results"]
+    assert [(r["id"], r["score"]) for r in again] == [(r["id"], r["score"]) for r in first]
+    last = first[-1]
+    out = json.loads(cli("feedback", last["id"], "--useful", "--json").stdout)
+    assert out["id"] == last["id"] and out["confidence"] == pytest.approx(min(0.95, last["confidence"] + 0.05))
+    after = {r["id"]: r for r in json.loads(cli("search", "--json", "--explain", QUERY).stdout)["results"]}
+    assert after[last["id"]]["explain"]["reliability"] > 0 and after[last["id"]]["score"] > last["score"]
+    wrong = json.loads(cli("feedback", last["id"], "--wrong", "--json").stdout)
+    assert wrong["confidence"] == pytest.approx(out["confidence"] - 0.05)
+    assert cli("feedback", last["id"], ok=False).exit_code == 2  # one of --useful / --wrong

@@ -432,17 +432,12 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             target = next((n for n in neighbours[i] if n["id"] == dec.target_id), None)
             if target is not None:
                 llm_dec.matched = _matched(target)
-                from memcli.decide import check_llm, supersedes
+                from memcli.decide import check_llm
 
                 downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
                 if downgrade:
                     llm_dec = _Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
                                         confidence=dec.confidence, by_llm=True, matched=_matched(target))
-                elif dec.event == "UPDATE" and supersedes(target["text"], facts[i].text, target["similarity"]):
-                    # a new value is a new version, never a text holding both: the old one is kept, hidden
-                    llm_dec = _Decision("SUPERSEDE", dec.target_id, facts[i].text, confidence=dec.confidence,
-                                        by_llm=True, matched=_matched(target),
-                                        reasoning=f"{dec.reasoning or 'LLM UPDATE'}; a new value: supersedes")
             out[i] = llm_dec
         for reason in invalid:
             store.log("LLM_INVALID", detail=reason)

@@ -23,141 +23,147 @@ _memcli_paths() {  # $1: file | dir, $2: the word to complete
 _memcli_spec() {
     case "$1" in
         'memcli')
-            _memcli_subs='init add search show list rm restore export import reindex stats doctor merge prune rollback consolidate ask feedback where sync inbox'
-            _memcli_opts='--store -s --debug --version --help -h'
+            _memcli_subs='init add search show list rm restore trash export import reindex stats doctor merge prune rollback consolidate ask feedback where sync inbox'
+            _memcli_opts='--store -s --debug --version --json --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli init')
             _memcli_subs=''
-            _memcli_opts='--shared --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--shared --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=1
             ;;
         'memcli add')
             _memcli_subs=''
-            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --create --no-dedup --batch --json --help -h'
-            _memcli_vopts='--model --tag -t --type --origin --user --project --session --threshold --batch'
+            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --create --no-dedup --batch --verbose -v --json --store -s --debug --help -h'
+            _memcli_vopts='--model --tag -t --type --origin --user --project --session --threshold --batch --store -s'
             _memcli_nargs=-1
             ;;
         'memcli search')
             _memcli_subs=''
-            _memcli_opts='--top-k -k --threshold --tag -t --type --user --project --since --until --explain --batch --all --json --help -h'
-            _memcli_vopts='--top-k -k --threshold --tag -t --type --user --project --since --until'
+            _memcli_opts='--top-k -k --threshold --tag -t --type --user --project --since --until --explain --fail-empty --batch --all --json --store -s --debug --help -h'
+            _memcli_vopts='--top-k -k --threshold --tag -t --type --user --project --since --until --store -s'
             _memcli_nargs=-1
             ;;
         'memcli show')
             _memcli_subs=''
-            _memcli_opts='--history --json --help -h'
-            _memcli_vopts=''
-            _memcli_nargs=1
+            _memcli_opts='--history --json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=-1
             ;;
         'memcli list')
             _memcli_subs=''
-            _memcli_opts='--tag -t --type --user --project --since --until --sort --limit -n --all --json --help -h'
-            _memcli_vopts='--tag -t --type --user --project --since --until --sort --limit -n'
+            _memcli_opts='--tag -t --type --user --project --since --until --sort --limit -n --all --json --store -s --debug --help -h'
+            _memcli_vopts='--tag -t --type --user --project --since --until --sort --limit -n --store -s'
             _memcli_nargs=0
             ;;
         'memcli rm')
             _memcli_subs=''
-            _memcli_opts='--reason --json --help -h'
-            _memcli_vopts='--reason'
+            _memcli_opts='--reason --json --store -s --debug --help -h'
+            _memcli_vopts='--reason --store -s'
             _memcli_nargs=-1
             ;;
         'memcli restore')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=-1
+            ;;
+        'memcli trash')
+            _memcli_subs=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=0
             ;;
         'memcli export')
             _memcli_subs=''
-            _memcli_opts='--format -f --output -o --tag -t --type --user --project --since --until --all --help -h'
-            _memcli_vopts='--format -f --output -o --tag -t --type --user --project --since --until'
+            _memcli_opts='--format -f --output -o --tag -t --type --user --project --since --until --all --store -s --debug --help -h'
+            _memcli_vopts='--format -f --output -o --tag -t --type --user --project --since --until --store -s'
             _memcli_nargs=0
             ;;
         'memcli import')
             _memcli_subs=''
-            _memcli_opts='--create --json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--create --json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=1
             ;;
         'memcli reindex')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli stats')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli doctor')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli merge')
             _memcli_subs=''
-            _memcli_opts='--auto --threshold --no-llm --model --dry-run --json --help -h'
-            _memcli_vopts='--threshold --model'
+            _memcli_opts='--auto --threshold --no-llm --model --dry-run --json --store -s --debug --help -h'
+            _memcli_vopts='--threshold --model --store -s'
             _memcli_nargs=-1
             ;;
         'memcli prune')
             _memcli_subs=''
-            _memcli_opts='--older-than --unused --min-confidence --type --dry-run --json --help -h'
-            _memcli_vopts='--older-than --min-confidence --type'
+            _memcli_opts='--older-than --unused --min-confidence --type --dry-run --json --store -s --debug --help -h'
+            _memcli_vopts='--older-than --min-confidence --type --store -s'
             _memcli_nargs=0
             ;;
         'memcli rollback')
             _memcli_subs=''
-            _memcli_opts='--dry-run --json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--dry-run --json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=1
             ;;
         'memcli consolidate')
             _memcli_subs=''
-            _memcli_opts='--dry-run --no-llm --json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--dry-run --no-llm --json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli ask')
             _memcli_subs=''
-            _memcli_opts='--top-k -k --model --no-redact --json --help -h'
-            _memcli_vopts='--top-k -k --model'
+            _memcli_opts='--top-k -k --model --no-redact --json --store -s --debug --help -h'
+            _memcli_vopts='--top-k -k --model --store -s'
             _memcli_nargs=-1
             ;;
         'memcli feedback')
             _memcli_subs=''
-            _memcli_opts='--useful --wrong --json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--useful --wrong --json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=1
             ;;
         'memcli where')
             _memcli_subs=''
-            _memcli_opts='--json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli sync')
             _memcli_subs=''
-            _memcli_opts='--no-push --json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--no-push --json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli inbox')
             _memcli_subs='retry'
-            _memcli_opts='--json --help -h'
-            _memcli_vopts=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
         'memcli inbox retry')
             _memcli_subs=''
-            _memcli_opts='--model --json --help -h'
-            _memcli_vopts='--model'
+            _memcli_opts='--model --json --store -s --debug --help -h'
+            _memcli_vopts='--model --store -s'
             _memcli_nargs=0
             ;;
     esac
@@ -167,14 +173,37 @@ _memcli_spec() {
 _memcli_value() {
     case "$1 $2" in
         'memcli --store'|'memcli -s') _memcli_paths dir "$3" ;;
+        'memcli init --store'|'memcli init -s') _memcli_paths dir "$3" ;;
         'memcli add --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
+        'memcli add --store'|'memcli add -s') _memcli_paths dir "$3" ;;
         'memcli search --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
+        'memcli search --store'|'memcli search -s') _memcli_paths dir "$3" ;;
+        'memcli show --store'|'memcli show -s') _memcli_paths dir "$3" ;;
         'memcli list --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
         'memcli list --sort') COMPREPLY=($(compgen -W 'created updated confidence id type' -- "$3")) ;;
+        'memcli list --store'|'memcli list -s') _memcli_paths dir "$3" ;;
+        'memcli rm --store'|'memcli rm -s') _memcli_paths dir "$3" ;;
+        'memcli restore --store'|'memcli restore -s') _memcli_paths dir "$3" ;;
+        'memcli trash --store'|'memcli trash -s') _memcli_paths dir "$3" ;;
         'memcli export --format'|'memcli export -f') COMPREPLY=($(compgen -W 'json jsonl md csv' -- "$3")) ;;
         'memcli export --output'|'memcli export -o') _memcli_paths file "$3" ;;
         'memcli export --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
+        'memcli export --store'|'memcli export -s') _memcli_paths dir "$3" ;;
+        'memcli import --store'|'memcli import -s') _memcli_paths dir "$3" ;;
+        'memcli reindex --store'|'memcli reindex -s') _memcli_paths dir "$3" ;;
+        'memcli stats --store'|'memcli stats -s') _memcli_paths dir "$3" ;;
+        'memcli doctor --store'|'memcli doctor -s') _memcli_paths dir "$3" ;;
+        'memcli merge --store'|'memcli merge -s') _memcli_paths dir "$3" ;;
         'memcli prune --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
+        'memcli prune --store'|'memcli prune -s') _memcli_paths dir "$3" ;;
+        'memcli rollback --store'|'memcli rollback -s') _memcli_paths dir "$3" ;;
+        'memcli consolidate --store'|'memcli consolidate -s') _memcli_paths dir "$3" ;;
+        'memcli ask --store'|'memcli ask -s') _memcli_paths dir "$3" ;;
+        'memcli feedback --store'|'memcli feedback -s') _memcli_paths dir "$3" ;;
+        'memcli where --store'|'memcli where -s') _memcli_paths dir "$3" ;;
+        'memcli sync --store'|'memcli sync -s') _memcli_paths dir "$3" ;;
+        'memcli inbox --store'|'memcli inbox -s') _memcli_paths dir "$3" ;;
+        'memcli inbox retry --store'|'memcli inbox retry -s') _memcli_paths dir "$3" ;;
         *) COMPREPLY=() ;;
     esac
 }

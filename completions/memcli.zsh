@@ -6,10 +6,11 @@ _memcli() {
     local curcontext="$curcontext" state state_descr line ret=1
     typeset -A opt_args
     _arguments -s -S -C \
-        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:store:_files -/' \
-        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:store:_files -/' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '--debug[Show tracebacks on errors.]' \
         '(- *)--version[Show the version.]' \
+        '--json[JSON output for the command that follows (same as giving --json after it).]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '1:command:->command' \
@@ -21,10 +22,11 @@ _memcli() {
                 'init:Create a store (a project store in ./.memcli by default).'
                 'add:Turn text (a conversation, a note, a commit message) into memories.'
                 'search:Ranked memories for a query (meaning + keywords + recency + reliability, dive...'
-                'show:One memory, as stored (and whether a newer one superseded it).'
+                'show:Memories as stored (the Markdown file; with --json the record, or {memories:...'
                 'list:A filtered listing of memories (superseded ones only with --all).'
                 'rm:Move memories to the trash ('\''memcli restore'\'' brings them back).'
                 'restore:Bring memories back from the trash.'
+                'trash:List the trash: what was removed, when, why ('\''memcli restore ID'\'' brings one b...'
                 'export:Write memories as json, jsonl, md or csv (superseded ones only with --all).'
                 'import:Load records (text required; id, type, tags, created, origins...'
                 'reindex:Rebuild the sidecar (.index/) from facts/; embeddings come from the cache whe...'
@@ -52,6 +54,7 @@ _memcli() {
                 'list') _memcli__list && ret=0 ;;
                 'rm') _memcli__rm && ret=0 ;;
                 'restore') _memcli__restore && ret=0 ;;
+                'trash') _memcli__trash && ret=0 ;;
                 'export') _memcli__export && ret=0 ;;
                 'import') _memcli__import && ret=0 ;;
                 'reindex') _memcli__reindex && ret=0 ;;
@@ -75,9 +78,12 @@ _memcli() {
 _memcli__init() {
     _arguments -s -S \
         '--shared[For a store committed to git and shared by a team (the .gitattributes that le...]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
-        '1:directory:_files -/'
+        '1:dir:_files -/'
 }
 
 _memcli__add() {
@@ -86,21 +92,26 @@ _memcli__add() {
         '--no-llm[Use the heuristic extractor even if an LLM is set.]' \
         '--llm[Require the LLM (error if none is configured).]' \
         '--model=[LLM model for this call (litellm string).]:model: ' \
-        '*--tag=[Tag (repeatable).]:tag: ' \
-        '*-t+[Tag (repeatable).]:tag: ' \
-        '--type=[semantic | episodic | procedural.]:type:(semantic episodic procedural)' \
-        '*--origin=[Who vouches: git:SHA, session:ID ...]:origin: ' \
-        '--user=[]:user: ' \
-        '--project=[]:project: ' \
-        '--session=[Session id (adds origin session:ID).]:session: ' \
-        '--threshold=[Similarity at which a fact counts as known (0.85).]:threshold: ' \
+        '*--tag=[Tag the new memories (repeatable).]:tag: ' \
+        '*-t+[Tag the new memories (repeatable).]:tag: ' \
+        '--type=[semantic | episodic | procedural: the type of every new memory.]:type:(semantic episodic procedural)' \
+        '*--origin=[Who vouches: git:SHA, session:ID ...]:ref: ' \
+        '--user=[Owner to stamp (default: config user, else $MEMCLI_USER, else default).]:name: ' \
+        '--project=[Project to stamp (default: this git repository'\''s name).]:name: ' \
+        '--session=[Session id (adds origin session:ID).]:id: ' \
+        '--threshold=[Similarity (0-1) at which a fact counts as known (0.85).]:sim: ' \
         '--allow-delete[Let the LLM'\''s DELETE decisions apply.]' \
         '--no-redact[Do not scrub secrets and personal data.]' \
         '--dry-run[Decide, report, write nothing.]' \
         '--create[Create the --store directory if it does not exist.]' \
         '--no-dedup[Store every fact, even an exact repeat.]' \
         '--batch=[JSON lines {"text", "origins"?, "created"?, "tags"?, "type"?}, one add each;...]:file: ' \
-        '--json[JSON output.]' \
+        '(--verbose -v)--verbose[Also list the pieces skipped, with the rule that skipped each.]' \
+        '(--verbose -v)-v[Also list the pieces skipped, with the rule that skipped each.]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:text: '
@@ -108,20 +119,24 @@ _memcli__add() {
 
 _memcli__search() {
     _arguments -s -S \
-        '(--top-k -k)--top-k=[How many results (1-50).]:top-k: ' \
-        '(--top-k -k)-k+[How many results (1-50).]:top-k: ' \
-        '--threshold=[Minimum similarity (default 0.3).]:threshold: ' \
+        '(--top-k -k)--top-k=[How many results (1-50).]:n: ' \
+        '(--top-k -k)-k+[How many results (1-50).]:n: ' \
+        '--threshold=[Minimum similarity, 0-1 (default 0.3).]:sim: ' \
         '*--tag=[Only memories with this tag (repeatable; all must match).]:tag: ' \
         '*-t+[Only memories with this tag (repeatable; all must match).]:tag: ' \
-        '--type=[semantic | episodic | procedural]:type:(semantic episodic procedural)' \
-        '--user=[Only this user'\''s memories.]:user: ' \
-        '--project=[Project name, or '\''.'\'' for this repository.]:project: ' \
-        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:since: ' \
-        '--until=[Created at or before (same forms as --since).]:until: ' \
+        '--type=[semantic | episodic | procedural: only this type.]:type:(semantic episodic procedural)' \
+        '--user=[Only this user'\''s memories.]:name: ' \
+        '--project=[Project name, or '\''.'\'' for this repository.]:name: ' \
+        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:when: ' \
+        '--until=[Created at or before (same forms as --since).]:when: ' \
         '--explain[Show each part of the score.]' \
+        '--fail-empty[Exit 1 when nothing matched (for scripts).]' \
         '--batch[Queries on stdin, one per line; JSON lines out.]' \
         '--all[Include memories superseded by a newer one.]' \
-        '--json[JSON output.]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:query: '
@@ -130,34 +145,43 @@ _memcli__search() {
 _memcli__show() {
     _arguments -s -S \
         '--history[The chain of versions: superseded memories and earlier texts, oldest first.]' \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
-        '1:id: '
+        '*:id: '
 }
 
 _memcli__list() {
     _arguments -s -S \
         '*--tag=[Only memories with this tag (repeatable; all must match).]:tag: ' \
         '*-t+[Only memories with this tag (repeatable; all must match).]:tag: ' \
-        '--type=[semantic | episodic | procedural]:type:(semantic episodic procedural)' \
-        '--user=[Only this user'\''s memories.]:user: ' \
-        '--project=[Project name, or '\''.'\'' for this repository.]:project: ' \
-        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:since: ' \
-        '--until=[Created at or before (same forms as --since).]:until: ' \
-        '--sort=[created | updated | confidence | id | type; prefix with - for descending.]:sort:(created updated confidence id type)' \
-        '(--limit -n)--limit=[]:limit: ' \
-        '(--limit -n)-n+[]:limit: ' \
+        '--type=[semantic | episodic | procedural: only this type.]:type:(semantic episodic procedural)' \
+        '--user=[Only this user'\''s memories.]:name: ' \
+        '--project=[Project name, or '\''.'\'' for this repository.]:name: ' \
+        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:when: ' \
+        '--until=[Created at or before (same forms as --since).]:when: ' \
+        '--sort=[created | updated | confidence | id | type; prefix with - for descending.]:key:(created updated confidence id type)' \
+        '(--limit -n)--limit=[Show at most N memories.]:n: ' \
+        '(--limit -n)-n+[Show at most N memories.]:n: ' \
         '--all[Include memories superseded by a newer one.]' \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
 
 _memcli__rm() {
     _arguments -s -S \
-        '--reason=[]:reason: ' \
-        '--json[]' \
+        '--reason=[Why (kept in the trash and the log).]:why: ' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:id: '
@@ -165,26 +189,42 @@ _memcli__rm() {
 
 _memcli__restore() {
     _arguments -s -S \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:id: '
 }
 
+_memcli__trash() {
+    _arguments -s -S \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]'
+}
+
 _memcli__export() {
     _arguments -s -S \
-        '(--format -f)--format=[json | jsonl | md | csv]:fmt:(json jsonl md csv)' \
-        '(--format -f)-f+[json | jsonl | md | csv]:fmt:(json jsonl md csv)' \
-        '(--output -o)--output=[File (default: stdout).]:output:_files' \
-        '(--output -o)-o+[File (default: stdout).]:output:_files' \
+        '(--format -f)--format=[json | jsonl | md | csv]:format:(json jsonl md csv)' \
+        '(--format -f)-f+[json | jsonl | md | csv]:format:(json jsonl md csv)' \
+        '(--output -o)--output=[File to write (default: stdout).]:file:_files' \
+        '(--output -o)-o+[File to write (default: stdout).]:file:_files' \
         '*--tag=[Only memories with this tag (repeatable; all must match).]:tag: ' \
         '*-t+[Only memories with this tag (repeatable; all must match).]:tag: ' \
-        '--type=[semantic | episodic | procedural]:type:(semantic episodic procedural)' \
-        '--user=[Only this user'\''s memories.]:user: ' \
-        '--project=[Project name, or '\''.'\'' for this repository.]:project: ' \
-        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:since: ' \
-        '--until=[Created at or before (same forms as --since).]:until: ' \
+        '--type=[semantic | episodic | procedural: only this type.]:type:(semantic episodic procedural)' \
+        '--user=[Only this user'\''s memories.]:name: ' \
+        '--project=[Project name, or '\''.'\'' for this repository.]:name: ' \
+        '--since=[Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.]:when: ' \
+        '--until=[Created at or before (same forms as --since).]:when: ' \
         '--all[Include memories superseded by a newer one.]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
@@ -192,7 +232,10 @@ _memcli__export() {
 _memcli__import() {
     _arguments -s -S \
         '--create[Create the --store directory if it does not exist.]' \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '1:file:_files'
@@ -200,21 +243,30 @@ _memcli__import() {
 
 _memcli__reindex() {
     _arguments -s -S \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
 
 _memcli__stats() {
     _arguments -s -S \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
 
 _memcli__doctor() {
     _arguments -s -S \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
@@ -222,11 +274,14 @@ _memcli__doctor() {
 _memcli__merge() {
     _arguments -s -S \
         '--auto[Merge every group of memories above --threshold.]' \
-        '--threshold=[Similarity for --auto groups.]:threshold: ' \
+        '--threshold=[Similarity (0-1) for --auto groups.]:sim: ' \
         '--no-llm[Heuristic merge even if an LLM is configured.]' \
         '--model=[LLM model for this call (litellm string).]:model: ' \
-        '--dry-run[Show what would be merged.]' \
-        '--json[]' \
+        '--dry-run[Show what would be merged, change nothing.]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:id: '
@@ -234,20 +289,26 @@ _memcli__merge() {
 
 _memcli__prune() {
     _arguments -s -S \
-        '--older-than=[Age or date: 90d, 6m, 2026-01-01.]:older-than: ' \
+        '--older-than=[Age or date: 90d, 6m, 2026-01-01.]:duration: ' \
         '--unused[Never returned by a search.]' \
-        '--min-confidence=[Trash memories below this confidence.]:min-confidence: ' \
-        '--type=[]:type:(semantic episodic procedural)' \
-        '--dry-run[]' \
-        '--json[]' \
+        '--min-confidence=[Trash memories below this confidence.]:level: ' \
+        '--type=[Only memories of this type.]:type:(semantic episodic procedural)' \
+        '--dry-run[List what would be trashed, change nothing.]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
 
 _memcli__rollback() {
     _arguments -s -S \
-        '--dry-run[]' \
-        '--json[]' \
+        '--dry-run[List what would be trashed or detached, change nothing.]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '1:origin: '
@@ -257,18 +318,24 @@ _memcli__consolidate() {
     _arguments -s -S \
         '--dry-run[Report what would change, change nothing.]' \
         '--no-llm[Heuristic merges even if an LLM is configured.]' \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
 
 _memcli__ask() {
     _arguments -s -S \
-        '(--top-k -k)--top-k=[Memories to give the model.]:top-k: ' \
-        '(--top-k -k)-k+[Memories to give the model.]:top-k: ' \
+        '(--top-k -k)--top-k=[Memories to give the model (1-50).]:n: ' \
+        '(--top-k -k)-k+[Memories to give the model (1-50).]:n: ' \
         '--model=[LLM model for this call (litellm string).]:model: ' \
         '--no-redact[Send the question to the model unscrubbed.]' \
         '--json[JSON: the answer, the ids it cites, the memories used.]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '*:question: '
@@ -278,7 +345,10 @@ _memcli__feedback() {
     _arguments -s -S \
         '--useful[It helped: confidence +0.05, counts as a use.]' \
         '--wrong[It is wrong or stale: confidence -0.05.]' \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '1:id: '
@@ -286,7 +356,10 @@ _memcli__feedback() {
 
 _memcli__where() {
     _arguments -s -S \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
@@ -294,7 +367,10 @@ _memcli__where() {
 _memcli__sync() {
     _arguments -s -S \
         '--no-push[Commit and pull, but do not push.]' \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }
@@ -303,7 +379,10 @@ _memcli__inbox() {
     local curcontext="$curcontext" state state_descr line ret=1
     typeset -A opt_args
     _arguments -s -S -C \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '1:command:->command' \
@@ -329,7 +408,10 @@ _memcli__inbox() {
 _memcli__inbox__retry() {
     _arguments -s -S \
         '--model=[LLM model for the replay (litellm string).]:model: ' \
-        '--json[]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
 }

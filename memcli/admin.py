@@ -24,8 +24,8 @@ def _size(path: Path) -> int:
     return total
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
+def _counts(pairs: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"name": name, "count": n} for name, n in pairs]
 
 
 def stats(store: Store) -> dict[str, Any]:
@@ -39,25 +39,26 @@ def stats(store: Store) -> dict[str, Any]:
     for rec in index.select():
         types[rec.get("type", "?")] += 1
         tags.update(rec.get("tags") or [])
-        projects[rec.get("project") or "-"] += 1
-        users[rec.get("user") or "-"] += 1
+        projects[rec.get("project") or "(none)"] += 1
+        users[rec.get("user") or "(none)"] += 1
         created = rec.get("created")
         oldest = created if oldest is None or (created and created < oldest) else oldest
         newest = created if newest is None or (created and created > newest) else newest
     return {
         "store": str(store.path),
         "memories": index.count(),
-        "types": dict(types.most_common()),
-        "top_tags": dict(tags.most_common(10)),
-        "projects": dict(projects.most_common(10)),
-        "users": dict(users.most_common(10)),
+        # counts as [{name, count}]: JSON keys stay a fixed vocabulary (a tag is data, not a key)
+        "types": _counts(types.most_common()),
+        "top_tags": _counts(tags.most_common(10)),
+        "projects": _counts(projects.most_common(10)),
+        "users": _counts(users.most_common(10)),
         "oldest": oldest,
         "newest": newest,
         "trash": len(list(store.trash_dir.glob("*.md"))) if store.trash_dir.is_dir() else 0,
         "inbox": len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0,
         "malformed_files": len(index.bad_files()),
-        "facts_size": _mb(_size(store.facts_dir)),
-        "index_size": _mb(_size(store.index_dir)),
+        "facts_bytes": _size(store.facts_dir),
+        "index_bytes": _size(store.index_dir),
         "embed_model": store.config.embed_model,
         "llm_model": store.config.llm_model or "none (heuristic extraction)",
     }

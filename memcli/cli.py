@@ -7,15 +7,15 @@ usage errors exit 2.
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 
-from memcli import __version__
+from memcli import __version__, render
 from memcli.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.index import Filters
 from memcli.store import Store
@@ -34,11 +34,155 @@ def _advice(e: MemcliError, command: str | None) -> str:
             return f", {by_command[command]}"
     return ""
 
+try:  # typer >= 0.20 vendors its own click
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer
+    import click  # type: ignore[no-redef]
+
+
+def examples(*lines: str) -> str:
+    """A command's help ends with these examples (2-4 of them; tests/test_help.py checks)."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _set_store(value: str | None) -> None:
+    if value is not None:
+        state.store_path = value
+        state.store = None
+
+
+def _set_debug(value: bool) -> None:
+    if value:
+        state.debug = True
+
+
+def _global_options(
+    store: str | None = typer.Option(None, "--store", "-s", metavar="DIR", expose_value=False, callback=_set_store,
+                                     help="Store directory (default: $MEMCLI_STORE, the nearest .memcli/, "
+                                          "or ~/.local/share/memcli)."),
+    debug: bool = typer.Option(False, "--debug", expose_value=False, callback=_set_debug,
+                               help="Show tracebacks on errors."),
+) -> None:
+    """A template: its options are given to every subcommand (see _add_global_params)."""
+
+
+def _global_params() -> list[Any]:
+    """--store and --debug as click parameters, accepted after the subcommand too (`memcli export --store X`)."""
+    template = typer.Typer()
+    template.command()(_global_options)
+    return [p for p in typer.main.get_command(template).params if p.name in ("store", "debug")]
+
+
+class _Command(typer.core.TyperCommand):
+    """Plain help, like git's and gh's: arguments by their metavar (`ID...`, `[TEXT]...`), never a
+    type name (`<list[str]>`); options by a metavar, flags bare; examples at the end (the epilog)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        return pieces + [_argument_name(p) for p in self.get_params(ctx) if p.param_type_name == "argument"]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args, opts = [], []
+        for p in self.get_params(ctx):
+            if p.param_type_name == "argument":
+                args.append((_argument_name(p), p.help or ""))
+            else:
+                record = p.get_help_record(ctx)
+                if record:
+                    opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(p: Any) -> str:
+    name = p.metavar or (p.name or "arg").upper()
+    if p.nargs != 1:
+        name += "..."
+    return name if p.required else f"[{name}]" if p.nargs == 1 else f"[{name[:-3]}]..."
+
+
+def _add_global_params(cmd: Any) -> None:
+    """Give every subcommand (and sub-subcommand) the global options, unless it has its own,
+    and plain help (_Command)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        if type(sub) is typer.core.TyperCommand:
+            sub.__class__ = _Command
+        taken = {o for p in sub.params for o in getattr(p, "opts", [])}
+        for p in _global_params():
+            p.opts = [o for o in p.opts if o not in taken]  # a subcommand's own -s wins
+            if p.opts and p.opts[0].startswith("--"):
+                sub.params.append(p)
+        _add_global_params(sub)
+
+
+def _hoist_json(args: list[str], root: Any) -> list[str]:
+    """`memcli --json list` means `memcli list --json`: move a --json given before the subcommand
+    to after it (before any `--`), where the subcommand's own --json takes it."""
+    value_opts = {o for p in root.params if not getattr(p, "is_flag", False) for o in getattr(p, "opts", [])}
+    i = 0
+    found = None
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        if a == "--json":
+            found = i
+        elif a in value_opts:
+            i += 1
+        elif not a.startswith("-"):
+            break  # the subcommand
+        i += 1
+    if found is None or i >= len(args) or args[i] == "--":
+        return args
+    rest = args[:found] + args[found + 1:]
+    tail = rest[i - 1:]  # from the subcommand on
+    cut = i - 1 + tail.index("--") if "--" in tail else len(rest)
+    return [*rest[:cut], "--json", *rest[cut:]]
+
+
+def _wants_json(args: list[str]) -> bool:
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
 
 class _Group(typer.core.TyperGroup):
-    """Turns the library's expected errors (one root: MemcliError) into one line on stderr and
-    the error's exit status, for every entry point (console script, `python -m memcli`, Typer's
-    test runner)."""
+    """The root command. It renders every error the same way for every entry point (console
+    script, `python -m memcli`, Typer's test runner): `memcli: error: ...` + optional `hint:`
+    on stderr (and a JSON object with --json); exit 1 for errors, 2 for usage, 130 on Ctrl-C.
+    It also gives every subcommand the global options (--store, --debug)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _add_global_params(self)
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        args = list(sys.argv[1:] if args is None else args)
+        args = _hoist_json(args, self)
+        state.json_errors = _wants_json(args)
+        state.debug = "--debug" in args
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "memcli", complete_var=complete_var,
+                              standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except click.exceptions.NoArgsIsHelpError as e:
+            sys.stdout.write(e.ctx.get_help() + "\n")
+            code = 0
+        except click.exceptions.UsageError as e:
+            path = e.ctx.command_path if e.ctx is not None else "memcli"
+            message, hint = render.usage_error(e.format_message(), path)
+            render.error(message, hint=hint, code=render.USAGE, as_json=state.json_errors)
+            code = render.USAGE
+        except click.exceptions.ClickException as e:
+            render.error(e.format_message(), code=e.exit_code, as_json=state.json_errors)
+            code = e.exit_code
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            render.error("interrupted", code=render.INTERRUPTED, as_json=state.json_errors)
+            code = render.INTERRUPTED
+        if not standalone_mode:
+            return code
+        sys.exit(code)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -47,14 +191,16 @@ class _Group(typer.core.TyperGroup):
             if state.debug:
                 raise
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            sys.stderr.write(f"memcli: error: {msg}{_advice(e, ctx.invoked_subcommand)}\n")
+            render.error(f"{msg}{_advice(e, ctx.invoked_subcommand)}", hint=e.hint, code=int(e.exit_status),
+                         as_json=state.json_errors, kind=render.snake(type(e).__name__))
             raise typer.Exit(int(e.exit_status)) from None
         except OSError as e:  # a full disk, a read-only store, a permission: the system's words, one line
             if state.debug or isinstance(e, BrokenPipeError):
                 raise
             where = f": {e.filename}" if e.filename else ""
-            sys.stderr.write(f"memcli: error: {e.strerror or e}{where}\n")
-            raise typer.Exit(int(ExitStatus.ERROR)) from None
+            render.error(f"{e.strerror or e}{where}", as_json=state.json_errors, kind="os_error")
+            raise typer.Exit(render.ERROR) from None
+
 
 
 app = typer.Typer(
@@ -63,6 +209,7 @@ app = typer.Typer(
     help="Local-first long-term memory for developers and AI coding agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     add_completion=False,  # static scripts in completions/ (generated by memcli.completion)
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -73,6 +220,7 @@ app.add_typer(inbox_app, name="inbox")
 class _State:
     store_path: str | None = None
     debug: bool = False
+    json_errors: bool = False
     store: Store | None = None
 
 
@@ -80,9 +228,10 @@ state = _State()
 
 
 # ---------------------------------------------------------------- helpers
-def fail(message: str, code: int = ExitStatus.ERROR) -> NoReturn:
-    sys.stderr.write(f"memcli: error: {message}\n")
-    raise typer.Exit(int(code))
+def fail(message: str, code: int = render.ERROR, hint: str | None = None) -> NoReturn:
+    """One error line (+ hint) on stderr, and exit: 1 for errors, 2 for usage mistakes."""
+    render.error(message, hint=hint, code=code, as_json=state.json_errors)
+    raise typer.Exit(code)
 
 
 def note(message: str) -> None:
@@ -168,14 +317,9 @@ def read_text(args: list[str] | None, what: str = "text") -> str:
     return read_input(data, "stdin")
 
 
-def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
-
-
-def console() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=True)
+def emit_json(data: dict[str, Any]) -> None:
+    """One JSON document on stdout, `schema` first (memcli.render.emit_json)."""
+    render.emit_json(data)
 
 
 def short(text: str, width: int = 160) -> str:
@@ -209,24 +353,41 @@ def check_type(type_: str | None) -> None:
 
 
 def resolve_ids(store: Store, ids: list[str]) -> list[str]:
-    """Full ids from ids or unique prefixes; an unknown or ambiguous one is an error."""
-    out = []
-    for i in ids:
-        try:
-            out.append(store.index.resolve_id(i))
-        except LookupError as e:
-            fail(str(e.args[0]))
-    return out
+    """Full ids from ids or unique prefixes; an unknown or ambiguous one is an error whose hint
+    lists the candidates (or says the memory is in the trash and how to restore it)."""
+    from memcli.ids import resolve
+
+    return [resolve(store, i) for i in ids]
 
 
 # Filter options shared by search, list and export (one definition, one help text).
-TAG_FILTER = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable; all must match).")
-TYPE_FILTER = typer.Option(None, "--type", help=MemoryType.choices())
-USER_FILTER = typer.Option(None, "--user", help="Only this user's memories.")
-PROJECT_FILTER = typer.Option(None, "--project", help="Project name, or `.` for this repository.")
-SINCE_FILTER = typer.Option(None, "--since", help="Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")
+TAG_FILTER = typer.Option(None, "--tag", "-t", metavar="TAG",
+                          help="Only memories with this tag (repeatable; all must match).")
+TYPE_FILTER = typer.Option(None, "--type", metavar="TYPE", help=f"{MemoryType.choices()}: only this type.")
+USER_FILTER = typer.Option(None, "--user", metavar="NAME", help="Only this user's memories.")
+PROJECT_FILTER = typer.Option(None, "--project", metavar="NAME", help="Project name, or `.` for this repository.")
+SINCE_FILTER = typer.Option(None, "--since", metavar="WHEN",
+                            help="Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")
+UNTIL_FILTER = typer.Option(None, "--until", metavar="WHEN", help="Created at or before (same forms as --since).")
 ALL_OPTION = typer.Option(False, "--all", help="Include memories superseded by a newer one.")
-UNTIL_FILTER = typer.Option(None, "--until", help="Created at or before (same forms as --since).")
+JSON_FLAG = typer.Option(False, "--json", help="Print one JSON document on stdout (shapes: README, JSON output).")
+
+
+def _between(lo: float, hi: float) -> Any:
+    """A range check with a plain message (typer's min/max would print `<float range> [0.0<=x<=1.0]` in help)."""
+    def check(value: float | None) -> float | None:
+        if value is not None and not lo <= value <= hi:
+            raise typer.BadParameter(f"must be between {lo:g} and {hi:g}, got {value:g}")
+        return value
+    return check
+
+
+def _at_least(lo: int) -> Any:
+    def check(value: int | None) -> int | None:
+        if value is not None and value < lo:
+            raise typer.BadParameter(f"must be {lo} or more, got {value}")
+        return value
+    return check
 
 
 # ---------------------------------------------------------------- global options
@@ -238,20 +399,23 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    store: str | None = typer.Option(None, "--store", "-s", help="Store directory (default: $MEMCLI_STORE, "
+    store: str | None = typer.Option(None, "--store", "-s", metavar="DIR",
+                                     help="Store directory (default: $MEMCLI_STORE, "
                                         "the nearest .memcli/, or ~/.local/share/memcli).", envvar=None),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output for the command that follows "
+                                 "(same as giving --json after it)."),
 ) -> None:
     state.store_path = store
-    state.debug = debug
+    state.debug = state.debug or debug
     state.store = None
 
 
 # ---------------------------------------------------------------- init
-@app.command()
+@app.command(epilog=examples("memcli init", "memcli init --shared ~/notes/memories"))
 def init(
-    directory: Path | None = typer.Argument(None, help="Where (default: ./.memcli)."),
+    directory: Path | None = typer.Argument(None, metavar="DIR", help="Where (default: ./.memcli)."),
     shared: bool = typer.Option(False, "--shared", help="For a store committed to git and shared by a team "
                                 "(the .gitattributes that lets log.jsonl merge is written in any case)."),
 ) -> None:
@@ -268,21 +432,31 @@ def init(
 
 
 # ---------------------------------------------------------------- add
-@app.command()
+@app.command(epilog=examples(
+    'memcli add "We release with make release VERSION=x.y.z."',
+    'git log -1 --format=%B | memcli add --origin git:$(git rev-parse HEAD) -',
+    'memcli add --raw --tag deploy "kubectl rollout undo deploy/api"',
+    "memcli add --dry-run --json < notes.md",
+))
 def add(
-    text: list[str] | None = typer.Argument(None, help="Text to remember; `-` or nothing reads stdin."),
+    text: list[str] | None = typer.Argument(None, metavar="TEXT", help="Text to remember; `-` or nothing reads stdin."),
     raw: bool = typer.Option(False, "--raw", help="Store the text as one memory, no extraction."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Use the heuristic extractor even if an LLM is set."),
     use_llm: bool = typer.Option(False, "--llm", help="Require the LLM (error if none is configured)."),
-    model: str | None = typer.Option(None, "--model", help="LLM model for this call (litellm string)."),
-    tag: list[str] | None = typer.Option(None, "--tag", "-t", help="Tag (repeatable)."),
-    type_: str | None = typer.Option(None, "--type", help=f"{MemoryType.choices()}."),
-    origin: list[str] | None = typer.Option(None, "--origin", help="Who vouches: git:SHA, session:ID ..."),
-    user: str | None = typer.Option(None, "--user"),
-    project: str | None = typer.Option(None, "--project"),
-    session: str | None = typer.Option(None, "--session", help="Session id (adds origin session:ID)."),
-    threshold: float | None = typer.Option(None, "--threshold", min=0.0, max=1.0,
-                                              help="Similarity at which a fact counts as known (0.85)."),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL",
+                                     help="LLM model for this call (litellm string)."),
+    tag: list[str] | None = typer.Option(None, "--tag", "-t", metavar="TAG", help="Tag the new memories (repeatable)."),
+    type_: str | None = typer.Option(None, "--type", metavar="TYPE",
+                                     help=f"{MemoryType.choices()}: the type of every new memory."),
+    origin: list[str] | None = typer.Option(None, "--origin", metavar="REF",
+                                            help="Who vouches: git:SHA, session:ID ..."),
+    user: str | None = typer.Option(None, "--user", metavar="NAME",
+                                    help="Owner to stamp (default: config user, else $MEMCLI_USER, else default)."),
+    project: str | None = typer.Option(None, "--project", metavar="NAME",
+                                       help="Project to stamp (default: this git repository's name)."),
+    session: str | None = typer.Option(None, "--session", metavar="ID", help="Session id (adds origin session:ID)."),
+    threshold: float | None = typer.Option(None, "--threshold", metavar="SIM", callback=_between(0, 1),
+                                              help="Similarity (0-1) at which a fact counts as known (0.85)."),
     allow_delete: bool = typer.Option(False, "--allow-delete", help="Let the LLM's DELETE decisions apply."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decide, report, write nothing."),
@@ -290,7 +464,9 @@ def add(
     no_dedup: bool = typer.Option(False, "--no-dedup", help="Store every fact, even an exact repeat."),
     batch: str | None = typer.Option(None, "--batch", metavar="FILE", help='JSON lines {"text", "origins"?, '
                                      '"created"?, "tags"?, "type"?}, one add each; - for stdin.'),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list the pieces skipped, with the rule "
+                                 "that skipped each."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Turn text (a conversation, a note, a commit message) into memories."""
     if no_llm and (use_llm or model):
@@ -319,7 +495,7 @@ def add(
     if as_json:
         emit_json(result.to_dict())
     else:
-        _print_add(result, dry_run)
+        _print_add(result, dry_run, verbose=verbose)
     if result.failed:
         raise typer.Exit(int(ExitStatus.ERROR))
 
@@ -341,13 +517,13 @@ def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool
             if isinstance(res, str):
                 failed = True
                 if as_json:
-                    sys.stdout.write(json.dumps({"line": n, "error": res}, ensure_ascii=False) + "\n")
+                    sys.stdout.write(render.json_line({"line": n, "error": res}))
                 else:
                     note(res)
                 continue
             failed = failed or res.failed
             if as_json:
-                sys.stdout.write(json.dumps({"line": n, **res.to_dict()}, ensure_ascii=False) + "\n")
+                sys.stdout.write(render.json_line({"line": n, **res.to_dict()}))
             else:
                 _print_add(res, bool(options.get("dry_run")), summary=False)
     finally:
@@ -357,31 +533,41 @@ def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool
         raise typer.Exit(int(ExitStatus.ERROR))
 
 
-def _print_add(result: Any, dry_run: bool, *, summary: bool = True) -> None:
-    """One line per fact: event, id, text; then what it was decided against and why."""
-    from rich.markup import escape
-
-    out = console()
+def _print_add(result: Any, dry_run: bool, *, summary: bool = True, verbose: bool = False) -> None:
+    """One line per fact: event, id, text; then what it was decided against and why. Memory text is
+    printed literally (never markup, never emoji codes) and clipped at a word to the terminal."""
+    colour = render.colour_enabled()
     colours = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
+    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
+    room = max(20, width - 34)
+    pad = f"{'':<6} {'':<26} "
+    out: list[str] = []
+
+    def dim(text: str) -> str:
+        return render.style(render.clip(text, room), "dim", colour)
+
     for e in result.events:
         if e.verdict == "invalid" and not e.refused:
-            out.print(f"[magenta]{'INVALID':<6}[/] {(e.id or '-'):<26} {escape(short(e.text or '', 60))} "
-                      f"[dim]({escape(short(e.reasoning or '', 100))})[/]", markup=True)
+            out.append(f"{render.style('INVALID', 'magenta', colour)} {(e.id or '-'):<26} "
+                       f"{render.clip(e.text or '', room // 2)} ({render.clip(e.reasoning or '', room // 2)})")
             continue
-        mark = " [dim](refused: use --allow-delete)[/]" if e.refused else ""
-        out.print(f"[{colours.get(e.event, '')}]{e.event:<6}[/] {(e.id or '-'):<26} "
-                  f"{escape(short(e.text, 100))}{mark}", markup=True)
+        mark = " (refused: use --allow-delete)" if e.refused else ""
+        out.append(f"{render.style(f'{e.event:<6}', colours.get(e.event, 'dim'), colour)} {(e.id or '-'):<26} "
+                   f"{render.clip(e.text, room - len(mark))}{mark}")
         if e.old_memory is not None and e.event == "UPDATE":
-            out.print(f"{'':<6} {'':<26} [dim]was: {escape(short(e.old_memory, 94))}[/]", markup=True)
+            out.append(pad + dim(f"was: {e.old_memory}"))
         if e.supersedes:
-            out.print(f"{'':<6} {'':<26} [dim]supersedes {e.supersedes}: {escape(short(e.old_memory or '', 70))}"
-                      f" ({escape(short(e.reasoning or '', 60))})[/]", markup=True)
+            out.append(pad + dim(f"supersedes {e.supersedes}: {render.clip(e.old_memory or '', 70)} "
+                                 f"({e.reasoning or ''})"))
         elif e.matched and e.event in ("NONE", "UPDATE"):
-            out.print(f"{'':<6} {'':<26} [dim]matched {e.matched['id']}: {escape(e.reasoning or '')}[/]",
-                      markup=True)
+            out.append(pad + dim(f"matched {e.matched['id']}: {e.reasoning or ''}"))
         elif e.related:
-            out.print(f"{'':<6} {'':<26} [dim]related to {e.related}: {escape(e.reasoning or '')}[/]",
-                      markup=True)
+            out.append(pad + dim(f"related to {e.related}: {e.reasoning or ''}"))
+    if verbose:
+        for piece in result.extraction.skipped_pieces:
+            out.append(f"{render.style('SKIP  ', 'dim', colour)} {piece['rule']:<26} "
+                       f"{render.clip(piece['text'], room)}")
+    sys.stdout.write("".join(line + "\n" for line in out))
     if not summary:
         return
     s = result.summary()
@@ -398,12 +584,17 @@ def _print_add(result: Any, dry_run: bool, *, summary: bool = True) -> None:
 
 
 # ---------------------------------------------------------------- search
-@app.command()
+@app.command(epilog=examples(
+    'memcli search "how do we release?"',
+    "memcli search redis eviction -k 3 --explain",
+    "memcli search --tag deploy --since 30d rollback --json",
+))
 def search(
-    query: list[str] | None = typer.Argument(None, help="What to look for."),
-    top_k: int = typer.Option(5, "--top-k", "-k", min=1, max=50, help="How many results (1-50)."),
-    threshold: float | None = typer.Option(None, "--threshold", min=0.0, max=1.0,
-                                              help="Minimum similarity (default 0.3)."),
+    query: list[str] | None = typer.Argument(None, metavar="QUERY", help="What to look for; `-` reads stdin."),
+    top_k: int = typer.Option(5, "--top-k", "-k", metavar="N", callback=_between(1, 50),
+                              help="How many results (1-50)."),
+    threshold: float | None = typer.Option(None, "--threshold", metavar="SIM", callback=_between(0, 1),
+                                              help="Minimum similarity, 0-1 (default 0.3)."),
     tag: list[str] | None = TAG_FILTER,
     type_: str | None = TYPE_FILTER,
     user: str | None = USER_FILTER,
@@ -411,9 +602,10 @@ def search(
     since: str | None = SINCE_FILTER,
     until: str | None = UNTIL_FILTER,
     explain: bool = typer.Option(False, "--explain", help="Show each part of the score."),
+    fail_empty: bool = typer.Option(False, "--fail-empty", help="Exit 1 when nothing matched (for scripts)."),
     batch: bool = typer.Option(False, "--batch", help="Queries on stdin, one per line; JSON lines out."),
     all_: bool = ALL_OPTION,
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Ranked memories for a query (meaning + keywords + recency + reliability, diversified)."""
     from memcli.search import search_many
@@ -435,41 +627,62 @@ def search(
     responses = search_many(store, queries, k=top_k, threshold=threshold, filters=filters, include_superseded=all_)
     if batch:
         for r in responses:
-            sys.stdout.write(json.dumps({"query": r.query, "results": [h.to_dict(explain) for h in r.hits],
-                                         "metadata": r.metadata}, ensure_ascii=False) + "\n")
+            sys.stdout.write(render.json_line({"query": r.query, "results": [h.to_dict(explain) for h in r.hits],
+                                               "metadata": r.metadata}))
+        if fail_empty and not any(r.hits for r in responses):
+            raise typer.Exit(render.ERROR)
         return
     r = responses[0]
     if as_json:
         emit_json({"query": r.query, "results": [h.to_dict(explain) for h in r.hits], "metadata": r.metadata})
+        if fail_empty and not r.hits:
+            raise typer.Exit(render.ERROR)
         return
-    out = console()
     if not r.hits:
         note("no matching memories")
+        if fail_empty:
+            raise typer.Exit(render.ERROR)
         return
-    for h in r.hits:
-        rec = h.record
-        tags = f" [cyan]{' '.join('#' + t for t in rec.get('tags') or [])}[/]" if rec.get("tags") else ""
-        out.print(f"[bold]{h.score:.3f}[/] [dim]{rec['id']}[/] {rec.get('type', '')}{tags}", markup=True)
-        out.print("  " + short(rec["text"], 300), markup=False)
-        if explain:
-            p = h.parts
-            out.print(f"  [dim]similarity {p['similarity']:.3f}  keyword {p['keyword']:.3f}  recency "
-                      f"{p['recency']:.3f}  reliability {p['reliability']:.3f}[/]", markup=True)
+    from memcli.ids import short_ids
+
+    width, colour = render.terminal_width(), render.colour_enabled()
+    shorts = short_ids(store, [h.id for h in r.hits])
+    lines: list[str] = []
+    for n, h in enumerate(r.hits):
+        if n:
+            lines.append("")
+        lines.extend(render.search_hit(h.score, h.record, shorts[h.id], width, colour,
+                                       explain=h.parts if explain else None))
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 # ---------------------------------------------------------------- show / list
-@app.command()
+@app.command(epilog=examples("memcli show 01JDQ8ZK", "memcli show 01JDQ8ZK 01M8EJA6 --json"))
 def show(
-    memory_id: str = typer.Argument(..., metavar="ID", help="A memory id (a unique prefix is enough)."),
+    memory_ids: list[str] = typer.Argument(..., metavar="ID", help="Memory ids (a unique prefix is enough)."),
     history: bool = typer.Option(False, "--history", help="The chain of versions: superseded memories and "
                                  "earlier texts, oldest first."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON_FLAG,
 ) -> None:
-    """One memory, as stored (and whether a newer one superseded it)."""
+    """Memories as stored (the Markdown file; with --json the record, or {memories: [...]} for
+    several), and whether a newer one superseded each."""
     from memcli.chain import chain
 
     store = synced(get_store())
-    (mid,) = resolve_ids(store, [memory_id])
+    full = resolve_ids(store, memory_ids)
+    if len(full) > 1 and not history:
+        memories = [store.read(mid) for mid in full]
+        if as_json:
+            emit_json({"memories": [m.to_dict() for m in memories]})
+            return
+        for m in memories:
+            if m.extra.get("superseded_by"):
+                note(f"{m.id} is superseded by {m.extra['superseded_by']}")
+        sys.stdout.write("\n".join(m.to_markdown() for m in memories))
+        return
+    if len(full) > 1:
+        fail("--history shows one memory's chain", ExitStatus.USAGE)
+    (mid,) = full
     memory = store.read(mid)
     newer = memory.extra.get("superseded_by")
     if history:
@@ -480,7 +693,7 @@ def show(
         for step in steps:
             mark = "*" if step["id"] == mid and step.get("current", True) else " "
             sys.stdout.write(f"{mark} {step['at'] or '-':<20} {step['event']:<10} {step['id']}  "
-                             f"{short(step['text'], 90)}\n")
+                             f"{render.clip(step['text'], 90)}\n")
         return
     if as_json:
         emit_json(memory.to_dict())
@@ -490,7 +703,11 @@ def show(
         sys.stdout.write(memory.to_markdown())
 
 
-@app.command("list")
+@app.command("list", epilog=examples(
+    "memcli list --tag deploy --since 30d",
+    "memcli list --sort -updated -n 20",
+    "memcli list --json | jq '.memories[].text'",
+))
 def list_(
     tag: list[str] | None = TAG_FILTER,
     type_: str | None = TYPE_FILTER,
@@ -498,10 +715,12 @@ def list_(
     project: str | None = PROJECT_FILTER,
     since: str | None = SINCE_FILTER,
     until: str | None = UNTIL_FILTER,
-    sort: str = typer.Option("created", "--sort", help=f"{SortKey.choices()}; prefix with - for descending."),
-    limit: int | None = typer.Option(None, "--limit", "-n", min=1),
+    sort: str = typer.Option("created", "--sort", metavar="KEY", help=f"{SortKey.choices()}; "
+                             "prefix with - for descending."),
+    limit: int | None = typer.Option(None, "--limit", "-n", metavar="N", callback=_at_least(1),
+                                     help="Show at most N memories."),
     all_: bool = ALL_OPTION,
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """A filtered listing of memories (superseded ones only with --all)."""
     if sort.lstrip("-") not in SortKey.values():
@@ -511,22 +730,34 @@ def list_(
     desc = sort.startswith("-")
     records = store.index.select(filters, order=sort.lstrip("-"), limit=limit, desc=desc)
     if as_json:
-        emit_json(records)
+        emit_json({"count": len(records), "memories": records})
         return
-    out = console()
-    for rec in records:
-        tags = " ".join("#" + t for t in rec.get("tags") or [])
-        out.print(f"[dim]{rec['id']}[/] {rec.get('created', '')[:10]} {rec.get('type', ''):<10} "
-                  f"{short(rec['text'], 90)} [cyan]{tags}[/]", markup=True)
-    note(f"{len(records)} memor{'y' if len(records) == 1 else 'ies'}")
+    if not render.stdout_is_terminal():  # a pipe or a file: every memory, full ids, tab-separated
+        sys.stdout.write("".join(line + "\n" for line in render.list_tsv(records)))
+        note(render.plural(len(records), "memory", "memories"))
+        return
+    from memcli.ids import short_ids
+
+    cap = len(records) if limit else max(10, shutil.get_terminal_size((80, 24)).lines - 3)
+    shown = records[:cap]
+    lines = render.list_rows(shown, render.terminal_width(), short_ids(store, [r["id"] for r in shown]),
+                             render.colour_enabled())
+    if len(records) > len(shown):
+        lines.append(f"… {len(records) - len(shown)} more (use --limit N, or pipe the output)")
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    note(render.plural(len(records), "memory", "memories"))
 
 
 # ---------------------------------------------------------------- rm / restore
-@app.command()
+@app.command(epilog=examples(
+    "memcli rm 01JDQ8ZK",
+    'memcli rm 01JDQ8ZK 01M8EJA6 --reason "outdated since the move to k8s"',
+))
 def rm(
-    ids: list[str] = typer.Argument(..., metavar="ID...", help="Memories to move to the trash."),
-    reason: str = typer.Option("removed by user", "--reason"),
-    as_json: bool = typer.Option(False, "--json"),
+    ids: list[str] = typer.Argument(..., metavar="ID", help="Memories to move to the trash."),
+    reason: str = typer.Option("removed by user", "--reason", metavar="WHY",
+                               help="Why (kept in the trash and the log)."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Move memories to the trash (`memcli restore` brings them back)."""
     store = synced(get_store())
@@ -541,15 +772,18 @@ def rm(
             note(f"trashed {mid}")
 
 
-@app.command()
+@app.command(epilog=examples("memcli trash", "memcli restore 01JDQ8ZK"))
 def restore(
-    ids: list[str] = typer.Argument(..., metavar="ID..."),
-    as_json: bool = typer.Option(False, "--json"),
+    ids: list[str] = typer.Argument(..., metavar="ID", help="Trashed memories (a unique id prefix is enough)."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Bring memories back from the trash."""
-    store = get_store()
+    from memcli.ids import resolve_trashed
+
+    store = synced(get_store())
+    full = [resolve_trashed(store, i) for i in ids]
     with store.lock():
-        done = [store.restore(mid).id for mid in ids]
+        done = [store.restore(mid).id for mid in full]
         synced(store)
     if as_json:
         emit_json({"restored": done})
@@ -558,11 +792,43 @@ def restore(
             note(f"restored {mid}")
 
 
+@app.command("trash", epilog=examples("memcli trash", "memcli trash --json | jq '.memories[].id'"))
+def trash_(as_json: bool = JSON_FLAG) -> None:
+    """List the trash: what was removed, when, why (`memcli restore ID` brings one back)."""
+    store = get_store()
+    items = []
+    for m in store.trashed():
+        info = m.extra.get("trashed") if isinstance(m.extra.get("trashed"), dict) else {}
+        items.append({"id": m.id, "trashed_at": str(info.get("at") or ""), "reason": str(info.get("reason") or ""),
+                      "text": m.text})
+    items.sort(key=lambda i: i["trashed_at"], reverse=True)
+    if as_json:
+        emit_json({"count": len(items), "memories": items})
+        return
+    if not render.stdout_is_terminal():
+        sys.stdout.write("".join("\t".join([i["id"], i["trashed_at"], i["reason"], " ".join(i["text"].split())]) + "\n"
+                                 for i in items))
+        return
+    width = render.terminal_width()
+    shorts = render.short_ids([i["id"] for i in items])
+    id_w = max((len(v) for v in shorts.values()), default=8)
+    for i in items:
+        head = f"{shorts[i['id']]:<{id_w}}  {i['trashed_at'][:16].replace('T', ' ')}  "
+        why = render.clip(i["reason"], min(render.cell_width(i["reason"]), max(12, (width - len(head)) // 2)))
+        text = render.clip(i["text"], max(8, width - len(head) - render.cell_width(why) - 2))
+        sys.stdout.write(f"{head}{why}  {text}\n")
+    note(render.plural(len(items), "memory", "memories") + " in the trash" + (" (memcli restore ID)" if items else ""))
+
+
 # ---------------------------------------------------------------- export / import
-@app.command("export")
+@app.command("export", epilog=examples(
+    "memcli export --format jsonl -o backup.jsonl",
+    "memcli export --format md --tag deploy > deploy.md",
+    "memcli export --format csv --since 30d",
+))
 def export_(
-    fmt: str = typer.Option("json", "--format", "-f", help=ExportFormat.choices()),
-    output: Path | None = typer.Option(None, "--output", "-o", help="File (default: stdout)."),
+    fmt: str = typer.Option("json", "--format", "-f", metavar="FORMAT", help=ExportFormat.choices()),
+    output: Path | None = typer.Option(None, "--output", "-o", metavar="FILE", help="File to write (default: stdout)."),
     tag: list[str] | None = TAG_FILTER,
     type_: str | None = TYPE_FILTER,
     user: str | None = USER_FILTER,
@@ -592,11 +858,11 @@ def export_(
         note(f"exported {len(records)} memories to {output}")
 
 
-@app.command("import")
+@app.command("import", epilog=examples("memcli import backup.jsonl", "cat records.jsonl | memcli import -"))
 def import_(
     file: str = typer.Argument(..., metavar="FILE", help="json or jsonl file (export's format); `-` for stdin."),
     create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Load records (text required; id, type, tags, created, origins... optional). No extraction."""
     from memcli.ingest import read_input
@@ -628,8 +894,8 @@ def import_(
 
 
 # ---------------------------------------------------------------- reindex / stats / doctor
-@app.command()
-def reindex(as_json: bool = typer.Option(False, "--json")) -> None:
+@app.command(epilog=examples("memcli reindex", "memcli reindex --json"))
+def reindex(as_json: bool = JSON_FLAG) -> None:
     """Rebuild the sidecar (.index/) from facts/; embeddings come from the cache where possible."""
     store = get_store()
     bar = _progress("reindexing")
@@ -645,8 +911,8 @@ def reindex(as_json: bool = typer.Option(False, "--json")) -> None:
         note(f"reindexed {info['memories']} memories ({info['embedded']} embedded, the rest from cache)")
 
 
-@app.command()
-def stats(as_json: bool = typer.Option(False, "--json")) -> None:
+@app.command(epilog=examples("memcli stats", "memcli stats --json | jq .memories"))
+def stats(as_json: bool = JSON_FLAG) -> None:
     """Counts and sizes."""
     from memcli.admin import stats as compute
 
@@ -654,15 +920,17 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         emit_json(info)
         return
-    out = console()
+    sizes = {"facts_bytes", "index_bytes"}
     for key, value in info.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
-        out.print(f"[bold]{key:<16}[/] {value}", markup=True)
+        if isinstance(value, list):
+            value = ", ".join(f"{c['name']} {c['count']}" for c in value) or "-"
+        elif key in sizes and isinstance(value, int):
+            value = render.size(value)
+        sys.stdout.write(f"{key:<16} {value}\n")
 
 
-@app.command()
-def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
+@app.command(epilog=examples("memcli doctor", "memcli doctor --json"))
+def doctor(as_json: bool = JSON_FLAG) -> None:
     """Check config, model, LLM reachability and index consistency; list malformed files."""
     from memcli.admin import doctor as check
 
@@ -672,24 +940,26 @@ def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         emit_json({"ok": ok, "checks": checks})
     else:
-        out = console()
+        colour = render.colour_enabled()
         for c in checks:
-            mark = "[green]ok[/]  " if c["ok"] else "[red]FAIL[/]"
-            out.print(f"{mark} {c['check']}: {c['detail']}", markup=True)
+            mark = render.style("ok  ", "green", colour) if c["ok"] else render.style("FAIL", "red", colour)
+            sys.stdout.write(f"{mark} {c['check']}: {c['detail']}\n")
     if not ok:
         raise typer.Exit(int(ExitStatus.ERROR))
 
 
 # ---------------------------------------------------------------- curation
-@app.command()
+@app.command(epilog=examples("memcli merge 01M8EJA6 01M8CY7X", "memcli merge --auto --threshold 0.92 --dry-run"))
 def merge(
-    ids: list[str] | None = typer.Argument(None, metavar="ID...", help="Memories to merge into one."),
+    ids: list[str] | None = typer.Argument(None, metavar="ID", help="Memories to merge into one."),
     auto: bool = typer.Option(False, "--auto", help="Merge every group of memories above --threshold."),
-    threshold: float = typer.Option(0.9, "--threshold", min=0.0, max=1.0, help="Similarity for --auto groups."),
+    threshold: float = typer.Option(0.9, "--threshold", metavar="SIM", callback=_between(0, 1),
+                                    help="Similarity (0-1) for --auto groups."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merge even if an LLM is configured."),
-    model: str | None = typer.Option(None, "--model", help="LLM model for this call (litellm string)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be merged."),
-    as_json: bool = typer.Option(False, "--json"),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL",
+                                     help="LLM model for this call (litellm string)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be merged, change nothing."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Merge memories into one (LLM merge prompt, or a heuristic merge); originals go to the trash."""
     from memcli.curate import merge as do_merge
@@ -726,15 +996,19 @@ def merge(
         note("nothing to merge")
 
 
-@app.command()
+@app.command(epilog=examples(
+    "memcli prune --older-than 180d --unused --dry-run",
+    "memcli prune --min-confidence 0.3 --type episodic",
+))
 def prune(
-    older_than: str | None = typer.Option(None, "--older-than", help="Age or date: 90d, 6m, 2026-01-01."),
+    older_than: str | None = typer.Option(None, "--older-than", metavar="DURATION",
+                                          help="Age or date: 90d, 6m, 2026-01-01."),
     unused: bool = typer.Option(False, "--unused", help="Never returned by a search."),
-    min_confidence: float | None = typer.Option(None, "--min-confidence", min=0.0, max=1.0,
+    min_confidence: float | None = typer.Option(None, "--min-confidence", metavar="LEVEL", callback=_between(0, 1),
                                                    help="Trash memories below this confidence."),
-    type_: str | None = typer.Option(None, "--type"),
-    dry_run: bool = typer.Option(False, "--dry-run"),
-    as_json: bool = typer.Option(False, "--json"),
+    type_: str | None = typer.Option(None, "--type", metavar="TYPE", help="Only memories of this type."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be trashed, change nothing."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Move stale memories to the trash (criteria combine with AND)."""
     from memcli.curate import prune as do_prune
@@ -756,11 +1030,11 @@ def prune(
     note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)} memories")
 
 
-@app.command()
+@app.command(epilog=examples("memcli rollback git:3f2a1c9 --dry-run", "memcli rollback import:backup.jsonl"))
 def rollback(
-    origin: str = typer.Argument(..., help="An origin: git:SHA, session:ID, import:FILE, cli ..."),
-    dry_run: bool = typer.Option(False, "--dry-run"),
-    as_json: bool = typer.Option(False, "--json"),
+    origin: str = typer.Argument(..., metavar="ORIGIN", help="An origin: git:SHA, session:ID, import:FILE, cli ..."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be trashed or detached, change nothing."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Undo what one origin contributed: memories only it vouched for go to the trash."""
     from memcli.curate import rollback as do_rollback
@@ -774,11 +1048,11 @@ def rollback(
          f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}")
 
 
-@app.command()
+@app.command(epilog=examples("memcli consolidate --dry-run", "memcli consolidate --no-llm --json"))
 def consolidate(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would change, change nothing."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merges even if an LLM is configured."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Maintenance: merge near-duplicates, flag contradictions, distil recurring episodes."""
     from memcli.curate import consolidate as run
@@ -798,11 +1072,17 @@ def consolidate(
 
 
 # ---------------------------------------------------------------- ask
-@app.command()
+@app.command(epilog=examples(
+    'memcli ask "how do we rotate the staging DB password?"',
+    'memcli ask -k 5 --model ollama/llama3.1 "what broke in the last release?"',
+))
 def ask(
-    question: list[str] | None = typer.Argument(None, help="A question to answer from memory."),
-    top_k: int = typer.Option(8, "--top-k", "-k", min=1, max=50, help="Memories to give the model."),
-    model: str | None = typer.Option(None, "--model", help="LLM model for this call (litellm string)."),
+    question: list[str] | None = typer.Argument(None, metavar="QUESTION",
+                                                help="A question to answer from memory; `-` reads stdin."),
+    top_k: int = typer.Option(8, "--top-k", "-k", metavar="N", callback=_between(1, 50),
+                              help="Memories to give the model (1-50)."),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL",
+                                     help="LLM model for this call (litellm string)."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Send the question to the model unscrubbed."),
     as_json: bool = typer.Option(False, "--json", help="JSON: the answer, the ids it cites, the memories used."),
 ) -> None:
@@ -877,12 +1157,12 @@ def ask(
 
 
 # ---------------------------------------------------------------- feedback
-@app.command()
+@app.command(epilog=examples("memcli feedback 01JDQ8ZK --useful", "memcli feedback 01JDQ8ZK --wrong --json"))
 def feedback(
     memory_id: str = typer.Argument(..., metavar="ID", help="A memory id (a unique prefix is enough)."),
     useful: bool = typer.Option(False, "--useful", help="It helped: confidence +0.05, counts as a use."),
     wrong: bool = typer.Option(False, "--wrong", help="It is wrong or stale: confidence -0.05."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Tell memcli a memory was useful or wrong; ranking learns from this, never from display."""
     from memcli.ingest import feedback as give
@@ -899,8 +1179,8 @@ def feedback(
 
 
 # ---------------------------------------------------------------- inbox
-@inbox_app.callback()
-def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+@inbox_app.callback(epilog=examples("memcli inbox", "memcli inbox retry --model ollama/llama3.1"))
+def inbox(ctx: typer.Context, as_json: bool = JSON_FLAG) -> None:
     """List inputs saved when the LLM was unreachable (`memcli inbox retry` replays them)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -908,18 +1188,19 @@ def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
 
     items = inbox_items(get_store())
     if as_json:
-        emit_json([{"file": p.name, "at": i.get("at"), "error": i.get("error"), "attempts": i.get("attempts", 1),
-                    "text": i.get("text")} for p, i in items])
+        emit_json({"items": [{"file": p.name, "at": i.get("at"), "error": i.get("error"),
+                              "attempts": i.get("attempts", 1), "text": i.get("text")} for p, i in items]})
         return
     for p, i in items:
         sys.stdout.write(f"{p.stem}  {i.get('at', '')}  {short(i.get('text', ''), 70)}  [{i.get('error', '')}]\n")
     note(f"{len(items)} pending input(s)")
 
 
-@inbox_app.command("retry")
+@inbox_app.command("retry", epilog=examples("memcli inbox retry", "memcli inbox retry --json"))
 def inbox_retry(
-    model: str | None = typer.Option(None, "--model", help="LLM model for the replay (litellm string)."),
-    as_json: bool = typer.Option(False, "--json"),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL",
+                                     help="LLM model for the replay (litellm string)."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
     from memcli.ingest import AddResult, retry_inbox
@@ -927,8 +1208,9 @@ def inbox_retry(
     results = retry_inbox(get_store(), model=model)
     ok = all(isinstance(r, AddResult) for _, r in results)
     if as_json:
-        emit_json([{"file": f, "ok": isinstance(r, AddResult), **({"result": r.to_dict()} if isinstance(r, AddResult)
-                    else {"error": r})} for f, r in results])
+        emit_json({"results": [{"file": f, "ok": isinstance(r, AddResult),
+                                **({"result": r.to_dict()} if isinstance(r, AddResult) else {"error": r})}
+                               for f, r in results]})
     else:
         for f, r in results:
             if isinstance(r, AddResult):
@@ -943,8 +1225,8 @@ def inbox_retry(
 
 
 # ---------------------------------------------------------------- where / sync
-@app.command()
-def where(as_json: bool = typer.Option(False, "--json")) -> None:
+@app.command(epilog=examples("memcli where", "memcli where --json | jq -r .store"))
+def where(as_json: bool = JSON_FLAG) -> None:
     """The store, project and user a command run here would use, and why."""
     from memcli.discovery import where as locate
 
@@ -958,10 +1240,10 @@ def where(as_json: bool = typer.Option(False, "--json")) -> None:
     sys.stdout.write(f"user     {info['user']}\n         {info['user_why']}\n")
 
 
-@app.command("sync")
+@app.command("sync", epilog=examples("memcli sync", "memcli sync --no-push --json"))
 def sync_(
     no_push: bool = typer.Option(False, "--no-push", help="Commit and pull, but do not push."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON_FLAG,
 ) -> None:
     """Share a store committed to git: commit its changes, git pull, re-index, git push."""
     from memcli.sharing import sync

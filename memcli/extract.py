@@ -737,28 +737,38 @@ def _render(prose: str, codes: list[tuple[str, str]]) -> str:
     return "\n".join(parts)
 
 
-def _judge(c: _Cand, default_type: str | None) -> Fact | None:
-    """Turn a candidate into a Fact, or None when it is not knowledge worth remembering."""
-    if c.skip or (not c.codes and c.text.count(" ") < 2):
-        return None  # too short to be knowledge; checked first because chats are full of "ok"/"thx"
+def _skip(why: list[str] | None, rule: str) -> None:
+    """Record the rule that skipped a candidate (shown by `add -v` and `add --dry-run --json`)."""
+    if why is not None:
+        why.append(rule)
+
+
+def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> Fact | None:
+    """Turn a candidate into a Fact, or None when it is not knowledge worth remembering (the rule
+    that decided is appended to `why`)."""
+    if c.skip:
+        return _skip(why, "prompt_echo")
+    if not c.codes and c.text.count(" ") < 2:
+        return _skip(why, "too_short")  # checked first because chats are full of "ok"/"thx"
     clean = c.text if c.subject else _strip_interjections(c.text)
     if not clean:
-        return None
+        return _skip(why, "interjection")
     n_words = len(clean.split())
     if n_words < 3 and not c.codes:
-        return None  # "Thanks! Also, works." is short once the interjections are gone
+        return _skip(why, "too_short")  # "Thanks! Also, works." is short once the interjections are gone
     low = clean.lower()  # the judging regexes are lowercase-only: ~3x faster than IGNORECASE
-    if _junk_rule(clean, low, subject=c.subject):
-        return None
+    rule = _junk_rule(clean, low, subject=c.subject)
+    if rule:
+        return _skip(why, rule)
     if c.subject and (_COMMIT_JUNK_RE.search(low) or len(clean.split()) < 4):
-        return None
+        return _skip(why, "commit_boilerplate")
     text = _render(clean, c.codes)
     flags = detect_flags(text)
     if c.codes:
         if n_words < 2 and not flags.get("hasCommand"):
-            return None  # "Output:" + a log dump
+            return _skip(why, "code_without_statement")  # "Output:" + a log dump
     elif n_words < 4 and not (n_words == 3 and (_RULE_START_RE.match(low) or "`" in clean)):
-        return None
+        return _skip(why, "too_short")
     code_text = "\n".join(code for _, code in c.codes)[:500]
     tags = _merge_tags(
         _commit_prefix_tags(clean) if c.subject else [],
@@ -790,6 +800,7 @@ class _Scanner:
     def __init__(self) -> None:
         self.cands: list[_Cand] = []
         self.skipped = 0
+        self.skipped_pieces: list[dict[str, str]] = []  # {text, rule} for each piece dropped here
         self.para_id = 0
         self.turn = 0
         self.heading_tags: list[str] = []
@@ -826,13 +837,16 @@ class _Scanner:
         self.attach_to = last
         self.gap = False
 
+    def skip(self, text: str, rule: str) -> None:
+        self.skipped += 1
+        self.skipped_pieces.append({"text": " ".join(text.split()), "rule": rule})
+
     def _item_text(self, lines: list[str]) -> str:
         """A list item stays whole, but a pleasantry run on after it ("- Use squash merges.
         Thanks!", a lazy continuation line in Markdown) is not part of the fact."""
         sentences = _split_sentences(" ".join(" ".join(lines).split()))
         while len(sentences) > 1 and _is_pleasantry(sentences[-1].lower()):
-            sentences.pop()
-            self.skipped += 1
+            self.skip(sentences.pop(), "pleasantry")
         return " ".join(sentences)
 
     def attach(self, lang: str, code: str) -> None:
@@ -893,11 +907,11 @@ class _Scanner:
                     i = self._code_block(lines, i, fence)
                     continue
             if (c0 in _SEARCH_FIRST or not line.isascii()) and _SEARCH_OUTPUT_RE.search(line):
-                self.skipped += 1
+                self.skip(line, "recalled_memory")
                 self.new_context()
                 continue
             if c0.isupper() and _TRAILER_RE.match(line):
-                self.skipped += 1
+                self.skip(line, "git_trailer")
                 self.new_context()
                 continue
             if c0 == "#":
@@ -1001,16 +1015,19 @@ def heuristic_extract(text: str, *, default_type: str | None = None) -> Extracti
     scanner.run(text.replace("\r\n", "\n").replace("\r", "\n"))
     facts: list[Fact] = []
     seen: set[str] = set()
-    skipped = scanner.skipped
+    skipped, pieces = scanner.skipped, scanner.skipped_pieces
     for cand in scanner.cands:
-        fact = _judge(cand, default_type)
+        why: list[str] = []
+        fact = _judge(cand, default_type, why)
         if fact is None:
             skipped += 1
+            pieces.append({"text": " ".join(cand.text.split()), "rule": why[0] if why else "not_knowledge"})
             continue
         key = normalise(fact.text)
         if key in seen:
             skipped += 1
+            pieces.append({"text": " ".join(cand.text.split()), "rule": "repeated"})
             continue
         seen.add(key)
         facts.append(fact)
-    return Extraction(facts=facts, skipped=skipped, method="heuristic")
+    return Extraction(facts=facts, skipped=skipped, method="heuristic", skipped_pieces=pieces)

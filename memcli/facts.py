@@ -40,3 +40,4 @@ class Extraction:
     invalid: list[str] = field(default_factory=list)
     method: str = "heuristic"
     note: str | None = None
+    skipped_pieces: list[dict[str, str]] = field(default_factory=list)  # {text, rule}: what was skipped, why

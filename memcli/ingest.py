@@ -31,6 +31,7 @@ from memcli.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFoun
 from memcli.extract import heuristic_extract, infer_tags
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.memory import Memory, new_ulid, now_iso
+from memcli.render import snake
 from memcli.store import Store, atomic_write
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
@@ -115,15 +116,16 @@ class AddResult:
         d: dict[str, Any] = {
             "extraction": {
                 "method": ex.method, "extracted": len(ex.facts), "skipped": ex.skipped,
+                "skipped_pieces": ex.skipped_pieces,
                 "invalid": len(ex.invalid), "note": ex.note,
                 "facts": [
                     {"text": f.text, "type": f.type, "tags": f.tags, "confidence": f.confidence,
-                     "code_pattern": f.code_pattern, **f.flags}
+                     "code_pattern": f.code_pattern, **{snake(k): v for k, v in f.flags.items()}}
                     for f in ex.facts
                 ],
             },
             "memory": [e.to_dict() for e in self.events],
-            "summary": self.summary(),
+            "summary": {k.lower(): v for k, v in self.summary().items()},
             "dry_run": self.dry_run,
             "timestamp": self.timestamp,
         }

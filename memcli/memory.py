@@ -25,8 +25,10 @@ SOURCES = ("llm", "heuristic", "manual", "import")
 # Field order in the front matter; anything else goes after, in its original order.
 KNOWN = (
     "id", "type", "tags", "domain", "confidence", "source", "origins", "user", "project",
-    "created", "updated", "code_pattern", "hasCodeBlock", "hasCommand", "history", "links",
+    "created", "updated", "code_pattern", "has_code_block", "has_command", "history", "links",
 )
+# Extractor flags (camelCase in Fact.flags) and their front-matter / JSON keys.
+FLAG_KEYS = {"hasCodeBlock": "has_code_block", "hasCommand": "has_command"}
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -147,9 +149,9 @@ class Memory:
             "created": _Stamp(self.created), "updated": _Stamp(self.updated),
             "code_pattern": self.code_pattern,
         }
-        for name in ("hasCodeBlock", "hasCommand"):
+        for name, key in FLAG_KEYS.items():  # snake_case on disk and in JSON, like every other key
             if self.flags.get(name):
-                fm[name] = True
+                fm[key] = True
         if self.history:
             fm["history"] = [
                 _Block({k: (_Stamp(v) if k == "at" and v else v) for k, v in h.items()}) if isinstance(h, dict) else h
@@ -158,7 +160,7 @@ class Memory:
         if self.links:
             fm["links"] = list(self.links)
         fm = {k: v for k, v in fm.items() if v is not None}
-        fm.update(self.extra)
+        fm.update({k: _blockify(v) for k, v in self.extra.items()})
         return fm
 
     def to_markdown(self) -> str:
@@ -203,7 +205,10 @@ class Memory:
             {k: (iso(v) if k == "at" and not isinstance(v, str) else v) for k, v in h.items()}
             if isinstance(h, dict) else h for h in history
         ]
-        flags = {k: True for k in ("hasCodeBlock", "hasCommand") if d.pop(k, False)}
+        flags = {}
+        for name, key in FLAG_KEYS.items():  # files written before 0.2 spell them camelCase
+            if d.pop(key, False) | bool(d.pop(name, False)):
+                flags[name] = True
         code = d.pop("code_pattern", None)
         return cls(
             id=mid, text=text, type=mtype, tags=_str_list(d.pop("tags", None), "tags"),
@@ -312,6 +317,27 @@ _Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: _Sta
 _TIMESTAMP = re.compile(  # YAML 1.1's timestamp: a date, or a date and time with an optional zone
     r"^\d{4}-\d{2}-\d{2}(?:[Tt ]\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\s*(?:[Zz]|[-+]\d{1,2}(?::?\d{2})?)?)?$"
 )
+
+
+def _has_stamp(v: Any) -> bool:
+    if isinstance(v, _Stamp):
+        return True
+    if isinstance(v, dict):
+        return any(_has_stamp(x) for x in v.values())
+    if isinstance(v, list):
+        return any(_has_stamp(x) for x in v)
+    return False
+
+
+def _blockify(v: Any) -> Any:
+    """Mappings holding a timestamp are written in block style: in a flow mapping YAML cannot
+    write the timestamp plain and tags it (`trashed: {at: ! '2026-...'}`)."""
+    if isinstance(v, dict) and not isinstance(v, _Block):
+        inner = {k: _blockify(x) for k, x in v.items()}
+        return _Block(inner) if _has_stamp(v) else inner
+    if isinstance(v, list):
+        return [_blockify(x) for x in v]
+    return v
 
 
 def _restamp(v: Any) -> Any:

@@ -211,21 +211,29 @@ def rank(
     return scores, parts
 
 
-def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> list[int]:
-    """Maximal marginal relevance: trade a little score for not repeating what is already picked."""
+def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> tuple[list[int], list[float]]:
+    """Maximal marginal relevance: trade a little score for not repeating what is already picked.
+
+    Returns the picks and, for each, the value it was picked with (lam * score - (1 - lam) *
+    similarity to what was already picked). Greedy picking makes those values non-increasing: each
+    remaining candidate's value can only drop as picks accumulate, and the best of them is taken.
+    So they are the order of the results, and what `search` shows as the score."""
     order = list(np.argsort(-scores))
     if lam >= 1.0 or len(order) <= 1:
-        return order[:k]
+        return order[:k], [float(scores[i]) for i in order[:k]]
     pool = order[: max(k * 4, 20)]
     picked: list[int] = []
+    values: list[float] = []
     max_sim = np.full(len(scores), -1.0)
     while pool and len(picked) < k:
-        best = max(pool, key=lambda i: lam * scores[i] - (1 - lam) * max(max_sim[i], 0.0))
+        value = {i: lam * scores[i] - (1 - lam) * max(max_sim[i], 0.0) for i in pool}
+        best = max(pool, key=value.__getitem__)
         picked.append(best)
+        values.append(float(value[best]) / lam)  # in the units of `scores` (the first pick: its own score)
         pool.remove(best)
         sims = vecs @ vecs[best]
         max_sim = np.maximum(max_sim, sims)
-    return picked
+    return picked, values
 
 
 def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> np.ndarray:
@@ -308,8 +316,15 @@ def search_many(
                 if lab in fields and (include_superseded or not fields[lab].get("superseded"))]
         labels, sims, kwe, vecs = [labels[i] for i in keep], sims[keep], kwe[keep], vecs[keep]
         scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
-        picked = mmr(scores, vecs, k, weights.mmr_lambda)
-        picks.append([(labels[i], float(scores[i]), float(sims[i]), parts[i]) for i in picked])
+        picked, values = mmr(scores, vecs, k, weights.mmr_lambda)
+        full = weights.similarity + weights.keyword + weights.recency + weights.reliability
+        for i, value in zip(picked, values):
+            # Shown score: the value the result was ordered by, scaled to [0, 1] by the best possible
+            # score; `relevance` (before the diversity penalty) and the penalty go in --explain.
+            parts[i]["relevance"] = float(scores[i])
+            parts[i]["diversity_penalty"] = float(scores[i]) - value
+        picks.append([(labels[i], min(1.0, max(0.0, value / full)) if full > 0 else 0.0, float(sims[i]), parts[i])
+                      for i, value in zip(picked, values)])
     records = index.records(lab for p in picks for lab, *_ in p)
     per_query = (time.perf_counter() - t1) / max(1, len(queries))
     out = []
@@ -328,10 +343,10 @@ def _metadata(hits: list[Hit], embed_time: float, search_time: float) -> dict[st
     """Times are per query: a batch's shared work is divided among its queries."""
     sims = [h.similarity for h in hits]
     return {
-        "totalResults": len(hits),
-        "searchTime": round(search_time * 1000 + embed_time * 1000, 2),
-        "embeddingTime": round(embed_time * 1000, 2),
-        "maxSimilarity": round(max(sims), 4) if sims else None,
-        "minSimilarity": round(min(sims), 4) if sims else None,
-        "averageSimilarity": round(sum(sims) / len(sims), 4) if sims else None,
+        "total_results": len(hits),
+        "search_time_ms": round(search_time * 1000 + embed_time * 1000, 2),
+        "embedding_time_ms": round(embed_time * 1000, 2),
+        "max_similarity": round(max(sims), 4) if sims else None,
+        "min_similarity": round(min(sims), 4) if sims else None,
+        "average_similarity": round(sum(sims) / len(sims), 4) if sims else None,
     }

@@ -27,7 +27,7 @@ def store(hash_cli) -> Cli:
 
 
 def ids(cli: Cli) -> dict[str, str]:
-    return {r["text"]: r["id"] for r in json.loads(cli("list", "--json").stdout)}
+    return {r["text"]: r["id"] for r in json.loads(cli("list", "--json").stdout)["memories"]}
 
 
 def snapshot(cli: Cli) -> dict[str, bytes]:
@@ -87,16 +87,17 @@ def test_show_by_id_and_unique_prefix(store):
 
 
 def test_list_sort_limit_and_json(store):
-    recs = json.loads(store("list", "--json").stdout)
+    recs = json.loads(store("list", "--json").stdout)["memories"]
     assert [r["text"] for r in recs] == [n[0] for n in sorted(NOTES, key=lambda n: n[2])]
-    by_conf = json.loads(store("list", "--json", "--sort", "confidence").stdout)
+    by_conf = json.loads(store("list", "--json", "--sort", "confidence").stdout)["memories"]
     assert [r["confidence"] for r in by_conf] == sorted(n[1] for n in NOTES)
-    desc = json.loads(store("list", "--json", "--sort", "-confidence").stdout)
+    desc = json.loads(store("list", "--json", "--sort", "-confidence").stdout)["memories"]
     assert [r["confidence"] for r in desc] == sorted((n[1] for n in NOTES), reverse=True)
-    top2 = json.loads(store("list", "--json", "--sort", "-created", "--limit", "2").stdout)
+    top2 = json.loads(store("list", "--json", "--sort", "-created", "--limit", "2").stdout)["memories"]
     assert [r["text"] for r in top2] == [n[0] for n in sorted(NOTES, key=lambda n: n[2], reverse=True)[:2]]
-    assert [r["type"] for r in json.loads(store("list", "--json", "--type", "episodic").stdout)] == ["episodic"]
-    since = json.loads(store("list", "--json", "--since", "2026-03-01").stdout)
+    episodic = json.loads(store("list", "--json", "--type", "episodic").stdout)["memories"]
+    assert [r["type"] for r in episodic] == ["episodic"]
+    since = json.loads(store("list", "--json", "--since", "2026-03-01").stdout)["memories"]
     assert {r["text"] for r in since} == {n[0] for n in NOTES if n[2] >= "2026-03-01"}
     human = store("list")
     assert len(human.stdout.splitlines()) == len(NOTES)
@@ -117,14 +118,14 @@ def test_rm_and_restore(store):
     text, mid = NOTES[1][0], by_text[NOTES[1][0]]
     before = (store.store / "facts" / f"{mid}.md").read_text()
     r = store("rm", "--json", unique_prefix(mid, list(by_text.values())))
-    assert json.loads(r.stdout) == {"trashed": [mid]}
+    assert json.loads(r.stdout) == {"schema": 1, "trashed": [mid]}
     assert text not in ids(store)
     assert (store.store / ".trash" / f"{mid}.md").is_file()
     found = json.loads(store("search", "--json", "Vite CDN bundles").stdout)["results"]
     assert mid not in [x["id"] for x in found]
     assert json.loads(store("stats", "--json").stdout)["trash"] == 1
     r = store("restore", "--json", mid)
-    assert json.loads(r.stdout) == {"restored": [mid]}
+    assert json.loads(r.stdout) == {"schema": 1, "restored": [mid]}
     assert ids(store)[text] == mid
     after = (store.store / "facts" / f"{mid}.md").read_text()
     assert after.split("\nupdated:")[0] == before.split("\nupdated:")[0]
@@ -151,7 +152,7 @@ def test_rm_several_and_an_unknown_id_removes_nothing(store):
 def test_stats(store):
     out = json.loads(store("stats", "--json").stdout)
     assert out["memories"] == len(NOTES)
-    assert out["types"] == {"semantic": 2, "episodic": 1, "procedural": 1}
+    assert {c["name"]: c["count"] for c in out["types"]} == {"semantic": 2, "episodic": 1, "procedural": 1}
     assert out["oldest"] == min(n[2] for n in NOTES) and out["newest"] == max(n[2] for n in NOTES)
     assert out["malformed_files"] == 0 and out["embed_model"] == HASH
     human = store("stats").stdout
@@ -173,10 +174,10 @@ def test_doctor_on_a_missing_store_fails(hash_cli):
 
 
 def test_reindex(store):
-    before = json.loads(store("list", "--json").stdout)
+    before = json.loads(store("list", "--json").stdout)["memories"]
     out = json.loads(store("reindex", "--json").stdout)
     assert out["memories"] == len(NOTES) and out["skipped_files"] == 0
-    assert json.loads(store("list", "--json").stdout) == before
+    assert json.loads(store("list", "--json").stdout)["memories"] == before
     assert "reindexed" in store("reindex").stderr
 
 
@@ -186,8 +187,9 @@ def test_reindex(store):
 def check_clean_error(r, before: dict, after: dict) -> None:
     assert r.exit_code == 1, (r.exit_code, r.output)
     lines = r.stderr.splitlines()
-    assert len(lines) == 1, r.stderr
+    assert 1 <= len(lines) <= 2, r.stderr  # the error, and an optional hint
     assert lines[0].startswith("memcli: error:")
+    assert len(lines) == 1 or lines[1].startswith("hint: ")
     assert "Traceback" not in r.output
     assert r.stdout == ""
     assert after == before, "nothing may be half-written"

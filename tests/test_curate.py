@@ -30,7 +30,7 @@ def load(cli: Cli, records: Iterable[dict[str, Any]]) -> dict[str, str]:
 
 
 def listed(cli: Cli) -> list[dict[str, Any]]:
-    return json.loads(cli("list", "--json", "--sort", "id").stdout)
+    return json.loads(cli("list", "--json", "--sort", "id").stdout)["memories"]
 
 
 def ids(cli: Cli) -> dict[str, str]:
@@ -64,7 +64,9 @@ def snapshot(cli: Cli) -> dict[str, bytes]:
 
 def one_line_error(r, code: int = 1) -> None:
     assert r.exit_code == code, (r.exit_code, r.output)
-    assert r.stderr.startswith("memcli: error:") and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("memcli: error:"), r.stderr
+    lines = r.stderr.splitlines()  # the error, and an optional hint
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), r.stderr
     assert "Traceback" not in r.output
 
 
@@ -90,7 +92,7 @@ def test_merge_makes_one_memory_that_keeps_everything(pair):
     cli, old, new, other = pair
     other_file = (cli.store / "facts" / f"{other}.md").read_bytes()
     out = json.loads(cli("merge", "--no-llm", "--json", new, old).stdout)
-    assert set(out) == {"merged", "dry_run"} and out["dry_run"] is False
+    assert set(out) == {"schema", "merged", "dry_run"} and out["dry_run"] is False
     (r,) = out["merged"]
     assert set(r) == {"id", "text", "merged_from", "method"}
     assert r["method"] == "heuristic" and r["merged_from"] == [old, new]  # oldest first
@@ -124,7 +126,7 @@ def test_merge_makes_one_memory_that_keeps_everything(pair):
     found = json.loads(cli("search", "--json", "Build logs are kept for 14 days.").stdout)["results"]
     assert found[0]["id"] == mid
 
-    assert json.loads(cli("restore", "--json", old).stdout) == {"restored": [old]}
+    assert json.loads(cli("restore", "--json", old).stdout) == {"schema": 1, "restored": [old]}
     assert ids(cli)[OLDER["text"]] == old
     assert show(cli, old)["origins"] == OLDER["origins"]
 
@@ -166,7 +168,7 @@ def test_merge_auto_with_nothing_similar(pair):
     before = snapshot(cli)
     r = cli("merge", "--auto", "--no-llm")
     assert "nothing to merge" in r.stderr
-    assert json.loads(cli("merge", "--auto", "--json").stdout) == {"merged": [], "dry_run": False}
+    assert json.loads(cli("merge", "--auto", "--json").stdout) == {"schema": 1, "merged": [], "dry_run": False}
     assert snapshot(cli) == before
 
 
@@ -224,7 +226,7 @@ def aged(hash_cli) -> tuple[Cli, dict[str, str]]:
 
 def prune(cli: Cli, *args: str) -> list[dict[str, Any]]:
     out = json.loads(cli("prune", "--json", *args).stdout)
-    assert set(out) == {"trashed", "dry_run"}
+    assert set(out) == {"schema", "trashed", "dry_run"}
     assert all(set(r) == {"id", "text", "reason"} for r in out["trashed"])
     return out["trashed"]
 
@@ -327,12 +329,12 @@ def test_rollback_trashes_what_only_that_origin_vouched_for(origins):
     shared_before = show(cli, shared)
 
     dry = json.loads(cli("rollback", "--dry-run", "--json", "git:bad0001").stdout)
-    assert dry == {"origin": "git:bad0001", "trashed": [only], "detached": [shared], "dry_run": True}
+    assert dry == {"schema": 1, "origin": "git:bad0001", "trashed": [only], "detached": [shared], "dry_run": True}
     assert "would trash 1, would detach git:bad0001 from 1" in cli("rollback", "--dry-run", "git:bad0001").stderr
     assert snapshot(cli) == before
 
     out = json.loads(cli("rollback", "--json", "git:bad0001").stdout)
-    assert out == {"origin": "git:bad0001", "trashed": [only], "detached": [shared], "dry_run": False}
+    assert out == {"schema": 1, "origin": "git:bad0001", "trashed": [only], "detached": [shared], "dry_run": False}
     assert set(ids(cli).values()) == {shared, other, imported}
     assert trashed(cli, only).extra["trashed"]["reason"] == "rollback of git:bad0001"
     after = show(cli, shared)
@@ -364,7 +366,7 @@ def test_rollback_of_an_unknown_origin_changes_nothing(origins):
     r = cli("rollback", "git:0000000")
     assert r.exit_code == 0 and "trashed 0" in r.stderr and "from 0" in r.stderr
     out = json.loads(cli("rollback", "--json", "session:nope").stdout)
-    assert out == {"origin": "session:nope", "trashed": [], "detached": [], "dry_run": False}
+    assert out == {"schema": 1, "origin": "session:nope", "trashed": [], "detached": [], "dry_run": False}
     assert cli("rollback", "git:bad", "--dry-run").exit_code == 0  # a prefix of an origin is not that origin
     assert snapshot(cli) == before
 
@@ -394,7 +396,7 @@ def test_consolidate_dry_run_reports_and_writes_nothing(messy):
     cli, by_text = messy
     before = snapshot(cli)
     report = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
-    assert set(report) == {"merged", "contradictions", "distilled", "dry_run"} and report["dry_run"] is True
+    assert set(report) == {"schema", "merged", "contradictions", "distilled", "dry_run"} and report["dry_run"] is True
     assert [sorted(m["merged_from"]) for m in report["merged"]] == [sorted(by_text[t] for t in STAGING)]
     assert sorted(sorted(c["ids"]) for c in report["contradictions"]) == \
         sorted(sorted(by_text[t] for t in pair) for pair in (MIGRATIONS, RATE))
@@ -454,7 +456,7 @@ def test_consolidate_merges_flags_and_distils(messy):
     # a second pass finds nothing new: no second distillation, no repeated flags or log lines
     before = snapshot(cli)
     again = json.loads(cli("consolidate", "--json").stdout)
-    assert again == {"merged": [], "contradictions": [], "distilled": [], "dry_run": False}
+    assert again == {"schema": 1, "merged": [], "contradictions": [], "distilled": [], "dry_run": False}
     assert snapshot(cli) == before
 
 
@@ -467,7 +469,7 @@ def test_recurring_dated_episodes_are_distilled_not_merged_or_flagged(cli):
     assert sorted(dist["from"]) == sorted(by_text.values())
     assert set(by_text) <= set(ids(cli))  # every dated event is kept, each with its date
     again = json.loads(cli("consolidate", "--json").stdout)
-    assert again == {"merged": [], "contradictions": [], "distilled": [], "dry_run": False}
+    assert again == {"schema": 1, "merged": [], "contradictions": [], "distilled": [], "dry_run": False}
 
 
 @pytest.mark.parametrize("a, b", [

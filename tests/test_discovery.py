@@ -71,7 +71,7 @@ def test_clones_and_worktrees_share_a_project_and_the_main_worktrees_store(tmp_p
     # and what is added from the worktree lands in the main store, stamped with the project
     r = run_memcli("add", "--raw", "The ledger service rounds half to even in every currency.", env=ENV, cwd=wt)
     assert r.returncode == 0, r.stderr
-    listed = json.loads(run_memcli("list", "--json", env=ENV, cwd=a).stdout)
+    listed = json.loads(run_memcli("list", "--json", env=ENV, cwd=a).stdout)["memories"]
     assert [m["project"] for m in listed] == ["github.com/acme/ledger"]
     assert not (wt / ".memcli").exists()
 
@@ -98,7 +98,7 @@ def test_user_defaults_to_the_git_email(tmp_path):
     assert run_memcli("init", str(store), env=ENV, cwd=repo).returncode == 0
     r = run_memcli("--store", str(store), "add", "--raw", "Invoices are numbered per tenant.", env=ENV, cwd=repo)
     assert r.returncode == 0, r.stderr
-    listed = json.loads(run_memcli("--store", str(store), "list", "--json", env=ENV).stdout)
+    listed = json.loads(run_memcli("--store", str(store), "list", "--json", env=ENV).stdout)["memories"]
     assert listed[0]["user"] == "ana@acme.dev"
     assert _where(repo, "--store", str(store))["user"] == "ana@acme.dev"
     info = json.loads(run_memcli("where", "--json", env={**ENV, "MEMCLI_USER": "bo"}, cwd=repo).stdout)

@@ -28,7 +28,7 @@ def fill(cli: Cli, texts=NOTES) -> list[str]:
 
 
 def listing(cli: Cli) -> dict[str, str]:
-    return {r["id"]: r["text"] for r in json.loads(cli("list", "--json").stdout)}
+    return {r["id"]: r["text"] for r in json.loads(cli("list", "--json").stdout)["memories"]}
 
 
 def search_ids(cli: Cli, query: str, *extra: str) -> list[str]:
@@ -83,7 +83,7 @@ def test_a_malformed_file_is_reported_once_and_skipped(hash_cli):
     first = hash_cli("list", "--json")
     assert "broken.md" in first.stderr
     assert [ln for ln in first.stderr.splitlines() if "broken.md" in ln].__len__() == 1
-    assert set(r["id"] for r in json.loads(first.stdout)) == set(ids)
+    assert set(r["id"] for r in json.loads(first.stdout)["memories"]) == set(ids)
     second = hash_cli("search", "--json", "Vite bundles")
     assert "broken.md" not in second.stderr
     assert json.loads(second.stdout)["results"][0]["id"] == ids[1]
@@ -109,7 +109,7 @@ def test_a_good_file_turned_bad_leaves_search_until_fixed(hash_cli):
     path.write_bytes(b"\x00\x01 binary garbage")
     r = hash_cli("list", "--json")
     assert f"{ids[0]}.md" in r.stderr
-    assert ids[0] not in {x["id"] for x in json.loads(r.stdout)}
+    assert ids[0] not in {x["id"] for x in json.loads(r.stdout)["memories"]}
     path.write_bytes(good)
     assert ids[0] in listing(hash_cli)
 
@@ -252,7 +252,7 @@ def test_hand_edited_tags_are_seen_by_filters(hash_cli):
     text = path.read_text()
     assert "\ntags: []\n" in text
     path.write_text(text.replace("\ntags: []\n", "\ntags: [rollout, vendor]\n"))
-    tagged = json.loads(hash_cli("list", "--json", "--tag", "rollout").stdout)
+    tagged = json.loads(hash_cli("list", "--json", "--tag", "rollout").stdout)["memories"]
     assert [r["id"] for r in tagged] == [ids[3]]
     assert search_ids(hash_cli, "LaunchDarkly flags", "--tag", "vendor") == [ids[3]]
 
@@ -266,7 +266,7 @@ def test_editor_leftovers_are_neither_indexed_nor_reported(hash_cli):
     (facts / "README.txt").write_text("not a memory")
     r = hash_cli("list", "--json")
     assert r.stderr.count("skipping") == 0
-    assert sorted(x["id"] for x in json.loads(r.stdout)) == sorted(ids)
+    assert sorted(x["id"] for x in json.loads(r.stdout)["memories"]) == sorted(ids)
     assert hash_cli("doctor").exit_code == 0
 
 

@@ -129,7 +129,7 @@ def test_json_report_has_the_documented_shape(cli):
     update, add = report["memory"]
     assert update["event"] == "UPDATE" and update["old_memory"] == DEPLOY
     assert add["event"] == "ADD" and "old_memory" not in add
-    assert report["summary"]["UPDATE"] == 1 and report["summary"]["ADD"] == 1
+    assert report["summary"]["update"] == 1 and report["summary"]["add"] == 1
     assert report["timestamp"].endswith("Z")
 
 

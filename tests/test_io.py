@@ -42,7 +42,7 @@ def facts(store) -> dict[str, bytes]:
 
 
 def listed(cli: Cli) -> list[dict]:
-    return json.loads(cli("list", "--json", "--sort", "id").stdout)
+    return json.loads(cli("list", "--json", "--sort", "id").stdout)["memories"]
 
 
 # --- export --------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def test_export_then_import_into_a_fresh_store_is_lossless(filled, tmp_path, fmt
     assert facts(fresh.store) == facts(filled.store)
     assert listed(fresh) == listed(filled)
     again = json.loads(fresh("import", "--json", str(dump)).stdout)
-    assert again == {"added": 0, "updated": 0, "unchanged": len(facts(filled.store))}
+    assert again == {"schema": 1, "added": 0, "updated": 0, "unchanged": len(facts(filled.store))}
     assert facts(fresh.store) == facts(filled.store)
 
 
@@ -133,7 +133,7 @@ def test_import_from_stdin_json_and_jsonl(hash_cli):
            {"text": "Mobile builds are signed on the CI macOS runner.", "type": "episodic",
             "created": "2026-01-02T03:04:05Z"}]
     r = hash_cli("import", "--json", "-", input=json.dumps(arr))
-    assert json.loads(r.stdout) == {"added": 2, "updated": 0, "unchanged": 0}
+    assert json.loads(r.stdout) == {"schema": 1, "added": 2, "updated": 0, "unchanged": 0}
     lines = "\n".join(json.dumps({"text": t}) for t in ("Logs are kept for 14 days.", "Redis backs the job queue."))
     hash_cli("import", "-", input=lines + "\n")
     recs = {r["text"]: r for r in listed(hash_cli)}
@@ -159,7 +159,7 @@ def test_importing_a_changed_record_keeps_the_old_text_in_history(filled):
     rec = next(r for r in listed(filled) if r["id"] == RICH.id)
     changed = {**rec, "text": "React custom hook useAsync, now with cancellation.", "updated": "2026-12-01T00:00:00Z"}
     out = json.loads(filled("import", "--json", "-", input=json.dumps([changed])).stdout)
-    assert out == {"added": 0, "updated": 1, "unchanged": 0}
+    assert out == {"schema": 1, "added": 0, "updated": 1, "unchanged": 0}
     shown = json.loads(filled("show", "--json", RICH.id).stdout)
     assert shown["text"] == changed["text"]
     assert shown["history"][-1]["old"] == RICH.text

@@ -54,7 +54,8 @@ cat err.txt
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
     assert out[0] == "repo True"
-    assert len(out) == 2 and out[1].startswith("memcli: error:")
+    assert len(out) in (2, 3) and out[1].startswith("memcli: error:")  # the error, an optional hint
+    assert len(out) == 2 or out[2].startswith("hint: ")
     assert "Traceback" not in r.stderr
     exported = bash("memcli --store store export --format jsonl", tmp_path).stdout
     records = [json.loads(ln) for ln in exported.splitlines()]

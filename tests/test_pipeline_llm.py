@@ -164,7 +164,7 @@ def test_extraction_stores_facts_with_source_llm(tmp_path: Path, llm_server: Fak
     events = out["memory"]
     assert [(e["event"], e["verdict"], e["source"]) for e in events] == [("ADD", "accepted", "llm")] * 2
     assert all(e["reasoning"] and 0 < e["confidence"] < 1 for e in events)  # memcli's confidence
-    assert out["summary"]["ADD"] == 2 and out["llm"]["requests"] == 1
+    assert out["summary"]["add"] == 2 and out["llm"]["requests"] == 1
     assert out["llm"]["prompt_tokens"] > 0 and out["llm"]["completion_tokens"] > 0
 
     files = fact_files(cli.store)
@@ -288,10 +288,10 @@ def test_delete_with_allow_delete_trashes_with_reason_and_is_restorable(tmp_path
     assert not (cli.store / "facts" / f"{redis}.md").exists()
     trashed = Memory.parse((cli.store / ".trash" / f"{redis}.md").read_bytes(), file_id=redis)
     assert trashed.extra["trashed"]["reason"] == "Redis dropped" and trashed.text == REDIS
-    assert json.loads(cli("list", "--json").stdout) == []
+    assert json.loads(cli("list", "--json").stdout)["memories"] == []
     cli("restore", redis)
     assert read_memory(cli.store, redis).text == REDIS
-    assert [r["id"] for r in json.loads(cli("list", "--json").stdout)] == [redis]
+    assert [r["id"] for r in json.loads(cli("list", "--json").stdout)["memories"]] == [redis]
 
 
 def test_ten_facts_cost_two_requests_and_only_facts_with_neighbours_are_decided(
@@ -463,7 +463,7 @@ def test_fault_parks_input_in_inbox_and_retry_replays_it(tmp_path: Path, llm_ser
     assert record["options"]["tags"] == ["api"] and record["options"]["origins"] == ["git:deadbeef"]
     assert fact_files(cli.store) == []
 
-    listing = json.loads(cli("inbox", "--json").stdout)
+    listing = json.loads(cli("inbox", "--json").stdout)["items"]
     assert [i["file"] for i in listing] == [parked.name] and listing[0]["error"]
     assert "1 pending input(s)" in cli("inbox").stderr
 
@@ -471,7 +471,7 @@ def test_fault_parks_input_in_inbox_and_retry_replays_it(tmp_path: Path, llm_ser
     llm_server.reset()
     llm_server.script([facts_reply("The API server uses FastAPI")])
     healthy = Cli(cli.store, env={**cli.env, "MEMCLI_LLM_API_BASE": llm_server.url})
-    replay = json.loads(healthy("inbox", "retry", "--json").stdout)
+    replay = json.loads(healthy("inbox", "retry", "--json").stdout)["results"]
     assert [r["ok"] for r in replay] == [True]
     assert inbox_files(cli.store) == []
     (m,) = [read_memory(cli.store, p.stem) for p in fact_files(cli.store)]

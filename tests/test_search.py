@@ -230,12 +230,12 @@ def test_json_output_shape_and_metadata(notes):
         for key in ("id", "text", "type", "tags", "confidence", "source", "origins", "user", "project", "created",
                     "updated", "score", "similarity"):
             assert key in r, key
-    assert meta["totalResults"] == len(results)
+    assert meta["total_results"] == len(results)
     sims = [r["similarity"] for r in results]
-    assert meta["maxSimilarity"] == pytest.approx(max(sims), abs=1e-3)
-    assert meta["minSimilarity"] == pytest.approx(min(sims), abs=1e-3)
-    assert meta["averageSimilarity"] == pytest.approx(sum(sims) / len(sims), abs=1e-3)
-    assert meta["searchTime"] >= meta["embeddingTime"] >= 0
+    assert meta["max_similarity"] == pytest.approx(max(sims), abs=1e-3)
+    assert meta["min_similarity"] == pytest.approx(min(sims), abs=1e-3)
+    assert meta["average_similarity"] == pytest.approx(sum(sims) / len(sims), abs=1e-3)
+    assert meta["search_time_ms"] >= meta["embedding_time_ms"] >= 0
     scores = [r["score"] for r in results]
     assert scores[0] == max(scores)
 
@@ -243,7 +243,7 @@ def test_json_output_shape_and_metadata(notes):
 def test_no_match_gives_empty_results_not_an_error(notes):
     cli = Cli(notes)
     out = json.loads(cli("search", "--json", "--threshold", "0.99", "zebra crossing velocity").stdout)
-    assert out["results"] == [] and out["metadata"]["totalResults"] == 0
+    assert out["results"] == [] and out["metadata"]["total_results"] == 0
     human = cli("search", "--threshold", "0.99", "zebra crossing velocity")
     assert human.stdout == "" and "no matching" in human.stderr
 
@@ -258,7 +258,10 @@ def test_explain_shows_the_parts_of_the_score(notes):
         assert p["similarity"] == pytest.approx(r["similarity"], abs=1e-3)
         total = (w.similarity * p["similarity"] + w.keyword * p["keyword"] + w.recency * p["recency"]
                  + w.reliability * p["reliability"])
-        assert r["score"] == pytest.approx(total, abs=2e-3)
+        assert p["relevance"] == pytest.approx(total, abs=2e-3)
+        # the shown score: relevance less the diversity penalty, on the scale of the best possible score
+        full = w.similarity + w.keyword + w.recency + w.reliability
+        assert r["score"] == pytest.approx(max(0.0, p["relevance"] - p["diversity_penalty"]) / full, abs=2e-3)
     human = cli("search", "--explain", QUERY).stdout
     for word in ("similarity", "keyword", "recency", "reliability"):
         assert word in human

@@ -25,7 +25,7 @@ def memcli(cwd: Path, *args: str, ok: bool = True) -> subprocess.CompletedProces
 
 
 def texts(cwd: Path) -> list[str]:
-    return sorted(m["text"] for m in json.loads(memcli(cwd, "list", "--json").stdout))
+    return sorted(m["text"] for m in json.loads(memcli(cwd, "list", "--json").stdout)["memories"])
 
 
 def two_clones(tmp_path: Path, *, shared: bool = True) -> tuple[Path, Path]:

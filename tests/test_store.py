@@ -304,7 +304,8 @@ def test_default_project_is_shared_by_git_worktrees(monkeypatch, tmp_path):
                         "from outside any repository": None}
     monkeypatch.chdir(tmp_path / "webshop-feature")
     r = CliRunner().invoke(app, ["--store", str(store), "list", "--json", "--project", "."], catch_exceptions=False)
-    assert sorted(x["text"] for x in json.loads(r.stdout)) == ["from the main checkout", "from the worktree"]
+    listed = sorted(x["text"] for x in json.loads(r.stdout)["memories"])
+    assert listed == ["from the main checkout", "from the worktree"]
     monkeypatch.chdir(outside)
     r = CliRunner().invoke(app, ["--store", str(store), "list", "--project", "."], catch_exceptions=False)
     assert r.exit_code == 1 and r.stderr.startswith("memcli: error:")

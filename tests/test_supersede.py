@@ -27,8 +27,8 @@ def test_a_new_value_supersedes_the_old_which_is_kept_but_hidden(cli):
     assert [h["id"] for h in hits] == [new["id"]]
     every = json.loads(cli("search", "--json", "--all", "which port does the API server listen on").stdout)
     assert {h["id"] for h in every["results"]} == {old["id"], new["id"]}
-    assert [r["id"] for r in json.loads(cli("list", "--json").stdout)] == [new["id"]]
-    assert len(json.loads(cli("list", "--json", "--all").stdout)) == 2
+    assert [r["id"] for r in json.loads(cli("list", "--json").stdout)["memories"]] == [new["id"]]
+    assert len(json.loads(cli("list", "--json", "--all").stdout)["memories"]) == 2
     assert [r["id"] for r in json.loads(cli("export").stdout)] == [new["id"]]
     assert len(json.loads(cli("export", "--all").stdout)) == 2
     chain = json.loads(cli("show", new["id"], "--history", "--json").stdout)["chain"]
@@ -44,7 +44,7 @@ def test_another_subject_worded_alike_is_added_and_linked_not_replaced(cli):
     (b,) = add_json(cli, PROD)["memory"]
     assert b["event"] == "ADD" and "supersedes" not in b and b["id"] != a["id"]
     assert "staging" in b["reasoning"] and "production" in b["reasoning"]
-    assert len(json.loads(cli("list", "--json").stdout)) == 2
+    assert len(json.loads(cli("list", "--json").stdout)["memories"]) == 2
 
 
 def test_raw_is_verbatim_and_no_dedup_stores_even_a_repeat(cli):
@@ -57,7 +57,7 @@ def test_raw_is_verbatim_and_no_dedup_stores_even_a_repeat(cli):
     assert again["event"] == "NONE" and again["id"] == events[0]["id"] and again["matched"]["id"] == events[0]["id"]
     forced = add_json(cli, "--raw", "--no-dedup", texts[0])["memory"][0]
     assert forced["event"] == "ADD" and forced["id"] != events[0]["id"]
-    assert len(json.loads(cli("list", "--json").stdout)) == 5
+    assert len(json.loads(cli("list", "--json").stdout)["memories"]) == 5
 
 
 def test_the_human_output_names_the_matched_memory_and_why(cli):

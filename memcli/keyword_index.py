@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 K1, B = 1.2, 0.75
+CACHE_BYTES = 64 * 2**20  # decoded posting lists kept per process, at most (then dropped and reread)
 IDF_FLOOR = 1e-6  # FTS5's floor for words in more than half the documents
 
 SCHEMA = """
@@ -120,6 +121,14 @@ class Posting:
     dls: np.ndarray  # document length per label
     maxtf: int
     mindl: int
+    _impact: tuple[float, float, np.ndarray] | None = None  # (idf, avgdl, scores) of the last use
+
+    def impact(self, idf: float, avgdl: float) -> np.ndarray:
+        """Each document's BM25 score for this term; kept, as idf and avgdl stay the same until
+        the catalog changes (and then the cached posting list is dropped anyway)."""
+        if self._impact is None or self._impact[:2] != (idf, avgdl):
+            self._impact = (idf, avgdl, idf * _bm25_tf(self.tfs, self.dls, avgdl))
+        return self._impact[2]
 
     @classmethod
     def empty(cls) -> Posting:
@@ -159,9 +168,26 @@ class KeywordIndex:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
         db.executescript(SCHEMA)
+        # Decoded posting lists kept across searches of this process (a batch, a server), dropped
+        # whenever the catalog changes (our writes, or another process's: SQLite's data_version).
+        self._shared: dict[str, Any] = {}
+        self._shared_bytes = 0
+        self._shared_version: int | None = None
+
+    def _shared_cache(self) -> dict[str, Any]:
+        version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._shared_version or self._shared_bytes > CACHE_BYTES:
+            self._drop_cache()
+            self._shared_version = version
+        return self._shared
+
+    def _drop_cache(self) -> None:
+        self._shared = {}
+        self._shared_bytes = 0
 
     # ------------------------------------------------------------ writes
     def reset(self) -> None:
+        self._drop_cache()
         for table in TABLES:
             self.db.execute(f"DELETE FROM {table}")
 
@@ -174,6 +200,7 @@ class KeywordIndex:
         """Remove `removed` labels and (re)index `docs` (label -> text). A label in `docs` that is
         already indexed is replaced. Only the posting lists of the words involved are rewritten."""
         db = self.db
+        self._drop_cache()
         docs = dict(docs)
         gone = set(removed) | set(docs)
         old: dict[int, tuple[int, list[str]]] = {}
@@ -260,6 +287,8 @@ class KeywordIndex:
                  f" WHERE term IN ({','.join('?' * len(chunk))})")
             for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, chunk):
                 cache[term] = Posting(_i32(labs), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
+                if cache is self._shared:
+                    self._shared_bytes += len(labs) * 3
         for t in need:
             cache.setdefault(t, Posting.empty())
 
@@ -269,12 +298,20 @@ class KeywordIndex:
         if key not in cache:
             row = self.db.execute("SELECT pos FROM kw_term WHERE term=?", (term,)).fetchone()
             cache[key] = _i32(row[0]) if row else np.zeros(0, np.int32)
+            if cache is self._shared:
+                self._shared_bytes += cache[key].nbytes
         return cache[key]
 
     def phrase_posting(self, tokens: list[str], cache: dict[str, Any]) -> Posting:
         """The documents holding `tokens` in a row, with the phrase's frequency as tf (FTS5's rule)."""
         if len(tokens) == 1:
             return cache[tokens[0]]
+        key = "\0phrase " + " ".join(tokens)
+        if key not in cache:
+            cache[key] = self._phrase_posting(tokens, cache)
+        return cache[key]
+
+    def _phrase_posting(self, tokens: list[str], cache: dict[str, Any]) -> Posting:
         posts = [cache[t] for t in tokens]
         common = posts[0].labels
         for p in posts[1:]:
@@ -309,7 +346,8 @@ class KeywordIndex:
     ) -> list[tuple[int, float, float]]:
         """Top `k` labels by BM25 for the OR of `terms` (each a word or, with inner punctuation, a
         phrase), with each hit's coverage of the query. Returns (label, bm25, coverage), best first
-        (ties: lower label first). `cache` keeps decoded posting lists across one batch's queries.
+        (ties: lower label first). `cache`, if given, holds the decoded posting lists instead of
+        the process's shared cache.
 
         MaxScore: words are taken by their best possible score, highest (rarest) first, and scored
         over their whole posting list into a dense accumulator. As soon as the words left could
@@ -317,7 +355,7 @@ class KeywordIndex:
         taken cannot be in the top k, so the remaining (common) words are only looked up for the
         candidates that could still make it.
         """
-        cache = {} if cache is None else cache
+        cache = self._shared_cache() if cache is None else cache
         phrases = [toks for toks in (tokenize(t) for t in terms) if toks]
         if not phrases or k <= 0:
             return []
@@ -340,7 +378,7 @@ class KeywordIndex:
         done, seen = 0, 0.0
         for j, i in enumerate(order):  # essential words: their whole posting lists
             p = posts[i]
-            acc[p.labels] += idfs[i] * _bm25_tf(p.tfs, p.dls, avgdl)
+            acc[p.labels] += p.impact(idfs[i], avgdl)
             done, seen = j + 1, seen + ubs[i]
             if j + 1 == len(order) or rest[j] >= seen:
                 continue  # no memory can have scored more than `seen` yet: no early stop possible
@@ -364,10 +402,10 @@ class KeywordIndex:
                 if len(cand) * 16 < len(p):  # few candidates: binary search in the posting list
                     hit, at = _member(p.labels, cand)
                     if hit.any():
-                        score[hit] += idfs[order[j]] * _bm25_tf(p.tfs[at[hit]], p.dls[at[hit]], avgdl)
+                        score[hit] += p.impact(idfs[order[j]], avgdl)[at[hit]]
                 else:  # else scatter it, cheaper than len(cand) binary searches
                     tmp = np.zeros(len(acc))
-                    tmp[p.labels] = idfs[order[j]] * _bm25_tf(p.tfs, p.dls, avgdl)
+                    tmp[p.labels] = p.impact(idfs[order[j]], avgdl)
                     score += tmp[cand]
         if len(cand) > k:  # the top k (and any tie with the k-th), then sorted
             kth = np.partition(score, len(score) - k)[len(score) - k]

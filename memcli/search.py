@@ -7,6 +7,8 @@ counts go to `<store>/.state.sqlite`.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
 import sqlite3
@@ -96,31 +98,35 @@ class Usage:
     def __init__(self, store: Any) -> None:
         self.path = store.path / ".state.sqlite"
         self._db: sqlite3.Connection | None = None
+        self._ready = False
 
     def _conn(self, create: bool) -> sqlite3.Connection | None:
+        """Reads only connect (WAL mode is a property of the file, set by the first write); the
+        journal-mode switch and table creation cost ~0.7 ms, so only a write pays for them."""
         if self._db is None:
             if not create and not self.path.exists():
                 return None
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if create and not self._ready:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
                 "CREATE TABLE IF NOT EXISTS usage (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_used TEXT)"
             )
-            db.execute("CREATE TABLE IF NOT EXISTS uses (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last TEXT)")
-            self._db = db
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS uses (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last TEXT)"
+            )
+            self._ready = True
         return self._db
 
     def get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
         db = self._conn(create=False)
         if db is None or not ids:
             return {}
-        out: dict[str, tuple[int, str | None]] = {}
-        ids = list(ids)
-        for i in range(0, len(ids), 900):
-            chunk = ids[i : i + 900]
-            q = f"SELECT id, count, last_used FROM usage WHERE id IN ({','.join('?' * len(chunk))})"
-            out.update({r[0]: (r[1], r[2]) for r in db.execute(q, chunk)})
-        return out
+        q = "SELECT id, count, last_used FROM usage WHERE id IN (SELECT value FROM json_each(?))"
+        try:
+            return {r[0]: (r[1], r[2]) for r in db.execute(q, (json.dumps(list(ids)),))}
+        except sqlite3.OperationalError:  # no table yet (a file from before any bump), or busy
+            return {}
 
     def uses(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
         """How often each memory was used (feedback, citations, re-observation): what ranks."""
@@ -173,17 +179,27 @@ class Usage:
         if self._db is not None:
             self._db.close()
             self._db = None
+            self._ready = False
 
 
 # ---------------------------------------------------------------- ranking
 def recency(updated: str | None, now: float, days: float) -> float:
     if not updated:
         return 0.0
-    try:
-        age = max(0.0, (now - parse_time(updated).timestamp()) / 86400.0)
-    except ValueError:
+    stamp = _timestamp(updated)
+    if stamp is None:
         return 0.0
-    return math.exp(-age / days)
+    return math.exp(-max(0.0, (now - stamp) / 86400.0) / days)
+
+
+@functools.lru_cache(maxsize=65536)
+def _timestamp(value: str) -> float | None:
+    """Seconds since the epoch of an ISO time; remembered, as a process ranks the same memories
+    again and again (a batch, a server)."""
+    try:
+        return parse_time(value).timestamp()
+    except ValueError:
+        return None
 
 
 def reliability(confidence: float, usage_count: int) -> float:
@@ -286,10 +302,9 @@ def search_many(
     n_cand = max(weights.candidates, k * 4)
     t1 = time.perf_counter()
     knn = index.knn(qvecs, n_cand, allowed)
-    postings: dict[str, Any] = {}
     kws: list[dict[int, tuple[float, float]]] = []
     for query in queries:
-        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand, postings)}
+        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand)}
         if allowed_set is not None:
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         kws.append(kw)

@@ -267,3 +267,13 @@ def test_the_body_indexed_is_text_tags_and_domain():
     m = Memory(id="X", text="Use ruff", tags=["lint"], domain="python")
     assert Counter(tokenize(fts_body(m))) == Counter(["us", "ruff", "lint", "python"])
     assert math.isclose(fts5_idf(10, 9), 1e-6)
+
+
+def test_a_change_by_another_connection_is_seen_by_a_warm_reader(tmp_path):
+    path = tmp_path / "kw.sqlite"
+    writer = KeywordIndex(sqlite3.connect(path, isolation_level=None))
+    reader = KeywordIndex(sqlite3.connect(path, isolation_level=None))
+    writer.update([], {1: "redis cache", 2: "grafana alert"})
+    assert [r[0] for r in reader.search(["redis"], 5)] == [1]  # now cached by the reader
+    writer.update([1], {3: "redis queue"})
+    assert [r[0] for r in reader.search(["redis"], 5)] == [3]

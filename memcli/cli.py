@@ -238,6 +238,25 @@ def note(message: str) -> None:
     sys.stderr.write(f"memcli: {message}\n")
 
 
+def _llm_progress() -> Any:
+    """For a person at a terminal: which request is waiting on the model (a local model can take
+    a minute), then how long it took; one line each on stderr."""
+    import time
+
+    started: list[float] = []
+
+    def report(label: str) -> None:
+        now = time.monotonic()
+        if started:
+            sys.stderr.write(f" {now - started[-1]:.1f}s\n")
+        if label:
+            started.append(now)
+            sys.stderr.write(f"memcli: waiting for the model ({label})...")
+        sys.stderr.flush()
+
+    return report
+
+
 def get_store(*, must_exist: bool = True, create: bool = False) -> Store:
     """The store this command works on. A store named by --store that does not
     exist is an error (a typo must not create a store) unless `create`; the global store is
@@ -489,7 +508,7 @@ def add(
     if batch is not None:
         _add_batch(store, batch, options, as_json)
         return
-    result = store.add(body, **options)
+    result = store.add(body, **options, progress=_llm_progress() if sys.stderr.isatty() else None)
     for message in result.notes:
         note(message)
     if as_json:

@@ -180,6 +180,7 @@ def add(
     inbox: bool = True,
     no_dedup: bool = False,
     created: str | None = None,
+    progress: Any = None,
 ) -> AddResult:
     """Turn `text` into memories and write them. See the module docstring for the semantics.
 
@@ -211,6 +212,8 @@ def add(
     if project is None:
         project = git_project()
     client = llm_client(store) if use_llm and not raw else None
+    if client is not None and progress is not None:
+        client.on_request = progress  # called with "extract" / "decide" before each request, "" at the end
     options = {"tags": list(tags), "type": type, "origins": list(origins), "user": user, "project": project,
                "session": session, "threshold": threshold, "allow_delete": allow_delete,
                "source": source, "redact": redact}
@@ -244,6 +247,8 @@ def add(
                                        raw=raw, no_dedup=no_dedup)
             result.notes.extend(notes)
     except LLMError as e:
+        if progress is not None and client is not None and client.usage.requests:
+            progress("")  # end the "waiting for the model" line before the error line
         if inbox and not dry_run:
             path = save_to_inbox(store, text, {**options, "model": cfg.llm_model}, str(e))
             e.args = (f"{e}; input saved to {path.relative_to(store.path)} (run `memcli inbox retry`)",)
@@ -264,6 +269,8 @@ def add(
             if not dry_run:
                 index.sync()
     if client is not None:
+        if progress is not None and client.usage.requests:
+            progress("")
         u = client.usage
         result.llm_usage = {"model": cfg.llm_model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
                             "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}
@@ -440,6 +447,13 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                 if downgrade:
                     llm_dec = _Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
                                         confidence=dec.confidence, by_llm=True, matched=_matched(target))
+                elif dec.event == "UPDATE":
+                    from memcli.decide import supersedes
+
+                    if supersedes(target["text"], facts[i].text, target["similarity"]):
+                        # a new value for the same subject: the rules' supersede (the old memory
+                        # stays, hidden, linked), with the model's rewritten text
+                        llm_dec.event = "SUPERSEDE"
             out[i] = llm_dec
         for reason in invalid:
             store.log("LLM_INVALID", detail=reason)

@@ -412,11 +412,24 @@ def test_decide_validates_decisions_in_one_request(llm_server: FakeLLMServer) ->
 def test_decide_update_to_placeholder_or_same_text(llm_server: FakeLLMServer, text: str) -> None:
     reply = {"decisions": [{"fact": 0, "event": "UPDATE", "target": 1, "text": text}]}
     llm_server.script([json.dumps(reply)])
-    decisions, invalid = make_llm(llm_server).decide(FACTS[:1], NEIGHBOURS[:1])
+    same = Fact(text="The API server listens on port 8000.")
+    decisions, invalid = make_llm(llm_server).decide([same], NEIGHBOURS[:1])
     if text.startswith("The API"):  # the target's own text (bar the full stop): nothing changes
         assert [(d.event, d.target_id) for d in decisions] == [("NONE", ULID_A)] and invalid == []
     else:
         assert decisions == [] and any("rejected" in r for r in invalid)
+
+
+@pytest.mark.parametrize("event, text", [("NONE", ""), ("DELETE", ""), ("UPDATE", "The API listens on port 8000."),
+                                         ("UPDATE", "The API listens on a new port.")])
+def test_decide_never_loses_the_facts_news(llm_server: FakeLLMServer, event: str, text: str) -> None:
+    # The fact says 9000, the memory 8000: "already known", "no longer true" or a merged text
+    # without 9000 would lose it. The fact states a change ("now"), so it supersedes the memory.
+    reply = {"decisions": [{"fact": 0, "event": event, "target": 1, "text": text}]}
+    llm_server.script([json.dumps(reply)])
+    (decision,), invalid = make_llm(llm_server).decide(FACTS[:1], NEIGHBOURS[:1])
+    assert (decision.event, decision.target_id, decision.text) == ("UPDATE", ULID_A, FACTS[0].text)
+    assert invalid == []
 
 
 def test_decide_rejects_target_that_is_not_a_neighbour(llm_server: FakeLLMServer) -> None:
@@ -445,6 +458,11 @@ def test_decide_drops_a_merged_text_cut_off_by_a_truncated_reply(llm_server: Fak
         + '", "text": "The API listens on po'
     )
     llm_server.script([reply])
+    decisions, invalid = make_llm(llm_server).decide(FACTS[:2], NEIGHBOURS[:2])
+    # the half sentence is never stored: it lacks the fact's new port, so the fact supersedes
+    assert [(d.fact, d.event, d.text) for d in decisions] == [(0, "UPDATE", FACTS[0].text), (1, "NONE", FACTS[1].text)]
+    assert invalid == []
+    llm_server.script([reply.replace("The API listens on po", "The API listens on port 9000 and serves gRP")])
     decisions, invalid = make_llm(llm_server).decide(FACTS[:2], NEIGHBOURS[:2])
     assert [(d.fact, d.event) for d in decisions] == [(1, "NONE")]
     assert any("cut off" in r for r in invalid) and any("fact 0: no decision" in r for r in invalid)
@@ -636,3 +654,23 @@ def test_fake_server_models_endpoint_and_clean_shutdown() -> None:
         port = server.port
     with socket.socket() as s, pytest.raises(ConnectionRefusedError):  # nothing listens any more
         s.connect(("127.0.0.1", port))
+
+
+# ----------------------------------------------------------------------------------------------
+# time: a default timeout that suits where the model runs
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("api_base, model, local", [
+    ("http://127.0.0.1:8765/v1", "openai/qwen", True),
+    ("http://localhost:11434", "ollama/llama3.1", True),
+    ("http://gpu-box.local:8000/v1", "openai/x", True),
+    ("http://192.168.1.20:1234/v1", "openai/x", True),
+    (None, "ollama/llama3.1", True),
+    ("https://api.openai.com/v1", "gpt-4o-mini", False),
+    (None, "anthropic/claude-3-5-haiku", False),
+    ("https://user:pw@llm.example.com/v1", "openai/x", False),
+])
+def test_default_timeout_is_long_for_a_local_model(api_base: str | None, model: str, local: bool) -> None:
+    from memcli.llm import LOCAL_TIMEOUT, REMOTE_TIMEOUT, default_timeout
+
+    assert default_timeout(api_base, model) == (LOCAL_TIMEOUT if local else REMOTE_TIMEOUT)
+    assert LOCAL_TIMEOUT >= 300 and REMOTE_TIMEOUT == 60

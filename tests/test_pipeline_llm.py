@@ -299,6 +299,8 @@ def test_ten_facts_cost_two_requests_and_only_facts_with_neighbours_are_decided(
 ) -> None:
     cli = make_cli(tmp_path, llm_server, real=True)
     pg, redis, ci = seed(cli, PG15, REDIS, CI)
+    # only close memories (>= 0.8) go to the model here, so the reply can be scripted in advance
+    (cli.store / "config.toml").write_text("llm_decide_threshold = 0.8\n")
     ten = [PG16, *UNRELATED[:4], NO_REDIS, *UNRELATED[4:], CI_MAC]
     assert len(ten) == 10
     llm_server.script([
@@ -309,7 +311,7 @@ def test_ten_facts_cost_two_requests_and_only_facts_with_neighbours_are_decided(
             decision(2, "NONE", ci, CI, "already known"),
         ),
     ])
-    out = add_json(cli, "--origin", "session:ten", "a long developer conversation ...")
+    out = add_json(cli, "--origin", "session:ten", ". ".join(ten))
     assert len(llm_server.requests) == 2  # one extract + ONE decide, whatever the number of facts
     payload = decide_payload(llm_server.requests[1])
     assert [f["text"] for f in payload["facts"]] == [PG16, NO_REDIS, CI_MAC]
@@ -339,7 +341,7 @@ def test_ten_new_facts_cost_one_request(tmp_path: Path, llm_server: FakeLLMServe
     cli = make_cli(tmp_path, llm_server)
     facts = [PG15, REDIS, CI, *UNRELATED]
     llm_server.script([facts_reply(*facts)])
-    out = add_json(cli, "ten facts")
+    out = add_json(cli, ". ".join(facts))  # the facts' numbers must be in the input (else: "invented")
     assert len(llm_server.requests) == 1 and out["llm"]["requests"] == 1
     assert [e["event"] for e in out["memory"]] == ["ADD"] * 10
 
@@ -410,7 +412,7 @@ def test_invalid_items_get_verdict_invalid(tmp_path: Path, llm_server: FakeLLMSe
     assert out["summary"]["invalid"] == 2 and out["extraction"]["invalid"] == 2
     llm_server.script([json.dumps({"facts": [fact("The team deploys on Fridays"), "Friday deploys start at 10:00",
                                              42]})])
-    human = cli("add", "We deploy on Fridays.")
+    human = cli("add", "We deploy on Fridays, starting at 10:00.")
     assert "INVALID" in human.stdout and "1 invalid" in human.stderr
 
 
@@ -732,3 +734,19 @@ def test_search_list_export_never_import_litellm(tmp_path: Path, llm_server: Fak
     assert "FastAPI" in proc.stdout
     assert "litellm" not in proc.stderr and "memcli.cli" in proc.stderr
     assert llm_server.requests == []
+
+
+def test_progress_is_reported_per_request_and_timeout_defaults_to_local(tmp_path: Path,
+                                                                        llm_server: FakeLLMServer) -> None:
+    from memcli.config import Config
+    from memcli.ingest import llm_client
+    from memcli.store import Store
+
+    store = Store(tmp_path / "store", Config(embed_model=HASH, llm_model=llm_server.model, api_base=llm_server.url))
+    store.init()
+    assert llm_client(store).settings.timeout >= 300  # 127.0.0.1: a local model, minutes not seconds
+    llm_server.script([facts_reply("The API server uses FastAPI")])
+    seen: list[str] = []
+    store.add("We use FastAPI for the API server.", progress=seen.append)
+    assert seen == ["extract", ""]  # before the request, and done
+    store.close()

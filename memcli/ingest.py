@@ -447,13 +447,6 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                 if downgrade:
                     llm_dec = _Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
                                         confidence=dec.confidence, by_llm=True, matched=_matched(target))
-                elif dec.event == "UPDATE":
-                    from memcli.decide import supersedes
-
-                    if supersedes(target["text"], facts[i].text, target["similarity"]):
-                        # a new value for the same subject: the rules' supersede (the old memory
-                        # stays, hidden, linked), with the model's rewritten text
-                        llm_dec.event = "SUPERSEDE"
             out[i] = llm_dec
         for reason in invalid:
             store.log("LLM_INVALID", detail=reason)

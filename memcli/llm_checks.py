@@ -222,8 +222,11 @@ _SPECIFIC = re.compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]
 _QUOTED = re.compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
 
 
-def novel_specifics(text: str, source: str) -> list[str]:
-    """Specific tokens of ``text`` (numbers, versions, names with - _ . /) absent from ``source``."""
+def novel_specifics(text: str, source: str, *, small_numbers: bool = False) -> list[str]:
+    """Specific tokens of ``text`` (numbers, versions, names with - _ . /) absent from ``source``.
+
+    Numbers of one or two digits count only with ``small_numbers`` (a model writes "2" for "two";
+    for a decision, "16" against "15" is the whole point)."""
     low = source.lower()
     compact = re.sub(r"\s+", "", low)
     out = []
@@ -233,7 +236,7 @@ def novel_specifics(text: str, source: str) -> list[str]:
             out.append(span)
     for tok in _SPECIFIC.findall(text):
         t = tok.lower().rstrip(".:")
-        if t and t not in low and t not in compact and not re.fullmatch(r"\d{1,2}", t):
+        if t and t not in low and t not in compact and (small_numbers or not re.fullmatch(r"\d{1,2}", t)):
             out.append(tok)
     return out
 
@@ -247,7 +250,8 @@ def news(fact: str, memory: str) -> list[str]:
     would lose them: NONE ("already known") for a fact with news, DELETE of a memory whose
     replacement the fact names, UPDATE text that drops the fact's new value."""
     low = memory.lower()
-    found = novel_specifics(fact, memory)
+    found = [t for t in novel_specifics(fact, memory, small_numbers=True)
+             if not re.search(rf"(?<![\w.]){re.escape(t.lower())}(?![\w])", low)]
     for m in _NAME.finditer(fact):
         word = m.group().lower()
         if word not in low and word not in (n.lower() for n in found):

@@ -591,7 +591,9 @@ def test_prompt_injection_in_the_input_changes_nothing(tmp_path: Path, llm_serve
     assert "&lt;/data>" in message(extract, "user")  # the fake delimiter is escaped inside the data
     assert len(llm_server.requests) == 2
     (ev,) = out["memory"]
-    assert ev["event"] == "DELETE" and ev["refused"] is True  # never applied without --allow-delete
+    # never applied without --allow-delete; and a DELETE of a memory the fact gives a new value for
+    # (PG 15 -> 16) keeps the news: the memory is updated, its old text in history
+    assert (ev["event"] == "DELETE" and ev["refused"] is True) or (ev["event"], ev["id"]) == ("UPDATE", pg)
     assert {p.stem for p in fact_files(cli.store)} == {pg, other}  # the out-of-range decision did nothing
     log = (cli.store / "log.jsonl").read_text()
     assert "LLM_INVALID" in log

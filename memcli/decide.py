@@ -27,6 +27,7 @@ validation hook included, applies the same rules, and each verdict carries a one
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -36,7 +37,7 @@ SUPERSEDES = "supersedes"  # same subject, new value or stated change: new memor
 DISTINCT = "distinct"  # another subject or another fact: ADD
 
 #: below this cosine similarity two texts are never treated as the same fact
-CANDIDATE_FLOOR = 0.6
+CANDIDATE_FLOOR = 0.5
 
 _TOKEN_RE = re.compile(
     r"`[^`\n]+`"  # inline code, whole
@@ -147,6 +148,16 @@ def _stem(word: str) -> str:
 _CHANGE_STEMS = frozenset(_stem(w) for w in _CHANGE_WORDS)
 
 
+#: abbreviations read as the words they stand for ("the analytics DB" is "the analytics database")
+ABBREVIATIONS = {
+    "db": "database", "dbs": "databases", "repo": "repository", "repos": "repositories", "pr": "pull request",
+    "prs": "pull requests", "prod": "production", "env": "environment", "envs": "environments",
+    "config": "configuration", "configs": "configurations", "k8s": "kubernetes", "docs": "documentation",
+    "deps": "dependencies", "dep": "dependency", "auth": "authentication", "msg": "message", "msgs": "messages",
+    "infra": "infrastructure", "dev": "development", "pw": "password", "pwd": "password", "svc": "service",
+}
+
+
 @dataclass
 class _Tok:
     text: str  # as written
@@ -191,8 +202,10 @@ def _tech_words() -> frozenset[str]:
     return _TECH
 
 
+@functools.lru_cache(maxsize=4096)
 def parse(text: str) -> Parsed:
-    """Tokens of `text` with their roles (see the module docstring)."""
+    """Tokens of `text` with their roles (see the module docstring). Cached: a stored memory is
+    compared with many new facts (one `add --batch` of a chat log compares the same few hundred)."""
     tech = _tech_words()
     toks: list[_Tok] = []
     sentence_start = True
@@ -208,8 +221,12 @@ def parse(text: str) -> Parsed:
         proper = raw[:1].isupper() and not sentence_start and low not in STOPWORDS
         acronym = len(raw) >= 2 and raw.isupper() and raw.isalpha()
         specific = (has_digit or ident or proper or acronym or low in tech or low in VALUE_WORDS)
-        stem = low if (has_digit or ident) else _stem(low)
-        toks.append(_Tok(raw, low, stem, specific, _SCOPE_OF.get(low), raw[:1].isupper()))
+        if low in ABBREVIATIONS and not is_code:
+            for word in ABBREVIATIONS[low].split():
+                toks.append(_Tok(word, word, _stem(word), False, _SCOPE_OF.get(word), False))
+        else:
+            stem = low if (has_digit or ident) else _stem(low)
+            toks.append(_Tok(raw, low, stem, specific, _SCOPE_OF.get(low), raw[:1].isupper()))
         # a new sentence starts after . ! ? ; or : (the capital that follows is not a name)
         after = text[m.end():m.end() + 2]
         sentence_start = bool(re.match(r"\s*[.!?;:]", after)) or after.startswith(("\n",))
@@ -348,7 +365,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     specific_gone = {s for s in old_gone if po.content[s].specific} | {s for s in new_gone if pn.content[s].specific}
     subj_missing = (old_gone | new_gone) if (old_gone and new_gone) or specific_gone else set()
     fresh = {t.low for t in pn.tokens if t.low in _CHANGE_WORDS} - {t.low for t in po.tokens}
-    change = pn.change and bool(fresh) and (bool(removed) or _change_about(pn, po))
+    # a change word counts when it bears on the old text: a value of it named near the word, or
+    # the texts otherwise parallel (one or two words replaced: "is master" -> "was renamed to main")
+    change = pn.change and bool(fresh) and (bool(r_spec) or 0 < len(removed) <= 2 or _change_about(pn, po))
     flip = _polarity_flip(po, pn)
     single_slot = len(r_spec) <= 1 and len(a_spec) <= 2 and not (r_gen and a_gen and r_spec)
     if subj_missing:

@@ -366,6 +366,7 @@ class _Cand:
     item: bool = False
     skip: bool = False
     codes: list[tuple[str, str]] = field(default_factory=list)  # (lang, code); lang "$" = prompt lines
+    speaker: str | None = None  # a named speaker ("Joanna: ..."): the fact keeps the attribution
 
 
 # ----------------------------------------------------------------------------------------------
@@ -481,6 +482,10 @@ _PLEASANTRIES = (
     "great stuff", "yay", "claude", "chatgpt", "assistant", "bot", "gpt", "that's perfect", "thats perfect",
     "perfect thanks", "you're the best", "you rock", "ok cool", "and", "so", "just", "really", "very",
     "super", "that helps", "this helps", "helpful", "very helpful", "that was helpful", "good to know",
+    "good to see you", "great to see you", "nice to see you", "good to hear from you", "nice to meet you",
+    "long time no see", "good to hear", "glad to hear", "great to hear", "nice to hear", "good to hear that",
+    "that's cool", "thats cool", "that's awesome", "that's amazing", "that's so cool", "how cool", "so cool",
+    "wow", "omg", "aww", "awesome", "love that", "love it", "that's really cool", "really cool",
 )
 _PLEASANTRY_RE = re.compile(
     r"^(?:(?:"
@@ -502,7 +507,7 @@ _FILLER_RE = re.compile(
     r"|let's (?:see|try|get started|start|dig in|take a look)"
     r"|i(?:'ll| will| can| am going to|'m going to|'m gonna) (?:take a look|look into|check|help|get back"
     r"|try|do that|fix that|update|investigate|start|now|go ahead|make (?:the|those|these) changes)"
-    r"|i'm (?:going to|on it|looking|checking|not sure)|i am (?:going to|looking|checking|not sure)"
+    r"|i'm (?:on it|looking into|checking|not sure)|i am (?:looking into|checking|not sure)"
     r"|(?:one|a|just a) (?:sec|second|moment|minute)\b|give me a (?:sec|second|moment|minute)"
     r"|(?:i )?hope (?:this|that|it) helps|feel free\b|happy to help|glad (?:it|that|to|i|you)\b"
     r"|no (?:worries|problem)\b|(?:good|great|excellent|nice|interesting) (?:question|catch|point|idea)\b"
@@ -511,7 +516,7 @@ _FILLER_RE = re.compile(
     r"|(?:that|this) (?:makes sense|sounds (?:good|great|right)|looks (?:good|great|right)|should work"
     r"|should do it|did it|did the trick|fixed it|worked)\b"
     r"|thanks? (?:for|so much|a lot|again)\b|thank you\b|many thanks"
-    r"|working on it|on it\b|i see\b|got it\b|understood\b|as an ai\b"
+    r"|working on it|on it\b|i see(?:[.!,]|$)|got it\b|understood\b|as an ai\b"
     r"|i (?:don't|do not) know\b|no idea\b|not sure (?:what|why|how|if|whether)\b"
     r"|sure,? (?:i|here|thing|let|no)\b|certainly[,!]|absolutely[,!]|of course[,!]"
     r"|here(?:'s| is| are) (?:what i (?:found|did|changed)|a summary|the summary|my (?:plan|suggestion))"
@@ -808,6 +813,8 @@ class _Scanner:
         self.buf_is_item = False
         self.attach_to: _Cand | None = None
         self.prompt_turn: int | None = None  # a system-prompt echo started in this speaker turn
+        self.speaker: str | None = None  # the named speaker of turn `speaker_turn`
+        self.speaker_turn = -1
         self.commit = False
         self.gap = False  # a blank line separates attach_to from what follows
 
@@ -832,6 +839,7 @@ class _Scanner:
             last = _Cand(
                 piece, self.para_id, self.turn, self.heading_tags,
                 commit=self.commit, skip=in_prompt, item=is_item,
+                speaker=self.speaker if self.speaker_turn == self.turn else None,
             )
             self.cands.append(last)
         self.attach_to = last
@@ -926,11 +934,18 @@ class _Scanner:
                 self.new_context()
                 continue
             speaker = _SPEAKER_RE.match(line) if ":" in line else None
-            if speaker:
+            named = _named_speaker(line) if ":" in line and speaker is None and c0.isupper() else None
+            if named is not None:
+                self.new_context()
+                self.turn += 1
+                self.speaker, self.speaker_turn = named.group(1), self.turn
+                speaker = named
+            elif speaker:
                 self.new_context()
                 self.turn += 1
                 if speaker.group(1).lower() == "system":
                     self.prompt_turn = self.turn
+            if speaker:
                 line = line[speaker.end():]
                 stripped = line.lstrip()
                 if not stripped:
@@ -980,6 +995,56 @@ class _Scanner:
         return i
 
 
+_NAMED_SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}):\s+(?=\S)")
+_NOT_SPEAKERS = frozenset(
+    """note notes warning warnings tip tips todo fixme hack example examples important update updates summary
+    answer question reason solution problem error errors result results output input step usage context
+    decision status fix bug issue edit ps nb caveat hint info rule rules convention deadline owner owners
+    action actions goal goals why what how when where who tl;dr tldr re subject date from to cc title name
+    description details detail reminder remember outcome impact cause symptom workaround background
+    pros cons pro con test tests source sources link links see also example config command commands
+    file files path version versions breaking change changes changelog release feature features""".split()
+)
+_CHATTY_RE = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|you|you're|you've|your|us)\b|[!?]",
+                        re.IGNORECASE)
+
+
+def _named_speaker(line: str) -> re.Match[str] | None:
+    """A chat turn labelled with a person's name ("Joanna: I'm going to ..."): the name is kept
+    with what they said. A label that is a common heading word ("Note:", "Owner:") is not a
+    speaker, and neither is a label followed by impersonal prose."""
+    m = _NAMED_SPEAKER_RE.match(line)
+    if m is None or m.group(1).lower().rstrip(".") in _NOT_SPEAKERS:
+        return None
+    return m if _CHATTY_RE.search(line, m.end()) else None
+
+
+def _turn_fact(cands: list[_Cand], default_type: str | None) -> tuple[Fact | None, list[dict[str, str]]]:
+    """One fact for a named speaker's turn, attributed to the speaker: the whole turn, as said, once
+    one of its sentences is worth keeping (sentences depend on their neighbours: "5 years already!
+    Time flies...", "It's special to me.", "Thanks, Mel! ..." says who was addressed). A turn of only
+    greetings, thanks and questions is skipped. Returns the fact (None when nothing is kept) and
+    the skipped pieces ({text, rule}) when the turn is skipped."""
+    whys: list[list[str]] = [[] for _ in cands]
+    judged = [_judge(c, default_type, why) for c, why in zip(cands, whys)]
+    kept = [i for i, f in enumerate(judged) if f is not None]
+    if not kept:
+        return None, [{"text": " ".join(c.text.split()), "rule": why[0] if why else "not_knowledge"}
+                      for c, why in zip(cands, whys)]
+    fact = judged[kept[0]]
+    assert fact is not None
+    if len(cands) > 1:  # the whole turn stays: who was addressed, the question it answers, the rest
+        prose = " ".join(c.text for c in cands if c.text)
+        fact.text = _render(prose, [code for c in cands for code in c.codes])
+        fact.tags = _merge_tags(_tags_in_order(prose), fact.tags)
+        fact.flags = detect_flags(fact.text)
+        fact.code_pattern = code_pattern_of(fact.text)
+    speaker = cands[0].speaker or ""
+    if not fact.text.startswith(f"{speaker}:"):
+        fact.text = f"{speaker}: {fact.text}"
+    return fact, []
+
+
 def _skip_front_matter(lines: list[str]) -> int:
     """Index of the first line after a leading YAML front-matter block (memcli's own memory files)."""
     if lines and lines[0].strip() == "---":
@@ -1016,13 +1081,28 @@ def heuristic_extract(text: str, *, default_type: str | None = None) -> Extracti
     facts: list[Fact] = []
     seen: set[str] = set()
     skipped, pieces = scanner.skipped, scanner.skipped_pieces
-    for cand in scanner.cands:
-        why: list[str] = []
-        fact = _judge(cand, default_type, why)
-        if fact is None:
-            skipped += 1
-            pieces.append({"text": " ".join(cand.text.split()), "rule": why[0] if why else "not_knowledge"})
-            continue
+    cands = scanner.cands
+    i = 0
+    while i < len(cands):
+        cand = cands[i]
+        if cand.speaker is not None:  # a named speaker's turn becomes one attributed fact
+            j = i
+            while j < len(cands) and cands[j].turn == cand.turn and cands[j].speaker == cand.speaker:
+                j += 1
+            fact, dropped = _turn_fact(cands[i:j], default_type)
+            skipped += len(dropped)
+            pieces.extend(dropped)
+            i = j
+            if fact is None:
+                continue
+        else:
+            why: list[str] = []
+            fact = _judge(cand, default_type, why)
+            i += 1
+            if fact is None:
+                skipped += 1
+                pieces.append({"text": " ".join(cand.text.split()), "rule": why[0] if why else "not_knowledge"})
+                continue
         key = normalise(fact.text)
         if key in seen:
             skipped += 1

@@ -522,7 +522,7 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
             rel = relate(bmem.text, fact.text, s, threshold=threshold)
             if rel.kind == SAME:
                 if not dry_run:
-                    _reinforce(bmem, origins)
+                    _reinforce(bmem, origins, created)
                     store.write(bmem)
                 return Event("NONE", "already_known", fact.text, bmem.id, confidence=bmem.confidence,
                              reasoning=f"repeats a fact of this input: {rel.reason}",
@@ -551,7 +551,7 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
             m.text = d.text or fact.text
             m.extra["supersedes"] = target.id
             target.extra["superseded_by"] = m.id
-            target.updated = now_iso()
+            _touch(target, created)
             if not dry_run:
                 store.write(m)
                 store.write(target)
@@ -562,7 +562,7 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
                          supersedes=target.id, old_memory=target.text, **base)
         if d.event == "NONE":
             if not dry_run:
-                _reinforce(target, origins)
+                _reinforce(target, origins, created)
                 store.write(target)
                 store.log("NONE", id=target.id, origin=origins)
                 from memcli.search import Usage
@@ -578,7 +578,7 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
             target.tags = list(dict.fromkeys([*target.tags, *fact.tags]))
             target.origins = list(dict.fromkeys([*target.origins, *origins]))
             target.confidence = max(target.confidence, fact.confidence)
-            target.updated = now_iso()
+            _touch(target, created)
             if fact.code_pattern and not target.code_pattern:
                 target.code_pattern = fact.code_pattern
             target.flags.update(fact.flags)
@@ -634,11 +634,17 @@ def _new_memory(fact: Fact, src: str, origins: list[str], user: str, project: st
     return m
 
 
-def _reinforce(m: Memory, origins: list[str]) -> None:
+def _reinforce(m: Memory, origins: list[str], when: str | None = None) -> None:
     """A fact seen again: its new origins join the support set and confidence rises a little."""
     m.origins = list(dict.fromkeys([*m.origins, *origins]))
     m.confidence = min(CONFIDENCE_CAP, max(m.confidence, m.confidence + REINFORCE))
-    m.updated = now_iso()
+    _touch(m, when)
+
+
+def _touch(m: Memory, when: str | None) -> None:
+    """`updated` is when the newest information about the memory was said: now, or the `created` of
+    an input from the past (a chat log replayed by `add --batch` must not look brand new)."""
+    m.updated = max(m.updated, when) if when else now_iso()
 
 
 # ---------------------------------------------------------------- batch

@@ -163,6 +163,7 @@ def build_store(n: int, *, model: str | None = None, reuse: bool = True, quiet: 
     if not quiet:
         print(f"# building a {n}-memory store at {store} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
+    run(memcli_cmd("--store", str(store), "init"), env_with(cache, **extra), cwd=str(ROOT))  # import creates none
     for part in range(0, n, IMPORT_CHUNK):  # `import` takes files up to 10 MB: 100k notes are ~25 MB
         jsonl = base / f"in-{part // IMPORT_CHUNK}.jsonl"
         write_jsonl(jsonl, texts[part : part + IMPORT_CHUNK], start=part)

@@ -96,11 +96,11 @@ class _Stemmer:
 
     def tokens(self, text: str) -> list[str]:
         units = _UNIT.findall(text)
-        cache = self.units(units)
-        out: list[str] = []
-        for u in units:
-            out.extend(cache[u])
-        return out
+        try:
+            return [t for u in units for t in self._cache[u]]
+        except KeyError:  # a word not seen before: stem the new ones, then again
+            cache = self.units(units)
+            return [t for u in units for t in cache[u]]
 
 
 STEMMER = _Stemmer()
@@ -212,28 +212,25 @@ class KeywordIndex:
                 old[label] = (dl, terms.split(" ") if terms else [])
         drop: dict[str, list[int]] = {}
         for label, (_, terms) in old.items():
-            for t in terms:
+            for t in set(terms):
                 drop.setdefault(t, []).append(label)
 
         # New documents, grouped by term with numpy: (term id, label, position) sorted.
-        term_ids: dict[str, int] = {}
-        tid_chunks, lab_chunks, pos_chunks, doc_rows = [], [], [], []
-        add_tokens = 0
+        all_toks: list[str] = []
+        doc_rows = []
         for label, text in docs.items():
             toks = tokenize(text)
-            ids = [term_ids.setdefault(t, len(term_ids)) for t in toks]
-            n = len(ids)
-            add_tokens += n
-            tid_chunks.append(np.asarray(ids, np.int64))
-            lab_chunks.append(np.full(n, label, np.int64))
-            pos_chunks.append(np.arange(n, dtype=np.int64))
-            doc_rows.append((label, n, " ".join(dict.fromkeys(toks))))
-        vocab = list(term_ids)
+            all_toks.extend(toks)
+            doc_rows.append((label, len(toks), " ".join(toks)))  # its words, to find them when it leaves
+        add_tokens = len(all_toks)
+        vocab = list(dict.fromkeys(all_toks))
+        term_ids = {t: i for i, t in enumerate(vocab)}
         new: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        if vocab and any(len(c) for c in tid_chunks):
-            T = np.concatenate(tid_chunks)
-            L = np.concatenate(lab_chunks)
-            P = np.concatenate(pos_chunks)
+        if all_toks:
+            lens = np.fromiter((n for _, n, _ in doc_rows), np.int64, len(doc_rows))
+            T = np.fromiter(map(term_ids.__getitem__, all_toks), np.int64, len(all_toks))
+            L = np.repeat(np.fromiter((lab for lab, _, _ in doc_rows), np.int64, len(doc_rows)), lens)
+            P = np.arange(len(T), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)  # position in its doc
             dl_of = {lab: n for lab, n, _ in doc_rows}
             order = np.lexsort((P, L, T))
             T, L, P = T[order], L[order], P[order]

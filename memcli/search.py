@@ -168,10 +168,12 @@ class Usage:
             db = self._conn(create=True)
             assert db is not None
             at = now_iso()
-            db.executemany(
-                "INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET count=count+1, last_used=?",
-                [(i, at, at) for i in ids],
-            )
+            with db:  # one transaction: row by row, a 200-query batch spent ~2 s committing
+                db.execute("BEGIN")
+                db.executemany(
+                    "INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET count=count+1, last_used=?",
+                    [(i, at, at) for i in ids],
+                )
         except (sqlite3.Error, OSError):
             pass  # usage is a ranking hint; failing to count must not fail a search
 

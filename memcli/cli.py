@@ -497,14 +497,12 @@ def add(
     if batch is None and not body.strip():  # before the store is touched: a failed command creates nothing
         fail("nothing to add: the input is empty")
     store = get_store(must_exist=False, create=create)
-    if model:
-        store.config = store.config.with_overrides(llm_model=model)
     if not dry_run:
         store.ensure()
     options = dict(raw=raw, llm=False if no_llm else (True if use_llm or model else None), tags=tag or (),
                    type=type_, origins=origin or (), user=user, project=project, session=session,
                    threshold=threshold, allow_delete=allow_delete, dry_run=dry_run, redact=not no_redact,
-                   no_dedup=no_dedup)
+                   no_dedup=no_dedup, llm_model=model)
     if batch is not None:
         _add_batch(store, batch, options, as_json)
         return
@@ -781,9 +779,11 @@ def rm(
     """Move memories to the trash (`memcli restore` brings them back)."""
     store = synced(get_store())
     full = resolve_ids(store, ids)
-    with store.lock():
-        done = [store.trash(mid, reason, event="RM").id for mid in full]
-        store.index.sync()
+    from memcli.changes import ChangeSet
+
+    cs = ChangeSet(store)
+    done = [cs.trash(mid, reason, event="RM").id for mid in full]
+    cs.commit()
     if as_json:
         emit_json({"trashed": done})
     else:
@@ -797,13 +797,14 @@ def restore(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Bring memories back from the trash."""
+    from memcli.changes import ChangeSet
     from memcli.ids import resolve_trashed
 
     store = synced(get_store())
     full = [resolve_trashed(store, i) for i in ids]
-    with store.lock():
-        done = [store.restore(mid).id for mid in full]
-        synced(store)
+    cs = ChangeSet(store)
+    done = [cs.restore(mid).id for mid in full]
+    cs.commit()
     if as_json:
         emit_json({"restored": done})
     else:
@@ -981,26 +982,21 @@ def merge(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Merge memories into one (LLM merge prompt, or a heuristic merge); originals go to the trash."""
-    from memcli.curate import merge as do_merge
-    from memcli.curate import similar_groups
+    from memcli.curate import merge_groups, similar_groups
 
     if no_llm and model:
         fail("--no-llm conflicts with --model", ExitStatus.USAGE)
     store = synced(get_store())
-    if model:
-        store.config = store.config.with_overrides(llm_model=model)
     if auto == bool(ids):
         fail("give two or more IDs, or --auto", ExitStatus.USAGE)
     from memcli.curate import _opposed
 
     # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
     groups = similar_groups(store, threshold, apart=_opposed) if auto else [resolve_ids(store, ids or [])]
-    results = []
-    for group in groups:
-        if len(set(group)) < 2:
-            fail("merge needs at least two different memories", ExitStatus.USAGE)
-        results.append(do_merge(store, group, use_llm=False if no_llm else (True if model else None),
-                                dry_run=dry_run))
+    if any(len(set(group)) < 2 for group in groups):
+        fail("merge needs at least two different memories", ExitStatus.USAGE)
+    results = merge_groups(store, groups, use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
+                           llm_model=model)
     for r in results:
         if r.note:
             note(r.note)

@@ -8,11 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcli.errors import Conflict, InvalidInput, LLMNotConfigured, StoreError
+from memcli.changes import ChangeSet, Detach, Link
+from memcli.errors import InvalidInput, LLMNotConfigured, StoreError
 from memcli.index import Filters
 from memcli.memory import Memory, new_ulid, now_iso
 from memcli.store import Store
 
+NEIGHBOURS = 16  # per memory, for curation's one kNN pass (groups, contradictions, episodes)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 
 
@@ -51,98 +53,111 @@ def _key(s: str) -> str:
     return " ".join(re.findall(r"\w+", s.lower()))
 
 
-def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run: bool = False) -> MergeResult:
-    """Merge memories into a new one; the originals go to the trash, their texts into history.
+def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm_model: str | None = None,
+               changes: ChangeSet | None = None) -> tuple[ChangeSet, MergeResult]:
+    """Plan merging memories into a new one: the originals to the trash, their texts into history.
 
-    With an LLM the merge prompt writes the text (every unique fact kept, newer values win, the
-    Markdown kept). The request is made outside the writer lock (it can take seconds and other
-    writers must not wait); the originals are re-read under the lock and, had one changed
-    meanwhile, the merge stops with an error rather than lose that change. A reply that is
-    unusable falls back to the heuristic merge, with a note; an unreachable LLM raises LLMError
-    and changes nothing.
+    With an LLM (`use_llm` True, or None and a model configured; `llm_model` overrides the
+    configured one for this call) the merge prompt writes the text (every unique fact kept, newer
+    values win, the Markdown kept). The request is made here, while planning, never under the
+    writer lock; `commit()` then re-checks that no original changed meanwhile (else `Conflict`).
+    A reply that is unusable falls back to the heuristic merge, with a note; an unreachable LLM
+    raises LLMError and plans nothing.
     """
     if len(set(ids)) < 2:
         raise InvalidInput("merge needs at least two different memories")
-    unique = list(dict.fromkeys(ids))
-
-    def load() -> list[Memory]:
-        return sorted((store.read(i) for i in unique), key=lambda m: (m.updated, m.id))
-
-    mems = load()
+    cs = changes if changes is not None else ChangeSet(store)
+    mems = sorted((cs.memory(i) for i in dict.fromkeys(ids)), key=lambda m: (m.updated, m.id))
     texts = [m.text for m in mems]
     method = "heuristic"
     note = None
-    cfg = store.config
-    if (use_llm is None and cfg.llm_model) or use_llm:
-        if not cfg.llm_model:
+    model = llm_model or store.config.llm_model
+    if (use_llm is None and model) or use_llm:
+        if not model:
             raise LLMNotConfigured("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml)")
         from memcli.ingest import llm_client
         from memcli.llm import LLMFormatError
 
         try:
-            text = llm_client(store).merge(texts)
+            text = llm_client(store, model=model).merge(texts)
             method = "llm"
         except LLMFormatError as e:
             text = heuristic_merge(texts)
             note = f"LLM merge unusable ({e}); used the heuristic merge"
     else:
         text = heuristic_merge(texts)
-    with store.lock():
-        if not dry_run and [m.to_markdown() for m in load()] != [m.to_markdown() for m in mems]:
-            raise Conflict("a memory changed while merging; run the merge again")
-        types = [m.type for m in mems]
-        merged = Memory(
-            id=new_ulid(), text=text, type=max(reversed(types), key=types.count),
-            tags=list(dict.fromkeys(t for m in mems for t in m.tags)),
-            domain=next((m.domain for m in reversed(mems) if m.domain), None),
-            confidence=max(m.confidence for m in mems), source="llm" if method == "llm" else mems[-1].source,
-            origins=list(dict.fromkeys(o for m in mems for o in m.origins)), user=mems[-1].user,
-            project=mems[-1].project, created=min(m.created for m in mems),
-            code_pattern=next((m.code_pattern for m in reversed(mems) if m.code_pattern), None),
-            flags={k: True for m in mems for k, v in m.flags.items() if v},
-            history=[h for m in mems for h in m.history]
-            + [{"event": "MERGE", "at": now_iso(), "id": m.id, "old": m.text} for m in mems],
-            links=[link for m in mems for link in m.links],
-            extra={k: v for m in mems for k, v in m.extra.items() if k not in ("declared_id", "trashed")},
-        )
-        if not dry_run:
-            store.write(merged)
-            store.log("MERGE", id=merged.id, text=merged.text, sources=[m.id for m in mems], method=method)
-            for m in mems:
-                store.trash(m.id, f"merged into {merged.id}", event="MERGED")
-            store.index.sync()
-    return MergeResult(merged, [m.id for m in mems], method, note)
+    types = [m.type for m in mems]
+    merged = Memory(
+        id=new_ulid(), text=text, type=max(reversed(types), key=types.count),
+        tags=list(dict.fromkeys(t for m in mems for t in m.tags)),
+        domain=next((m.domain for m in reversed(mems) if m.domain), None),
+        confidence=max(m.confidence for m in mems), source="llm" if method == "llm" else mems[-1].source,
+        origins=list(dict.fromkeys(o for m in mems for o in m.origins)), user=mems[-1].user,
+        project=mems[-1].project, created=min(m.created for m in mems),
+        code_pattern=next((m.code_pattern for m in reversed(mems) if m.code_pattern), None),
+        flags={k: True for m in mems for k, v in m.flags.items() if v},
+        history=[h for m in mems for h in m.history]
+        + [{"event": "MERGE", "at": now_iso(), "id": m.id, "old": m.text} for m in mems],
+        links=[link for m in mems for link in m.links],
+        extra={k: v for m in mems for k, v in m.extra.items() if k not in ("declared_id", "trashed")},
+    )
+    cs.add(merged, event="MERGE", sources=[m.id for m in mems], method=method)
+    for m in mems:
+        cs.trash(m.id, f"merged into {merged.id}", event="MERGED")
+    return cs, MergeResult(merged, [m.id for m in mems], method, note)
+
+
+def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run: bool = False,
+          llm_model: str | None = None) -> MergeResult:
+    """Merge memories into a new one (see `plan_merge`); a dry run plans and writes nothing."""
+    cs, result = plan_merge(store, ids, use_llm=use_llm, llm_model=llm_model)
+    if not dry_run:
+        cs.commit()
+    return result
+
+
+def merge_groups(store: Store, groups: list[list[str]], *, use_llm: bool | None = None, dry_run: bool = False,
+                 llm_model: str | None = None) -> list[MergeResult]:
+    """Merge each group into one memory; every merge is planned first, then one commit."""
+    cs = ChangeSet(store)
+    results = [plan_merge(store, g, use_llm=use_llm, llm_model=llm_model, changes=cs)[1] for g in groups]
+    if not dry_run:
+        cs.commit()
+    return results
+
+
+def _linked_groups(ids: list[str], neighbours: list[list[tuple[str, float]]], threshold: float,
+                   recs: dict[str, dict[str, Any]] | None = None,
+                   apart: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> list[list[str]]:
+    """Single-linkage clusters (union-find) over the neighbour lists; a pair for which
+    `apart(record, record)` is true is not linked."""
+    parent = {i: i for i in ids}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for mid, hits in zip(ids, neighbours):
+        for other, sim in hits:
+            if sim >= threshold and other in parent and not (apart and recs and apart(recs[mid], recs[other])):
+                parent[find(other)] = find(mid)
+    groups: dict[str, list[str]] = {}
+    for mid in ids:
+        groups.setdefault(find(mid), []).append(mid)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def similar_groups(store: Store, threshold: float, *,
                    apart: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> list[list[str]]:
     """Clusters of memories whose pairwise links reach `threshold` (single linkage, union-find);
     a pair for which `apart(record, record)` is true is not linked."""
-    index = store.index
-    rows = index.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
-    if len(rows) < 2:
+    ids, _, nbrs = store.index.neighbours(NEIGHBOURS)
+    if len(ids) < 2:
         return []
-    labels = [r[0] for r in rows]
-    ids = dict(rows)
-    parent = {lab: lab for lab in labels}
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    vecs = index.vectors(labels)
-    recs = index.records(labels) if apart else {}
-    for i in range(0, len(labels), 512):
-        for lab, hits in zip(labels[i : i + 512], index.knn(vecs[i : i + 512], 6)):
-            for other, sim in hits:
-                if other != lab and sim >= threshold and not (apart and apart(recs[lab], recs[other])):
-                    parent[find(other)] = find(lab)
-    groups: dict[int, list[str]] = {}
-    for lab in labels:
-        groups.setdefault(find(lab), []).append(ids[lab])
-    return [g for g in groups.values() if len(g) > 1]
+    recs = store.index.records_of(ids) if apart else None
+    return _linked_groups(ids, nbrs, threshold, recs, apart)
 
 
 # ---------------------------------------------------------------- prune
@@ -154,10 +169,10 @@ class PruneResult:
         return {"trashed": [{"id": r["id"], "text": r["text"], "reason": r["_reason"]} for r in self.trashed]}
 
 
-def prune(store: Store, *, older_than: str | None = None, unused: bool = False, min_confidence: float | None = None,
-          type: str | None = None, dry_run: bool = False) -> PruneResult:
-    """Trash stale memories: created before `older_than` (ISO), never returned by a search
-    (`unused`), or below `min_confidence`. Criteria combine with AND; at least one is needed."""
+def plan_prune(store: Store, *, older_than: str | None = None, unused: bool = False,
+               min_confidence: float | None = None, type: str | None = None) -> tuple[ChangeSet, PruneResult]:
+    """Plan trashing stale memories: created before `older_than` (ISO), never returned by a
+    search (`unused`), or below `min_confidence`. Criteria combine with AND; at least one is needed."""
     if not (older_than or unused or min_confidence is not None):
         raise StoreError("prune needs a criterion: older than a date, unused, or below a confidence")
     from memcli.search import Usage
@@ -165,6 +180,7 @@ def prune(store: Store, *, older_than: str | None = None, unused: bool = False, 
     records = store.index.select(Filters(type=type, until=older_than))
     used = Usage(store).get([r["id"] for r in records]) if unused else {}
     out = PruneResult()
+    cs = ChangeSet(store)
     for r in records:
         reasons = []
         if older_than:
@@ -177,12 +193,18 @@ def prune(store: Store, *, older_than: str | None = None, unused: bool = False, 
             if r.get("confidence", 0) >= min_confidence:
                 continue
             reasons.append(f"confidence {r.get('confidence')} < {min_confidence}")
-        out.trashed.append({**r, "_reason": "pruned: " + ", ".join(reasons)})
-    if not dry_run and out.trashed:
-        with store.lock():
-            for r in out.trashed:
-                store.trash(r["id"], r["_reason"], event="PRUNE")
-            store.index.sync()
+        reason = "pruned: " + ", ".join(reasons)
+        out.trashed.append({**r, "_reason": reason})
+        cs.trash(r["id"], reason, event="PRUNE")
+    return cs, out
+
+
+def prune(store: Store, *, older_than: str | None = None, unused: bool = False, min_confidence: float | None = None,
+          type: str | None = None, dry_run: bool = False) -> PruneResult:
+    """Trash stale memories (see `plan_prune`); a dry run plans and writes nothing."""
+    cs, out = plan_prune(store, older_than=older_than, unused=unused, min_confidence=min_confidence, type=type)
+    if not dry_run:
+        cs.commit()
     return out
 
 
@@ -197,26 +219,27 @@ class RollbackResult:
         return {"origin": self.origin, "trashed": self.trashed, "detached": self.detached}
 
 
-def rollback(store: Store, origin: str, *, dry_run: bool = False) -> RollbackResult:
-    """Undo one origin: memories only it vouched for go to the trash; others just lose it."""
+def plan_rollback(store: Store, origin: str) -> tuple[ChangeSet, RollbackResult]:
+    """Plan undoing one origin: memories only it vouched for go to the trash; others just lose it."""
     out = RollbackResult(origin)
-    records = [r for r in store.index.select() if origin in (r.get("origins") or [])]
-    with store.lock():
-        for r in records:
-            if r.get("origins") == [origin]:
-                out.trashed.append(r["id"])
-                if not dry_run:
-                    store.trash(r["id"], f"rollback of {origin}", event="ROLLBACK", origin=origin)
-            else:
-                out.detached.append(r["id"])
-                if not dry_run:
-                    m = store.read(r["id"])
-                    m.origins = [o for o in m.origins if o != origin]
-                    m.updated = now_iso()
-                    store.write(m)
-                    store.log("ROLLBACK", id=m.id, origin=origin, detail="origin removed")
-        if not dry_run:
-            store.index.sync()
+    cs = ChangeSet(store)
+    for r in store.index.select():
+        if origin not in (r.get("origins") or []):
+            continue
+        if r.get("origins") == [origin]:
+            out.trashed.append(r["id"])
+            cs.trash(r["id"], f"rollback of {origin}", event="ROLLBACK", origin=origin)
+        else:
+            out.detached.append(r["id"])
+            cs.edit(r["id"], Detach(origin), origin=origin, detail="origin removed")
+    return cs, out
+
+
+def rollback(store: Store, origin: str, *, dry_run: bool = False) -> RollbackResult:
+    """Undo one origin (see `plan_rollback`); a dry run plans and writes nothing."""
+    cs, out = plan_rollback(store, origin)
+    if not dry_run:
+        cs.commit()
     return out
 
 
@@ -260,89 +283,108 @@ class ConsolidateReport:
                 "dry_run": self.dry_run}
 
 
-def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = None) -> ConsolidateReport:
-    """One maintenance pass: merge near-duplicates, flag contradictions, distil recurring episodes."""
+def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: str | None = None
+                     ) -> tuple[ChangeSet, ConsolidateReport]:
+    """One maintenance pass, planned: merge near-duplicates, flag contradictions, distil
+    recurring episodes. One approximate kNN pass over the vector index feeds all three (no n x n
+    matrix); LLM merges happen here, with no lock held."""
     cfg = store.config
-    report = ConsolidateReport(dry_run=dry_run)
-    with store.lock():
-        store.index.sync()
-        for group in similar_groups(store, cfg.consolidate_threshold, apart=_opposed):
-            r = merge(store, group, use_llm=use_llm, dry_run=dry_run)
-            report.merged.append(r.to_dict())
-        index = store.index
-        rows = index.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
-        labels = [r[0] for r in rows]
-        recs = index.records(labels)
-        vecs = index.vectors(labels)
-        seen: set[tuple[str, str]] = set()
-        for lab, hits in zip(labels, index.knn(vecs, 6) if labels else []):
-            for other, sim in hits:
-                if other == lab or sim < cfg.contradiction_threshold or other not in recs:
-                    continue
-                ra, rb = sorted((recs[lab], recs[other]), key=lambda r: r["id"])
-                a, b = ra["id"], rb["id"]
-                if (a, b) in seen or ra.get("type") == rb.get("type") == "episodic":
-                    continue  # events recur (on other dates, with other numbers): they are distilled
-                seen.add((a, b))
-                if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.get("links") or []):
-                    continue  # related already: flagged by an earlier pass, or distilled one from the other
-                if ra.get("superseded_by") or rb.get("superseded_by"):
-                    continue  # a replaced value is history, not a contradiction
-                why = opposing(ra["text"], rb["text"], sim)
-                if why:
-                    report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
-                                                  "texts": [ra["text"], rb["text"]]})
-        if not dry_run:
-            for c in report.contradictions:
-                a, b = c["ids"]
-                for mid, other in ((a, b), (b, a)):
-                    m = store.read(mid)
-                    if not any(lk.get("rel") == "contradicts" and lk.get("id") == other for lk in m.links):
-                        m.links.append({"rel": "contradicts", "id": other})
-                        store.write(m)
-                store.log("CONTRADICTION", ids=[a, b], reason=c["why"])
-        report.distilled = _distil_episodes(store, recs, labels, vecs, dry_run)
-        if not dry_run:
-            store.index.sync()
+    report = ConsolidateReport()
+    cs = ChangeSet(store)
+    index = store.index
+    index.sync()
+    ids, _, nbrs = index.neighbours(NEIGHBOURS)
+    if len(ids) < 2:
+        return cs, report
+    recs = index.records_of(ids)
+    survivor: dict[str, str] = {}
+    for group in _linked_groups(ids, nbrs, cfg.consolidate_threshold, recs, _opposed):
+        _, r = plan_merge(store, group, use_llm=use_llm, llm_model=llm_model, changes=cs)
+        report.merged.append(r.to_dict())
+        survivor.update({mid: r.merged.id for mid in r.sources})
+
+    # contradictions: similar pairs with opposing wording (precision over recall)
+    merged_ids = set(survivor.values())
+    seen: set[tuple[str, str]] = set()
+    flagged: list[tuple[str, str, float, str]] = []
+    for mid, hits in zip(ids, nbrs):
+        for other, sim in hits:
+            if sim < cfg.contradiction_threshold:
+                continue
+            a0, b0 = survivor.get(mid, mid), survivor.get(other, other)
+            if a0 == b0:
+                continue
+            a, b = sorted((a0, b0))
+            if (a, b) in seen:
+                continue
+            seen.add((a, b))
+            ra = cs.memory(a).to_dict() if a in merged_ids else recs[a]
+            rb = cs.memory(b).to_dict() if b in merged_ids else recs[b]
+            if ra.get("type") == rb.get("type") == "episodic":
+                continue  # events recur (on other dates, with other numbers): they are distilled
+            if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.get("links") or []):
+                continue  # related already: flagged by an earlier pass, or distilled one from the other
+            if ra.get("superseded_by") or rb.get("superseded_by"):
+                continue  # a replaced value is history, not a contradiction
+            why = opposing(ra["text"], rb["text"], sim)
+            if why:
+                flagged.append((a, b, sim, why))
+                report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
+                                              "texts": [ra["text"], rb["text"]]})
+    for a, b, _, why in flagged:
+        for mid, other in ((a, b), (b, a)):
+            cs.edit(mid, Link("contradicts", other), quiet=True)
+        cs.log("CONTRADICTION", ids=[a, b], reason=why)
+    report.distilled = _plan_distil(store, cs, ids, nbrs, recs, set(survivor))
+    return cs, report
+
+
+def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = None,
+                llm_model: str | None = None) -> ConsolidateReport:
+    """One maintenance pass (see `plan_consolidate`): planned without the lock, then one commit."""
+    cs, report = plan_consolidate(store, use_llm=use_llm, llm_model=llm_model)
+    report.dry_run = dry_run
+    if not dry_run:
+        cs.commit()
     return report
 
 
-def _distil_episodes(store: Store, recs: dict[int, dict[str, Any]], labels: list[int], vecs: Any,
-                     dry_run: bool) -> list[dict[str, Any]]:
-    """Three or more similar episodic memories become one semantic memory linked to them."""
-    epi = [i for i, lab in enumerate(labels) if recs.get(lab, {}).get("type") == "episodic"]
+def _plan_distil(store: Store, cs: ChangeSet, ids: list[str], nbrs: list[list[tuple[str, float]]],
+                 recs: dict[str, dict[str, Any]], merged: set[str]) -> list[dict[str, Any]]:
+    """Three or more similar episodic memories become one semantic memory linked to them.
+
+    Greedy over the neighbour lists: each unused episode with at least two unused episodic
+    neighbours at >= decide_threshold starts a group; the member most similar to the others
+    gives the text."""
+    threshold = store.config.decide_threshold
+    epi = {mid for mid in ids if recs[mid].get("type") == "episodic" and mid not in merged}
     if len(epi) < 3:
         return []
-    sub = vecs[epi]
-    sims = sub @ sub.T
-    used: set[int] = set()
+    near = {mid: hits for mid, hits in zip(ids, nbrs) if mid in epi}
+    used: set[str] = set()
     out = []
-    for i in range(len(epi)):
-        if i in used:
+    for mid in ids:
+        if mid not in epi or mid in used:
             continue
-        group = [j for j in range(len(epi)) if j not in used and sims[i, j] >= store.config.decide_threshold]
+        group = [mid] + [o for o, s in near[mid] if s >= threshold and o in epi and o not in used]
         if len(group) < 3:
             continue
         used.update(group)
-        members = [recs[labels[epi[j]]] for j in group]
+        members = [recs[g] for g in group]
         if any(lk.get("rel") == "distilled_into" for m in members for lk in m.get("links") or []):
             continue
-        centre = group[int(sims[[*group]][:, group].sum(axis=1).argmax())]
-        text = recs[labels[epi[centre]]]["text"]
+        sims = {g: {o: s for o, s in near[g]} for g in group}
+        centre = max(group, key=lambda g: sum(sims[g].get(o, 0.0) for o in group if o != g))
         distilled = Memory(
-            id=new_ulid(), text=f"Recurring ({len(group)} times): {text}", type="semantic",
+            id=new_ulid(), text=f"Recurring ({len(group)} times): {recs[centre]['text']}", type="semantic",
             tags=list(dict.fromkeys(t for m in members for t in m.get("tags") or [])),
             confidence=min(0.95, 0.6 + 0.05 * len(group)), source="heuristic",
             origins=list(dict.fromkeys(o for m in members for o in m.get("origins") or [])),
             user=members[-1].get("user") or "default", project=members[-1].get("project"),
             links=[{"rel": "derived_from", "id": m["id"]} for m in members],
         )
+        cs.add(distilled, event="DISTIL", sources=[m["id"] for m in members])
+        for m in members:
+            cs.edit(m["id"], Link("distilled_into", distilled.id), quiet=True)
         out.append({"id": distilled.id, "text": distilled.text, "from": [m["id"] for m in members]})
-        if not dry_run:
-            store.write(distilled)
-            for m in members:
-                mem = store.read(m["id"])
-                mem.links.append({"rel": "distilled_into", "id": distilled.id})
-                store.write(mem)
-            store.log("DISTIL", id=distilled.id, sources=[m["id"] for m in members])
     return out

@@ -247,6 +247,10 @@ class Index:
             known[fname] = (mtime, size)
         todo = [n for n, sig in disk.items() if known.get(n) != sig]
         gone = [n for n in known if n not in disk]
+        return disk, todo, gone, self._rebuild_reason(bool(known))
+
+    def _rebuild_reason(self, known: bool) -> str | None:
+        """Why the whole sidecar must be rebuilt (format, model, vector file), or None."""
         why = None
         model, dim = self.meta("model"), self.meta("dim")
         if self.meta("schema") != SCHEMA_VERSION and known:
@@ -259,7 +263,23 @@ class Index:
             why = "the vector file is missing"
         elif dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
             why = "the vector dimension changed"
-        return disk, todo, gone, why
+        return why
+
+    def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str]) -> SyncReport:
+        """Record what a commit has just written (`fresh`: file name -> memory) and removed
+        (`gone`: file names), without scanning `facts/`: one catalog transaction and one vector
+        file for the whole commit. When the sidecar needs a rebuild anyway this is a full sync.
+        Files changed by others meanwhile are left to the next `sync()` (their signatures differ)."""
+        with self.store.lock():
+            if self._rebuild_reason(bool(self.count())):
+                return self.sync()
+            disk = {}
+            for name in fresh:
+                st = os.stat(self.store.facts_dir / name)
+                disk[name] = (st.st_mtime_ns, st.st_size)
+            report = SyncReport()
+            self._apply(disk, list(fresh), list(gone), report, None, fresh)
+        return report
 
     def sync(
         self, on_progress: Callable[[int, int], None] | None = None, *, force: bool = False,
@@ -601,6 +621,45 @@ class Index:
         """The id of a memory whose normalised text equals this text's."""
         row = self.db.execute("SELECT id FROM mem WHERE norm = ? LIMIT 1", (_norm_hash(text),)).fetchone()
         return row[0] if row else None
+
+    def neighbours(self, k: int, *, ef: int = 64, batch: int = 1024
+                   ) -> tuple[list[str], np.ndarray, list[list[tuple[str, float]]]]:
+        """Every memory's `k` nearest others, by id: (ids, their vectors, neighbour lists).
+
+        For curation (near-duplicate groups, contradiction candidates, recurring episodes): one
+        approximate kNN pass over the vector index in batches, never an n x n matrix. `ef` is
+        lower than search's: pairs at >= 0.8 cosine are found at any reasonable ef.
+        """
+        rows = self.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
+        labels = [r[0] for r in rows]
+        ids = {lab: str(mid) for lab, mid in rows}
+        vecs = self.vectors(labels)
+        h = self._load_hnsw() if labels else None
+        out: list[list[tuple[str, float]]] = []
+        if h is None or len(labels) < 2:
+            return [ids[lab] for lab in labels], vecs, [[] for _ in labels]
+        kk = min(k + 1, len(labels))
+        h.set_ef(max(ef, kk))
+        try:
+            for i in range(0, len(labels), batch):
+                found, dists = h.knn_query(vecs[i : i + batch], k=kk)
+                for lab, lrow, drow in zip(labels[i : i + batch], found, dists):
+                    out.append([(ids[int(o)], float(1.0 - d)) for o, d in zip(lrow, drow)
+                                if int(o) != lab and int(o) in ids])
+        finally:
+            h.set_ef(HNSW_EF_SEARCH)
+        return [ids[lab] for lab in labels], vecs, out
+
+    def records_of(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Catalog records (Memory.to_dict shape) by memory id."""
+        ids = list(ids)
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            q = f"SELECT id, record FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
+            for mid, rec in self.db.execute(q, chunk):
+                out[str(mid)] = json.loads(rec)
+        return out
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

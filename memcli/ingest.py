@@ -16,18 +16,18 @@ all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry`
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from memcli.changes import ChangeSet, Feedback, Reinforce, Supersede, Update
 from memcli.config import default_user, git_project
-from memcli.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
+from memcli.errors import Conflict, InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.extract import heuristic_extract, infer_tags
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.memory import Memory, new_ulid, now_iso
@@ -35,9 +35,7 @@ from memcli.render import snake
 from memcli.store import Store, atomic_write
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
-REINFORCE = 0.05
 RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
-CONFIDENCE_CAP = 0.95
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
 
@@ -160,7 +158,30 @@ def more_informative(new: str, old: str) -> bool:
     return bool(nw - ow) and len(nw) >= len(ow)
 
 
-def add(
+def add(store: Store, text: str, *, dry_run: bool = False, **options: Any) -> AddResult:
+    """Turn `text` into memories and write them: `plan_add`, then one `commit()`.
+
+    A memory the plan rewrites that changed on disk meanwhile (a person's edit, another writer)
+    is re-planned when the change is a reinforcement or a supersede mark; an UPDATE of a changed
+    memory re-plans the whole input (at most twice) and then reports the Conflict. Nothing is
+    half written: an OSError (full disk, read-only store) raised by the commit left the store as
+    it was.
+    """
+    for attempt in range(3):
+        cs, result = plan_add(store, text, dry_run=dry_run, **options)
+        if dry_run:
+            return result
+        try:
+            cs.commit()
+        except Conflict:
+            if attempt == 2:
+                raise
+            continue
+        return result
+    raise AssertionError("unreachable")
+
+
+def plan_add(
     store: Store,
     text: str,
     *,
@@ -181,12 +202,15 @@ def add(
     no_dedup: bool = False,
     created: str | None = None,
     progress: Any = None,
-) -> AddResult:
-    """Turn `text` into memories and write them. See the module docstring for the semantics.
+    llm_model: str | None = None,
+) -> tuple[ChangeSet, AddResult]:
+    """Plan turning `text` into memories: redaction, extraction, embeddings, neighbours and
+    decisions (LLM calls included), with no lock held. See the module docstring for the semantics.
 
     `llm`: None uses the LLM when one is configured; False forces the heuristic path; True requires
-    an LLM (LLMNotConfigured if none is configured). When the LLM is unreachable the (redacted) input
-    is saved to the store's inbox (unless `inbox=False`) and the LLMError is raised.
+    an LLM (LLMNotConfigured if none is configured); `llm_model` overrides the configured model for
+    this call. When the LLM is unreachable the (redacted) input is saved to the store's inbox
+    (unless `inbox=False` or a dry run) and the LLMError is raised.
 
     `raw` stores the text verbatim: no extraction and no near-duplicate merging; only an exact
     (normalised) repeat is NONE. `no_dedup` skips even that. `created` (ISO 8601) dates the new
@@ -199,10 +223,11 @@ def add(
     if type is not None and type not in MEMORY_TYPES:
         raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}, got {type!r}")
     cfg = store.config
+    model = llm_model or cfg.llm_model
     threshold = cfg.add_threshold if threshold is None else threshold
-    if llm and not cfg.llm_model:
+    if llm and not model:
         raise LLMNotConfigured("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml)")
-    use_llm = bool(cfg.llm_model) if llm is None else llm
+    use_llm = bool(model) if llm is None else llm
     kinds: list[str] = []
     if redact:  # before anything is sent to a model or written to disk (inbox and log included)
         from memcli.redact import redact as scrub
@@ -211,7 +236,7 @@ def add(
     user = user or default_user(cfg)
     if project is None:
         project = git_project()
-    client = llm_client(store) if use_llm and not raw else None
+    client = llm_client(store, model=model) if use_llm and not raw else None
     if client is not None and progress is not None:
         client.on_request = progress  # called with "extract" / "decide" before each request, "" at the end
     options = {"tags": list(tags), "type": type, "origins": list(origins), "user": user, "project": project,
@@ -234,6 +259,7 @@ def add(
                 f.code_pattern = _scrub(f.code_pattern) if f.code_pattern else f.code_pattern
         result.extraction = extraction
         decisions: list[_Decision] = []
+        llm_log: list[str] = []
         if facts and dry_run and not store.exists():  # nothing to compare with, and nothing to create
             vecs = store.index.embedder.embed([f.text for f in facts])
             decisions = [_Decision("ADD", reasoning="no store yet") for _ in facts]
@@ -242,15 +268,15 @@ def add(
             vecs = index.embedder.embed([f.text for f in facts])
             index.sync()
             # Decided outside the writer lock: an LLM call can take seconds and other writers
-            # (git hooks) must not wait on it. Targets are re-read under the lock when applied.
+            # (git hooks) must not wait on it. `commit()` re-checks every file it rewrites.
             decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact,
-                                       raw=raw, no_dedup=no_dedup)
+                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log)
             result.notes.extend(notes)
     except LLMError as e:
         if progress is not None and client is not None and client.usage.requests:
             progress("")  # end the "waiting for the model" line before the error line
         if inbox and not dry_run:
-            path = save_to_inbox(store, text, {**options, "model": cfg.llm_model}, str(e))
+            path = save_to_inbox(store, text, {**options, "model": model}, str(e))
             e.args = (f"{e}; input saved to {path.relative_to(store.path)} (run `memcli inbox retry`)",)
         raise
     src = source or ("llm" if extraction.method == "llm" else "heuristic")
@@ -258,23 +284,23 @@ def add(
         for reason in extraction.invalid:  # items the model produced that failed validation
             result.events.append(Event("NONE", "invalid", "", None, reasoning=f"extracted item dropped: {reason}",
                                        source=src, decided_by="llm"))
+    cs = ChangeSet(store)
+    for line in llm_log:
+        cs.log("LLM_INVALID", detail=line)
     if facts:
         all_origins = list(dict.fromkeys([*origins, *([f"session:{session}"] if session else [])])) or ["cli"]
-        with contextlib.nullcontext() if dry_run else store.lock():
-            batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
-            for fact, vec, decision in zip(facts, vecs, decisions):
-                event = _apply(store, fact, vec, decision, batch, all_origins, user, project, dry_run, src, threshold,
-                               created=created, no_dedup=no_dedup or raw)
-                result.events.append(event)
-            if not dry_run:
-                index.sync()
+        batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
+        for fact, vec, decision in zip(facts, vecs, decisions):
+            event = _plan_one(cs, fact, vec, decision, batch, all_origins, user, project, src, threshold,
+                              created=created, no_dedup=no_dedup or raw)
+            result.events.append(event)
     if client is not None:
         if progress is not None and client.usage.requests:
             progress("")
         u = client.usage
-        result.llm_usage = {"model": cfg.llm_model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
+        result.llm_usage = {"model": model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
                             "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}
-    return result
+    return cs, result
 
 
 def _scrub(text: str) -> str:
@@ -284,14 +310,16 @@ def _scrub(text: str) -> str:
 
 
 # ---------------------------------------------------------------- extraction
-def llm_client(store: Store) -> Any:
+def llm_client(store: Store, *, model: str | None = None) -> Any:
     """The LLM client for this store's settings (model, api_base, key, timeout, retries,
-    temperature, backoff: config.toml, MEMCLI_LLM_* or flags)."""
+    temperature, backoff: config.toml, MEMCLI_LLM_* or flags); `model` overrides the model for
+    this call (the config itself never changes once loaded)."""
     from memcli.llm import LLM, LLMSettings, default_timeout
 
     cfg = store.config
-    timeout = cfg.llm_timeout if cfg.llm_timeout else default_timeout(cfg.api_base, str(cfg.llm_model))
-    return LLM(LLMSettings(model=str(cfg.llm_model), api_base=cfg.api_base, api_key=cfg.api_key,
+    model = str(model or cfg.llm_model)
+    timeout = cfg.llm_timeout if cfg.llm_timeout else default_timeout(cfg.api_base, model)
+    return LLM(LLMSettings(model=model, api_base=cfg.api_base, api_key=cfg.api_key,
                            timeout=timeout, retries=max(0, cfg.llm_retries),
                            temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
 
@@ -365,7 +393,7 @@ _NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth
 
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: Any,
             allow_delete: bool, redact: bool = True, *, raw: bool = False,
-            no_dedup: bool = False) -> tuple[list[_Decision], list[str]]:
+            no_dedup: bool = False, llm_log: list[str] | None = None) -> tuple[list[_Decision], list[str]]:
     """One decision per fact, and notes for the user.
 
     Every fact first gets the heuristic decision of `memcli.decide` (exact repeat: NONE; else the
@@ -427,7 +455,8 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             decisions, invalid = client.decide([facts[i] for i in asks], sent)
         except LLMFormatError as e:
             notes.append(f"LLM decisions unusable ({e}); used the heuristic decisions")
-            store.log("LLM_INVALID", detail=str(e))
+            if llm_log is not None:
+                llm_log.append(str(e))
             decisions, invalid = [], []
         decided: set[int] = set()
         for dec in decisions:
@@ -448,8 +477,8 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                     llm_dec = _Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
                                         confidence=dec.confidence, by_llm=True, matched=_matched(target))
             out[i] = llm_dec
-        for reason in invalid:
-            store.log("LLM_INVALID", detail=reason)
+        if llm_log is not None:
+            llm_log.extend(invalid)
         # A fact the model did not decide on (or decided invalidly) keeps its heuristic decision,
         # and its reasoning says why.
         for j, i in enumerate(asks):
@@ -508,9 +537,10 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
                      matched=_matched(n), related=related)
 
 
-def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[tuple[np.ndarray, Memory]],
-           origins: list[str], user: str, project: str | None, dry_run: bool, src: str,
-           threshold: float, *, created: str | None = None, no_dedup: bool = False) -> Event:
+def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[tuple[np.ndarray, Memory]],
+              origins: list[str], user: str, project: str | None, src: str, threshold: float, *,
+              created: str | None = None, no_dedup: bool = False) -> Event:
+    """Turn one decision into planned changes, and the event the user sees."""
     by = {"decided_by": "llm" if d.by_llm else "heuristic", "decision_confidence": d.confidence}
     base = {"tags": fact.tags, "type": fact.type, "source": src, "matched": d.matched, **by}
     # in-batch dedup: a later fact that says the same as one this call already added
@@ -521,104 +551,80 @@ def _apply(store: Store, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[
             s = float(bvec @ vec)
             rel = relate(bmem.text, fact.text, s, threshold=threshold)
             if rel.kind == SAME:
-                if not dry_run:
-                    _reinforce(bmem, origins, created)
-                    store.write(bmem)
+                cs.edit(bmem.id, Reinforce(origins, when=created), quiet=True)
                 return Event("NONE", "already_known", fact.text, bmem.id, confidence=bmem.confidence,
                              reasoning=f"repeats a fact of this input: {rel.reason}",
                              **{**base, "decided_by": "heuristic", "decision_confidence": None,
                                 "matched": _matched(bmem.to_dict())})
+    if d.event == "ADD":
+        m = _new_memory(fact, src, origins, user, project, created)
+        if d.related:
+            m.links.append({"rel": "related", "id": d.related})
+        cs.add(m, event="ADD", origin=origins, reason=d.reasoning)
+        batch.append((vec, m))
+        return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
+                     related=d.related, **base)
     try:
-        if d.event == "ADD":
-            m = _new_memory(fact, src, origins, user, project, created)
-            if d.related:
-                m.links.append({"rel": "related", "id": d.related})
-            if not dry_run:
-                store.write(m)
-                store.log("ADD", id=m.id, text=m.text, origin=origins, reason=d.reasoning)
-            batch.append((vec, m))
-            return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
-                         related=d.related, **base)
-        try:
-            target = store.read(d.target) if d.target else None
-        except NotFound:  # removed meanwhile (by another writer, or by an earlier fact of this input)
-            target = None
-        if target is None:
-            return Event(d.event, "invalid", fact.text, d.target, reasoning=(
-                f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
-        if d.event == "SUPERSEDE":
-            m = _new_memory(fact, src, origins, user, project, created)
-            m.text = d.text or fact.text
-            m.extra["supersedes"] = target.id
-            target.extra["superseded_by"] = m.id
-            _touch(target, created)
-            if not dry_run:
-                store.write(m)
-                store.write(target)
-                store.log("SUPERSEDE", id=m.id, old_id=target.id, old=target.text, text=m.text, origin=origins,
-                          reason=d.reasoning)
-            batch.append((vec, m))
-            return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
-                         supersedes=target.id, old_memory=target.text, **base)
-        if d.event == "NONE":
-            if not dry_run:
-                _reinforce(target, origins, created)
-                store.write(target)
-                store.log("NONE", id=target.id, origin=origins)
-                from memcli.search import Usage
+        target = cs.memory(d.target) if d.target else None
+    except NotFound:  # removed meanwhile (by another writer, or by an earlier fact of this input)
+        target = None
+    if target is None:
+        return Event(d.event, "invalid", fact.text, d.target, reasoning=(
+            f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
+    if d.event == "SUPERSEDE":
+        m = _new_memory(fact, src, origins, user, project, created)
+        m.text = d.text or fact.text
+        m.extra["supersedes"] = target.id
+        cs.add(m, event="SUPERSEDE", old_id=target.id, old=target.text, origin=origins, reason=d.reasoning)
+        cs.edit(target.id, Supersede(m.id, when=created), quiet=True)
+        batch.append((vec, m))
+        return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
+                     supersedes=target.id, old_memory=target.text, **base)
+    if d.event == "NONE":
+        target = cs.edit(target.id, Reinforce(origins, when=created), origin=origins)
+        cs.on_commit(_count_use(cs.store, target.id))  # seen again: a use, which ranking counts
+        return Event("NONE", "already_known", target.text, target.id, confidence=target.confidence,
+                     reasoning=d.reasoning, **{**base, "tags": target.tags})
+    if d.event == "UPDATE":
+        old = target.text
+        new_text = d.text or fact.text
+        target = cs.edit(target.id, Update(new_text, tags=fact.tags, origins=origins, confidence=fact.confidence,
+                                           code_pattern=fact.code_pattern, flags=dict(fact.flags),
+                                           when=created),
+                         origin=origins, reason=d.reasoning)
+        return Event("UPDATE", "accepted", new_text, target.id, confidence=target.confidence,
+                     reasoning=d.reasoning, old_memory=old, **{**base, "tags": target.tags})
+    if d.event == "DELETE":
+        if d.refused:
+            cs.log("DELETE_REFUSED", id=target.id, reason=d.reasoning, origin=origins)
+            return Event("DELETE", "invalid", target.text, target.id, reasoning=(
+                f"refused without --allow-delete: {d.reasoning or ''}").strip(), old_memory=target.text,
+                refused=True, **{**base, "tags": target.tags})
+        cs.trash(target.id, d.reasoning or "deleted by add", event="DELETE", origin=",".join(origins))
+        return Event("DELETE", "accepted", target.text, target.id, confidence=target.confidence,
+                     reasoning=d.reasoning, old_memory=target.text, **{**base, "tags": target.tags})
+    return Event(d.event, "invalid", fact.text, None, reasoning=f"unknown event {d.event!r}", **base)
 
-                Usage(store).use([target.id])  # seen again: a use, which ranking counts
-            return Event("NONE", "already_known", target.text, target.id, confidence=target.confidence,
-                         reasoning=d.reasoning, **{**base, "tags": target.tags})
-        if d.event == "UPDATE":
-            old = target.text
-            new_text = d.text or fact.text
-            target.history.append({"event": "UPDATE", "at": now_iso(), "old": old})
-            target.text = new_text
-            target.tags = list(dict.fromkeys([*target.tags, *fact.tags]))
-            target.origins = list(dict.fromkeys([*target.origins, *origins]))
-            target.confidence = max(target.confidence, fact.confidence)
-            _touch(target, created)
-            if fact.code_pattern and not target.code_pattern:
-                target.code_pattern = fact.code_pattern
-            target.flags.update(fact.flags)
-            if not dry_run:
-                store.write(target)
-                store.log("UPDATE", id=target.id, old=old, text=new_text, origin=origins, reason=d.reasoning)
-            return Event("UPDATE", "accepted", new_text, target.id, confidence=target.confidence,
-                         reasoning=d.reasoning, old_memory=old, **{**base, "tags": target.tags})
-        if d.event == "DELETE":
-            if d.refused:
-                if not dry_run:
-                    store.log("DELETE_REFUSED", id=target.id, reason=d.reasoning, origin=origins)
-                return Event("DELETE", "invalid", target.text, target.id, reasoning=(
-                    f"refused without --allow-delete: {d.reasoning or ''}").strip(), old_memory=target.text,
-                    refused=True, **{**base, "tags": target.tags})
-            if not dry_run:
-                store.trash(target.id, d.reasoning or "deleted by add", origin=",".join(origins))
-            return Event("DELETE", "accepted", target.text, target.id, confidence=target.confidence,
-                         reasoning=d.reasoning, old_memory=target.text, **{**base, "tags": target.tags})
-        return Event(d.event, "invalid", fact.text, None, reasoning=f"unknown event {d.event!r}", **base)
-    except OSError as e:
-        return Event(d.event, "failed", fact.text, d.target, reasoning=f"write failed: {e.strerror or e}", **base)
+
+def _count_use(store: Store, mid: str) -> Callable[[], None]:
+    def use() -> None:
+        from memcli.search import Usage
+
+        Usage(store).use([mid])
+
+    return use
 
 
 def feedback(store: Store, memory_id: str, *, useful: bool) -> Memory:
     """Explicit feedback: useful raises confidence by 0.05 (capped at 0.95) and counts a use;
     wrong lowers it by 0.05 (not below 0.05). Logged; the Markdown's confidence changes."""
-    from memcli.search import Usage
-
-    with store.lock():
-        m = store.read(memory_id)
-        before = m.confidence
-        m.confidence = round(min(CONFIDENCE_CAP, m.confidence + REINFORCE) if useful
-                             else max(0.05, m.confidence - REINFORCE), 4)
-        m.updated = now_iso()
-        store.write(m)
-        store.log("FEEDBACK", id=m.id, useful=useful, old_confidence=before, confidence=m.confidence)
-        store.index.sync()
+    cs = ChangeSet(store)
+    before = cs.memory(memory_id).confidence
+    m = cs.edit(memory_id, Feedback(useful), quiet=True)
+    cs.log("FEEDBACK", id=m.id, useful=useful, old_confidence=before, confidence=m.confidence)
     if useful:
-        Usage(store).use([m.id])
+        cs.on_commit(_count_use(store, m.id))
+    cs.commit()
     return m
 
 
@@ -632,19 +638,6 @@ def _new_memory(fact: Fact, src: str, origins: list[str], user: str, project: st
     if created:
         m.created = m.updated = created
     return m
-
-
-def _reinforce(m: Memory, origins: list[str], when: str | None = None) -> None:
-    """A fact seen again: its new origins join the support set and confidence rises a little."""
-    m.origins = list(dict.fromkeys([*m.origins, *origins]))
-    m.confidence = min(CONFIDENCE_CAP, max(m.confidence, m.confidence + REINFORCE))
-    _touch(m, when)
-
-
-def _touch(m: Memory, when: str | None) -> None:
-    """`updated` is when the newest information about the memory was said: now, or the `created` of
-    an input from the past (a chat log replayed by `add --batch` must not look brand new)."""
-    m.updated = max(m.updated, when) if when else now_iso()
 
 
 # ---------------------------------------------------------------- batch
@@ -722,11 +715,9 @@ def retry_inbox(store: Store, *, model: str | None = None) -> list[tuple[str, Ad
     for path, item in inbox_items(store):
         opts = {k: v for k, v in (item.get("options") or {}).items() if k in _ADD_OPTIONS}
         use = model or configured or item.get("options", {}).get("model")
-        if use and use != store.config.llm_model:
-            store.config = store.config.with_overrides(llm_model=use)
         try:
             # redact=False: what was parked was redacted already (unless the user opted out)
-            res = add(store, item["text"], llm=True, inbox=False, redact=False, **opts)
+            res = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **opts)
         except Exception as e:  # noqa: BLE001 - LLMError, StoreError...: keep the item, report
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             results.append((path.name, msg))

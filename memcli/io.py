@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memcli.changes import ChangeSet
 from memcli.errors import InputRejected
 from memcli.memory import MalformedMemory, Memory
 from memcli.store import Store
@@ -116,12 +117,22 @@ def to_memories(records: list[Any], name: str, origin: str) -> list[Memory]:
     return out
 
 
+def plan_import(store: Store, memories: list[Memory]) -> tuple[ChangeSet, ImportReport]:
+    """Plan writing validated memories; an existing id is updated (old text to history), an
+    identical one is left alone."""
+    report = ImportReport()
+    cs = ChangeSet(store)
+    for m in memories:
+        outcome = cs.put(m, event="IMPORT", origin=m.origins)
+        setattr(report, outcome, getattr(report, outcome) + 1)
+    return cs, report
+
+
 def import_memories(
     store: Store, memories: list[Memory], *, on_progress: Callable[[int, int], None] | None = None
 ) -> ImportReport:
-    """Write validated memories and index them; an existing id is updated (old text to history)."""
-    report = ImportReport()
-    index = store.index
+    """Write validated memories and index them (see `plan_import`): embeddings first (the slow
+    part, cached, no lock), then one commit."""
     total = len(memories)
     done = [0]
 
@@ -130,43 +141,7 @@ def import_memories(
         if on_progress:
             on_progress(min(done[0], total), total)
 
-    # Embedding first (the slow part, cached), then the writes under the lock.
-    index.embedder.embed([m.text for m in memories], on_progress=tick)
-    with store.lock():
-        index.sync()
-        fresh: dict[str, Memory] = {}
-        for m in memories:
-            path = store.fact_path(m.id)
-            if path.exists():
-                try:
-                    old = store.read(m.id)
-                except MalformedMemory:
-                    old = None
-                if old is not None and old.to_dict() == m.to_dict():
-                    report.unchanged += 1
-                    continue
-                if old is not None and old.text != m.text:
-                    m.history = [*old.history, {"event": "UPDATE", "at": m.updated, "old": old.text}]
-                report.updated += 1
-            else:
-                report.added += 1
-            fresh[f"{m.id}.md"] = m
-        _write_all(store, list(fresh.values()))
-        store.log_many([{"event": "IMPORT", "id": m.id, "text": m.text, "origin": m.origins} for m in fresh.values()])
-        index.sync(fresh=fresh)
+    store.index.embedder.embed([m.text for m in memories], on_progress=tick)
+    cs, report = plan_import(store, memories)
+    cs.commit()
     return report
-
-
-def _write_all(store: Store, memories: list[Memory]) -> None:
-    """`store.write` each memory (the caller holds the lock). Each write is atomic and fsynced on
-    its own; a few threads let those fsyncs overlap, which the disk journal commits together
-    (bench/import_throughput.py). Ids are unique, so the writes are independent."""
-    if len(memories) < 32:
-        for m in memories:
-            store.write(m)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        for _ in pool.map(store.write, memories):  # re-raises the first failure
-            pass

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from memcli.ingest import AddResult
     from memcli.search import SearchResponse
 
-__all__ = ["NotFound", "Store", "StoreError", "atomic_write", "fsync_dir"]
+__all__ = ["NotFound", "Store", "StoreError", "atomic_write", "fsync_dir", "stage_file"]
 
 GITIGNORE = ".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n"
 
@@ -51,8 +51,10 @@ def _file_mode(path: Path) -> int:
         return 0o666 & ~_UMASK
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
+def stage_file(path: Path, data: bytes) -> str:
+    """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
+    return its name. `os.replace(tmp, path)` then publishes it atomically (a change set stages
+    all its files before it renames any)."""
     mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -61,6 +63,17 @@ def atomic_write(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
+    tmp = stage_file(path, data)
+    try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -1,0 +1,512 @@
+"""The one write path: a planned set of typed changes, previewed or committed as one unit.
+
+Every write command plans first — reads, embeddings and LLM calls, with no lock held — and gets
+a `ChangeSet`. `--dry-run` is `preview()` of that same plan; the real run is `commit()`:
+
+1. take the writer lock once;
+2. re-check the content hash of every file the plan read and will rewrite or trash. A file
+   changed meanwhile (a person's edit, another writer) is re-planned when every change to it is
+   a pure function of its current state (reinforce, link, supersede, detach an origin); any
+   other change to it stops the commit with `Conflict` before anything is written;
+3. write every file to a temporary name (each fsynced), then rename them all into place and fsync
+   each directory once: a failure before the renames leaves the store as it was;
+4. append the whole log in one write (the log is part of the commit);
+5. update the index once, for the files written and removed (no rescan of `facts/`).
+
+Nothing here calls a model: the lock is never held while an LLM thinks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcli.errors import Conflict, NotFound, StoreError
+from memcli.memory import Memory, now_iso
+from memcli.store import Store, fsync_dir, stage_file
+
+PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
+REINFORCE = 0.05
+CONFIDENCE_CAP = 0.95
+
+
+def file_hash(raw: bytes) -> str:
+    """What `commit` compares: the whole file, front matter included."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+def touch(m: Memory, when: str | None) -> None:
+    """`updated` is when the newest information about the memory was said: now, or the `created` of
+    an input from the past (a chat log replayed by `add --batch` must not look brand new)."""
+    m.updated = max(m.updated, when) if when else now_iso()
+
+
+# ---------------------------------------------------------------- edits of an existing memory
+@dataclass
+class Reinforce:
+    """Seen again: the new origins join the support set and confidence rises a little."""
+
+    origins: list[str]
+    event: str = "NONE"
+    when: str | None = None  # when it was said (an input from the past), else now
+    rebasable = True
+
+    def apply(self, m: Memory) -> None:
+        m.origins = list(dict.fromkeys([*m.origins, *self.origins]))
+        m.confidence = min(CONFIDENCE_CAP, max(m.confidence, m.confidence + REINFORCE))
+        touch(m, self.when)
+
+
+@dataclass
+class Update:
+    """New text for a memory; the old text goes to `history` (never lost)."""
+
+    text: str
+    tags: list[str] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    confidence: float | None = None
+    code_pattern: str | None = None
+    flags: dict[str, bool] = field(default_factory=dict)
+    when: str | None = None
+    event: str = "UPDATE"
+    rebasable = False  # the new text was decided against the old one: a changed file needs a new decision
+
+    def apply(self, m: Memory) -> None:
+        m.history.append({"event": "UPDATE", "at": now_iso(), "old": m.text})
+        m.text = self.text
+        m.tags = list(dict.fromkeys([*m.tags, *self.tags]))
+        m.origins = list(dict.fromkeys([*m.origins, *self.origins]))
+        if self.confidence is not None:
+            m.confidence = max(m.confidence, self.confidence)
+        touch(m, self.when)
+        if self.code_pattern and not m.code_pattern:
+            m.code_pattern = self.code_pattern
+        m.flags.update(self.flags)
+
+
+@dataclass
+class Link:
+    """A typed relation to another memory (`contradicts`, `distilled_into`, ...), added once."""
+
+    rel: str
+    other: str
+    event: str = "LINK"
+    rebasable = True
+
+    def apply(self, m: Memory) -> None:
+        if not any(lk.get("rel") == self.rel and lk.get("id") == self.other for lk in m.links):
+            m.links.append({"rel": self.rel, "id": self.other})
+
+
+@dataclass
+class Supersede:
+    """A newer memory replaces this one: it stays (history, restorable) but is marked
+    `superseded_by` the new id, so default results can hide it."""
+
+    by: str
+    event: str = "SUPERSEDE"
+    when: str | None = None
+    rebasable = True
+
+    def apply(self, m: Memory) -> None:
+        m.extra["superseded_by"] = self.by
+        touch(m, self.when)
+
+
+@dataclass
+class Detach:
+    """An origin withdraws its support (rollback); the memory stays for its other origins."""
+
+    origin: str
+    event: str = "ROLLBACK"
+    rebasable = True
+
+    def apply(self, m: Memory) -> None:
+        m.origins = [o for o in m.origins if o != self.origin]
+        m.updated = now_iso()
+
+
+@dataclass
+class Feedback:
+    """A user said the memory was useful (confidence +0.05, capped) or wrong (-0.05, floor 0.05)."""
+
+    useful: bool
+    event: str = "FEEDBACK"
+    rebasable = True
+
+    def apply(self, m: Memory) -> None:
+        m.confidence = round(min(CONFIDENCE_CAP, m.confidence + REINFORCE) if self.useful
+                             else max(0.05, m.confidence - REINFORCE), 4)
+        m.updated = now_iso()
+
+
+Edit = Reinforce | Update | Link | Supersede | Detach | Feedback
+
+
+# ---------------------------------------------------------------- file-level changes
+@dataclass
+class _Target:
+    """An existing memory the plan edits: as read (with its file hash), and as it will be."""
+
+    base: Memory
+    hash: str
+    working: Memory
+    edits: list[Edit] = field(default_factory=list)
+
+
+@dataclass
+class _Trash:
+    memory: Memory
+    hash: str
+    reason: str
+    event: str
+
+
+@dataclass
+class _Put:
+    """A whole memory written as given: new (`hash` None: the file must not exist) or replacing
+    the file whose hash was read at planning (import)."""
+
+    memory: Memory
+    hash: str | None
+    exists: bool = False
+
+
+@dataclass
+class CommitReport:
+    written: list[str] = field(default_factory=list)
+    trashed: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    rebased: list[str] = field(default_factory=list)  # re-planned because their file changed meanwhile
+
+
+class ChangeSet:
+    """Planned changes to one store. Build it with the planning functions, then `preview()` or
+    `commit()`. Reading through the change set (`memory(id)`) sees the plan's own changes."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._puts: dict[str, _Put] = {}
+        self._targets: dict[str, _Target] = {}
+        self._trash: dict[str, _Trash] = {}
+        self._restore: dict[str, Memory] = {}
+        self._log: list[dict[str, Any]] = []
+        self._order: list[tuple[str, str, str]] = []  # (op, id, detail) for preview
+        self._after: list[Callable[[], None]] = []
+        self.committed = False
+
+    # ------------------------------------------------------------ reading
+    def _read(self, mid: str) -> tuple[Memory, str]:
+        path = self.store.fact_path(mid)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no memory with id {mid}") from None
+        return Memory.parse(raw, file_id=mid), file_hash(raw)
+
+    def memory(self, mid: str) -> Memory:
+        """The memory as this plan leaves it (a planned new memory, or an edited working copy)."""
+        if mid in self._puts:
+            return self._puts[mid].memory
+        if mid in self._trash:
+            raise NotFound(f"memory {mid} is trashed by this change set")
+        if mid not in self._targets:
+            base, h = self._read(mid)
+            self._targets[mid] = _Target(base, h, _copy(base))
+        return self._targets[mid].working
+
+    # ------------------------------------------------------------ planning
+    def add(self, memory: Memory, *, event: str = "ADD", **log: Any) -> Memory:
+        """A new memory file."""
+        self._puts[memory.id] = _Put(memory, None)
+        self._order.append((event, memory.id, memory.text))
+        self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
+        return memory
+
+    def put(self, memory: Memory, *, event: str = "IMPORT", **log: Any) -> str:
+        """Write a memory as given (import): 'added', 'updated' (old text to history) or
+        'unchanged' (nothing planned)."""
+        path = self.store.fact_path(memory.id)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            self._puts[memory.id] = _Put(memory, None)
+            self._order.append((event, memory.id, memory.text))
+            self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
+            return "added"
+        from memcli.memory import MalformedMemory
+
+        try:
+            old: Memory | None = Memory.parse(raw, file_id=memory.id)
+        except MalformedMemory:
+            old = None
+        if old is not None and old.to_dict() == memory.to_dict():
+            return "unchanged"
+        if old is not None and old.text != memory.text:
+            memory.history = [*old.history, {"event": "UPDATE", "at": memory.updated, "old": old.text}]
+        self._puts[memory.id] = _Put(memory, file_hash(raw), exists=True)
+        self._order.append((event, memory.id, memory.text))
+        self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
+        return "updated"
+
+    def edit(self, mid: str, change: Edit, *, quiet: bool = False, **log: Any) -> Memory:
+        """Apply one edit to an existing memory (or to a memory this plan adds). `quiet`: no
+        log line of its own (the change is part of one the caller logs)."""
+        if mid in self._puts:
+            change.apply(self._puts[mid].memory)
+        else:
+            m = self.memory(mid)
+            old = m.text
+            change.apply(m)
+            self._targets[mid].edits.append(change)
+            if isinstance(change, Update):
+                log = {"old": old, "text": change.text, **log}
+        self._order.append((change.event, mid, _detail(change)))
+        if not quiet:
+            self._log.append({"event": change.event, "id": mid, **log})
+        return self.memory(mid)
+
+    def trash(self, mid: str, reason: str, *, event: str = "DELETE", **log: Any) -> Memory:
+        """Move a memory to `.trash/` with the reason (restorable)."""
+        if mid in self._puts and self._puts[mid].hash is None:
+            raise StoreError(f"memory {mid} is new in this change set; it cannot be trashed")
+        m = self.memory(mid)
+        target = self._targets.pop(mid)
+        self._trash[mid] = _Trash(target.base, target.hash, reason, event)
+        self._order.append((event, mid, reason))
+        self._log.append({"event": event, "id": mid, "old": m.text, "reason": reason, **log})
+        return m
+
+    def restore(self, mid: str) -> Memory:
+        """Bring a memory back from `.trash/`, exactly as it was before it left."""
+        src = self.store.trash_dir / f"{mid}.md"
+        try:
+            raw = src.read_bytes()
+        except (FileNotFoundError, ValueError):
+            raise NotFound(f"no memory with id {mid} in the trash") from None
+        if self.store.fact_path(mid).exists():
+            raise StoreError(f"memory {mid} exists already; not overwriting it")
+        memory = Memory.parse(raw, file_id=mid)
+        memory.extra.pop("trashed", None)
+        self._restore[mid] = memory
+        self._order.append(("RESTORE", mid, memory.text))
+        self._log.append({"event": "RESTORE", "id": mid, "text": memory.text})
+        return memory
+
+    def on_commit(self, action: Callable[[], None]) -> None:
+        """Run `action` after a successful commit, outside the lock (e.g. count a use in the
+        usage state, which is not a fact file)."""
+        self._after.append(action)
+
+    def log(self, event: str, **fields: Any) -> None:
+        """A log line written with the commit (e.g. a refused DELETE, a flagged contradiction)."""
+        self._log.append({"event": event, **fields})
+
+    @property
+    def empty(self) -> bool:
+        return not (self._puts or any(t.edits for t in self._targets.values()) or self._trash or self._restore)
+
+    def preview(self) -> list[dict[str, Any]]:
+        """What `commit()` would do, in planning order: one entry per change."""
+        return [{"op": op, "id": mid, "detail": detail} for op, mid, detail in self._order]
+
+    # ------------------------------------------------------------ commit
+    def commit(self) -> CommitReport:
+        """Apply the plan under the writer lock; see the module docstring. Idempotent guard:
+        a change set commits once."""
+        if self.committed:
+            raise StoreError("this change set was committed already")
+        report = CommitReport()
+        store = self.store
+        if self.empty and not self._log:
+            self.committed = True
+            return report
+        store.ensure()
+        # Embeddings for the new texts now, outside the lock (the index update then reads them
+        # from the cache): the lock is held for file work only.
+        new_texts = [p.memory.text for p in self._puts.values()]
+        new_texts += [t.working.text for t in self._targets.values() if t.working.text != t.base.text]
+        new_texts += [m.text for m in self._restore.values()]
+        if new_texts:
+            store.index.embedder.embed(new_texts)
+        with store.lock():
+            if self._trash:
+                store.trash_dir.mkdir(exist_ok=True)
+            store.facts_dir.mkdir(parents=True, exist_ok=True)
+            for attempt in range(PUBLISH_ATTEMPTS):
+                self._verify(report)  # re-plans what can be re-planned, else Conflict
+                writes, fresh = self._render()
+                try:
+                    _write_all(writes, self._recheck)
+                    break
+                except Conflict:  # edited while staging: verify (and re-plan) again
+                    if attempt == PUBLISH_ATTEMPTS - 1:
+                        raise
+            for mid in self._trash:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(store.fact_path(mid))
+            for mid in self._restore:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(store.trash_dir / f"{mid}.md")
+            fsync_dir(store.facts_dir)
+            if self._trash or self._restore:
+                fsync_dir(store.trash_dir)
+            store.log_many(self._log)
+            gone_names = [f"{mid}.md" for mid in self._trash]
+            if fresh or gone_names:
+                store.index.apply_files(fresh, gone_names)
+        self.committed = True
+        for action in self._after:
+            action()
+        report.written = [n[:-3] for n in fresh]
+        report.rebased = list(dict.fromkeys(report.rebased))
+        report.trashed = list(self._trash)
+        report.restored = list(self._restore)
+        return report
+
+    def _render(self) -> tuple[list[tuple[Path, bytes]], dict[str, Memory]]:
+        """Every file the commit writes (facts and trash), and the memories written to `facts/`."""
+        store = self.store
+        writes: list[tuple[Path, bytes]] = []
+        fresh: dict[str, Memory] = {}
+        for mid, put in self._puts.items():
+            writes.append((store.fact_path(mid), put.memory.to_markdown().encode("utf-8")))
+            fresh[f"{mid}.md"] = put.memory
+        for mid, t in self._targets.items():
+            if t.edits:
+                writes.append((store.fact_path(mid), t.working.to_markdown().encode("utf-8")))
+                fresh[f"{mid}.md"] = t.working
+        for mid, m in self._restore.items():
+            writes.append((store.fact_path(mid), m.to_markdown().encode("utf-8")))
+            fresh[f"{mid}.md"] = m
+        at = now_iso()
+        for mid, tr in self._trash.items():
+            gone = Memory.from_dict({**tr.memory.to_dict(), "trashed": {"at": at, "reason": tr.reason}})
+            writes.append((store.trash_dir / f"{mid}.md", gone.to_markdown().encode("utf-8")))
+        return writes, fresh
+
+    def _recheck(self) -> None:
+        """Right before the renames: no file changed while the new ones were being staged (a
+        person's editor does not take the writer lock). Keeps the window for a lost edit to the
+        time it takes to rename."""
+        for mid, expected in self._expected():
+            try:
+                raw = self.store.fact_path(mid).read_bytes()
+            except FileNotFoundError:
+                raw = b""
+            if file_hash(raw) != expected:
+                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+
+    def _expected(self) -> Iterable[tuple[str, str]]:
+        for mid, t in self._targets.items():
+            if t.edits:
+                yield mid, t.hash
+        for mid, tr in self._trash.items():
+            yield mid, tr.hash
+        for mid, put in self._puts.items():
+            if put.hash is not None:
+                yield mid, put.hash
+
+    def _verify(self, report: CommitReport) -> None:
+        """Under the lock: every file read at planning is as it was, or is re-planned, or the
+        commit stops before writing anything."""
+        store = self.store
+
+        def current(mid: str) -> bytes | None:
+            try:
+                return store.fact_path(mid).read_bytes()
+            except FileNotFoundError:
+                return None
+
+        for mid, t in self._targets.items():
+            if not t.edits:
+                continue
+            raw = current(mid)
+            if raw is None:
+                raise Conflict(f"memory {mid} was removed while this command ran; nothing was written")
+            if file_hash(raw) == t.hash:
+                continue
+            if not all(e.rebasable for e in t.edits):
+                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+            fresh = Memory.parse(raw, file_id=mid)
+            for e in t.edits:
+                e.apply(fresh)
+            t.base, t.hash, t.working = Memory.parse(raw, file_id=mid), file_hash(raw), fresh
+            report.rebased.append(mid)
+        for mid, tr in self._trash.items():
+            raw = current(mid)
+            if raw is None:
+                raise Conflict(f"memory {mid} was removed while this command ran; nothing was written")
+            if file_hash(raw) != tr.hash:
+                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+        for mid, put in self._puts.items():
+            raw = current(mid)
+            if put.hash is None and raw is not None:
+                raise Conflict(f"memory {mid} appeared while this command ran; nothing was written")
+            if put.hash is not None and (raw is None or file_hash(raw) != put.hash):
+                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+        for mid in self._restore:
+            if current(mid) is not None:
+                raise StoreError(f"memory {mid} exists already; not overwriting it")
+            if not (store.trash_dir / f"{mid}.md").is_file():
+                raise Conflict(f"memory {mid} left the trash while this command ran; nothing was written")
+
+
+def _copy(m: Memory) -> Memory:
+    import copy
+
+    return copy.deepcopy(m)
+
+
+def _detail(change: Edit) -> str:
+    if isinstance(change, Update):
+        return change.text
+    if isinstance(change, Reinforce):
+        return "origins " + ", ".join(change.origins)
+    if isinstance(change, Link):
+        return f"{change.rel} {change.other}"
+    if isinstance(change, Supersede):
+        return f"superseded by {change.by}"
+    if isinstance(change, Feedback):
+        return "useful" if change.useful else "wrong"
+    return f"origin {change.origin} removed"
+
+
+# ---------------------------------------------------------------- writing
+def _write_all(writes: Iterable[tuple[Path, bytes]], before_publish: Callable[[], None] | None = None) -> None:
+    """Stage every file (in a few threads: their fsyncs overlap), call `before_publish`, then
+    rename them all. A failure while staging, or raised by `before_publish`, removes the staged
+    files: nothing was applied."""
+    writes = list(writes)
+    staged: list[tuple[str, Path]] = []
+    try:
+        if len(writes) < 16:
+            for path, data in writes:
+                staged.append((stage_file(path, data), path))
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                futures = [(pool.submit(stage_file, path, data), path) for path, data in writes]
+                errors: list[BaseException] = []
+                for fut, path in futures:
+                    try:
+                        staged.append((fut.result(), path))
+                    except BaseException as e:  # noqa: BLE001 - re-raised after cleanup
+                        errors.append(e)
+                if errors:
+                    raise errors[0]
+        if before_publish is not None:
+            before_publish()
+    except BaseException:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)

@@ -1,0 +1,170 @@
+"""Curation at scale: consolidate (dry and real), `merge --auto` and `prune` against `export`.
+
+Builds a store of N generated developer notes in which ~16% of the notes have one or two
+near-duplicates (a re-worded or re-punctuated copy, as a second git hook or a re-imported session
+leaves them: ~1,600 groups at 10k), with dates spread over two years and a third of the notes
+episodic. Each command then runs as a user runs it (a fresh `python -m memcli` process) on a
+fresh copy of that store, and its wall time is divided by the time of `memcli export` of the same
+store measured in the same run. Peak RSS is each process's own maximum (wait4).
+
+    .venv/bin/python bench/curate.py                      # 10k, real model
+    .venv/bin/python bench/curate.py --sizes 10000,100000 # + 100k with the hash test embedder
+
+Targets (issue 6): consolidate <= 10x export, its dry run <= 3x, merge --auto and prune <= 3x,
+peak RSS <= 600 MB. The 100k store uses the deterministic hash embedder (`hash:384`): plumbing
+and scaling only, its similarities mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BENCH_TMP, ROOT, env_with, make_texts, memcli_cmd, run, table, verdict  # noqa: E402
+
+HASH_MODEL = "hash:384"
+_VARIANTS = (
+    lambda t: t[0].lower() + t[1:].rstrip("."),  # retyped without care
+    lambda t: "Note: " + t,
+    lambda t: t.replace(" the ", " our ", 1) if " the " in t else t + " (again)",
+    lambda t: t + " Confirmed.",
+    lambda t: t.replace(".", ";", 1) if t.count(".") > 1 else t + "!",
+)
+
+
+def make_records(n: int, seed: int = 7) -> tuple[list[dict], int]:
+    """`n` records; ~1 in 6 base notes gets 1-2 near-duplicate copies. Returns (records, groups)."""
+    rng = random.Random(seed)
+    base = make_texts(int(n * 0.78) + 10, seed=seed)
+    records: list[dict] = []
+    groups = 0
+    tags = ["ci", "deploy", "db", "frontend", "infra", "python", "security", "perf"]
+    for i, text in enumerate(base):
+        if len(records) >= n:
+            break
+        copies = [text]
+        if rng.random() < 0.205:
+            groups += 1
+            for v in rng.sample(_VARIANTS, rng.choice((1, 1, 2))):
+                copies.append(v(text))
+        kind = rng.choice(["semantic", "procedural", "episodic"])
+        for c in copies[: n - len(records)]:
+            day = rng.randint(0, 700)
+            records.append({
+                "id": f"CUR{len(records):08d}", "text": c, "type": kind, "tags": rng.sample(tags, rng.randint(0, 2)),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - day * 86400)),
+                "origins": [f"session:s{i % 997}"],
+            })
+    return records, groups
+
+
+def build(n: int, model: str | None) -> tuple[Path, Path, int]:
+    tag = f"curate-{n}-{(model or 'default').replace(':', '_')}"
+    base = BENCH_TMP / tag
+    store, cache, done = base / "store", base / "cache", base / "DONE"
+    if done.exists():
+        return store, cache, int(done.read_text())
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    records, groups = make_records(n)
+    src = base / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    extra = {"MEMCLI_EMBED_MODEL": model} if model else {}
+    print(f"# building a {n}-memory store ({groups} near-duplicate groups planted) at {store} ...",
+          file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    run(memcli_cmd("--store", str(store), "import", str(src)), env_with(cache, **extra), cwd=str(ROOT))
+    if model:
+        (store / "config.toml").write_text(f'embed_model = "{model}"\n')
+    run(memcli_cmd("--store", str(store), "stats"), env_with(cache), cwd=str(ROOT))
+    print(f"# built in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    done.write_text(str(groups))
+    return store, cache, groups
+
+
+def timed_rss(args: list[str], store: Path, cache: Path) -> tuple[float, float, str]:
+    """Like `timed`, with the process's own peak RSS from wait4."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(memcli_cmd("--store", str(store), *args), env=env_with(cache), cwd=str(ROOT),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = p.stdout.read() if p.stdout else ""
+    err = p.stderr.read() if p.stderr else ""
+    _, status, usage = os.wait4(p.pid, 0)
+    seconds = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"memcli {' '.join(args)} failed:\n{err[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024, out
+
+
+def fresh_copy(store: Path, name: str) -> Path:
+    dst = store.parent / name
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(store, dst, copy_function=shutil.copy2)  # mtimes kept: the index stays in step
+    return dst
+
+
+def bench(n: int, model: str | None, repeat: int) -> list[list[object]]:
+    store, cache, groups = build(n, model)
+    rows: list[list[object]] = []
+    export_s: list[float] = []
+    results: dict[str, tuple[float, float, str]] = {}
+    plan = [
+        ("consolidate --dry-run", ["consolidate", "--dry-run", "--json"], 3.0, False),
+        ("consolidate", ["consolidate", "--json", "--no-llm"], 10.0, True),
+        ("merge --auto", ["merge", "--auto", "--no-llm", "--json"], 3.0, True),
+        ("prune --older-than 180d --unused", ["prune", "--older-than", "180d", "--unused", "--json"], 3.0, True),
+    ]
+    for _ in range(repeat):
+        s, rss, _ = timed_rss(["export", "--format", "jsonl", "-o", str(store.parent / "export.jsonl")], store, cache)
+        export_s.append(s)
+        results.setdefault("export", (s, rss, ""))
+        for name, args, _, writes in plan:
+            target = fresh_copy(store, "work") if writes else store
+            s, rss, out = timed_rss(args, target, cache)
+            prev = results.get(name)
+            if prev is None or s < prev[0]:
+                results[name] = (s, rss, out)
+    export = min(export_s)
+    rows.append([n, model or "default", "export", f"{export:.2f}", "1.0", "-", f"{results['export'][1]:.0f}", "-"])
+    for name, _, target, _ in plan:
+        s, rss, out = results[name]
+        ratio = s / export
+        detail = ""
+        try:
+            data = json.loads(out)
+            if "merged" in data and isinstance(data["merged"], list):
+                detail = f"{len(data['merged'])} merged"
+            if "contradictions" in data:
+                detail += f", {len(data['contradictions'])} flagged, {len(data['distilled'])} distilled"
+            if "trashed" in data:
+                detail = f"{len(data['trashed'])} trashed"
+        except ValueError:
+            pass
+        ok = ratio <= target and rss <= 600
+        rows.append([n, model or "default", name, f"{s:.2f}", f"{ratio:.1f}", f"<= {target:g}x", f"{rss:.0f}",
+                     f"{verdict(ok)} ({detail}; {groups} groups planted)"])
+    shutil.rmtree(store.parent / "work", ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000", help="store sizes; 100000 and up use the hash test embedder")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per command (the fastest is kept)")
+    args = ap.parse_args()
+    rows: list[list[object]] = []
+    for n in (int(x) for x in args.sizes.split(",")):
+        rows += bench(n, HASH_MODEL if n >= 100_000 else None, args.repeat)
+    print(table(["memories", "model", "command", "seconds", "x export", "target", "peak RSS MB", "verdict"], rows))
+
+
+if __name__ == "__main__":
+    main()

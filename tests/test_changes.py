@@ -164,16 +164,16 @@ def test_every_edit_made_during_add_and_consolidate_survives_or_is_reported(tmp_
     written: list[str] = []
 
     def person() -> None:
+        """Adds a front-matter line of their own, `reviewed: edit N`, and saves like an editor."""
         n = 0
         while not stop.is_set():
             n += 1
-            text = target.read_text()
-            body = text.rsplit("---\n", 1)
-            new = body[0] + "---\n" + f"{BASE} Edit {n}.\n"
+            head, body = target.read_text().split("\n---\n", 1)
+            head = "\n".join(line for line in head.splitlines() if not line.startswith("reviewed:"))
             tmp = target.with_name(f".{target.name}.person")
-            tmp.write_text(new)
+            tmp.write_text(f"{head}\nreviewed: edit {n}\n---\n{body}")
             tmp.replace(target)  # an editor's atomic save
-            written.append(f"Edit {n}.")
+            written.append(f"edit {n}")
             time.sleep(0.002)
 
     editor = threading.Thread(target=person)
@@ -191,6 +191,7 @@ def test_every_edit_made_during_add_and_consolidate_survives_or_is_reported(tmp_
     reinforced = [json.loads(r.stdout)["memory"][0] for r in outcomes[:3] if r.exit_code == 0]
     assert reinforced and all(e["event"] == "NONE" and e["id"] == ids[0] for e in reinforced)
     final = Memory.parse(target.read_bytes(), file_id=ids[0])
-    assert final.text.endswith(written[-1])  # the person's last edit is what the file says
+    assert final.extra["reviewed"] == written[-1]  # the person's last edit is what the file says
+    assert final.text == BASE
     # the next command sees the edit too: nothing stale was written over it
-    assert json.loads(cli("show", "--json", ids[0]).stdout)["text"] == final.text
+    assert json.loads(cli("show", "--json", ids[0]).stdout)["reviewed"] == written[-1]

@@ -26,7 +26,7 @@ DUP = "The staging database is reset every Sunday at 02:00 UTC."
 
 def _load(cli: Cli, records: list[dict]) -> dict[str, str]:
     cli("import", "-", input=json.dumps(records))
-    listed = json.loads(cli("list", "--json", "--sort", "id").stdout)
+    listed = json.loads(cli("list", "--json", "--sort", "id").stdout)["memories"]
     return {r["id"]: r["text"] for r in listed}
 
 
@@ -67,7 +67,7 @@ def test_a_slow_llm_merge_does_not_block_a_concurrent_add(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr  # type: ignore[attr-defined]
     report = json.loads(proc.stdout)  # type: ignore[attr-defined]
     assert report["merged"][0]["method"] == "llm"
-    texts = sorted(r["text"] for r in json.loads(cli("list", "--json").stdout))
+    texts = sorted(r["text"] for r in json.loads(cli("list", "--json").stdout)["memories"])
     assert texts == ["Deploys are frozen on Fridays.", "The staging DB is reset every Sunday at 02:00 UTC."]
     assert add_seconds < 4, add_seconds
 
@@ -97,7 +97,7 @@ def test_a_dry_run_is_the_plan_and_writes_nothing(pair) -> None:
     done = cs.commit()
     assert done.written == [merged] and sorted(done.trashed) == sorted(ids[:2])
     assert set(_facts(cli.store)) == {f"{merged}.md", f"{ids[2]}.md"}
-    listed = json.loads(cli("list", "--json").stdout)  # the index was updated by the commit itself
+    listed = json.loads(cli("list", "--json").stdout)["memories"]  # the index was updated by the commit itself
     assert sorted(r["id"] for r in listed) == sorted([merged, ids[2]])
 
 

@@ -285,7 +285,7 @@ class KeywordIndex:
             for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, chunk):
                 cache[term] = Posting(_i32(labs), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
                 if cache is self._shared:
-                    self._shared_bytes += len(labs) * 3
+                    self._shared_bytes += len(labs) * 5  # labels, tfs, dls (int32) + impacts (float64)
         for t in need:
             cache.setdefault(t, Posting.empty())
 

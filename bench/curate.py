@@ -113,6 +113,7 @@ def fresh_copy(store: Path, name: str) -> Path:
 
 def bench(n: int, model: str | None, repeat: int) -> list[list[object]]:
     store, cache, groups = build(n, model)
+    run(memcli_cmd("--store", str(store), "stats"), env_with(cache), cwd=str(ROOT))  # index in step, not timed
     rows: list[list[object]] = []
     export_s: list[float] = []
     results: dict[str, tuple[float, float, str]] = {}

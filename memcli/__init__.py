@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memcli.store import Store
+    from memcli.api import Store
 
 __all__ = ["Store", "__version__"]
 __version__ = "0.1.0"
@@ -24,7 +24,7 @@ def __getattr__(name: str) -> Any:
     """`memcli.Store` is imported on first use: git hooks run `python -m memcli.capture`, which
     must start in a few tens of milliseconds and never needs the YAML/Markdown layer."""
     if name == "Store":
-        from memcli.store import Store
+        from memcli.api import Store
 
         return Store
     raise AttributeError(f"module 'memcli' has no attribute {name!r}")

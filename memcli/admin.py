@@ -97,7 +97,7 @@ def doctor(store: Store) -> list[dict[str, Any]]:
         files = len([p for p in store.facts_dir.glob("*.md") if not p.name.startswith(".")])
         bad = index.bad_files()
         rows = index.count()
-        vec_count = index.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0]
+        vec_count = index.vector_count()
         consistent = rows + len(bad) == files and vec_count == rows
         detail = f"{rows} memories indexed, {files} files"
         if report.rebuilt:

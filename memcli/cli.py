@@ -16,9 +16,9 @@ from typing import Any, NoReturn
 import typer
 
 from memcli import __version__, render
+from memcli.api import Store
 from memcli.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.index import Filters
-from memcli.store import Store
 from memcli.vocab import ExportFormat, MemoryType, SortKey
 
 # Flag advice the CLI adds to a library error, by error type and command (the library's messages
@@ -869,7 +869,7 @@ def export_(
     if output is None or str(output) == "-":
         sys.stdout.write(data)
     else:
-        from memcli.store import atomic_write
+        from memcli.files import atomic_write
 
         try:
             atomic_write(output.absolute(), data.encode("utf-8"))
@@ -1102,17 +1102,17 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="JSON: the answer, the ids it cites, the memories used."),
 ) -> None:
     """Answer a question from the top memories with the LLM, citing memory ids (streamed)."""
-    from memcli.search import search_many
+    from memcli.ask import ask as answer_from_memory
+    from memcli.errors import LLMError
 
     q = read_text(question, "question").strip()
     if not q:
         fail("empty question", ExitStatus.USAGE)
     store = synced(get_store())
-    if model:
-        store.config = store.config.with_overrides(llm_model=model)
-    hits = search_many(store, [q], k=top_k)[0].hits
+    answer = answer_from_memory(store, q, k=top_k, llm_model=model, redact=not no_redact)
+    hits = answer.hits
     records = [h.to_dict() for h in hits]
-    if not store.config.llm_model:
+    if answer.error == "no LLM configured":
         if as_json:
             emit_json({"question": q, "answer": None, "error": "no LLM configured", "memories": records})
         else:
@@ -1123,51 +1123,30 @@ def ask(
             if not hits:
                 note("no matching memories")
         return
-    if not hits:  # nothing to answer from: no request, no invented answer
+    if answer.error:  # nothing to answer from: no request, no invented answer
         if as_json:
             emit_json({"question": q, "answer": None, "error": "no matching memories", "cited": [], "memories": []})
         else:
             note("no matching memories: nothing to answer from")
         return
-    from memcli.ingest import llm_client
-    from memcli.llm import LLMError
-
-    if not no_redact:
-        from memcli.redact import redact
-
-        q = redact(q)[0]
-    client = llm_client(store)
-    stream = client.answer(q, [h.record for h in hits])
-    def cited(answer: str) -> list[str]:
-        """The retrieved memories' ids the answer mentions, in order of first mention; each one
-        cited counts as a use (it ranks a little higher next time, as feedback would)."""
-        from memcli.search import Usage
-
-        found = {h.id: answer.find(h.id) for h in hits}
-        ids = sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
-        Usage(store).use(ids)
-        return ids
-
     if as_json:
-        answer = "".join(stream).strip()
-        u = client.usage
-        emit_json({"question": q, "answer": answer, "cited": cited(answer), "memories": records,
-                   "llm": {"model": store.config.llm_model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
-                           "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}})
+        text = "".join(answer.stream()).strip()
+        emit_json({"question": answer.question, "answer": text, "cited": answer.cited(text), "memories": records,
+                   "llm": answer.usage()})
         return
-    parts: list[str] = []
+    printed = False
     try:
-        for piece in stream:
-            parts.append(piece)
+        for piece in answer.stream():
+            printed = True
             sys.stdout.write(piece)
             sys.stdout.flush()
     except LLMError:
-        if parts:  # the error line must not be glued to half an answer
+        if printed:  # the error line must not be glued to half an answer
             sys.stdout.write("\n")
             sys.stdout.flush()
         raise
     sys.stdout.write("\n")
-    if not cited("".join(parts)):
+    if not answer.cited():
         note("the answer cites no memory id; check it against the memories (memcli search)")
 
 

@@ -8,7 +8,6 @@ eight characters.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,11 +31,7 @@ def _candidates(index: object, prefix: str, limit: int) -> list[Candidate]:
     p = prefix.strip().upper()
     if not p:
         return []
-    rows = index.db.execute(  # type: ignore[attr-defined]
-        "SELECT id, record FROM mem WHERE upper(id) >= ? AND upper(id) < ? ORDER BY id LIMIT ?",
-        (p, p + "\uffff", limit),
-    ).fetchall()
-    return [Candidate(r[0], str(json.loads(r[1]).get("text") or "")) for r in rows]
+    return [Candidate(mid, text) for mid, text in index.with_prefix(p, limit)]  # type: ignore[attr-defined]
 
 
 def trashed_ids(store: object) -> list[str]:
@@ -53,16 +48,14 @@ def resolve(store: object, prefix: str) -> str:
     """The full id of a memory in the store from its id or a unique prefix; IdError otherwise
     (ambiguous: the candidates; in the trash: how to restore it; unknown: say so)."""
     index = store.index  # type: ignore[attr-defined]
-    exact = index.db.execute("SELECT id FROM mem WHERE id = ?", (prefix,)).fetchone()
-    if exact:
-        return str(exact[0])
+    if index.has_id(prefix):
+        return prefix
     found = _candidates(index, prefix, MAX_CANDIDATES + 1)
     if len(found) == 1:
         return found[0].id
     if found:
         p = prefix.strip().upper()
-        n = index.db.execute("SELECT count(*) FROM mem WHERE upper(id) >= ? AND upper(id) < ?",
-                             (p, p + "\uffff")).fetchone()[0]
+        n = index.count_prefix(p)
         shown = found[:5]
         listing = "; ".join(f"{c.id} {clip(c.text, 30)}" for c in shown)
         more = f"; and {n - len(shown)} more" if n > len(shown) else ""
@@ -95,10 +88,8 @@ def resolve_trashed(store: object, prefix: str) -> str:
 def short_ids(store: object, ids: Iterable[str], minimum: int = MIN_ID_CHARS) -> dict[str, str]:
     """Shortest unique prefixes (>= `minimum` chars) among the store's memories, from each id's
     neighbours in the catalog's id order: two indexed lookups an id, whatever the store's size."""
-    db = store.index.db  # type: ignore[attr-defined]
+    index = store.index  # type: ignore[attr-defined]
     out = {}
     for mid in ids:
-        before = db.execute("SELECT id FROM mem WHERE id < ? ORDER BY id DESC LIMIT 1", (mid,)).fetchone()
-        after = db.execute("SELECT id FROM mem WHERE id > ? ORDER BY id LIMIT 1", (mid,)).fetchone()
-        out[mid] = shortest_prefix(mid, [r[0] for r in (before, after) if r], minimum)
+        out[mid] = shortest_prefix(mid, index.id_neighbours(mid), minimum)
     return out

@@ -26,6 +26,7 @@ import numpy as np
 
 from memcli.embed import Embedder, text_hash
 from memcli.errors import IndexUnavailable
+from memcli.files import Files
 from memcli.keyword_index import KeywordIndex
 from memcli.memory import MalformedMemory, Memory
 from memcli.vocab import SortKey
@@ -129,7 +130,7 @@ def fts_body(m: Memory) -> str:
 class Index:
     """The sidecar of one store. Open lazily; `sync()` before reading."""
 
-    def __init__(self, store: Any) -> None:  # memcli.store.Store (import cycle avoided)
+    def __init__(self, store: Files) -> None:
         self.store = store
         self.dir: Path = store.index_dir
         self._db: sqlite3.Connection | None = None
@@ -541,6 +542,31 @@ class Index:
                 p.unlink()
 
     # ------------------------------------------------------------ reads
+    def has_id(self, mid: str) -> bool:
+        return self.db.execute("SELECT 1 FROM mem WHERE id = ?", (mid,)).fetchone() is not None
+
+    def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, str]]:
+        """(id, text) of the memories whose id starts with `prefix` (upper-cased), in id order."""
+        rows = self.db.execute(
+            "SELECT id, record FROM mem WHERE upper(id) >= ? AND upper(id) < ? ORDER BY id LIMIT ?",
+            (prefix, prefix + "\uffff", limit),
+        ).fetchall()
+        return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
+
+    def count_prefix(self, prefix: str) -> int:
+        return int(self.db.execute("SELECT count(*) FROM mem WHERE upper(id) >= ? AND upper(id) < ?",
+                                   (prefix, prefix + "\uffff")).fetchone()[0])
+
+    def id_neighbours(self, mid: str) -> list[str]:
+        """The ids just before and after `mid` in id order (for shortest unique prefixes)."""
+        before = self.db.execute("SELECT id FROM mem WHERE id < ? ORDER BY id DESC LIMIT 1", (mid,)).fetchone()
+        after = self.db.execute("SELECT id FROM mem WHERE id > ? ORDER BY id LIMIT 1", (mid,)).fetchone()
+        return [str(r[0]) for r in (before, after) if r]
+
+    def vector_count(self) -> int:
+        """Memories that have a vector (every indexed one, when the index is consistent)."""
+        return int(self.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0])
+
     def count(self) -> int:
         """Memories in the catalog; remembered until the catalog changes (a count is a scan at 100k)."""
         version = self._catalog_version()

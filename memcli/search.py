@@ -15,13 +15,16 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memcli.config import Ranking
 from memcli.index import Filters
 from memcli.memory import Memory, now_iso, parse_time
+
+if TYPE_CHECKING:
+    from memcli.store import Store
 
 _TOKEN = re.compile(r"[\w][\w.+#-]*[\w+#]|[\w]", re.UNICODE)
 # Function words carry no evidence for BM25; the list is English because the model is.
@@ -266,7 +269,7 @@ def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> n
 
 # ---------------------------------------------------------------- search
 def search(
-    store: Any, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
+    store: Store, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
     record_usage: bool = True, sync: bool = True, include_superseded: bool = False,
 ) -> SearchResponse:
     """Ranked memories for one query. See `search_many` for the options."""
@@ -275,7 +278,7 @@ def search(
 
 
 def search_many(
-    store: Any, queries: Sequence[str], *, k: int = 5, threshold: float | None = None,
+    store: Store, queries: Sequence[str], *, k: int = 5, threshold: float | None = None,
     filters: Filters | None = None, record_usage: bool = True, sync: bool = True,
     include_superseded: bool = False,
 ) -> list[SearchResponse]:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memcli.api import Store
 from memcli.cli import app
 from memcli.config import Config
-from memcli.store import Store
 
 HASH = "hash:256"  # deterministic embedder: plumbing tests only, never search quality or dedup
 

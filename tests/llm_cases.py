@@ -253,7 +253,7 @@ def _is_junk(text: str) -> str | None:
 def run_case(case: dict[str, Any], root: Path, config: Any) -> CaseResult:
     """Add the case's seeds (verbatim) and its input (through the configured LLM) to a fresh store."""
     from memcli import ingest
-    from memcli.store import Store
+    from memcli.api import Store
 
     res = CaseResult(case["id"])
     store = Store(root / case["id"], config)

@@ -13,12 +13,12 @@ import pytest
 from conftest import HASH, Cli, run_memcli
 from llm_server import FakeLLMServer
 
+from memcli.api import Store
 from memcli.changes import ChangeSet, Link, Reinforce, Update
 from memcli.config import Config
 from memcli.curate import consolidate, plan_consolidate
 from memcli.errors import Conflict
 from memcli.memory import Memory
-from memcli.store import Store
 
 BASE = "Redis runs on port 6379 in every environment."
 DUP = "The staging database is reset every Sunday at 02:00 UTC."

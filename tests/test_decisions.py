@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memcli.api import Store
 from memcli.decide import relate
 from memcli.index import Filters
-from memcli.store import Store
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parent / "data" / "decision_pairs.jsonl").open()]
 KINDS = ("duplicate", "refinement", "value_change", "distinct", "unrelated")

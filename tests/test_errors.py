@@ -40,7 +40,7 @@ def test_vocabularies_are_read_everywhere() -> None:
 
 
 def test_library_messages_name_no_flags_and_the_cli_adds_the_advice(tmp_path, monkeypatch) -> None:
-    from memcli.store import Store
+    from memcli.api import Store
 
     monkeypatch.delenv("MEMCLI_LLM_MODEL", raising=False)
     store = Store(tmp_path / "s")

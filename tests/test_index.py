@@ -7,8 +7,8 @@ import shutil
 
 from conftest import Cli
 
+from memcli.api import Store
 from memcli.config import Config
-from memcli.store import Store
 
 NOTES = [
     "The staging database is reset every Sunday at 02:00 UTC.",

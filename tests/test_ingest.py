@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from memcli.store import Store
+from memcli.api import Store
 
 DEPLOY = "We deploy the backend with make release from the main branch."
 DEPLOY_PARAPHRASE = "The backend is deployed with make release from the main branch."

@@ -9,8 +9,8 @@ import json
 import pytest
 from conftest import HASH, Cli
 
+from memcli.api import Store
 from memcli.memory import Memory
-from memcli.store import Store
 
 RICH = Memory(
     id="01JDQ8ZK4M6V3XW7T2B9C5N1RA",

@@ -740,9 +740,9 @@ def test_search_list_export_never_import_litellm(tmp_path: Path, llm_server: Fak
 
 def test_progress_is_reported_per_request_and_timeout_defaults_to_local(tmp_path: Path,
                                                                         llm_server: FakeLLMServer) -> None:
+    from memcli.api import Store
     from memcli.config import Config
     from memcli.ingest import llm_client
-    from memcli.store import Store
 
     store = Store(tmp_path / "store", Config(embed_model=HASH, llm_model=llm_server.model, api_base=llm_server.url))
     store.init()

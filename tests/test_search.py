@@ -11,10 +11,10 @@ import sqlite3
 import pytest
 from conftest import Cli
 
+from memcli.api import Store
 from memcli.io import import_memories, to_memories
 from memcli.memory import iso
 from memcli.search import search_many
-from memcli.store import Store
 
 # ~20 developer notes: (text, tags, type, user, project)
 NOTES = [

@@ -14,9 +14,10 @@ from conftest import HASH, run_memcli
 from typer.testing import CliRunner
 
 from memcli import store as store_mod
+from memcli.api import Store
 from memcli.cli import app
 from memcli.memory import Memory
-from memcli.store import NotFound, Store, StoreError
+from memcli.store import NotFound, StoreError
 
 
 def log_lines(store: Store) -> list[dict]:
@@ -41,7 +42,7 @@ def test_writes_leave_no_temp_files(hash_store):
     a = hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True).events[0].id
     hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True)
     hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True, origins=["git:1"])
-    hash_store.trash(a, "test")
+    hash_store.remove([a], reason="test")
     hash_store.restore(a)
     assert stray_files(hash_store.path) == []
     assert sorted(p.suffix for p in hash_store.facts_dir.iterdir()) == [".md", ".md"]
@@ -94,7 +95,7 @@ def old_memory() -> Memory:
 def test_rm_moves_the_file_to_the_trash(hash_store):
     m = old_memory()
     hash_store.write(m)
-    hash_store.trash(m.id, "no longer true")
+    hash_store.remove([m.id], reason="no longer true")
     assert not hash_store.fact_path(m.id).exists()
     trashed = hash_store.trash_dir / f"{m.id}.md"
     assert trashed.is_file()
@@ -107,8 +108,8 @@ def test_rm_moves_the_file_to_the_trash(hash_store):
 def test_restore_brings_back_text_and_fields(hash_store):
     m = old_memory()
     hash_store.write(m)
-    hash_store.trash(m.id, "oops")
-    back = hash_store.restore(m.id)
+    hash_store.remove([m.id], reason="oops")
+    back = hash_store.read(hash_store.restore(m.id)[0])
     assert not (hash_store.trash_dir / f"{m.id}.md").exists()
     again = hash_store.read(m.id)
     for name in ("text", "type", "tags", "confidence", "source", "origins", "user", "project", "created", "extra"):
@@ -120,7 +121,7 @@ def test_rm_then_restore_gives_back_the_identical_file(hash_store):
     m = old_memory()
     path = hash_store.write(m)
     before = path.read_bytes()
-    hash_store.trash(m.id, "oops")
+    hash_store.remove([m.id], reason="oops")
     hash_store.restore(m.id)
     assert path.read_bytes() == before
 
@@ -130,7 +131,7 @@ def test_restore_refuses_unknown_ids_and_does_not_overwrite(hash_store):
     hash_store.write(m)
     with pytest.raises(NotFound):
         hash_store.restore("01JDQ8ZK4M6V3XW7T2B9C5N1ZZ")
-    hash_store.trash(m.id, "x")
+    hash_store.remove([m.id], reason="x")
     hash_store.write(m)  # the same id was written again meanwhile
     with pytest.raises(StoreError):
         hash_store.restore(m.id)
@@ -154,10 +155,10 @@ def test_every_change_appends_one_log_line(hash_store):
         assert len(lines) == n + 1
         assert lines[-1]["event"] == event and lines[-1]["id"] == mid
     n = len(log_lines(hash_store))
-    hash_store.trash(mid, "stale")
+    hash_store.remove([mid], reason="stale")
     hash_store.restore(mid)
     lines = log_lines(hash_store)
-    assert [ln["event"] for ln in lines[n:]] == ["DELETE", "RESTORE"]
+    assert [ln["event"] for ln in lines[n:]] == ["RM", "RESTORE"]  # a removal by the user, as `memcli rm` logs it
     assert lines[n]["old"] == text and lines[n]["reason"] == "stale"
     assert lines[0]["text"] == text and lines[0]["origin"] == ["git:aaa"]
     assert all(ln["at"].endswith("Z") for ln in lines)

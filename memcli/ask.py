@@ -1,0 +1,88 @@
+"""Ask: answer a question from the top memories with the LLM, citing memory ids.
+
+The library owns the whole decision (which memories, whether to call the model at all, what is
+redacted before it leaves, which ids the answer cites, what it cost), so the Python API asks
+exactly like `memcli ask`; the CLI only streams `Answer.pieces` and prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memcli.search import Hit, search_many
+
+if TYPE_CHECKING:
+    from memcli.store import Store
+
+
+@dataclass
+class Answer:
+    """One question and what memory makes of it.
+
+    `pieces` streams the model's answer (empty when no request is made: no LLM configured, or no
+    memory matched; `error` says which). Read `text` after the stream is consumed; `cited()` and
+    `usage()` are valid then too.
+    """
+
+    question: str
+    hits: list[Hit]
+    model: str | None = None
+    error: str | None = None
+    pieces: Iterator[str] = field(default_factory=lambda: iter(()))
+    _client: Any = None
+    _store: Any = None
+    _counted: bool = False
+    _parts: list[str] = field(default_factory=list)
+
+    def stream(self) -> Iterator[str]:
+        """The answer as it is produced (collected into `text` as it goes)."""
+        for piece in self.pieces:
+            self._parts.append(piece)
+            yield piece
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def cited(self, answer: str | None = None) -> list[str]:
+        """The retrieved memories' ids the answer mentions, in order of first mention; each one
+        cited counts as a use, once (it ranks a little higher next time, as feedback would)."""
+        text = self.text if answer is None else answer
+        found = {h.id: text.find(h.id) for h in self.hits}
+        ids = sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
+        if self._store is not None and not self._counted:
+            from memcli.search import Usage
+
+            Usage(self._store).use(ids)
+            self._counted = True
+        return ids
+
+    def usage(self) -> dict[str, Any] | None:
+        if self._client is None:
+            return None
+        u = self._client.usage
+        return {"model": self.model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}
+
+
+def ask(store: Store, question: str, *, k: int = 8, llm_model: str | None = None, redact: bool = True) -> Answer:
+    """Plan an answer: the top `k` memories for the question, and (when a model is configured or
+    given as `llm_model` and something matched) a streamed request to it. The question is
+    redacted before it is sent unless `redact=False`. Nothing is written."""
+    hits = search_many(store, [question], k=k)[0].hits
+    model = llm_model or store.config.llm_model
+    if not model:
+        return Answer(question, hits, error="no LLM configured")
+    if not hits:  # nothing to answer from: no request, no invented answer
+        return Answer(question, hits, model=model, error="no matching memories")
+    from memcli.ingest import llm_client
+
+    if redact:
+        from memcli.redact import redact as scrub
+
+        question = scrub(question)[0]
+    client = llm_client(store, model=model)
+    return Answer(question, hits, model=model, pieces=client.answer(question, [h.record for h in hits]),
+                  _client=client, _store=store)

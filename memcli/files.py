@@ -1,0 +1,222 @@
+"""The files layer: a store on disk — `facts/` (the source of truth), `.trash/`, `log.jsonl`,
+`inbox/` and the writer lock. It imports only the record, the settings and the errors.
+
+Writes to `facts/` come from `memcli.changes.ChangeSet.commit`, which uses the primitives here
+(`stage_file`, `fsync_dir`, `log_many`, the lock). Every write is atomic (temp file in the same directory,
+fsync, rename, fsync of the directory), so a reader — another memcli process, an editor, git —
+never sees half a file. Writers serialise on an exclusive `flock` of `<store>/.lock`, so two git
+hooks running `memcli add` at once both land.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memcli.config import Config, load_config
+from memcli.errors import NotFound, StoreError
+from memcli.memory import Memory, now_iso, valid_id
+
+__all__ = ["GITIGNORE", "Files", "NotFound", "StoreError", "atomic_write", "fsync_dir", "stage_file"]
+
+GITIGNORE = ".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n"
+
+
+
+# Read once, at import (single-threaded): reading the umask means setting it, and `import` writes
+# files from several threads, where a set-and-restore could hand another thread the wrong mask.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _file_mode(path: Path) -> int:
+    """An existing file keeps its mode; a new one gets what the umask allows (mkstemp gives 0600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_UMASK
+
+
+def stage_file(path: Path, data: bytes) -> str:
+    """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
+    return its name. `os.replace(tmp, path)` then publishes it atomically (a change set stages
+    all its files before it renames any)."""
+    mode = _file_mode(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
+    tmp = stage_file(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+class Files:
+    """A store directory's files. Cheap to construct; nothing is read until needed."""
+
+    def __init__(self, path: str | os.PathLike[str], config: Config | None = None) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.facts_dir = self.path / "facts"
+        self.trash_dir = self.path / ".trash"
+        self.index_dir = self.path / ".index"
+        self.inbox_dir = self.path / "inbox"
+        self.log_path = self.path / "log.jsonl"
+        self._config = config
+        self._lock_depth = 0
+        self._lock_fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+    # ------------------------------------------------------------ setup
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.path)
+        return self._config
+
+    def exists(self) -> bool:
+        return self.facts_dir.is_dir()
+
+    def init(self) -> bool:
+        """Create the layout and a `.gitignore` for the derived parts. Returns True if new."""
+        new = not self.exists()
+        try:
+            self.facts_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create store at {self.path}: {e.strerror}") from None
+        gi = self.path / ".gitignore"
+        if not gi.exists():
+            atomic_write(gi, GITIGNORE.encode())
+        return new
+
+    def ensure(self) -> None:
+        """Writers create the store on first use."""
+        if not self.exists():
+            self.init()
+
+    # ------------------------------------------------------------ lock
+    @contextlib.contextmanager
+    def lock(self, timeout: float | None = None) -> Iterator[None]:
+        """Exclusive writer lock (re-entrant within this object)."""
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        self.ensure()
+        timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise StoreError(f"store {self.path} is locked by another memcli process") from None
+                time.sleep(0.02)
+        self._lock_fd, self._lock_depth = fd, 1
+        try:
+            yield
+        finally:
+            self._lock_depth = 0
+            self._lock_fd = None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_depth > 0
+
+    # ------------------------------------------------------------ facts
+    def fact_path(self, mid: str) -> Path:
+        if not valid_id(mid):
+            raise NotFound(f"invalid memory id {mid!r}")
+        return self.facts_dir / f"{mid}.md"
+
+    def read(self, mid: str) -> Memory:
+        """Read a memory from its file (the source of truth, not the catalog)."""
+        path = self.fact_path(mid)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no memory with id {mid}") from None
+        return Memory.parse(raw, file_id=mid)
+
+    def write(self, memory: Memory) -> Path:
+        """Atomically write one memory file. Callers hold the lock."""
+        self.ensure()
+        path = self.fact_path(memory.id)
+        atomic_write(path, memory.to_markdown().encode("utf-8"))
+        return path
+
+    def trashed(self) -> list[Memory]:
+        out = []
+        for p in sorted(self.trash_dir.glob("*.md")) if self.trash_dir.is_dir() else []:
+            with contextlib.suppress(ValueError, OSError):
+                out.append(Memory.parse(p.read_bytes(), file_id=p.stem))
+        return out
+
+    # ------------------------------------------------------------ log
+    def log(self, event: str, **fields: Any) -> None:
+        """Append one line to `log.jsonl`: the history of every change, for humans and rollback."""
+        self.log_many([{"event": event, **fields}])
+
+    def log_many(self, records: list[dict[str, Any]]) -> None:
+        """Append several log lines in one write (a bulk import logs each memory it writes)."""
+        if not records:
+            return
+        at = now_iso()
+        data = "".join(
+            json.dumps({"at": at, **{k: v for k, v in r.items() if v is not None}}, ensure_ascii=False) + "\n"
+            for r in records
+        ).encode("utf-8")
+        self.ensure()
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked (a bulk import logs megabytes)
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)

@@ -1,0 +1,101 @@
+"""The layering, checked from the modules' own imports: a lower module never imports an upper one.
+
+files < index < store handle < changes < planning < api < cli, with the shared vocabulary
+(errors, config, memory, ...) and the leaf services (embedding, extraction, redaction, LLM) below
+them all. Every `import memcli.x` / `from memcli.x import ...` counts, including the lazy ones
+inside functions, so a cycle cannot hide in a function body.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import memcli
+
+PACKAGE = Path(memcli.__file__).parent
+
+LAYERS: list[tuple[str, set[str]]] = [
+    ("vocabulary", {"errors", "vocab", "config", "memory", "facts", "discovery", "render", "ids", "chain"}),
+    ("services", {"embed", "extract", "redact", "llm", "llm_checks", "decide"}),
+    ("files", {"files"}),
+    ("index", {"keyword_index", "index"}),
+    ("store handle", {"store"}),
+    ("changes", {"changes"}),
+    ("planning", {"ingest", "curate", "io", "search", "admin", "ask", "sharing"}),
+    ("api", {"api"}),
+]
+TOP = len(LAYERS)  # the CLI, completion, entry points, and modules not placed yet
+
+
+def rank(module: str) -> int:
+    for i, (_, names) in enumerate(LAYERS):
+        if module in names:
+            return i
+    return TOP
+
+
+def layer_name(r: int) -> str:
+    return LAYERS[r][0] if r < TOP else "cli"
+
+
+def memcli_imports(path: Path) -> set[str]:
+    """Top-level memcli module names a source file imports, anywhere in it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+            if node.module == "memcli":
+                names = [f"memcli.{a.name}" for a in node.names]
+        else:
+            continue
+        out |= {n.split(".")[1] for n in names if n.startswith("memcli.")}
+    return out
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    violations = []
+    for path in sorted(PACKAGE.glob("*.py")):
+        me = path.stem
+        if me in ("__init__", "__main__"):
+            continue
+        for other in memcli_imports(path):
+            if rank(other) > rank(me):
+                violations.append(f"{me} ({layer_name(rank(me))}) imports {other} ({layer_name(rank(other))})")
+    assert violations == []
+
+
+def test_the_layers_are_in_the_documented_order() -> None:
+    order = [rank(m) for m in ("files", "index", "store", "changes", "ingest", "curate", "io", "api", "cli")]
+    assert order == sorted(order) and rank("files") < rank("index") < rank("ingest") < rank("api") < rank("cli")
+    assert rank("errors") < rank("files") and rank("embed") < rank("index")
+
+
+def test_the_files_layer_imports_only_memory_config_and_errors() -> None:
+    assert memcli_imports(PACKAGE / "files.py") <= {"memory", "config", "errors", "vocab"}
+
+
+def test_only_the_index_runs_sql_against_the_catalog() -> None:
+    offenders = [p.name for p in PACKAGE.glob("*.py")
+                 if p.stem not in ("index", "keyword_index") and ".db.execute(" in p.read_text(encoding="utf-8")]
+    assert offenders == []
+
+
+def test_the_public_api_is_typed_and_documented() -> None:
+    import inspect
+
+    from memcli.api import Store
+
+    assert memcli.Store is Store
+    for name, fn in inspect.getmembers(Store, inspect.isfunction):
+        if name.startswith("_") or fn.__qualname__.split(".")[0] != "Store":
+            continue
+        sig = inspect.signature(fn)
+        assert fn.__doc__, name
+        assert sig.return_annotation is not inspect.Signature.empty, name
+        for p in sig.parameters.values():
+            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                assert p.annotation is not inspect.Parameter.empty, (name, p.name)

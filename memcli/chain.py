@@ -17,7 +17,7 @@ def chain(store: Any, memory: Memory) -> list[dict[str, Any]]:
     """Steps `{id, event, at, text, current}` from the oldest version to the newest."""
     seen = {memory.id}
     first = memory
-    while (prev := first.extra.get("supersedes")) and prev not in seen:  # back to the oldest
+    while (prev := _supersedes(first)) and prev not in seen:  # back to the oldest
         try:
             first = store.read(str(prev))
         except NotFound:
@@ -40,3 +40,10 @@ def chain(store: Any, memory: Memory) -> list[dict[str, Any]]:
         except NotFound:
             m = None
     return steps
+
+
+def _supersedes(m: Memory) -> str | None:
+    """The memory `m` replaced: `supersedes` (set by add) or a `supersedes` link (consolidate)."""
+    if m.extra.get("supersedes"):
+        return str(m.extra["supersedes"])
+    return next((str(lk["id"]) for lk in m.links if isinstance(lk, dict) and lk.get("rel") == "supersedes"), None)

@@ -1067,12 +1067,15 @@ def rollback(
 def consolidate(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would change, change nothing."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merges even if an LLM is configured."),
+    supersede_older: bool = typer.Option(False, "--supersede-older",
+                                         help="Resolve each contradiction: the newer memory supersedes the older."),
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Maintenance: merge near-duplicates, flag contradictions, distil recurring episodes."""
     from memcli.curate import consolidate as run
 
-    report = run(synced(get_store()), dry_run=dry_run, use_llm=False if no_llm else None)
+    report = run(synced(get_store()), dry_run=dry_run, use_llm=False if no_llm else None,
+                 supersede_older=supersede_older)
     if as_json:
         emit_json(report.to_dict())
         return
@@ -1080,7 +1083,11 @@ def consolidate(
     for m in report.merged:
         note(f"{verb}merge {', '.join(m['merged_from'])} -> {m['id']}")
     for c in report.contradictions:
-        note(f"{verb}flag contradiction to resolve: {c['ids'][0]} <> {c['ids'][1]}: {c['why']}")
+        if c.get("superseded"):
+            note(f"{verb}supersede {c['superseded']['old']} by {c['superseded']['new']}: {c['why']}")
+        else:
+            note(f"{verb}flag contradiction to resolve: {c['ids'][0]} <> {c['ids'][1]}: {c['why']} "
+                 "(--supersede-older resolves it)")
     for d in report.distilled:
         note(f"{verb}distil {len(d['from'])} episodes -> {d['id']}: {short(d['text'], 80)}")
     note(f"{len(report.merged)} merged, {len(report.contradictions)} contradictions, {len(report.distilled)} distilled")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcli.changes import ChangeSet, Detach, Link
+from memcli.changes import ChangeSet, Detach, Link, Supersede
 from memcli.errors import InvalidInput, LLMNotConfigured, StoreError
 from memcli.index import Filters
 from memcli.memory import Memory, new_ulid, now_iso
@@ -283,11 +283,15 @@ class ConsolidateReport:
                 "dry_run": self.dry_run}
 
 
-def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: str | None = None
-                     ) -> tuple[ChangeSet, ConsolidateReport]:
+def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: str | None = None,
+                     supersede_older: bool = False) -> tuple[ChangeSet, ConsolidateReport]:
     """One maintenance pass, planned: merge near-duplicates, flag contradictions, distil
     recurring episodes. One approximate kNN pass over the vector index feeds all three (no n x n
-    matrix); LLM merges happen here, with no lock held."""
+    matrix); LLM merges happen here, with no lock held.
+
+    A contradiction (same subject, another value or a negated predicate) is never merged: it is
+    flagged to resolve (`contradicts` links both ways), or with `supersede_older` the older memory
+    is marked `superseded_by` the newer one (kept, hidden from default results)."""
     cfg = store.config
     report = ConsolidateReport()
     cs = ChangeSet(store)
@@ -331,7 +335,16 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
                 flagged.append((a, b, sim, why))
                 report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
                                               "texts": [ra["text"], rb["text"]]})
-    for a, b, _, why in flagged:
+    for (a, b, _, why), c in zip(flagged, report.contradictions):
+        if supersede_older:
+            def when(i: str) -> str:
+                return str((cs.memory(i).to_dict() if i in merged_ids else recs[i]).get("created"))
+            older, newer = sorted((a, b), key=lambda i: (when(i), i))
+            c["superseded"] = {"old": older, "new": newer}
+            cs.edit(older, Supersede(newer), quiet=True)
+            cs.edit(newer, Link("supersedes", older), quiet=True)
+            cs.log("SUPERSEDE", id=newer, old_id=older, reason=f"consolidate: {why}")
+            continue
         for mid, other in ((a, b), (b, a)):
             cs.edit(mid, Link("contradicts", other), quiet=True)
         cs.log("CONTRADICTION", ids=[a, b], reason=why)
@@ -340,9 +353,9 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
 
 
 def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = None,
-                llm_model: str | None = None) -> ConsolidateReport:
+                llm_model: str | None = None, supersede_older: bool = False) -> ConsolidateReport:
     """One maintenance pass (see `plan_consolidate`): planned without the lock, then one commit."""
-    cs, report = plan_consolidate(store, use_llm=use_llm, llm_model=llm_model)
+    cs, report = plan_consolidate(store, use_llm=use_llm, llm_model=llm_model, supersede_older=supersede_older)
     report.dry_run = dry_run
     if not dry_run:
         cs.commit()

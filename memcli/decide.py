@@ -90,7 +90,8 @@ VALUE_WORDS = frozenset(
     monthly yearly hourly nightly quarterly annually biweekly on off enabled disabled enable disable true
     false yes tabs spaces asc desc ascending descending sync async synchronous asynchronous read-only
     read-write required optional allowed denied allow deny upper lower uppercase lowercase utc local gmt
-    january february march april may june july august september october november december""".split()
+    january february march april may june july august september october november december
+    main master develop trunk debug info warning warn error critical trace verbose quiet""".split()
 )
 #: pairs of predicates that negate each other
 OPPOSITES = (
@@ -226,6 +227,9 @@ def parse(text: str) -> Parsed:
                 toks.append(_Tok(word, word, _stem(word), False, _SCOPE_OF.get(word), False))
         else:
             stem = low if (has_digit or ident) else _stem(low)
+            if re.fullmatch(r"[a-z]+(?:-[a-z]+)+", low):  # squash-merged / squash-merge
+                head, _, last = low.rpartition("-")
+                stem = f"{head}-{_stem(last)}"
             toks.append(_Tok(raw, low, stem, specific, _SCOPE_OF.get(low), raw[:1].isupper()))
         # a new sentence starts after . ! ? ; or : (the capital that follows is not a name)
         after = text[m.end():m.end() + 2]
@@ -289,6 +293,11 @@ class Relation:
 
 
 _AFTER_MARKERS = frozenset("replaced replaces replacing longer switched migrated moved".split())
+
+
+def _identifying(t: _Tok) -> bool:
+    """A token that names one thing among others of its kind: digits, dots, slashes, dashes."""
+    return any(c.isdigit() for c in t.low) or bool(re.search(r"[a-z0-9][._/-][a-z0-9]", t.low)) or "_" in t.low
 
 
 def _change_about(new: Parsed, old: Parsed) -> bool:
@@ -362,7 +371,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     shared = set(po.content) & set(pn.content)
     # the subject: words before the verb, missing from the other text
     old_gone, new_gone = po.subject - set(pn.content), pn.subject - set(po.content)
-    specific_gone = {s for s in old_gone if po.content[s].specific} | {s for s in new_gone if pn.content[s].specific}
+    # an identifier or a number in one subject that the other lacks names another thing ("orders.created",
+    # "service-1"); a plain name or acronym may just be reworded away ("the cache TTL ..." -> "... cached")
+    specific_gone = {s for s in old_gone if _identifying(po.content[s])} | \
+        {s for s in new_gone if _identifying(pn.content[s])}
     subj_missing = (old_gone | new_gone) if (old_gone and new_gone) or specific_gone else set()
     fresh = {t.low for t in pn.tokens if t.low in _CHANGE_WORDS} - {t.low for t in po.tokens}
     # a change word counts when it bears on the old text: a value of it named near the word, or

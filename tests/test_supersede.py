@@ -87,3 +87,23 @@ def test_batch_runs_each_line_through_the_decisions_in_order(cli, tmp_path):
     assert old["created"] == "2026-01-02T03:04:05Z" and old["origins"] == ["chat:1", "chat:2"] and "api" in old["tags"]
     r = cli("add", "--batch", "-", "--json", input=json.dumps({"text": "Deploys happen on Tuesdays."}) + "\n")
     assert json.loads(r.stdout)["memory"][0]["event"] == "ADD"
+
+
+def test_consolidate_lists_contradictions_to_resolve_and_can_supersede_the_older(cli, tmp_path):
+    recs = [{"text": "The request timeout for the gateway is 30 seconds.", "created": "2026-01-01T00:00:00Z"},
+            {"text": "The request timeout for the gateway is 60 seconds.", "created": "2026-02-01T00:00:00Z"},
+            {"text": "The staging API listens on port 8080.", "created": "2026-01-01T00:00:00Z"},
+            {"text": "The production API listens on port 8080.", "created": "2026-01-02T00:00:00Z"}]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    cli("import", str(path))
+    by_text = {r["text"]: r["id"] for r in json.loads(cli("list", "--json").stdout)["memories"]}
+    old, new = (by_text[r["text"]] for r in recs[:2])
+    dry = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
+    assert [sorted(c["ids"]) for c in dry["contradictions"]] == [sorted([old, new])]  # staging/production: no
+    assert dry["merged"] == []
+    assert "to resolve" in cli("consolidate", "--dry-run").stderr
+    out = json.loads(cli("consolidate", "--supersede-older", "--json").stdout)
+    assert out["contradictions"][0]["superseded"] == {"old": old, "new": new}
+    assert json.loads(cli("show", old, "--json").stdout)["superseded_by"] == new
+    assert old not in {r["id"] for r in json.loads(cli("list", "--json").stdout)["memories"]}

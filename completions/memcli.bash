@@ -126,7 +126,7 @@ _memcli_spec() {
             ;;
         'memcli consolidate')
             _memcli_subs=''
-            _memcli_opts='--dry-run --no-llm --json --store -s --debug --help -h'
+            _memcli_opts='--dry-run --no-llm --supersede-older --json --store -s --debug --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;

@@ -291,6 +291,7 @@ complete -c memcli -n '__memcli_at "memcli rollback"' -l 'help' -s 'h' -d 'Show 
 # memcli consolidate
 complete -c memcli -n '__memcli_at "memcli consolidate"' -l 'dry-run' -d 'Report what would change, change nothing.'
 complete -c memcli -n '__memcli_at "memcli consolidate"' -l 'no-llm' -d 'Heuristic merges even if an LLM is configured.'
+complete -c memcli -n '__memcli_at "memcli consolidate"' -l 'supersede-older' -d 'Resolve each contradiction: the newer memory supersedes the older.'
 complete -c memcli -n '__memcli_at "memcli consolidate"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli consolidate"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli consolidate"' -l 'debug' -d 'Show tracebacks on errors.'

@@ -318,6 +318,7 @@ _memcli__consolidate() {
     _arguments -s -S \
         '--dry-run[Report what would change, change nothing.]' \
         '--no-llm[Heuristic merges even if an LLM is configured.]' \
+        '--supersede-older[Resolve each contradiction: the newer memory supersedes the older.]' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \

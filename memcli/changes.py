@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -157,6 +158,7 @@ class _Target:
     hash: str
     working: Memory
     edits: list[Edit] = field(default_factory=list)
+    raw: bytes = b""
 
 
 @dataclass
@@ -165,6 +167,7 @@ class _Trash:
     hash: str
     reason: str
     event: str
+    raw: bytes = b""
 
 
 @dataclass
@@ -198,16 +201,28 @@ class ChangeSet:
         self._log: list[dict[str, Any]] = []
         self._order: list[tuple[str, str, str]] = []  # (op, id, detail) for preview
         self._after: list[Callable[[], None]] = []
+        self._known: dict[str, tuple[dict[str, Any], tuple[int, int]]] = {}
         self.committed = False
 
     # ------------------------------------------------------------ reading
-    def _read(self, mid: str) -> tuple[Memory, str]:
+    def known(self, entries: dict[str, tuple[dict[str, Any], tuple[int, int]]]) -> None:
+        """Catalog records with the file signature (mtime_ns, size) they were read from: a file
+        whose signature still matches is taken from its record instead of parsing its YAML again
+        (what `Index.sync` trusts too). Its bytes are still read and hashed for `commit()`."""
+        self._known.update(entries)
+
+    def _read(self, mid: str) -> tuple[Memory, str, bytes]:
         path = self.store.fact_path(mid)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                raw = f.read()
         except FileNotFoundError:
             raise NotFound(f"no memory with id {mid}") from None
-        return Memory.parse(raw, file_id=mid), file_hash(raw)
+        entry = self._known.get(mid)
+        if entry is not None and entry[1] == (st.st_mtime_ns, st.st_size):
+            return Memory.from_dict(entry[0]), file_hash(raw), raw
+        return Memory.parse(raw, file_id=mid), file_hash(raw), raw
 
     def memory(self, mid: str) -> Memory:
         """The memory as this plan leaves it (a planned new memory, or an edited working copy)."""
@@ -216,8 +231,8 @@ class ChangeSet:
         if mid in self._trash:
             raise NotFound(f"memory {mid} is trashed by this change set")
         if mid not in self._targets:
-            base, h = self._read(mid)
-            self._targets[mid] = _Target(base, h, _copy(base))
+            base, h, raw = self._read(mid)
+            self._targets[mid] = _Target(base, h, _copy(base), raw=raw)
         return self._targets[mid].working
 
     # ------------------------------------------------------------ planning
@@ -277,7 +292,7 @@ class ChangeSet:
             raise StoreError(f"memory {mid} is new in this change set; it cannot be trashed")
         m = self.memory(mid)
         target = self._targets.pop(mid)
-        self._trash[mid] = _Trash(target.base, target.hash, reason, event)
+        self._trash[mid] = _Trash(target.base, target.hash, reason, event, target.raw)
         self._order.append((event, mid, reason))
         self._log.append({"event": event, "id": mid, "old": m.text, "reason": reason, **log})
         return m
@@ -347,9 +362,7 @@ class ChangeSet:
                 except Conflict:  # edited while staging: verify (and re-plan) again
                     if attempt == PUBLISH_ATTEMPTS - 1:
                         raise
-            for mid in self._trash:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(store.fact_path(mid))
+            _unlink_all([store.fact_path(mid) for mid in self._trash])
             for mid in self._restore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(store.trash_dir / f"{mid}.md")
@@ -386,8 +399,7 @@ class ChangeSet:
             fresh[f"{mid}.md"] = m
         at = now_iso()
         for mid, tr in self._trash.items():
-            gone = Memory.from_dict({**tr.memory.to_dict(), "trashed": {"at": at, "reason": tr.reason}})
-            writes.append((store.trash_dir / f"{mid}.md", gone.to_markdown().encode("utf-8")))
+            writes.append((store.trash_dir / f"{mid}.md", _trashed_bytes(tr, at)))
         return writes, fresh
 
     def _recheck(self) -> None:
@@ -436,7 +448,7 @@ class ChangeSet:
             fresh = Memory.parse(raw, file_id=mid)
             for e in t.edits:
                 e.apply(fresh)
-            t.base, t.hash, t.working = Memory.parse(raw, file_id=mid), file_hash(raw), fresh
+            t.base, t.hash, t.working, t.raw = Memory.parse(raw, file_id=mid), file_hash(raw), fresh, raw
             report.rebased.append(mid)
         for mid, tr in self._trash.items():
             raw = current(mid)
@@ -455,6 +467,35 @@ class ChangeSet:
                 raise StoreError(f"memory {mid} exists already; not overwriting it")
             if not (store.trash_dir / f"{mid}.md").is_file():
                 raise Conflict(f"memory {mid} left the trash while this command ran; nothing was written")
+
+
+def _trashed_bytes(tr: _Trash, at: str) -> bytes:
+    """The trash copy: the file as it was, plus a `trashed: {at, reason}` key at the end of its
+    front matter (no re-rendering: cheap, and a hand-written file keeps its own layout)."""
+    text = tr.raw.decode("utf-8", "replace")
+    end = text.find("\n---\n", 3)
+    if text.startswith("---\n") and end != -1 and "\ntrashed:" not in text[:end]:
+        # a JSON object is a YAML flow mapping: one line, no YAML emitter (slow in pure Python)
+        extra = "trashed: " + json.dumps({"at": at, "reason": tr.reason}) + "\n"
+        return (text[: end + 1] + extra + text[end + 1 :]).encode("utf-8")
+    gone = Memory.from_dict({**tr.memory.to_dict(), "trashed": {"at": at, "reason": tr.reason}})
+    return gone.to_markdown().encode("utf-8")
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    """Remove files (already copied to the trash); a few threads let the unlinks overlap."""
+    def unlink(path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    if len(paths) < 16:
+        for p in paths:
+            unlink(p)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(unlink, paths))
 
 
 def _copy(m: Memory) -> Memory:

@@ -14,7 +14,7 @@ from memcli.index import Filters
 from memcli.memory import Memory, new_ulid, now_iso
 from memcli.store import Store
 
-NEIGHBOURS = 16  # per memory, for curation's one kNN pass (groups, contradictions, episodes)
+NEIGHBOURS = 8  # per memory, for curation's one kNN pass (groups, contradictions, episodes)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 
 
@@ -120,6 +120,7 @@ def merge_groups(store: Store, groups: list[list[str]], *, use_llm: bool | None 
                  llm_model: str | None = None) -> list[MergeResult]:
     """Merge each group into one memory; every merge is planned first, then one commit."""
     cs = ChangeSet(store)
+    cs.known(store.index.catalog_entries(mid for g in groups for mid in g))
     results = [plan_merge(store, g, use_llm=use_llm, llm_model=llm_model, changes=cs)[1] for g in groups]
     if not dry_run:
         cs.commit()
@@ -141,7 +142,9 @@ def _linked_groups(ids: list[str], neighbours: list[list[tuple[str, float]]], th
 
     for mid, hits in zip(ids, neighbours):
         for other, sim in hits:
-            if sim >= threshold and other in parent and not (apart and recs and apart(recs[mid], recs[other])):
+            if sim < threshold or other not in parent or find(other) == find(mid):
+                continue  # not close, or linked already (each pair is seen from both ends)
+            if not (apart and recs and apart(recs[mid], recs[other])):
                 parent[find(other)] = find(mid)
     groups: dict[str, list[str]] = {}
     for mid in ids:
@@ -181,6 +184,7 @@ def plan_prune(store: Store, *, older_than: str | None = None, unused: bool = Fa
     used = Usage(store).get([r["id"] for r in records]) if unused else {}
     out = PruneResult()
     cs = ChangeSet(store)
+    cs.known(store.index.catalog_entries(r["id"] for r in records))
     for r in records:
         reasons = []
         if older_than:
@@ -300,7 +304,9 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     ids, _, nbrs = index.neighbours(NEIGHBOURS)
     if len(ids) < 2:
         return cs, report
-    recs = index.records_of(ids)
+    entries = index.catalog_entries(ids)
+    recs = {mid: e[0] for mid, e in entries.items()}
+    cs.known(entries)
     survivor: dict[str, str] = {}
     for group in _linked_groups(ids, nbrs, cfg.consolidate_threshold, recs, _opposed):
         _, r = plan_merge(store, group, use_llm=use_llm, llm_model=llm_model, changes=cs)

@@ -203,7 +203,7 @@ def _tech_words() -> frozenset[str]:
     return _TECH
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=32768)
 def parse(text: str) -> Parsed:
     """Tokens of `text` with their roles (see the module docstring). Cached: a stored memory is
     compared with many new facts (one `add --batch` of a chat log compares the same few hundred)."""

@@ -374,6 +374,22 @@ class Index:
                 bad.append((fname, f"unreadable ({e.strerror})"))
                 continue
             parsed.append((fname, memory))
+        # A new file whose text is that of a file removed in the same batch (a merge keeps the
+        # newest wording; a restore brings back a text) takes over that row and its vector: no
+        # embedding, no hnswlib insertion, which is most of a curation commit's index cost.
+        reused: set[int] = set()
+        if gone:
+            free: dict[str, list[int]] = {}
+            for fname in gone:
+                row = existing.get(fname)
+                if row:
+                    free.setdefault(row[1], []).append(row[0])
+            for fname, m in parsed:
+                labels = free.get(text_hash(m.text)) if fname not in existing else None
+                if labels:
+                    label = labels.pop()
+                    existing[fname] = (label, text_hash(m.text))
+                    reused.add(label)
         need = [m.text for f, m in parsed if f not in existing or existing[f][1] != text_hash(m.text)]
         vectors: dict[str, np.ndarray] = {}
         if need:
@@ -399,6 +415,9 @@ class Index:
         try:
             for fname in gone:
                 row = existing.get(fname)
+                if row and row[0] in reused:
+                    report.removed += 1
+                    row = None
                 if row:
                     db.execute("DELETE FROM mem WHERE label=?", (row[0],))
                     kw_removed.append(row[0])
@@ -675,6 +694,17 @@ class Index:
         finally:
             h.set_ef(HNSW_EF_SEARCH)
         return [ids[lab] for lab in labels], vecs, out
+
+    def catalog_entries(self, ids: Iterable[str]) -> dict[str, tuple[dict[str, Any], tuple[int, int]]]:
+        """Records by id with the file signature (mtime_ns, size) they were read from."""
+        ids = list(ids)
+        out: dict[str, tuple[dict[str, Any], tuple[int, int]]] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            q = f"SELECT id, record, mtime_ns, size FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
+            for mid, rec, mtime, size in self.db.execute(q, chunk):
+                out[str(mid)] = (json.loads(rec), (int(mtime), int(size)))
+        return out
 
     def records_of(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Catalog records (Memory.to_dict shape) by memory id."""

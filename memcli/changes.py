@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -469,14 +470,19 @@ class ChangeSet:
                 raise Conflict(f"memory {mid} left the trash while this command ran; nothing was written")
 
 
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 _.,/()'-]*\Z")
+
+
 def _trashed_bytes(tr: _Trash, at: str) -> bytes:
     """The trash copy: the file as it was, plus a `trashed: {at, reason}` key at the end of its
     front matter (no re-rendering: cheap, and a hand-written file keeps its own layout)."""
     text = tr.raw.decode("utf-8", "replace")
     end = text.find("\n---\n", 3)
     if text.startswith("---\n") and end != -1 and "\ntrashed:" not in text[:end]:
-        # a JSON object is a YAML flow mapping: one line, no YAML emitter (slow in pure Python)
-        extra = "trashed: " + json.dumps({"at": at, "reason": tr.reason}) + "\n"
+        # written by hand in block style (the YAML emitter is slow in pure Python); a reason that
+        # is not a safe plain scalar is a JSON string, which YAML reads as a double-quoted one
+        reason = tr.reason if _PLAIN.match(tr.reason) else json.dumps(tr.reason)
+        extra = f"trashed:\n  at: {at}\n  reason: {reason}\n"
         return (text[: end + 1] + extra + text[end + 1 :]).encode("utf-8")
     gone = Memory.from_dict({**tr.memory.to_dict(), "trashed": {"at": at, "reason": tr.reason}})
     return gone.to_markdown().encode("utf-8")

@@ -167,7 +167,8 @@ def build_store(n: int, *, model: str | None = None, reuse: bool = True, quiet: 
     for part in range(0, n, IMPORT_CHUNK):  # `import` takes files up to 10 MB: 100k notes are ~25 MB
         jsonl = base / f"in-{part // IMPORT_CHUNK}.jsonl"
         write_jsonl(jsonl, texts[part : part + IMPORT_CHUNK], start=part)
-        run(memcli_cmd("--store", str(store), "import", str(jsonl)), env_with(cache, **extra), cwd=str(ROOT))
+        run(memcli_cmd("--store", str(store), "import", "--create", str(jsonl)), env_with(cache, **extra),
+            cwd=str(ROOT))
     if model:
         (store / "config.toml").write_text(f'embed_model = "{model}"\n')
     if not quiet:

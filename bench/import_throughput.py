@@ -43,7 +43,7 @@ def memcli_run(jsonl: Path, work: Path, profile: Path | None = None) -> float:
     cache, store = work / "memcli-cache", work / "store"
     shutil.rmtree(cache, ignore_errors=True)  # cold embedding cache: every text is embedded
     shutil.rmtree(store, ignore_errors=True)
-    cmd = memcli_cmd("--store", str(store), "import", str(jsonl))
+    cmd = memcli_cmd("--store", str(store), "import", "--create", str(jsonl))
     if profile is not None:
         cmd = [PY, "-m", "cProfile", "-o", str(profile), *cmd[1:]]
     t0 = time.perf_counter()

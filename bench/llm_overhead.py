@@ -128,7 +128,7 @@ def build_seed_store(base: Path, background: int, cli: Any) -> Path:
         for i, text in enumerate(SEEDS):
             f.write(json.dumps({"id": f"SEED{i:04d}", "text": text, "type": "semantic",
                                 "created": "2026-01-15T10:00:00Z"}) + "\n")
-    cli(store, "import", str(jsonl))
+    cli(store, "import", "--create", str(jsonl))
     return store
 
 

@@ -882,6 +882,8 @@ def export_(
 def import_(
     file: str = typer.Argument(..., metavar="FILE", help="json or jsonl file (export's format); `-` for stdin."),
     create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
+    from_: str | None = typer.Option(None, "--from", help="A conversation export instead: claude-code (a "
+                                     "session .jsonl) or chatgpt (conversations.json), through the add pipeline."),
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Load records (text required; id, type, tags, created, origins... optional). No extraction."""
@@ -897,6 +899,8 @@ def import_(
         except OSError as e:
             fail(f"cannot read {file}: {e.strerror}")
     text = read_input(data, name)
+    if from_ is not None:
+        return _import_conversations(text, from_, Path(name).name, create, as_json)
     memories = to_memories(parse_records(text, name), name, f"import:{Path(name).name}")
     store = get_store(must_exist=False, create=create)
     store.ensure()
@@ -1222,6 +1226,166 @@ def inbox_retry(
         if not results:
             note("inbox is empty")
     if not ok:
+        raise typer.Exit(int(ExitStatus.ERROR))
+
+
+def _import_conversations(text: str, kind: str, name: str, create: bool, as_json: bool) -> None:
+    from memcli.transcripts import IMPORT_KINDS, import_conversations, parse_conversations
+
+    if kind not in IMPORT_KINDS:
+        fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
+    try:
+        conversations = parse_conversations(text, kind, name)
+    except ValueError as e:
+        fail(str(e))
+    if not conversations:
+        fail(f"{name}: no conversation text found (is it a {kind} export?)")
+    store = get_store(must_exist=False, create=create)
+    store.ensure()
+    synced(store)
+    results = import_conversations(store, conversations, name)
+    if as_json:
+        emit_json({"conversations": results})
+        return
+    for r in results:
+        s = r["summary"]
+        note(f"{r['title'] or r['conversation']}: {r['turns']} turns, {s['ADD']} added, {s['UPDATE']} updated, "
+             f"{s['already_known']} known")
+
+
+# ---------------------------------------------------------------- agents: mcp, hooks, capture, context
+hooks_app = typer.Typer(help="Install memcli into git and coding agents.", no_args_is_help=True)
+app.add_typer(hooks_app, name="hooks")
+
+
+@app.command()
+def mcp() -> None:
+    """Run the MCP server on stdio (for Claude Code, Cursor and other MCP clients)."""
+    from memcli.mcp_server import serve
+
+    serve(get_store())
+
+
+@hooks_app.command("install")
+def hooks_install(
+    target: str = typer.Argument(..., metavar="TARGET", help="git | claude-code"),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Remove what memcli added (nothing else)."),
+    scope: str = typer.Option("project", "--scope", help="claude-code: project (.claude/settings.json), "
+                              "local (.claude/settings.local.json) or user (~/.claude/settings.json)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Install (or remove) memcli's hooks: git post-commit/post-rewrite, or Claude Code session hooks."""
+    from memcli import hooks
+
+    if target not in ("git", "claude-code"):
+        fail("TARGET must be git or claude-code", ExitStatus.USAGE)
+    if scope not in ("project", "local", "user"):
+        fail("--scope must be project, local or user", ExitStatus.USAGE)
+    if not uninstall:  # the store the hooks will write to must exist: installing is the deliberate step
+        from memcli.discovery import resolve
+
+        where = resolve(state.store_path)
+        if where.explicit and not where.path.exists():
+            fail(f"no store at {where.path}; create it with `memcli init {where.path}`")
+        if Store(where.path).init():
+            note(f"created the store {where.path} ({where.why})")
+    if target == "git":
+        report = hooks.install_git(store=state.store_path, uninstall=uninstall)
+    else:
+        report = hooks.install_claude_code(scope=scope, store=state.store_path, uninstall=uninstall)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    for n in report.notes:
+        note(n)
+    verb = "removed from" if uninstall else "installed in"
+    if report.changed:
+        note(f"{', '.join(report.changed)} {verb} {report.target}")
+    if report.unchanged:
+        note(f"{', '.join(report.unchanged)} already {'absent' if uninstall else 'up to date'} in {report.target}")
+
+
+@app.command()
+def capture(
+    kind: str = typer.Argument(..., metavar="KIND", help="claude-code | git | git-rewrite | text"),
+    text: list[str] | None = typer.Argument(None, help="text: the text (default: stdin)."),
+    sha: str | None = typer.Option(None, "--sha", help="git: the commit (default HEAD)."),
+    origin: list[str] | None = typer.Option(None, "--origin", help="text: who vouches (repeatable)."),
+    no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Spool input from a hook (JSON on stdin for claude-code) and return; a detached worker adds it."""
+    from memcli.capture import CaptureError, run
+
+    data = b""
+    if kind in ("claude-code", "git-rewrite") or (kind == "text" and not text):
+        data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
+    try:
+        result = run(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
+                     rewrite=text[0] if kind == "git-rewrite" and text else None,
+                     text=" ".join(text) if kind == "text" and text else None, redact=not no_redact)
+    except CaptureError as e:
+        fail(str(e))
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        note(f"spooled {result.item.name}: {result.reason}" if result.item else f"nothing to spool: {result.reason}")
+
+
+@app.command()
+def context(
+    query: list[str] | None = typer.Argument(None, help="What the session is about (optional)."),
+    budget: int = typer.Option(1500, "--budget", min=50, help="At most this many tokens (about 4 characters each)."),
+    project: str | None = typer.Option(None, "--project", help="Project (default: this repository's)."),
+    hook: bool = typer.Option(False, "--hook", help="Run as a Claude Code SessionStart hook: read its JSON on "
+                              "stdin, never fail the session."),
+) -> None:
+    """A compact Markdown block of the memories that matter here, for an agent's session start."""
+    from memcli.config import git_project
+    from memcli.context import build
+
+    cwd = None
+    if hook:
+        try:
+            payload = json.loads(sys.stdin.read() or "{}") if sys.stdin is not None and not sys.stdin.isatty() else {}
+            cwd = Path(payload["cwd"]) if isinstance(payload, dict) and payload.get("cwd") else None
+        except (ValueError, OSError):
+            cwd = None
+        if cwd is not None and cwd.is_dir():
+            os.chdir(cwd)
+        from memcli.discovery import resolve
+
+        where = resolve(state.store_path)
+        if not (where.path / "facts").is_dir():
+            return
+    try:
+        store = synced(get_store())
+        text = build(store, " ".join(query or []).strip() or None, project=project or git_project(), budget=budget)
+    except Exception:
+        if hook:
+            return  # a broken memory must not break the agent's session
+        raise
+    sys.stdout.write(text)
+
+
+@inbox_app.command("process")
+def inbox_process(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run spooled inputs (from hooks and capture) through the add pipeline; what fails waits."""
+    from memcli.spool import process
+
+    report = process(get_store())
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        if report.busy:
+            note("another worker is processing the inbox")
+        for d in report.done:
+            note(f"{d['file']}: done")
+        for w in report.waiting:
+            note(f"{w['file']}: waiting: {w['error']}")
+        if not (report.done or report.waiting or report.busy):
+            note("inbox is empty")
+    if report.waiting:
         raise typer.Exit(int(ExitStatus.ERROR))
 
 

@@ -54,6 +54,9 @@ class Config:
     llm_decide_threshold: float = 0.6  # a neighbour this close sends the fact to the LLM's decide request
     consolidate_threshold: float = 0.95
     contradiction_threshold: float = 0.8
+    # Commits the git hook does not remember (a Python regex searched in the subject line);
+    # merges and fixup!/squash!/amend! commits are always skipped.
+    git_skip: str = r"^(docs|style|chore|ci)(\([^)]*\))?!?:|^memcli: "
     ranking: Ranking = field(default_factory=Ranking)
 
     def with_overrides(self, **kw: object) -> Config:

@@ -1,0 +1,233 @@
+"""`memcli hooks install git|claude-code [--uninstall]`: idempotent, and never clobbering.
+
+git: a marked block goes into `post-commit` and `post-rewrite` in the directory git really reads
+hooks from (`git rev-parse --git-path hooks`: honours `core.hooksPath`, and the common dir for
+worktrees). An existing shell hook keeps its content (the block is inserted after its `#!` line);
+a hook in another language is moved aside to `<name>.memcli-chained` and called from ours. The
+block takes the commit id synchronously (one `git rev-parse`, a few ms) and hands everything else
+to a background process, so a commit does not wait for memcli: that process spools the message
+and runs the worker. What it prints goes to `<common dir>/memcli-hook.log`, never to git's output.
+Uninstall removes exactly the block (and restores a moved hook).
+
+Claude Code: entries are merged into `.claude/settings.json` (project), `.claude/settings.local.json`
+(local) or `~/.claude/settings.json` (user): SessionStart runs `memcli context` (its stdout is added
+to the session), Stop / PreCompact / SessionEnd run the capture. Other settings and hooks are left
+as they are; uninstall removes only the entries memcli added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcli.errors import MemcliError
+from memcli.store import atomic_write
+
+BEGIN = "# >>> memcli >>>"
+END = "# <<< memcli <<<"
+CHAINED = ".memcli-chained"
+GIT_HOOKS = ("post-commit", "post-rewrite")
+CLAUDE_EVENTS = ("SessionStart", "Stop", "PreCompact", "SessionEnd")
+_OURS = re.compile(r"-m memcli(?:\.capture claude-code| context --hook)")
+
+
+class HookError(MemcliError):
+    """Not a git repository, an unreadable settings file...: one line for the user."""
+
+
+@dataclass
+class HookReport:
+    target: str
+    changed: list[str] = field(default_factory=list)  # what was written or removed
+    unchanged: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "changed": self.changed, "unchanged": self.unchanged, "notes": self.notes}
+
+
+def python_command() -> str:
+    """This interpreter by absolute path: hooks run with whatever PATH the IDE or agent has."""
+    return shlex.quote(str(Path(sys.executable).absolute()))
+
+
+# ------------------------------------------------------------------------------------------- git
+def _git(args: list[str], cwd: Path | None) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        raise HookError(f"cannot run git: {e.strerror}") from None
+    if out.returncode != 0:
+        raise HookError((out.stderr.strip().splitlines() or ["not a git repository"])[-1])
+    return out.stdout.strip()
+
+
+def git_hooks_dir(cwd: Path | None = None) -> tuple[Path, Path]:
+    """(hooks directory git reads, the common git dir)."""
+    hooks = Path(_git(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd))
+    common = Path(_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd))
+    return hooks, common
+
+
+def git_block(name: str, common: Path, store: str | None, created: bool = False) -> str:
+    py = python_command()
+    log = shlex.quote(str(common / "memcli-hook.log"))
+    opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
+    mark = " [created]" if created else ""
+    head = f"{BEGIN}{mark} (memcli hooks install git; remove with: memcli hooks install git --uninstall)\n"
+    if name == "post-commit":
+        body = (
+            '_memcli_sha=$(git rev-parse HEAD 2>/dev/null) && '
+            f'( nice -n 10 {py} -m memcli.capture git --worker inline --sha "$_memcli_sha"{opt} '
+            f'</dev/null >/dev/null 2>>{log} & )\n'
+        )
+    else:  # post-rewrite: "old new" lines on stdin; handed on unchanged to whatever follows
+        body = (
+            "_memcli_in=$(cat)\n"
+            f"( printf '%s\\n' \"$_memcli_in\" | nice -n 10 {py} -m memcli.capture git-rewrite \"$1\" "
+            f"--worker inline{opt} >/dev/null 2>>{log} & )\n"
+            "exec 0<<_MEMCLI_EOF_\n$_memcli_in\n_MEMCLI_EOF_\n"
+        )
+    return head + body
+
+
+def _strip_block(text: str) -> str:
+    return re.sub(rf"(?ms)^{re.escape(BEGIN)}.*?^{re.escape(END)}\n?", "", text)
+
+
+def _is_shell(text: str) -> bool:
+    first = text.splitlines()[0] if text else ""
+    return bool(re.match(r"#!\s*\S*/(?:env\s+)?(?:ba|da|z|k)?sh\b", first))
+
+
+def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall: bool = False) -> HookReport:
+    hooks_dir, common = git_hooks_dir(cwd)
+    report = HookReport(str(hooks_dir))
+    if not uninstall:
+        hooks_dir.mkdir(parents=True, exist_ok=True)
+    for name in GIT_HOOKS:
+        path = hooks_dir / name
+        chained = hooks_dir / f"{name}{CHAINED}"
+        current = path.read_text(encoding="utf-8", errors="surrogateescape") if path.is_file() else None
+        if uninstall:
+            if current is None or BEGIN not in current:
+                report.unchanged.append(name)
+                continue
+            rest = _strip_block(current)
+            created = f"{BEGIN} [created]" in current
+            if created and rest.strip() in ("", "#!/bin/sh"):
+                path.unlink()
+                if chained.exists():
+                    os.replace(chained, path)
+                    report.notes.append(f"{name}: restored the hook that was there before")
+            else:
+                atomic_write(path, rest.encode("utf-8", "surrogateescape"))
+            report.changed.append(name)
+            continue
+        created = current is None or f"{BEGIN} [created]" in current
+        block = git_block(name, common, store, created) + (
+            f'exec "$(dirname "$0")/{name}{CHAINED}" "$@"\n' if chained.exists() else "") + END + "\n"
+        if current is None:
+            new = "#!/bin/sh\n" + block
+        elif BEGIN in current:
+            stripped = _strip_block(current)
+            first, _, rest = stripped.partition("\n")
+            new = first + "\n" + block + rest
+        elif _is_shell(current):
+            first, _, rest = current.partition("\n")
+            new = first + "\n" + block + rest
+            report.notes.append(f"{name}: kept the existing hook; memcli's part runs first, in the background")
+        else:  # another language: move it aside and call it after ours
+            os.replace(path, chained)
+            block = git_block(name, common, store, True) + f'exec "$(dirname "$0")/{name}{CHAINED}" "$@"\n' + END + "\n"
+            new = "#!/bin/sh\n" + block
+            report.notes.append(f"{name}: the existing hook moved to {chained.name} and is called after memcli's")
+        if new == current:
+            report.unchanged.append(name)
+            continue
+        atomic_write(path, new.encode("utf-8", "surrogateescape"))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        report.changed.append(name)
+    return report
+
+
+# ------------------------------------------------------------------------------------ Claude Code
+def claude_settings_path(scope: str, cwd: Path | None = None) -> Path:
+    if scope == "user":
+        return Path.home() / ".claude" / "settings.json"
+    base = cwd or Path.cwd()
+    try:
+        base = Path(_git(["rev-parse", "--show-toplevel"], base))
+    except HookError:
+        pass
+    return base / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
+
+
+def claude_commands(store: str | None) -> dict[str, str]:
+    py = python_command()
+    opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
+    capture = f"{py} -m memcli.capture claude-code{opt}"
+    return {"SessionStart": f"{py} -m memcli{opt} context --hook", "Stop": capture, "PreCompact": capture,
+            "SessionEnd": capture}
+
+
+def install_claude_code(cwd: Path | None = None, *, scope: str = "project", store: str | None = None,
+                        uninstall: bool = False) -> HookReport:
+    path = claude_settings_path(scope, cwd)
+    report = HookReport(str(path))
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raw = ""
+    try:
+        settings = json.loads(raw) if raw.strip() else {}
+    except ValueError as e:
+        raise HookError(f"{path} is not valid JSON ({e}); fix it first, memcli does not overwrite it") from None
+    if not isinstance(settings, dict) or not isinstance(settings.get("hooks", {}), dict):
+        raise HookError(f"{path}: unexpected shape (hooks must be an object); not changing it")
+    hooks: dict[str, Any] = settings.setdefault("hooks", {})
+    commands = claude_commands(store)
+    for event in CLAUDE_EVENTS:
+        groups = hooks.get(event) or []
+        if not isinstance(groups, list):
+            raise HookError(f"{path}: hooks.{event} is not a list; not changing it")
+        kept = []
+        removed = False
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                entries = [h for h in group["hooks"]
+                           if not (isinstance(h, dict) and _OURS.search(str(h.get("command", ""))))]
+                removed |= len(entries) != len(group["hooks"])
+                if entries:
+                    kept.append({**group, "hooks": entries})
+            else:
+                kept.append(group)
+        if not uninstall:
+            timeout = 30 if event == "SessionStart" else 10
+            kept.append({"hooks": [{"type": "command", "command": commands[event], "timeout": timeout}]})
+        if kept:
+            hooks[event] = kept
+        else:
+            hooks.pop(event, None)
+        if uninstall:
+            (report.changed if removed else report.unchanged).append(event)
+    if not hooks:
+        settings.pop("hooks", None)
+    new = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    if new == raw or (uninstall and not report.changed):
+        if not uninstall:
+            report.unchanged.extend(CLAUDE_EVENTS)
+        return report
+    if not uninstall:
+        report.changed.extend(CLAUDE_EVENTS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, new.encode("utf-8"))
+    return report

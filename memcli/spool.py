@@ -1,0 +1,374 @@
+"""Never block a caller on a slow model: spool the input, return, let a detached worker do the work.
+
+Hooks (git, Claude Code) and anything else that runs inside another program call `spool()`, which
+writes one JSON file to `<store>/inbox/` (atomically: the input is on disk before the caller goes
+on) and returns in a few milliseconds; `start_worker()` then launches a detached
+`python -m memcli.spool` that runs `process()`: each item goes through the add pipeline (extract,
+decide, write) and leaves the inbox only when it landed. When the LLM is unreachable the item
+stays, with its error and attempt count, and the worker stops; the next worker (the next hook, or
+`memcli inbox process` by hand) tries again. Nothing is lost and the caller never waits.
+
+Two workers never process one item: a worker takes `inbox/.worker.lock` (only one runs at a time,
+so twenty commits in a rebase start one model, not twenty), and each item is `flock`ed while it
+is processed (so a worker and a hand-run `inbox retry` cannot both add it).
+
+Items are the same JSON as the inbox's LLM-failure items (`text`, `options`, `attempts`,
+`error`), plus `kind`: "add" (default) or "remap" (a git rewrite: move `git:<old>` origins to
+`git:<new>`). This module imports only the standard library at the top: `spool()` and
+`start_worker()` run on a hook's < 100 ms budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+WORKER_LOCK = ".worker.lock"
+ERROR_LOG = "errors.log"
+
+
+def _ulid() -> str:
+    """A ULID (time-sortable): inbox files are processed in the order they were spooled."""
+    n = (int(time.time() * 1000) << 80) | int.from_bytes(secrets.token_bytes(10), "big")
+    return "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def inbox_dir(store_path: Path) -> Path:
+    return Path(store_path) / "inbox"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any] | None = None, *,
+          kind: str = "add", source: str | None = None) -> Path:
+    """Park one input in `<store>/inbox/` for the worker; returns the item's path.
+
+    `text` should already be redacted (the caller knows whether the user opted out); `options`
+    are `memcli.ingest.add` keyword arguments (tags, type, origins, session, raw, project, user...).
+    The store must exist: a hook never creates one.
+    """
+    store_path = Path(store_path)
+    if not (store_path / "facts").is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no memcli store", str(store_path))
+    d = inbox_dir(store_path)
+    d.mkdir(exist_ok=True)
+    item = {"at": _now(), "kind": kind, "source": source, "attempts": 0, "options": options or {}, "text": text}
+    path = d / f"{_ulid()}.json"
+    _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+    return path
+
+
+def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
+    """Append one line to `<store>/inbox/errors.log`: a hook must never print into its host's
+    output, and must never fail silently either."""
+    with contextlib.suppress(OSError):
+        d = inbox_dir(Path(store_path))
+        d.mkdir(exist_ok=True)
+        with open(d / ERROR_LOG, "a", encoding="utf-8") as f:
+            f.write(f"{_now()} {' '.join(message.split())}\n")
+
+
+def start_worker(store_path: str | os.PathLike[str]) -> None:
+    """Launch a detached worker (`python -m memcli.spool --store STORE`) and return at once.
+
+    The worker has its own session and no inherited pipes, so the caller (git, Claude Code) does
+    not wait for it, and nothing it prints can reach the caller's output.
+    """
+    store_path = Path(store_path).absolute()
+    d = inbox_dir(store_path)
+    d.mkdir(exist_ok=True)
+    with open(d / ERROR_LOG, "ab") as err:
+        subprocess.Popen(
+            [sys.executable, "-m", "memcli.spool", "--store", str(store_path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            close_fds=True, cwd=str(store_path),
+        )
+
+
+# ------------------------------------------------------------------------------------- the worker
+@dataclass
+class ProcessReport:
+    """What one `process()` run did, item by item."""
+
+    done: list[dict[str, Any]] = field(default_factory=list)  # {file, summary}
+    waiting: list[dict[str, Any]] = field(default_factory=list)  # {file, error}: kept for the next run
+    skipped: int = 0  # items another worker holds
+    busy: bool = False  # another worker is running; this one did nothing
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"done": self.done, "waiting": self.waiting, "skipped": self.skipped, "busy": self.busy}
+
+
+@contextlib.contextmanager
+def _flock(path: Path, *, create: bool) -> Iterator[int | None]:
+    """An exclusive non-blocking lock on `path`: yields the fd, or None if someone else holds it
+    (or the file is gone). The lock is checked to be on the file still at `path`."""
+    try:
+        fd = os.open(path, (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY, 0o644)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                yield None
+                return
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        yield fd if same else None
+    finally:
+        os.close(fd)
+
+
+def pending(store_path: str | os.PathLike[str]) -> list[Path]:
+    """Spooled and parked items, oldest first."""
+    d = inbox_dir(Path(store_path))
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def _try_lock(path: Path) -> int | None:
+    """An exclusive non-blocking flock on `path` (created): the fd, or None if another holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return fd
+
+
+def process(store: Any, *, stop_on_llm_error: bool = True, held: int | None = None) -> ProcessReport:
+    """Run every inbox item through the add pipeline (or the origin remap), oldest first.
+
+    Only one worker runs at a time (`busy` when another does). An item leaves the inbox when it
+    landed; one that fails stays with its error and attempt count. When the LLM is unreachable
+    the run stops there (the following items would fail the same way): they wait for the next run.
+    `held`: the worker lock's fd when the caller took it already (it is released here).
+    """
+    report = ProcessReport()
+    d = inbox_dir(store.path)
+    if not d.is_dir():
+        if held is not None:
+            os.close(held)
+        return report
+    tried: set[str] = set()
+    while True:
+        fd = held if held is not None else _try_lock(d / WORKER_LOCK)
+        held = None
+        if fd is None:
+            report.busy = not (report.done or report.waiting)
+            return report
+        try:
+            fresh = [p for p in pending(store.path) if p.name not in tried]
+            stop = False
+            for path in fresh:
+                tried.add(path.name)
+                outcome = _process_one(store, path)
+                if outcome is None:
+                    report.skipped += 1
+                elif outcome.get("error"):
+                    report.waiting.append(outcome)
+                    if outcome.get("llm") and stop_on_llm_error:
+                        stop = True
+                        break
+                else:
+                    report.done.append(outcome)
+        finally:
+            os.close(fd)  # releases the lock
+        if stop or not fresh:
+            return report
+        # released: anything spooled while we worked (whose worker saw us busy) is picked up now
+
+
+def _process_one(store: Any, path: Path) -> dict[str, Any] | None:
+    with _flock(path, create=False) as fd:
+        if fd is None:
+            return None
+        try:
+            item = json.loads(Path(path).read_text(encoding="utf-8"))
+            if not isinstance(item, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            return {"file": path.name, "error": f"unreadable inbox item: {e}"}
+        try:
+            summary = _run(store, item)
+        except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
+            from memcli.redact import redact
+
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            msg = redact(msg)[0]
+            item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
+            item["last_attempt"] = _now()
+            with contextlib.suppress(OSError):
+                _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+            llm = "memcli.llm" in sys.modules and isinstance(e, sys.modules["memcli.llm"].LLMError)
+            return {"file": path.name, "error": msg, "llm": llm}
+        path.unlink(missing_ok=True)
+        store.log("INBOX_DONE", file=path.name)
+        return {"file": path.name, "summary": summary}
+
+
+_ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
+                "raw")
+
+
+def _run(store: Any, item: dict[str, Any]) -> dict[str, Any]:
+    opts = dict(item.get("options") or {})
+    if item.get("kind") == "remap":
+        return {"remapped": remap_origins(store, opts.get("mapping") or {})}
+    text = item.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return {"ADD": 0, "note": "empty input"}
+    if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
+        opts["raw"] = not store.config.llm_model
+    if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
+        opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
+    kwargs = {k: v for k, v in opts.items() if k in _ADD_OPTIONS}
+    # redact=False: the text was redacted when it was spooled (unless the user opted out then)
+    result = store.add(text, inbox=False, redact=False, **kwargs)
+    if result.failed:
+        raise OSError("some memories could not be written")
+    return result.summary()
+
+
+REWRITES = "rewrites.json"  # under <store>/.capture/: old commit -> new commit, the last MAX_REWRITES
+MAX_REWRITES = 20000
+
+
+def load_rewrites(store_path: Path) -> dict[str, str]:
+    try:
+        data = json.loads((Path(store_path) / ".capture" / REWRITES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _save_rewrites(store_path: Path, mapping: dict[str, str]) -> dict[str, str]:
+    known = load_rewrites(store_path)
+    known.update({o.lower(): n.lower() for o, n in mapping.items()})
+    if len(known) > MAX_REWRITES:
+        known = dict(list(known.items())[-MAX_REWRITES:])
+    d = Path(store_path) / ".capture"
+    d.mkdir(exist_ok=True)
+    _write_atomic(d / REWRITES, json.dumps(known).encode())
+    return known
+
+
+def _rewrite_ref(ref: str, rewrites: dict[str, str]) -> str:
+    """`ref` (a full or abbreviated sha) after every known rewrite, abbreviated like `ref`."""
+    ref = ref.lower()
+    if len(ref) < 7:
+        return ref
+    seen = set()
+    current = ref
+    while True:
+        nxt = next((new for old, new in rewrites.items() if old.startswith(current) or current.startswith(old)),
+                   None)
+        if nxt is None or nxt in seen:
+            break
+        seen.add(nxt)
+        current = nxt[: max(len(ref), 7)]
+    return current[: len(ref)]
+
+
+def translate_origins(origins: list[str], rewrites: dict[str, str]) -> list[str]:
+    if not rewrites:
+        return origins
+    out = [f"git:{_rewrite_ref(o[4:], rewrites)}" if o.startswith("git:") else o for o in origins]
+    return list(dict.fromkeys(out))
+
+
+def remap_origins(store: Any, mapping: dict[str, str]) -> int:
+    """After `git commit --amend` or a rebase: every `git:<old>` origin becomes `git:<new>`
+    (abbreviated to the same length), so origins name commits that exist. Returns how many
+    memories changed."""
+    from memcli.memory import now_iso
+
+    pairs = {o.lower(): n.lower() for o, n in mapping.items() if len(o) >= 7 and len(n) >= 7}
+    if not pairs:
+        return 0
+    changed = 0
+    index = store.index
+    index.sync()
+    with store.lock():
+        rewrites = _save_rewrites(store.path, pairs)  # also for inputs of these commits not processed yet
+        for rec in index.select():
+            origins = list(rec.get("origins") or [])
+            new = translate_origins(origins, rewrites)
+            if new != origins:
+                m = store.read(rec["id"])
+                m.origins = new
+                m.updated = now_iso()
+                store.write(m)
+                store.log("REMAP", id=m.id, origin=new, detail="git history rewritten")
+                changed += 1
+        index.sync()
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m memcli.spool --store STORE`: the detached worker. Exits at once (before loading
+    the model) when another worker holds the lock."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m memcli.spool")
+    parser.add_argument("--store", required=True)
+    args = parser.parse_args(argv)
+    store_path = Path(args.store)
+    d = inbox_dir(store_path)
+    held = _try_lock(d / WORKER_LOCK)  # kept from here: a hook that sees it held knows work is under way
+    if held is None:
+        return 0
+    from memcli.store import Store
+
+    store = Store(store_path)
+    try:
+        report = process(store, held=held)
+    except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output
+        record_failure(store_path, f"worker: {type(e).__name__}: {e}")
+        return 1
+    finally:
+        store.close()
+    for w in report.waiting:
+        record_failure(store_path, f"{w['file']}: waiting: {w['error']}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the detached worker
+    sys.exit(main())

@@ -11,9 +11,10 @@ The library is usable without the CLI::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from memcli.api import Store
 
 __all__ = ["Store", "__version__"]

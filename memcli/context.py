@@ -56,10 +56,12 @@ def render(records: list[dict[str, Any]], *, project: str | None, query: str | N
     used = len(head) + 2
     cap = max(budget, 0) * CHARS_PER_TOKEN
     shown = 0
-    for r in records:
+    more = "- … {n} more: `memcli search` or the memcli MCP tools"
+    for i, r in enumerate(records):
         tag = r.get("type", "")
         line = f"- {_one_line(r.get('text', ''))} ({tag}, {str(r.get('created', ''))[:10]}, `{r['id'][:10]}`)"
-        if used + len(line) + 1 > cap:
+        reserve = 0 if i == len(records) - 1 else len(more) + 6  # room to say that more exist
+        if used + len(line) + 1 + reserve > cap:
             break
         lines.append(line)
         used += len(line) + 1
@@ -67,7 +69,7 @@ def render(records: list[dict[str, Any]], *, project: str | None, query: str | N
     if not shown:
         return ""
     if shown < len(records):
-        lines.append(f"- … {len(records) - shown} more: `memcli search` or the memcli MCP tools")
+        lines.append(more.format(n=len(records) - shown))
     return "\n".join(lines) + "\n"
 
 

@@ -18,19 +18,19 @@ import functools
 import os
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_STORE_DIR = ".memcli"
 
 
-@dataclass(frozen=True)
 class Repo:
-    """What git says about the repository around a directory."""
+    """What git says about the repository around a directory. (Plain classes in this module:
+    `dataclasses` costs a hook ~25 ms of imports.)"""
 
-    toplevel: Path  # this worktree's top directory
-    common_dir: Path  # the shared .git directory (the same for every worktree)
-    origin: str | None  # remote.origin.url as configured
+    def __init__(self, toplevel: Path, common_dir: Path, origin: str | None) -> None:
+        self.toplevel = toplevel  # this worktree's top directory
+        self.common_dir = common_dir  # the shared .git directory (the same for every worktree)
+        self.origin = origin  # remote.origin.url as configured
 
     @property
     def main_worktree(self) -> Path:
@@ -134,13 +134,12 @@ def nearest_store(start: Path) -> Path | None:
     return None
 
 
-@dataclass(frozen=True)
 class Resolution:
     """A store path and the reason it was chosen (`memcli where` prints both)."""
 
-    path: Path
-    why: str
-    explicit: bool  # named by --store: it must exist (a typo must not create a store)
+    def __init__(self, path: Path, why: str, explicit: bool) -> None:
+        self.path, self.why = path, why
+        self.explicit = explicit  # named by --store: it must exist (a typo must not create a store)
 
 
 def resolve(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Resolution:

@@ -36,7 +36,7 @@ END = "# <<< memcli <<<"
 CHAINED = ".memcli-chained"
 GIT_HOOKS = ("post-commit", "post-rewrite")
 CLAUDE_EVENTS = ("SessionStart", "Stop", "PreCompact", "SessionEnd")
-_OURS = re.compile(r"-m memcli(?:\.capture claude-code| context --hook)")
+_OURS = re.compile(r"memcli\.capture\b.*claude-code|-m memcli\b.* context --hook")
 
 
 class HookError(MemcliError):
@@ -84,10 +84,24 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False)
     mark = " [created]" if created else ""
     head = f"{BEGIN}{mark} (memcli hooks install git; remove with: memcli hooks install git --uninstall)\n"
     if name == "post-commit":
+        # The new commit's id, read with shell built-ins from the files git just wrote (HEAD, then
+        # the branch's ref, in the common dir for a worktree): a `git rev-parse` would add a process
+        # to every commit. Anything unusual (packed or reftable refs) falls back to rev-parse.
         body = (
-            '_memcli_sha=$(git rev-parse HEAD 2>/dev/null) && '
-            f'( nice -n 10 {py} -m memcli.capture git --worker inline --sha "$_memcli_sha"{opt} '
-            f'</dev/null >/dev/null 2>>{log} & )\n'
+            '_memcli_sha= _memcli_g=${GIT_DIR:-${GIT_INDEX_FILE%/*}}\n'
+            'if [ -n "$_memcli_g" ] && [ -f "$_memcli_g/HEAD" ] && read -r _memcli_h < "$_memcli_g/HEAD"; then\n'
+            '  case $_memcli_h in\n'
+            '    "ref: refs/"*) _memcli_c=$_memcli_g\n'
+            '      if [ -f "$_memcli_g/commondir" ] && read -r _memcli_c < "$_memcli_g/commondir"; then\n'
+            '        case $_memcli_c in /*) ;; *) _memcli_c=$_memcli_g/$_memcli_c ;; esac\n'
+            '      fi\n'
+            '      [ -f "$_memcli_c/${_memcli_h#ref: }" ] && read -r _memcli_sha < "$_memcli_c/${_memcli_h#ref: }" ;;\n'
+            '    *) _memcli_sha=$_memcli_h ;;\n'
+            '  esac\n'
+            'fi\n'
+            'case $_memcli_sha in ""|*[!0-9a-f]*) _memcli_sha=$(git rev-parse HEAD 2>/dev/null) ;; esac\n'
+            f'[ -n "$_memcli_sha" ] && ( nice -n 10 {py} -m memcli.capture git --worker inline '
+            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} & )\n'
         )
     else:  # post-rewrite: "old new" lines on stdin; handed on unchanged to whatever follows
         body = (
@@ -174,7 +188,11 @@ def claude_settings_path(scope: str, cwd: Path | None = None) -> Path:
 def claude_commands(store: str | None) -> dict[str, str]:
     py = python_command()
     opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
-    capture = f"{py} -m memcli.capture claude-code{opt}"
+    # -S: no site-packages scan at start-up (~30 ms of a < 100 ms budget); the capture needs only the
+    # standard library and memcli itself, whose directory is put on the path by hand.
+    root = str(Path(__file__).resolve().parent.parent)
+    code = f"import sys; sys.path[:0] = [{root!r}]; from memcli.capture import main; sys.exit(main())"
+    capture = f"{py} -S -c {shlex.quote(code)} claude-code{opt}"
     return {"SessionStart": f"{py} -m memcli{opt} context --hook", "Stop": capture, "PreCompact": capture,
             "SessionEnd": capture}
 

@@ -25,15 +25,16 @@ import errno
 import fcntl
 import json
 import os
-import secrets
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORKER_LOCK = ".worker.lock"
@@ -42,7 +43,7 @@ ERROR_LOG = "errors.log"
 
 def _ulid() -> str:
     """A ULID (time-sortable): inbox files are processed in the order they were spooled."""
-    n = (int(time.time() * 1000) << 80) | int.from_bytes(secrets.token_bytes(10), "big")
+    n = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
     return "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in reversed(range(26)))
 
 
@@ -55,7 +56,9 @@ def inbox_dir(store_path: Path) -> Path:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Temp file in the same directory (mode 0600: inputs may be private), fsync, rename."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -115,14 +118,14 @@ def start_worker(store_path: str | os.PathLike[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------- the worker
-@dataclass
 class ProcessReport:
     """What one `process()` run did, item by item."""
 
-    done: list[dict[str, Any]] = field(default_factory=list)  # {file, summary}
-    waiting: list[dict[str, Any]] = field(default_factory=list)  # {file, error}: kept for the next run
-    skipped: int = 0  # items another worker holds
-    busy: bool = False  # another worker is running; this one did nothing
+    def __init__(self) -> None:
+        self.done: list[dict[str, Any]] = []  # {file, summary}
+        self.waiting: list[dict[str, Any]] = []  # {file, error}: kept for the next run
+        self.skipped = 0  # items another worker holds
+        self.busy = False  # another worker is running; this one did nothing
 
     def to_dict(self) -> dict[str, Any]:
         return {"done": self.done, "waiting": self.waiting, "skipped": self.skipped, "busy": self.busy}
@@ -224,6 +227,8 @@ def _process_one(store: Any, path: Path) -> dict[str, Any] | None:
             item = json.loads(Path(path).read_text(encoding="utf-8"))
             if not isinstance(item, dict):
                 raise ValueError("not a JSON object")
+            if (item.get("options") or {}).get("redact_first"):
+                _redact_item(path, item)
         except (OSError, ValueError) as e:
             return {"file": path.name, "error": f"unreadable inbox item: {e}"}
         try:
@@ -248,6 +253,16 @@ _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "thresh
                 "raw")
 
 
+def _redact_item(path: Path, item: dict[str, Any]) -> None:
+    """Scrub an item spooled unredacted (a hook on a tight budget) and write it back, before
+    anything else reads it: a parked item then holds no secret either."""
+    from memcli.redact import redact
+
+    item["text"] = redact(item.get("text") or "")[0]
+    item["options"] = {k: v for k, v in (item.get("options") or {}).items() if k != "redact_first"}
+    _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
 def _run(store: Any, item: dict[str, Any]) -> dict[str, Any]:
     opts = dict(item.get("options") or {})
     if item.get("kind") == "remap":
@@ -259,6 +274,11 @@ def _run(store: Any, item: dict[str, Any]) -> dict[str, Any]:
         opts["raw"] = not store.config.llm_model
     if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
         opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
+    cwd = opts.pop("cwd", None)
+    if "project" not in opts and cwd and Path(cwd).is_dir():  # derived here: git calls cost a hook
+        from memcli.discovery import project_identity
+
+        opts["project"] = project_identity(Path(cwd))
     kwargs = {k: v for k, v in opts.items() if k in _ADD_OPTIONS}
     # redact=False: the text was redacted when it was spooled (unless the user opted out then)
     result = store.add(text, inbox=False, redact=False, **kwargs)

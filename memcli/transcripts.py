@@ -18,9 +18,12 @@ Stdlib only: `memcli capture claude-code` runs this inside a hook's time budget.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 # Text Claude Code itself puts in user turns: not something the user said.
 _INJECTED_PREFIXES = (
@@ -30,14 +33,14 @@ _INJECTED_PREFIXES = (
 )
 
 
-@dataclass
 class Conversation:
     """One conversation: an id (session or conversation id), a title, and its turns in order."""
 
-    id: str
-    turns: list[tuple[str, str]] = field(default_factory=list)  # (role, text): role is "user" | "assistant"
-    title: str | None = None
-    cwd: str | None = None
+    def __init__(self, id: str, turns: list[tuple[str, str]] | None = None, title: str | None = None,
+                 cwd: str | None = None) -> None:
+        self.id = id
+        self.turns = turns if turns is not None else []  # (role, text): role is "user" | "assistant"
+        self.title, self.cwd = title, cwd
 
     def text(self) -> str:
         """The conversation as add's extractors read it: one "User:"/"Assistant:" paragraph a turn."""

@@ -27,7 +27,7 @@ from memcli.memory import Memory, now_iso, valid_id
 
 __all__ = ["GITIGNORE", "Files", "NotFound", "StoreError", "atomic_write", "fsync_dir", "stage_file"]
 
-GITIGNORE = ".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n"
+GITIGNORE = ".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
 
 
 

@@ -23,7 +23,7 @@ _memcli_paths() {  # $1: file | dir, $2: the word to complete
 _memcli_spec() {
     case "$1" in
         'memcli')
-            _memcli_subs='init add search show list rm restore trash export import reindex stats doctor merge prune rollback consolidate ask feedback where sync inbox'
+            _memcli_subs='init add search show list rm restore trash export import reindex stats doctor merge prune rollback consolidate ask feedback mcp capture context where sync inbox hooks'
             _memcli_opts='--store -s --debug --version --json --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
@@ -84,8 +84,8 @@ _memcli_spec() {
             ;;
         'memcli import')
             _memcli_subs=''
-            _memcli_opts='--create --json --store -s --debug --help -h'
-            _memcli_vopts='--store -s'
+            _memcli_opts='--create --from --json --store -s --debug --help -h'
+            _memcli_vopts='--from --store -s'
             _memcli_nargs=1
             ;;
         'memcli reindex')
@@ -142,6 +142,24 @@ _memcli_spec() {
             _memcli_vopts='--store -s'
             _memcli_nargs=1
             ;;
+        'memcli mcp')
+            _memcli_subs=''
+            _memcli_opts='--store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=0
+            ;;
+        'memcli capture')
+            _memcli_subs=''
+            _memcli_opts='--sha --origin --no-redact --json --store -s --debug --help -h'
+            _memcli_vopts='--sha --origin --store -s'
+            _memcli_nargs=-1
+            ;;
+        'memcli context')
+            _memcli_subs=''
+            _memcli_opts='--budget --project --hook --store -s --debug --help -h'
+            _memcli_vopts='--budget --project --store -s'
+            _memcli_nargs=-1
+            ;;
         'memcli where')
             _memcli_subs=''
             _memcli_opts='--json --store -s --debug --help -h'
@@ -155,7 +173,7 @@ _memcli_spec() {
             _memcli_nargs=0
             ;;
         'memcli inbox')
-            _memcli_subs='retry'
+            _memcli_subs='retry process'
             _memcli_opts='--json --store -s --debug --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
@@ -165,6 +183,24 @@ _memcli_spec() {
             _memcli_opts='--model --json --store -s --debug --help -h'
             _memcli_vopts='--model --store -s'
             _memcli_nargs=0
+            ;;
+        'memcli inbox process')
+            _memcli_subs=''
+            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=0
+            ;;
+        'memcli hooks')
+            _memcli_subs='install'
+            _memcli_opts='--store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=0
+            ;;
+        'memcli hooks install')
+            _memcli_subs=''
+            _memcli_opts='--uninstall --scope --json --store -s --debug --help -h'
+            _memcli_vopts='--scope --store -s'
+            _memcli_nargs=1
             ;;
     esac
 }
@@ -200,10 +236,16 @@ _memcli_value() {
         'memcli consolidate --store'|'memcli consolidate -s') _memcli_paths dir "$3" ;;
         'memcli ask --store'|'memcli ask -s') _memcli_paths dir "$3" ;;
         'memcli feedback --store'|'memcli feedback -s') _memcli_paths dir "$3" ;;
+        'memcli mcp --store'|'memcli mcp -s') _memcli_paths dir "$3" ;;
+        'memcli capture --store'|'memcli capture -s') _memcli_paths dir "$3" ;;
+        'memcli context --store'|'memcli context -s') _memcli_paths dir "$3" ;;
         'memcli where --store'|'memcli where -s') _memcli_paths dir "$3" ;;
         'memcli sync --store'|'memcli sync -s') _memcli_paths dir "$3" ;;
         'memcli inbox --store'|'memcli inbox -s') _memcli_paths dir "$3" ;;
         'memcli inbox retry --store'|'memcli inbox retry -s') _memcli_paths dir "$3" ;;
+        'memcli inbox process --store'|'memcli inbox process -s') _memcli_paths dir "$3" ;;
+        'memcli hooks --store'|'memcli hooks -s') _memcli_paths dir "$3" ;;
+        'memcli hooks install --store'|'memcli hooks install -s') _memcli_paths dir "$3" ;;
         *) COMPREPLY=() ;;
     esac
 }

@@ -4,9 +4,11 @@
 function __memcli_subcommands
     switch $argv[1]
         case 'memcli'
-            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'where' 'sync' 'inbox'
+            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'mcp' 'capture' 'context' 'where' 'sync' 'inbox' 'hooks'
         case 'memcli inbox'
-            printf '%s\n' 'retry'
+            printf '%s\n' 'retry' 'process'
+        case 'memcli hooks'
+            printf '%s\n' 'install'
     end
 end
 
@@ -33,7 +35,7 @@ function __memcli_value_options
         case 'memcli export'
             printf '%s\n' '--format' '-f' '--output' '-o' '--tag' '-t' '--type' '--user' '--project' '--since' '--until' '--store' '-s'
         case 'memcli import'
-            printf '%s\n' '--store' '-s'
+            printf '%s\n' '--from' '--store' '-s'
         case 'memcli reindex'
             printf '%s\n' '--store' '-s'
         case 'memcli stats'
@@ -52,6 +54,12 @@ function __memcli_value_options
             printf '%s\n' '--top-k' '-k' '--model' '--store' '-s'
         case 'memcli feedback'
             printf '%s\n' '--store' '-s'
+        case 'memcli mcp'
+            printf '%s\n' '--store' '-s'
+        case 'memcli capture'
+            printf '%s\n' '--sha' '--origin' '--store' '-s'
+        case 'memcli context'
+            printf '%s\n' '--budget' '--project' '--store' '-s'
         case 'memcli where'
             printf '%s\n' '--store' '-s'
         case 'memcli sync'
@@ -60,6 +68,12 @@ function __memcli_value_options
             printf '%s\n' '--store' '-s'
         case 'memcli inbox retry'
             printf '%s\n' '--model' '--store' '-s'
+        case 'memcli inbox process'
+            printf '%s\n' '--store' '-s'
+        case 'memcli hooks'
+            printf '%s\n' '--store' '-s'
+        case 'memcli hooks install'
+            printf '%s\n' '--scope' '--store' '-s'
     end
 end
 
@@ -120,9 +134,13 @@ complete -c memcli -n '__memcli_at "memcli"' -a 'rollback' -d 'Undo what one ori
 complete -c memcli -n '__memcli_at "memcli"' -a 'consolidate' -d 'Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'ask' -d 'Answer a question from the top memories with the LLM, citing memory ids (stre...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'feedback' -d 'Tell memcli a memory was useful or wrong; ranking learns from this, never fro...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'mcp' -d 'Run the MCP server on stdio, for Claude Code, Cursor and other MCP clients.'
+complete -c memcli -n '__memcli_at "memcli"' -a 'capture' -d 'Spool input from a hook and return at once; a detached worker adds it.'
+complete -c memcli -n '__memcli_at "memcli"' -a 'context' -d 'A compact Markdown block of the memories that matter here, for an agent\'s ses...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'where' -d 'The store, project and user a command run here would use, and why.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'sync' -d 'Share a store committed to git: commit its changes, git pull, re-index, git p...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'inbox' -d 'Inputs parked when the LLM was unreachable.'
+complete -c memcli -n '__memcli_at "memcli"' -a 'hooks' -d 'Install memcli into git and coding agents.'
 complete -c memcli -n '__memcli_at "memcli"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli"' -l 'version' -d 'Show the version.'
@@ -235,6 +253,7 @@ complete -c memcli -n '__memcli_at "memcli export"' -l 'help' -s 'h' -d 'Show th
 
 # memcli import
 complete -c memcli -n '__memcli_at "memcli import"' -l 'create' -d 'Create the --store directory if it does not exist.'
+complete -c memcli -n '__memcli_at "memcli import"' -l 'from' -x -d 'A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'debug' -d 'Show tracebacks on errors.'
@@ -314,6 +333,28 @@ complete -c memcli -n '__memcli_at "memcli feedback"' -l 'store' -s 's' -x -a '(
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
+# memcli mcp
+complete -c memcli -n '__memcli_at "memcli mcp"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli mcp"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli mcp"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli capture
+complete -c memcli -n '__memcli_at "memcli capture"' -l 'sha' -x -d 'git: the commit (default HEAD).'
+complete -c memcli -n '__memcli_at "memcli capture"' -l 'origin' -x -d 'text: who vouches (repeatable).'
+complete -c memcli -n '__memcli_at "memcli capture"' -l 'no-redact' -d 'Do not scrub secrets and personal data.'
+complete -c memcli -n '__memcli_at "memcli capture"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
+complete -c memcli -n '__memcli_at "memcli capture"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli capture"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli capture"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli context
+complete -c memcli -n '__memcli_at "memcli context"' -l 'budget' -x -d 'At most this many tokens (about 4 characters each).'
+complete -c memcli -n '__memcli_at "memcli context"' -l 'project' -x -d 'Project (default: this repository\'s).'
+complete -c memcli -n '__memcli_at "memcli context"' -l 'hook' -d 'As a Claude Code SessionStart hook: read its JSON on stdin, never fail the se...'
+complete -c memcli -n '__memcli_at "memcli context"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli context"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli context"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
 # memcli where
 complete -c memcli -n '__memcli_at "memcli where"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli where"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
@@ -329,6 +370,7 @@ complete -c memcli -n '__memcli_at "memcli sync"' -l 'help' -s 'h' -d 'Show this
 
 # memcli inbox
 complete -c memcli -n '__memcli_at "memcli inbox"' -a 'retry' -d 'Replay parked inputs through the LLM pipeline; each success leaves the inbox.'
+complete -c memcli -n '__memcli_at "memcli inbox"' -a 'process' -d 'Run spooled inputs (from hooks and capture) through the add pipeline; what fa...'
 complete -c memcli -n '__memcli_at "memcli inbox"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli inbox"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli inbox"' -l 'debug' -d 'Show tracebacks on errors.'
@@ -340,3 +382,23 @@ complete -c memcli -n '__memcli_at "memcli inbox retry"' -l 'json' -d 'Print one
 complete -c memcli -n '__memcli_at "memcli inbox retry"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli inbox retry"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli inbox retry"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli inbox process
+complete -c memcli -n '__memcli_at "memcli inbox process"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
+complete -c memcli -n '__memcli_at "memcli inbox process"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli inbox process"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli inbox process"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli hooks
+complete -c memcli -n '__memcli_at "memcli hooks"' -a 'install' -d 'Install (or remove) memcli\'s git hooks or Claude Code session hooks.'
+complete -c memcli -n '__memcli_at "memcli hooks"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli hooks"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli hooks"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli hooks install
+complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'uninstall' -d 'Remove what memcli added (nothing else).'
+complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'scope' -x -d 'claude-code: project (.claude/settings.json), local (settings.local.json) or...'
+complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
+complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'help' -s 'h' -d 'Show this message and exit.'

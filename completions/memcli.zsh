@@ -38,9 +38,13 @@ _memcli() {
                 'consolidate:Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
                 'ask:Answer a question from the top memories with the LLM, citing memory ids (stre...'
                 'feedback:Tell memcli a memory was useful or wrong; ranking learns from this, never fro...'
+                'mcp:Run the MCP server on stdio, for Claude Code, Cursor and other MCP clients.'
+                'capture:Spool input from a hook and return at once; a detached worker adds it.'
+                'context:A compact Markdown block of the memories that matter here, for an agent'\''s ses...'
                 'where:The store, project and user a command run here would use, and why.'
                 'sync:Share a store committed to git: commit its changes, git pull, re-index, git p...'
                 'inbox:Inputs parked when the LLM was unreachable.'
+                'hooks:Install memcli into git and coding agents.'
             )
             _describe -t commands 'memcli command' commands && ret=0
             ;;
@@ -66,9 +70,13 @@ _memcli() {
                 'consolidate') _memcli__consolidate && ret=0 ;;
                 'ask') _memcli__ask && ret=0 ;;
                 'feedback') _memcli__feedback && ret=0 ;;
+                'mcp') _memcli__mcp && ret=0 ;;
+                'capture') _memcli__capture && ret=0 ;;
+                'context') _memcli__context && ret=0 ;;
                 'where') _memcli__where && ret=0 ;;
                 'sync') _memcli__sync && ret=0 ;;
                 'inbox') _memcli__inbox && ret=0 ;;
+                'hooks') _memcli__hooks && ret=0 ;;
             esac
             ;;
     esac
@@ -232,6 +240,7 @@ _memcli__export() {
 _memcli__import() {
     _arguments -s -S \
         '--create[Create the --store directory if it does not exist.]' \
+        '--from=[A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...]:format: ' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
@@ -355,6 +364,43 @@ _memcli__feedback() {
         '1:id: '
 }
 
+_memcli__mcp() {
+    _arguments -s -S \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]'
+}
+
+_memcli__capture() {
+    _arguments -s -S \
+        '--sha=[git: the commit (default HEAD).]:commit: ' \
+        '*--origin=[text: who vouches (repeatable).]:ref: ' \
+        '--no-redact[Do not scrub secrets and personal data.]' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]' \
+        '1:kind: ' \
+        '*:[text]: '
+}
+
+_memcli__context() {
+    _arguments -s -S \
+        '--budget=[At most this many tokens (about 4 characters each).]:tokens: ' \
+        '--project=[Project (default: this repository'\''s).]:name: ' \
+        '--hook[As a Claude Code SessionStart hook: read its JSON on stdin, never fail the se...]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]' \
+        '*:[query]: '
+}
+
 _memcli__where() {
     _arguments -s -S \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
@@ -393,6 +439,7 @@ _memcli__inbox() {
             local -a commands
             commands=(
                 'retry:Replay parked inputs through the LLM pipeline; each success leaves the inbox.'
+                'process:Run spooled inputs (from hooks and capture) through the add pipeline; what fa...'
             )
             _describe -t commands 'memcli inbox command' commands && ret=0
             ;;
@@ -400,6 +447,7 @@ _memcli__inbox() {
             curcontext="${curcontext%:*:*}:memcli-inbox-$words[1]:"
             case "$words[1]" in
                 'retry') _memcli__inbox__retry && ret=0 ;;
+                'process') _memcli__inbox__process && ret=0 ;;
             esac
             ;;
     esac
@@ -415,6 +463,58 @@ _memcli__inbox__retry() {
         '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
+}
+
+_memcli__inbox__process() {
+    _arguments -s -S \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]'
+}
+
+_memcli__hooks() {
+    local curcontext="$curcontext" state state_descr line ret=1
+    typeset -A opt_args
+    _arguments -s -S -C \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]' \
+        '1:command:->command' \
+        '*::argument:->argument' && ret=0
+    case "$state" in
+        command)
+            local -a commands
+            commands=(
+                'install:Install (or remove) memcli'\''s git hooks or Claude Code session hooks.'
+            )
+            _describe -t commands 'memcli hooks command' commands && ret=0
+            ;;
+        argument)
+            curcontext="${curcontext%:*:*}:memcli-hooks-$words[1]:"
+            case "$words[1]" in
+                'install') _memcli__hooks__install && ret=0 ;;
+            esac
+            ;;
+    esac
+    return ret
+}
+
+_memcli__hooks__install() {
+    _arguments -s -S \
+        '--uninstall[Remove what memcli added (nothing else).]' \
+        '--scope=[claude-code: project (.claude/settings.json), local (settings.local.json) or...]:scope: ' \
+        '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]' \
+        '1:target: '
 }
 
 if [[ $zsh_eval_context[-1] == loadautofunc ]]; then

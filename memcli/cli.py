@@ -7,6 +7,7 @@ usage errors exit 2.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -882,8 +883,9 @@ def export_(
 def import_(
     file: str = typer.Argument(..., metavar="FILE", help="json or jsonl file (export's format); `-` for stdin."),
     create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
-    from_: str | None = typer.Option(None, "--from", help="A conversation export instead: claude-code (a "
-                                     "session .jsonl) or chatgpt (conversations.json), through the add pipeline."),
+    from_: str | None = typer.Option(None, "--from", metavar="FORMAT", help="A conversation export instead: "
+                                     "claude-code (a session .jsonl) or chatgpt (conversations.json), through "
+                                     "the add pipeline."),
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Load records (text required; id, type, tags, created, origins... optional). No extraction."""
@@ -1254,27 +1256,34 @@ def _import_conversations(text: str, kind: str, name: str, create: bool, as_json
 
 
 # ---------------------------------------------------------------- agents: mcp, hooks, capture, context
-hooks_app = typer.Typer(help="Install memcli into git and coding agents.", no_args_is_help=True)
+hooks_app = typer.Typer(help="Install memcli into git and coding agents.", no_args_is_help=True,
+                        epilog=examples("memcli hooks install git", "memcli hooks install claude-code"))
 app.add_typer(hooks_app, name="hooks")
 
 
-@app.command()
+@app.command(epilog=examples("memcli mcp", "memcli --store ~/notes/.memcli mcp"))
 def mcp() -> None:
-    """Run the MCP server on stdio (for Claude Code, Cursor and other MCP clients)."""
+    """Run the MCP server on stdio, for Claude Code, Cursor and other MCP clients.
+
+    Set it up with `claude mcp add --scope project memcli -- memcli mcp`, or the JSON snippet
+    in the README ("Agents and hooks").
+    """
     from memcli.mcp_server import serve
 
     serve(get_store())
 
 
-@hooks_app.command("install")
+@hooks_app.command("install", epilog=examples("memcli hooks install git", "memcli hooks install claude-code",
+                                               "memcli hooks install claude-code --scope user",
+                                               "memcli hooks install git --uninstall"))
 def hooks_install(
     target: str = typer.Argument(..., metavar="TARGET", help="git | claude-code"),
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove what memcli added (nothing else)."),
-    scope: str = typer.Option("project", "--scope", help="claude-code: project (.claude/settings.json), "
-                              "local (.claude/settings.local.json) or user (~/.claude/settings.json)."),
-    as_json: bool = typer.Option(False, "--json"),
+    scope: str = typer.Option("project", "--scope", metavar="SCOPE", help="claude-code: project "
+                              "(.claude/settings.json), local (settings.local.json) or user (~/.claude)."),
+    as_json: bool = JSON_FLAG,
 ) -> None:
-    """Install (or remove) memcli's hooks: git post-commit/post-rewrite, or Claude Code session hooks."""
+    """Install (or remove) memcli's git hooks or Claude Code session hooks."""
     from memcli import hooks
 
     if target not in ("git", "claude-code"):
@@ -1305,16 +1314,21 @@ def hooks_install(
         note(f"{', '.join(report.unchanged)} already {'absent' if uninstall else 'up to date'} in {report.target}")
 
 
-@app.command()
+@app.command(epilog=examples("echo 'We pin numpy below 3.' | memcli capture text",
+                             "memcli capture git --sha HEAD", "cat hook-input.json | memcli capture claude-code"))
 def capture(
     kind: str = typer.Argument(..., metavar="KIND", help="claude-code | git | git-rewrite | text"),
-    text: list[str] | None = typer.Argument(None, help="text: the text (default: stdin)."),
-    sha: str | None = typer.Option(None, "--sha", help="git: the commit (default HEAD)."),
-    origin: list[str] | None = typer.Option(None, "--origin", help="text: who vouches (repeatable)."),
+    text: list[str] | None = typer.Argument(None, metavar="[TEXT]...", help="text: the text (default: stdin)."),
+    sha: str | None = typer.Option(None, "--sha", metavar="COMMIT", help="git: the commit (default HEAD)."),
+    origin: list[str] | None = typer.Option(None, "--origin", metavar="REF", help="text: who vouches (repeatable)."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON_FLAG,
 ) -> None:
-    """Spool input from a hook (JSON on stdin for claude-code) and return; a detached worker adds it."""
+    """Spool input from a hook and return at once; a detached worker adds it.
+
+    claude-code reads the hook's JSON on stdin and takes only the transcript lines added since
+    the last capture of that session.
+    """
     from memcli.capture import CaptureError, run
 
     data = b""
@@ -1332,12 +1346,15 @@ def capture(
         note(f"spooled {result.item.name}: {result.reason}" if result.item else f"nothing to spool: {result.reason}")
 
 
-@app.command()
+@app.command(epilog=examples("memcli context", "memcli context 'database migrations' --budget 800",
+                             "memcli context --project github.com/acme/ledger"))
 def context(
-    query: list[str] | None = typer.Argument(None, help="What the session is about (optional)."),
-    budget: int = typer.Option(1500, "--budget", min=50, help="At most this many tokens (about 4 characters each)."),
-    project: str | None = typer.Option(None, "--project", help="Project (default: this repository's)."),
-    hook: bool = typer.Option(False, "--hook", help="Run as a Claude Code SessionStart hook: read its JSON on "
+    query: list[str] | None = typer.Argument(None, metavar="[QUERY]...", help="What the session is about."),
+    budget: int = typer.Option(1500, "--budget", metavar="TOKENS", min=50,
+                               help="At most this many tokens (about 4 characters each)."),
+    project: str | None = typer.Option(None, "--project", metavar="NAME",
+                                       help="Project (default: this repository's)."),
+    hook: bool = typer.Option(False, "--hook", help="As a Claude Code SessionStart hook: read its JSON on "
                               "stdin, never fail the session."),
 ) -> None:
     """A compact Markdown block of the memories that matter here, for an agent's session start."""
@@ -1368,8 +1385,8 @@ def context(
     sys.stdout.write(text)
 
 
-@inbox_app.command("process")
-def inbox_process(as_json: bool = typer.Option(False, "--json")) -> None:
+@inbox_app.command("process", epilog=examples("memcli inbox process", "memcli inbox process --json"))
+def inbox_process(as_json: bool = JSON_FLAG) -> None:
     """Run spooled inputs (from hooks and capture) through the add pipeline; what fails waits."""
     from memcli.spool import process
 

@@ -208,6 +208,24 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
 
         return await run(work)
 
+    @server.tool(description=(
+        "Tell memcli whether a memory you used was useful or wrong. 'useful' raises its confidence and counts "
+        "as a use (it ranks higher next time); 'wrong' lowers its confidence. For a memory that is plainly "
+        "false or obsolete, use `forget` instead."))
+    async def feedback(
+        id: Annotated[str, Field(description="The memory's id or unique prefix.")],
+        verdict: Annotated[Literal["useful", "wrong"], Field(description="useful | wrong")],
+    ) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            from memcli.ingest import feedback as give
+
+            mem.fresh()
+            m = give(mem.store, mem.resolve(id), useful=verdict == "useful")
+            mem.after_write()
+            return {"id": mem.short_id(m.id), "confidence": m.confidence, "feedback": verdict}
+
+        return await run(work)
+
     server._memcli_pool = pool  # type: ignore[attr-defined]  # shut down by serve()
     return server
 

@@ -36,7 +36,7 @@ def run_hook(command: str, stdin: str, cwd: Path) -> tuple[subprocess.CompletedP
 def memories(store: Path) -> list[dict]:
     r = run_memcli("--store", str(store), "list", "--json", env=ENV)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return json.loads(r.stdout)["memories"]
 
 
 def settle(store: Path, timeout: float = 120) -> None:
@@ -146,13 +146,13 @@ def test_import_conversation_exports_through_the_add_pipeline(tmp_path, hash_cli
     r = hash_cli("import", "--from", "chatgpt", str(FIXTURES / "chatgpt_conversations.json"), "--json")
     report = json.loads(r.stdout)["conversations"]
     assert [c["title"] for c in report] == ["Deploying the API", "Thanks"]
-    listed = json.loads(hash_cli("list", "--json").stdout)
+    listed = json.loads(hash_cli("list", "--json").stdout)["memories"]
     texts = [m["text"] for m in listed]
     assert any("make release" in t for t in texts)
     assert not any("thanks" in t.lower() or "welcome" in t.lower() for t in texts)  # chit-chat skipped
     assert all("import:chatgpt_conversations.json" in m["origins"] for m in listed)
     r = hash_cli("import", "--from", "claude-code", str(FIXTURES / "claude_code_session.jsonl"), "--json")
-    listed = json.loads(hash_cli("list", "--json").stdout)
+    listed = json.loads(hash_cli("list", "--json").stdout)["memories"]
     assert any("half to even" in m["text"] and f"session:{SESSION}" in m["origins"] for m in listed)
     bad = hash_cli("import", "--from", "chatgpt", str(FIXTURES / "claude_code_session.jsonl"), ok=False)
     assert bad.exit_code == 1 and bad.stderr.startswith("memcli: error:")

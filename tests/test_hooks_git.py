@@ -93,7 +93,7 @@ def worker_running(store: Path) -> bool:
 def memories(store: Path) -> list[dict]:
     r = run_memcli("--store", str(store), "list", "--json", env={"MEMCLI_EMBED_MODEL": HASH})
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return json.loads(r.stdout)["memories"]
 
 
 WANTED = [

@@ -43,7 +43,7 @@ def test_remember_then_recall_over_stdio_with_the_real_model(tmp_path):
 
     async def steps(client):
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert {"remember", "recall", "get", "recent", "forget"} <= set(tools)
+        assert {"remember", "recall", "get", "recent", "forget", "feedback"} <= set(tools)
         assert "decides" in tools["remember"].description.lower() or "ADD" in tools["remember"].description
         remembered = _data(await client.call_tool("remember", {
             "text": "The ledger API is deployed with `make release VERSION=x.y.z`; tags are never pushed by hand.",
@@ -59,6 +59,8 @@ def test_remember_then_recall_over_stdio_with_the_real_model(tmp_path):
         assert top["origins"] == ["mcp"] and len(top["date"]) == 10
         full = _data(await client.call_tool("get", {"id": top["id"]}))
         assert full["tags"][0] == "deploy" or "deploy" in full["tags"]
+        rated = _data(await client.call_tool("feedback", {"id": top["id"], "verdict": "useful"}))
+        assert rated["confidence"] > full["confidence"]
         recent = _data(await client.call_tool("recent", {"n": 3}))
         assert [r["id"] for r in recent["results"]] == [decision["id"]]
         return decision["id"], full["id"]

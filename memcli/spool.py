@@ -85,7 +85,8 @@ def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any]
     d = inbox_dir(store_path)
     d.mkdir(exist_ok=True)
     item = {"at": _now(), "kind": kind, "source": source, "attempts": 0, "options": options or {}, "text": text}
-    path = d / f"{_ulid()}.json"
+    # a remap is not an input to add: `.remap`, so `memcli inbox` / `inbox retry` never replay it
+    path = d / f"{_ulid()}.{'json' if kind == 'add' else kind}"
     _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
     return path
 
@@ -160,7 +161,9 @@ def _flock(path: Path, *, create: bool) -> Iterator[int | None]:
 def pending(store_path: str | os.PathLike[str]) -> list[Path]:
     """Spooled and parked items, oldest first."""
     d = inbox_dir(Path(store_path))
-    return sorted(d.glob("*.json")) if d.is_dir() else []
+    if not d.is_dir():
+        return []
+    return sorted([*d.glob("*.json"), *d.glob("*.remap")], key=lambda p: p.name)
 
 
 def _try_lock(path: Path) -> int | None:
@@ -176,7 +179,29 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def process(store: Any, *, stop_on_llm_error: bool = True, held: int | None = None) -> ProcessReport:
+RETRY_AFTER = 60.0  # seconds: while the LLM was found down this recently, hooks' workers do not retry it
+
+
+def _llm_down_recently(paths: list[Path]) -> bool:
+    """An item failed on the LLM less than RETRY_AFTER ago: commits made during an outage then do
+    not each pay for an LLM client's import and a refused connection; `memcli inbox process` does."""
+    now = time.time()
+    for p in paths:
+        if p.suffix != ".json":
+            continue
+        try:
+            item = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(item, dict) or not item.get("llm_down"):
+            continue
+        if now - float(item.get("last_attempt_ts") or 0) < RETRY_AFTER:
+            return True
+    return False
+
+
+def process(store: Any, *, stop_on_llm_error: bool = True, held: int | None = None,
+            force: bool = True) -> ProcessReport:
     """Run every inbox item through the add pipeline (or the origin remap), oldest first.
 
     Only one worker runs at a time (`busy` when another does). An item leaves the inbox when it
@@ -199,9 +224,13 @@ def process(store: Any, *, stop_on_llm_error: bool = True, held: int | None = No
             return report
         try:
             fresh = [p for p in pending(store.path) if p.name not in tried]
+            defer = not force and _llm_down_recently(fresh)
             stop = False
             for path in fresh:
                 tried.add(path.name)
+                if defer and path.suffix == ".json":
+                    report.skipped += 1  # waits for the LLM to be back (or `memcli inbox process`)
+                    continue
                 outcome = _process_one(store, path)
                 if outcome is None:
                     report.skipped += 1
@@ -239,10 +268,11 @@ def _process_one(store: Any, path: Path) -> dict[str, Any] | None:
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             msg = redact(msg)[0]
             item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
-            item["last_attempt"] = _now()
+            item["last_attempt"], item["last_attempt_ts"] = _now(), time.time()
+            llm = "memcli.llm" in sys.modules and isinstance(e, sys.modules["memcli.llm"].LLMError)
+            item["llm_down"] = llm
             with contextlib.suppress(OSError):
                 _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
-            llm = "memcli.llm" in sys.modules and isinstance(e, sys.modules["memcli.llm"].LLMError)
             return {"file": path.name, "error": msg, "llm": llm}
         path.unlink(missing_ok=True)
         store.log("INBOX_DONE", file=path.name)
@@ -379,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
 
     store = Store(store_path)
     try:
-        report = process(store, held=held)
+        report = process(store, held=held, force=False)
     except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output
         record_failure(store_path, f"worker: {type(e).__name__}: {e}")
         return 1

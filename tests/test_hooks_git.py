@@ -50,7 +50,7 @@ def drain(store: Path, timeout: float = 180, quiet: float = 3.0, empty: bool = T
     deadline = time.monotonic() + timeout
     last, quiet_since = None, time.monotonic()
     while time.monotonic() < deadline:
-        items = sorted(p.name for p in inbox.glob("*.json")) if inbox.is_dir() else []
+        items = sorted(p.name for p in [*inbox.glob("*.json"), *inbox.glob("*.remap")]) if inbox.is_dir() else []
         running = False
         lock = inbox / ".worker.lock"
         if lock.exists():
@@ -164,6 +164,7 @@ def test_twenty_commits_each_wanted_one_remembered_once_with_a_live_origin(tmp_p
     outputs.append(commit(repo, WANTED[9]))
 
     wait_for(lambda: len(memories(store)) >= len(WANTED) and not list((store / "inbox").glob("*.json"))
+             and not list((store / "inbox").glob("*.remap"))
              and not worker_running(store), "every wanted commit")
     drain(store)  # and nothing more arrives
     for out in outputs:  # nothing of memcli's in git's output
@@ -227,7 +228,7 @@ def test_the_hook_does_not_slow_commits_and_an_unreachable_llm_leaves_inputs_wai
 
     _commit_times(plain, 1, "warm", settle), _commit_times(hooked, 1, "warm", settle)
     without, with_hook = [], []
-    rounds = 4 if llm == "none" else 2
+    rounds = 3 if llm == "none" else 1  # the unreachable case pays litellm's import in every worker
     for round_ in range(rounds):  # interleaved, so a busy machine slows both alike
         without += _commit_times(plain, 3, f"p{round_}", settle)
         with_hook += _commit_times(hooked, 3, f"h{round_}", settle)

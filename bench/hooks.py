@@ -92,8 +92,14 @@ def main() -> None:
             b = commit(hooked, i)
             if i >= 2:
                 without.append(a * 1000), with_hook.append(b * 1000)
-        idle(store)
-        n_mem = len(json.loads(sh([PY, "-m", "memcli", "--store", str(store), "list", "--json"], work).stdout))
+        def count() -> int:
+            out = json.loads(sh([PY, "-m", "memcli", "--store", str(store), "list", "--json"], work).stdout)
+            return len(out["memories"] if isinstance(out, dict) else out)
+
+        deadline = time.monotonic() + 180  # the last workers may still be starting on a busy machine
+        while count() < args.commits + 2 and time.monotonic() < deadline:
+            time.sleep(1)
+        n_mem = count()
 
         # Claude Code capture
         from memcli.hooks import claude_commands

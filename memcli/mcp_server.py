@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from memcli.store import Store
+from memcli.api import Store
 
 FULL_SYNC_SECONDS = 2.0
 
@@ -202,9 +202,10 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         def work() -> dict[str, Any]:
             mem.fresh()
             mid = mem.resolve(id)
-            memory = mem.store.trash(mid, reason or "forgotten by an agent", event="RM", origin="mcp")
+            text = mem.store.read(mid).text
+            mem.store.remove([mid], reason=reason or "forgotten by an agent")
             mem.after_write()
-            return {"forgotten": mid, "text": memory.text}
+            return {"forgotten": mid, "text": text}
 
         return await run(work)
 

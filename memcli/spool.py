@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     held = _try_lock(d / WORKER_LOCK)  # kept from here: a hook that sees it held knows work is under way
     if held is None:
         return 0
-    from memcli.store import Store
+    from memcli.api import Store
 
     store = Store(store_path)
     try:

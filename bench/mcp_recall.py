@@ -61,11 +61,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cold-runs", type=int, default=5)
     args = ap.parse_args()
-    store, _ = build_store(args.n)
+    store, store_cache = build_store(args.n)
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-mcp-"))
     print(f"# memcli mcp recall; {args.n} memories; load average at start {os.getloadavg()[0]:.2f}")
     try:
-        env = env_with(work / "cache-mcp")
+        env = env_with(store_cache)  # the store's embeddings are cached (an index rebuild costs no embedding);
+        # each query is new, so every recall embeds its query
         warm = asyncio.run(warm_calls(store, env, args.calls, args.warmup))
         cold = []
         for i in range(args.cold_runs + 1):

@@ -712,6 +712,8 @@ def junk_reason(text: str) -> str | None:
     rule = _junk_rule(clean, clean.lower())
     if rule:
         return rule
+    if text.rstrip().endswith(":"):
+        return "dangling"  # "run the following commands:" and nothing after it
     words = _REDACTED_RE.sub(" ", clean)
     if not re.search(r"\w", words):
         return "only_redacted" if _REDACTED_RE.search(clean) else "too_short"
@@ -767,6 +769,8 @@ def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> 
         return _skip(why, rule)
     if c.subject and (_COMMIT_JUNK_RE.search(low) or len(clean.split()) < 4):
         return _skip(why, "commit_boilerplate")
+    if not c.codes and clean.endswith(":"):
+        return _skip(why, "dangling")  # "memcli search gave:" + pasted output that was skipped
     text = _render(clean, c.codes)
     flags = detect_flags(text)
     if c.codes:

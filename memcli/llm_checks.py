@@ -186,7 +186,7 @@ def fact_problem(
     if _KEY_LIKE_RE.search(text):
         return "key_like"
     reason = junk_reason(text)
-    if reason:
+    if reason and reason != "dangling":  # an intro to code is judged once the input's code is attached
         return reason
     if prompt and _copied_from(text, prompt) and not _copied_from(text, source):
         return "copied_prompt"
@@ -208,7 +208,7 @@ def fact_problem(
             cov = _coverage(words, sentence)
             if rule is None:
                 best_good = max(best_good, cov)
-            elif cov > best_junk and rule not in ("too_short",):
+            elif cov > best_junk and rule not in ("too_short", "dangling"):
                 best_junk, junk_rule = cov, rule
         if junk_rule and best_junk >= 0.6 and best_good < 0.34:
             return junk_rule

@@ -293,7 +293,7 @@ def run_case(case: dict[str, Any], root: Path, config: Any) -> CaseResult:
         m = memories.get(i)
         if m is None:
             continue
-        rule = _is_junk(m.text)
+        rule = _is_junk(m.text) if not (m.code_pattern and m.text.split("\n")[0].rstrip().endswith(":")) else None
         if rule:
             res.junk.append(f"{rule}: {m.text[:80]}")
         for bad in case.get("forbid", []):

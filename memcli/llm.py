@@ -885,7 +885,11 @@ class LLM:
         instructions = instruction_lines(text)
         kept: list[str] = []
         for t in texts:
-            t = trim_junk_sentences(t) or t
+            trimmed, dropped = trim_junk_sentences(t)
+            if not trimmed:
+                invalid.append(f"{dropped}: {_one_line(t, 80)!r}")
+                continue
+            t = trimmed
             rule = fact_problem(t, source=sent, prompt=EXTRACT_SYSTEM, instructions=instructions)
             if rule:
                 invalid.append(f"{rule}: {_one_line(t, 80)!r}")

@@ -269,14 +269,22 @@ def says_nothing_new(fact: str, memory: str) -> bool:
     return bool(words) and len(words & _stems(memory)) / len(words) >= 0.75
 
 
-def trim_junk_sentences(text: str) -> str:
+_SENTENCE_JUNK = ("question", "pleasantry", "request", "filler", "status")
+
+
+def trim_junk_sentences(text: str) -> tuple[str, str | None]:
     """``text`` without the sentences the gates reject ("How do I run the tests? Run make test."
-    -> "Run make test."); empty when every sentence is junk."""
-    parts = [p for p in _SENTENCE_SPLIT.split(text.strip()) if p.strip()]
+    -> "Run make test."), and the rule of the first one dropped; ("", rule) when every sentence is
+    junk ("Hey! How's it going? Thanks again, have a nice weekend!")."""
+    parts = [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p.strip()]
     if len(parts) < 2:
-        return text
-    kept = [p for p in parts if junk_reason(p) not in ("question", "pleasantry", "request", "filler", "status")]
-    return " ".join(kept)
+        return text, None
+    rules = [junk_reason(p) for p in parts]
+    kept = [p for p, r in zip(parts, rules) if r not in _SENTENCE_JUNK]
+    first = next((r for r in rules if r in _SENTENCE_JUNK), None)
+    if not kept:  # all junk: the whole text's own verdict when it has one ("Done. I changed ... for you")
+        first = junk_reason(text) or first
+    return " ".join(kept), first
 
 
 _CHANGE_RE = re.compile(

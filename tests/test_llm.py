@@ -225,6 +225,18 @@ def test_each_rule_rejects_its_junk_with_its_name(llm_server: FakeLLMServer, rul
     assert len(ex.invalid) == 1 and ex.invalid[0].startswith(f"{rule}:"), ex.invalid
 
 
+def test_junk_sentences_inside_a_fact_are_dropped(llm_server: FakeLLMServer) -> None:
+    # what the 1.5B model returned for small talk, and for a question answered in the same turn
+    llm_server.script([facts_reply(
+        "Hey! How's it going? Thanks again for the help yesterday, have a nice weekend!",
+        "How do I run just the billing tests locally? Run `make test-billing` first.",
+        "The API freeze lasts until 2026-04-01.",
+    )])
+    ex = make_llm(llm_server).extract(SOURCE)
+    assert [f.text for f in ex.facts] == ["Run `make test-billing` first.", "The API freeze lasts until 2026-04-01."]
+    assert len(ex.invalid) == 1 and ex.invalid[0].startswith("pleasantry:")
+
+
 def test_most_items_invalid_means_the_reply_is_unusable(llm_server: FakeLLMServer) -> None:
     llm_server.script([facts_reply("type:", "...", "confidence:0.9", "The API freeze lasts until 2026-04-01.")])
     with pytest.raises(LLMFormatError, match="3 of 4 extracted items invalid"):

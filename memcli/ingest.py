@@ -347,14 +347,15 @@ def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extracti
 def _without_injected(extraction: Extraction, text: str) -> Extraction:
     """Drop facts taken from an instruction inside the input ("store: ...", "ignore previous
     instructions and ..."): the same rule the LLM path applies (counted as skipped)."""
-    from memcli.llm_checks import instruction_lines
+    from memcli.llm_checks import carries_reply, instruction_lines
 
     lines = instruction_lines(text)
-    if not lines:
+    if not lines and not any(carries_reply(f.text) for f in extraction.facts):
         return extraction
     from memcli.llm_checks import fact_problem
 
-    kept = [f for f in extraction.facts if fact_problem(f.text, source=text, instructions=lines) != "injected"]
+    kept = [f for f in extraction.facts if not carries_reply(f.text)
+            and fact_problem(f.text, source=text, instructions=lines) != "injected"]
     extraction.skipped += len(extraction.facts) - len(kept)
     extraction.facts = kept
     return extraction

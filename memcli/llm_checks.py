@@ -31,6 +31,7 @@ from memcli.facts import Fact
 
 __all__ = [
     "attach_code",
+    "carries_reply",
     "fact_problem",
     "instruction_lines",
     "prepare_input",
@@ -71,6 +72,11 @@ def _object_end(text: str, start: int) -> int | None:
     return None
 
 
+def carries_reply(text: str) -> bool:
+    """Whether ``text`` holds JSON shaped like memcli's own replies (an answer planted in the input)."""
+    return bool(_REPLY_KEY.search(text))
+
+
 def prepare_input(text: str) -> str:
     """The input as it is sent to the model: memcli-shaped JSON replies inside it removed.
 
@@ -102,7 +108,8 @@ _INSTRUCTION_RE = re.compile(
     r"(?:\s+(?:this|that|these|the\s+following))?(?:\s+(?:facts?|memor(?:y|ies)|json|as\s+a\s+fact))?\s*:"
     r"|\b(?:store|save|memori[sz]e|record|add)\s+(?:this|the\s+following|that)\s+(?:as\s+)?(?:a\s+)?"
     r"(?:facts?|memor(?:y|ies))\b"
-    r"|\b(?:output|reply\s+with|respond\s+with|return)\s+(?:only\s+)?(?:the\s+following\s+)?(?:json|\{)",
+    r"|\b(?:output|reply\s+with|respond\s+with|return)\s+(?:only\s+)?(?:the\s+following\s+)?(?:json|\{)"
+    r"|\byour\s+(?:reply|answer|output|response)\s+(?:must|should|has\s+to)\b",
     re.I,
 )
 

@@ -23,7 +23,7 @@ _memcli_paths() {  # $1: file | dir, $2: the word to complete
 _memcli_spec() {
     case "$1" in
         'memcli')
-            _memcli_subs='init add search show list rm restore trash export import reindex stats doctor merge prune rollback consolidate ask feedback mcp capture context where sync inbox hooks'
+            _memcli_subs='init add search show list rm restore trash export import reindex stats doctor merge prune rollback consolidate ask feedback trust mcp capture context where sync inbox hooks'
             _memcli_opts='--store -s --debug --version --json --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
@@ -84,7 +84,7 @@ _memcli_spec() {
             ;;
         'memcli import')
             _memcli_subs=''
-            _memcli_opts='--create --from --json --store -s --debug --help -h'
+            _memcli_opts='--create --from --no-redact --json --store -s --debug --help -h'
             _memcli_vopts='--from --store -s'
             _memcli_nargs=1
             ;;
@@ -102,7 +102,7 @@ _memcli_spec() {
             ;;
         'memcli doctor')
             _memcli_subs=''
-            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_opts='--fix --json --store -s --debug --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
@@ -139,6 +139,12 @@ _memcli_spec() {
         'memcli feedback')
             _memcli_subs=''
             _memcli_opts='--useful --wrong --json --store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=1
+            ;;
+        'memcli trust')
+            _memcli_subs=''
+            _memcli_opts='--remove --store -s --debug --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=1
             ;;
@@ -236,6 +242,7 @@ _memcli_value() {
         'memcli consolidate --store'|'memcli consolidate -s') _memcli_paths dir "$3" ;;
         'memcli ask --store'|'memcli ask -s') _memcli_paths dir "$3" ;;
         'memcli feedback --store'|'memcli feedback -s') _memcli_paths dir "$3" ;;
+        'memcli trust --store'|'memcli trust -s') _memcli_paths dir "$3" ;;
         'memcli mcp --store'|'memcli mcp -s') _memcli_paths dir "$3" ;;
         'memcli capture --store'|'memcli capture -s') _memcli_paths dir "$3" ;;
         'memcli context --store'|'memcli context -s') _memcli_paths dir "$3" ;;
@@ -255,6 +262,7 @@ _memcli_arg() {
     case "$1#$2" in
         'memcli init#0') _memcli_paths dir "$3" ;;
         'memcli import#0') _memcli_paths file "$3" ;;
+        'memcli trust#0') _memcli_paths dir "$3" ;;
         *) COMPREPLY=() ;;
     esac
 }

@@ -4,7 +4,7 @@
 function __memcli_subcommands
     switch $argv[1]
         case 'memcli'
-            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'mcp' 'capture' 'context' 'where' 'sync' 'inbox' 'hooks'
+            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'trust' 'mcp' 'capture' 'context' 'where' 'sync' 'inbox' 'hooks'
         case 'memcli inbox'
             printf '%s\n' 'retry' 'process'
         case 'memcli hooks'
@@ -53,6 +53,8 @@ function __memcli_value_options
         case 'memcli ask'
             printf '%s\n' '--top-k' '-k' '--model' '--store' '-s'
         case 'memcli feedback'
+            printf '%s\n' '--store' '-s'
+        case 'memcli trust'
             printf '%s\n' '--store' '-s'
         case 'memcli mcp'
             printf '%s\n' '--store' '-s'
@@ -134,6 +136,7 @@ complete -c memcli -n '__memcli_at "memcli"' -a 'rollback' -d 'Undo what one ori
 complete -c memcli -n '__memcli_at "memcli"' -a 'consolidate' -d 'Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'ask' -d 'Answer a question from the top memories with the LLM, citing memory ids (stre...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'feedback' -d 'Tell memcli a memory was useful or wrong; ranking learns from this, never fro...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'trust' -d 'Let a store\'s config.toml choose the LLM, its api_base and key (off by defaul...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'mcp' -d 'Run the MCP server on stdio, for Claude Code, Cursor and other MCP clients.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'capture' -d 'Spool input from a hook and return at once; a detached worker adds it.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'context' -d 'A compact Markdown block of the memories that matter here, for an agent\'s ses...'
@@ -254,6 +257,7 @@ complete -c memcli -n '__memcli_at "memcli export"' -l 'help' -s 'h' -d 'Show th
 # memcli import
 complete -c memcli -n '__memcli_at "memcli import"' -l 'create' -d 'Create the --store directory if it does not exist.'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'from' -x -d 'A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...'
+complete -c memcli -n '__memcli_at "memcli import"' -l 'no-redact' -d 'Keep texts verbatim (no scrubbing of secrets).'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'debug' -d 'Show tracebacks on errors.'
@@ -273,6 +277,7 @@ complete -c memcli -n '__memcli_at "memcli stats"' -l 'debug' -d 'Show traceback
 complete -c memcli -n '__memcli_at "memcli stats"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli doctor
+complete -c memcli -n '__memcli_at "memcli doctor"' -l 'fix' -d 'Repair what is damaged (index, usage counts, leftovers).'
 complete -c memcli -n '__memcli_at "memcli doctor"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli doctor"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli doctor"' -l 'debug' -d 'Show tracebacks on errors.'
@@ -332,6 +337,13 @@ complete -c memcli -n '__memcli_at "memcli feedback"' -l 'json' -d 'Print one JS
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli trust
+complete -c memcli -n '__memcli_at "memcli trust"' -l 'remove' -d 'Stop trusting it.'
+complete -c memcli -n '__memcli_at "memcli trust"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli trust"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli trust"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli trust"' -a '(__fish_complete_directories (commandline -ct))'
 
 # memcli mcp
 complete -c memcli -n '__memcli_at "memcli mcp"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'

@@ -38,6 +38,7 @@ _memcli() {
                 'consolidate:Maintenance: merge near-duplicates, flag contradictions, distil recurring epi...'
                 'ask:Answer a question from the top memories with the LLM, citing memory ids (stre...'
                 'feedback:Tell memcli a memory was useful or wrong; ranking learns from this, never fro...'
+                'trust:Let a store'\''s config.toml choose the LLM, its api_base and key (off by defaul...'
                 'mcp:Run the MCP server on stdio, for Claude Code, Cursor and other MCP clients.'
                 'capture:Spool input from a hook and return at once; a detached worker adds it.'
                 'context:A compact Markdown block of the memories that matter here, for an agent'\''s ses...'
@@ -70,6 +71,7 @@ _memcli() {
                 'consolidate') _memcli__consolidate && ret=0 ;;
                 'ask') _memcli__ask && ret=0 ;;
                 'feedback') _memcli__feedback && ret=0 ;;
+                'trust') _memcli__trust && ret=0 ;;
                 'mcp') _memcli__mcp && ret=0 ;;
                 'capture') _memcli__capture && ret=0 ;;
                 'context') _memcli__context && ret=0 ;;
@@ -241,6 +243,7 @@ _memcli__import() {
     _arguments -s -S \
         '--create[Create the --store directory if it does not exist.]' \
         '--from=[A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...]:format: ' \
+        '--no-redact[Keep texts verbatim (no scrubbing of secrets).]' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
@@ -272,6 +275,7 @@ _memcli__stats() {
 
 _memcli__doctor() {
     _arguments -s -S \
+        '--fix[Repair what is damaged (index, usage counts, leftovers).]' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
@@ -362,6 +366,17 @@ _memcli__feedback() {
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
         '1:id: '
+}
+
+_memcli__trust() {
+    _arguments -s -S \
+        '--remove[Stop trusting it.]' \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]' \
+        '1:directory:_files -/'
 }
 
 _memcli__mcp() {

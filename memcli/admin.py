@@ -64,8 +64,9 @@ def stats(store: Store) -> dict[str, Any]:
     }
 
 
-def doctor(store: Store) -> list[dict[str, Any]]:
-    """Every check, each {check, ok, detail}; no check raises."""
+def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
+    """Every check, each {check, ok, detail}; no check raises. `fix` repairs what is damaged
+    (see memcli.repair) before the index is checked."""
     checks: list[dict[str, Any]] = []
 
     def check(name: str, ok: bool, detail: str) -> None:
@@ -85,6 +86,9 @@ def doctor(store: Store) -> list[dict[str, Any]]:
     except ConfigError as e:
         check("config", False, str(e))
         return checks
+    from memcli.repair import check as damage
+
+    checks += damage(store, fix=fix)
     try:
         vec = store.index.embedder.embed_one("memcli doctor probe")
         check("embedding model", True, f"{cfg.embed_model} ({len(vec)}-d)")

@@ -70,7 +70,8 @@ class Answer:
 def ask(store: Store, question: str, *, k: int = 8, llm_model: str | None = None, redact: bool = True) -> Answer:
     """Plan an answer: the top `k` memories for the question, and (when a model is configured or
     given as `llm_model` and something matched) a streamed request to it. The question is
-    redacted before it is sent unless `redact=False`. Nothing is written."""
+    redacted before it is sent, and so are the memories' texts, unless `redact=False`. Nothing is
+    written."""
     hits = search_many(store, [question], k=k)[0].hits
     model = llm_model or store.config.llm_model
     if not model:
@@ -79,10 +80,12 @@ def ask(store: Store, question: str, *, k: int = 8, llm_model: str | None = None
         return Answer(question, hits, model=model, error="no matching memories")
     from memcli.ingest import llm_client
 
-    if redact:
+    sent = [h.record for h in hits]
+    if redact:  # the question and the memories: hand-written or imported ones were never scrubbed
         from memcli.redact import redact as scrub
 
         question = scrub(question)[0]
+        sent = [{**r, "text": scrub(r.get("text") or "")[0]} for r in sent]
     client = llm_client(store, model=model)
-    return Answer(question, hits, model=model, pieces=client.answer(question, [h.record for h in hits]),
+    return Answer(question, hits, model=model, pieces=client.answer(question, sent),
                   _client=client, _store=store)

@@ -23,12 +23,14 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcli.errors import Conflict, NotFound, StoreError
+from memcli import journal
+from memcli.errors import Conflict, MemcliError, NotFound, StoreError
 from memcli.memory import Memory, now_iso
 from memcli.store import Store, fsync_dir, stage_file
 
@@ -354,11 +356,22 @@ class ChangeSet:
             if self._trash:
                 store.trash_dir.mkdir(exist_ok=True)
             store.facts_dir.mkdir(parents=True, exist_ok=True)
+            unlinks = [store.fact_path(mid) for mid in self._trash]
+            unlinks += [store.trash_dir / f"{mid}.md" for mid in self._restore]
+
+            def publish(staged: list[tuple[str, Path]]) -> None:
+                # The log line goes out with the write, before the renames (issue 9): a commit
+                # killed after this point is logged; a full disk fails here with nothing applied.
+                # The journal lets the next writer finish the renames and unlinks if we are killed.
+                self._recheck()
+                store.log_many(self._log)
+                journal.begin(store, staged, unlinks)
+
             for attempt in range(PUBLISH_ATTEMPTS):
                 self._verify(report)  # re-plans what can be re-planned, else Conflict
                 writes, fresh = self._render()
                 try:
-                    _write_all(writes, self._recheck)
+                    _write_all(writes, publish)
                     break
                 except Conflict:  # edited while staging: verify (and re-plan) again
                     if attempt == PUBLISH_ATTEMPTS - 1:
@@ -370,10 +383,18 @@ class ChangeSet:
             fsync_dir(store.facts_dir)
             if self._trash or self._restore:
                 fsync_dir(store.trash_dir)
-            store.log_many(self._log)
+            journal.end(store)
             gone_names = [f"{mid}.md" for mid in self._trash]
             if fresh or gone_names:
-                store.index.apply_files(fresh, gone_names)
+                try:
+                    store.index.apply_files(fresh, gone_names)
+                except (sqlite3.Error, OSError, MemcliError) as e:
+                    # The write is done and logged: a failed index update (a full disk) must not
+                    # report it as failed. The index is derived; the next command's sync catches up.
+                    from memcli.safety import notice
+
+                    store.index.close()
+                    notice(f"written, but the index could not be updated ({e}); the next command will")
         self.committed = True
         for action in self._after:
             action()
@@ -525,7 +546,8 @@ def _detail(change: Edit) -> str:
 
 
 # ---------------------------------------------------------------- writing
-def _write_all(writes: Iterable[tuple[Path, bytes]], before_publish: Callable[[], None] | None = None) -> None:
+def _write_all(writes: Iterable[tuple[Path, bytes]],
+               before_publish: Callable[[list[tuple[str, Path]]], None] | None = None) -> None:
     """Stage every file (in a few threads: their fsyncs overlap), call `before_publish`, then
     rename them all. A failure while staging, or raised by `before_publish`, removes the staged
     files: nothing was applied."""
@@ -549,7 +571,7 @@ def _write_all(writes: Iterable[tuple[Path, bytes]], before_publish: Callable[[]
                 if errors:
                     raise errors[0]
         if before_publish is not None:
-            before_publish()
+            before_publish(staged)
     except BaseException:
         for tmp, _ in staged:
             with contextlib.suppress(OSError):

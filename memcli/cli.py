@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 
-from memcli import __version__, render
+from memcli import __version__, render, safety
 from memcli.api import Store
 from memcli.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.index import Filters
@@ -160,6 +161,15 @@ class _Group(typer.core.TyperGroup):
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         args = list(sys.argv[1:] if args is None else args)
+        state.stdin_text = None
+        safety.drain()  # notices are per command: none left over from library calls before this one
+        # Python hands undecodable argv bytes over as lone surrogates, which no file or JSON can hold
+        bad = next((i for i, a in enumerate(args, 1) if isinstance(a, str) and not _encodable(a)), None)
+        if bad is not None:
+            render.error(f"argument {bad} is not valid UTF-8", code=render.USAGE)
+            if not standalone_mode:
+                return render.USAGE
+            sys.exit(render.USAGE)
         args = _hoist_json(args, self)
         state.json_errors = _wants_json(args)
         state.debug = "--debug" in args
@@ -185,9 +195,26 @@ class _Group(typer.core.TyperGroup):
             return code
         sys.exit(code)
 
-    def invoke(self, ctx: Any) -> Any:
+    def _invoke_healing(self, ctx: Any) -> Any:
+        """Run the command; if the index catalog turns out to be damaged past what `sync` reads
+        (a garbled page met by a search), drop it and run the command once more on a catalog
+        rebuilt from facts/ (stdin is kept for the second run): a healed store, the same answer."""
+        saved = (list(getattr(ctx, "_protected_args", [])), list(ctx.args))  # invoke() consumes them
         try:
             return super().invoke(ctx)
+        except sqlite3.DatabaseError as e:
+            if state.store is None or not safety.is_corrupt(e) or state.debug:
+                raise
+            ctx._protected_args, ctx.args = saved
+            index = state.store.index
+            index._drop_catalog()
+            state.store.close()
+            safety.notice("the index catalog was damaged: rebuilt from facts/")
+            return super().invoke(ctx)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return self._invoke_healing(ctx)
         except MemcliError as e:
             if state.debug:
                 raise
@@ -201,6 +228,24 @@ class _Group(typer.core.TyperGroup):
             where = f": {e.filename}" if e.filename else ""
             render.error(f"{e.strerror or e}{where}", as_json=state.json_errors, kind="os_error")
             raise typer.Exit(render.ERROR) from None
+        except sqlite3.Error as e:  # the index could not be read or written (disk full, I/O error)
+            if state.debug:
+                raise
+            render.error(f"index: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                         as_json=state.json_errors, kind="index_error")
+            raise typer.Exit(render.ERROR) from None
+        finally:
+            for message in safety.drain():  # repairs made on the way (a damaged index rebuilt, ...)
+                sys.stderr.write(f"memcli: {message}\n")
+
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 
@@ -223,6 +268,7 @@ class _State:
     debug: bool = False
     json_errors: bool = False
     store: Store | None = None
+    stdin_text: str | None = None  # kept for a command run again after an index repair
 
 
 state = _State()
@@ -327,14 +373,23 @@ def _progress(label: str) -> _Bar | None:
 
 def read_text(args: list[str] | None, what: str = "text") -> str:
     """Text from arguments, or stdin when the argument is `-` or absent and stdin is not a terminal."""
-    from memcli.ingest import read_input
-
     if args and args != ["-"]:
         return " ".join(args)
     if sys.stdin is None or (not args and sys.stdin.isatty()):
         fail(f"no {what} given (pass it as arguments or pipe it on stdin)", ExitStatus.USAGE)
-    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-    return read_input(data, "stdin")
+    return read_stdin()
+
+
+def read_stdin() -> str:
+    """All of stdin as text, read only up to the input limit, decoded strictly (one-line errors)."""
+    from memcli.ingest import read_input, read_limited
+
+    if state.stdin_text is None:
+        if hasattr(sys.stdin, "buffer"):
+            state.stdin_text = read_input(read_limited(sys.stdin.buffer, "stdin"), "stdin")
+        else:  # a text-only stream (tests): re-encoded so the same checks apply
+            state.stdin_text = read_input(sys.stdin.read().encode("utf-8", "surrogateescape"), "stdin")
+    return state.stdin_text
 
 
 def emit_json(data: dict[str, Any]) -> None:
@@ -633,7 +688,7 @@ def search(
     if batch:
         if query:
             fail("--batch reads queries from stdin; do not pass a query too", ExitStatus.USAGE)
-        queries = [q.strip() for q in sys.stdin.read().splitlines() if q.strip()]
+        queries = [q.strip() for q in read_stdin().splitlines() if q.strip()]
     else:
         q = " ".join(query or []).strip()
         if not q or q == "-":
@@ -886,24 +941,26 @@ def import_(
     from_: str | None = typer.Option(None, "--from", metavar="FORMAT", help="A conversation export instead: "
                                      "claude-code (a session .jsonl) or chatgpt (conversations.json), through "
                                      "the add pipeline."),
+    no_redact: bool = typer.Option(False, "--no-redact", help="Keep texts verbatim (no scrubbing of secrets)."),
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Load records (text required; id, type, tags, created, origins... optional). No extraction."""
-    from memcli.ingest import read_input
+    from memcli.ingest import read_input, read_limited
     from memcli.io import import_memories, parse_records, to_memories
 
     if file == "-":
-        name, data = "stdin", sys.stdin.buffer.read()
+        name, text = "stdin", read_stdin()
     else:
         name = file
         try:
-            data = Path(file).read_bytes()
+            with open(file, "rb") as f:
+                data = read_limited(f, file)  # /dev/zero stops at the limit
         except OSError as e:
             fail(f"cannot read {file}: {e.strerror}")
-    text = read_input(data, name)
+        text = read_input(data, name)
     if from_ is not None:
         return _import_conversations(text, from_, Path(name).name, create, as_json)
-    memories = to_memories(parse_records(text, name), name, f"import:{Path(name).name}")
+    memories = to_memories(parse_records(text, name), name, f"import:{Path(name).name}", redact=not no_redact)
     store = get_store(must_exist=False, create=create)
     store.ensure()
     synced(store)
@@ -955,13 +1012,16 @@ def stats(as_json: bool = JSON_FLAG) -> None:
         sys.stdout.write(f"{key:<16} {value}\n")
 
 
-@app.command(epilog=examples("memcli doctor", "memcli doctor --json"))
-def doctor(as_json: bool = JSON_FLAG) -> None:
+@app.command(epilog=examples("memcli doctor", "memcli doctor --fix", "memcli doctor --json"))
+def doctor(
+    fix: bool = typer.Option(False, "--fix", help="Repair what is damaged (index, usage counts, leftovers)."),
+    as_json: bool = JSON_FLAG,
+) -> None:
     """Check config, model, LLM reachability and index consistency; list malformed files."""
     from memcli.admin import doctor as check
 
     store = get_store()
-    checks = check(store)
+    checks = check(store, fix=fix)
     ok = all(c["ok"] for c in checks)
     if as_json:
         emit_json({"ok": ok, "checks": checks})
@@ -1183,6 +1243,25 @@ def feedback(
         emit_json({"id": m.id, "confidence": m.confidence, "feedback": "useful" if useful else "wrong"})
     else:
         note(f"{m.id}: confidence {m.confidence:.2f}")
+
+
+# ---------------------------------------------------------------- trust
+@app.command(epilog=examples("memcli trust", "memcli trust ~/src/app/.memcli", "memcli trust --remove"))
+def trust(
+    directory: Path | None = typer.Argument(None, help="The store to trust (default: the current store)."),
+    remove: bool = typer.Option(False, "--remove", help="Stop trusting it."),
+) -> None:
+    """Let a store's config.toml choose the LLM, its api_base and key (off by default: a store's
+    config comes with the repository, and could send your key and memories anywhere)."""
+    from memcli.trust import set_trust, trust_file
+
+    path = (directory or get_store(must_exist=False).path).expanduser().resolve()
+    if not remove and not Store(path).exists():
+        fail(f"no store at {path}")
+    changed = set_trust(path, not remove)
+    verb = ("no longer trusted" if remove else "trusted") if changed else ("was not trusted" if remove else
+                                                                             "already trusted")
+    note(f"{path}: {verb} (list: {trust_file()})")
 
 
 # ---------------------------------------------------------------- inbox

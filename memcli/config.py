@@ -57,6 +57,7 @@ class Config:
     # Commits the git hook does not remember (a Python regex searched in the subject line);
     # merges and fixup!/squash!/amend! commits are always skipped.
     git_skip: str = r"^(docs|style|chore|ci)(\([^)]*\))?!?:|^memcli: "
+    shared: bool = False  # a team store: new directories 0750 and files 0640 instead of 0700 / 0600
     ranking: Ranking = field(default_factory=Ranking)
 
     def with_overrides(self, **kw: object) -> Config:
@@ -74,11 +75,20 @@ _ENV = {
     "MEMCLI_LLM_RETRIES": "llm_retries",
     "MEMCLI_LLM_TEMPERATURE": "llm_temperature",
     "MEMCLI_LLM_BACKOFF": "llm_backoff",
+    "MEMCLI_SHARED": "shared",
 }
 
 
 def _coerce(name: str, value: object, target: type | str) -> object:
     kind = target if isinstance(target, str) else target.__name__
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).strip().lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"config: {name} must be true or false, got {value!r}")
     try:
         if "float" in kind:
             return float(value)  # type: ignore[arg-type]
@@ -86,6 +96,8 @@ def _coerce(name: str, value: object, target: type | str) -> object:
             return int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise ConfigError(f"config: {name} must be a number, got {value!r}") from None
+    if isinstance(value, (list, dict)):
+        raise ConfigError(f"config: {name} must be a string, got a {'list' if isinstance(value, list) else 'table'}")
     return None if value in ("", None) else str(value)
 
 
@@ -104,10 +116,14 @@ def load_config(store: Path) -> Config:
             raise ConfigError(f"{path}: invalid TOML ({e})") from None
         data.update({k: v for k, v in raw.items() if not isinstance(v, dict)})
         for table, prefix in (("llm", "llm_"), ("embedding", "embed_")):
-            for k, v in (raw.get(table) or {}).items():
+            values = raw.get(table)
+            for k, v in (values.items() if isinstance(values, dict) else ()):
                 key = {"model": prefix + "model", "api_base": "api_base", "api_key": "api_key"}.get(k, f"llm_{k}")
                 data[key] = v
         ranking_raw = raw.get("ranking") or raw.get("search") or {}
+        if not isinstance(ranking_raw, dict):
+            raise ConfigError(f"{path}: [ranking] must be a table")
+        _drop_untrusted(store, path, data)
     else:
         ranking_raw = {}
     for env, key in _ENV.items():
@@ -135,6 +151,22 @@ def default_user(cfg: Config) -> str:
     from memcli.discovery import git_user_email
 
     return git_user_email() or "default"
+
+
+def _drop_untrusted(store: Path, path: Path, data: dict[str, object]) -> None:
+    """A store's config may not pick where data goes unless the user trusts the store (see
+    memcli.trust): those settings are dropped here, with one warning line."""
+    from memcli.trust import DESTINATION_KEYS, is_trusted
+
+    wanted = [k for k in DESTINATION_KEYS if data.get(k) not in (None, "")]
+    if not wanted or is_trusted(store):
+        return
+    for k in wanted:
+        data.pop(k, None)
+    from memcli.safety import notice
+
+    notice(f"warning: {path} sets {', '.join(wanted)}: ignored, this store is not trusted "
+           f"(if you trust it: memcli trust {store})")
 
 
 def _xdg(var: str, fallback: str) -> Path:

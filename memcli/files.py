@@ -21,13 +21,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memcli import safety
 from memcli.config import Config, load_config
 from memcli.errors import NotFound, StoreError
 from memcli.memory import Memory, now_iso, valid_id
 
 __all__ = ["GITIGNORE", "Files", "NotFound", "StoreError", "atomic_write", "fsync_dir", "stage_file"]
 
-GITIGNORE = ".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
+GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
+             ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n")  # derived files and leftovers
 
 
 
@@ -38,11 +40,18 @@ os.umask(_UMASK)
 
 
 def _file_mode(path: Path) -> int:
-    """An existing file keeps its mode; a new one gets what the umask allows (mkstemp gives 0600)."""
+    """An existing file keeps its mode. A new one is private (0600), or group-readable (0640) in a
+    directory that is group-readable: a store is private unless it was made shared (`shared = true`
+    / MEMCLI_SHARED), which creates its directories 0750."""
     try:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        return 0o666 & ~_UMASK
+        pass
+    try:
+        shared = path.parent.stat().st_mode & 0o050 == 0o050
+    except OSError:
+        shared = False
+    return (0o640 if shared else 0o600) & ~_UMASK
 
 
 def stage_file(path: Path, data: bytes) -> str:
@@ -115,8 +124,10 @@ class Files:
     def init(self) -> bool:
         """Create the layout and a `.gitignore` for the derived parts. Returns True if new."""
         new = not self.exists()
+        mode = 0o750 if self.config.shared else 0o700  # private unless the user shares the store
         try:
-            self.facts_dir.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(parents=True, exist_ok=True, mode=mode)
+            self.facts_dir.mkdir(exist_ok=True, mode=mode)
         except OSError as e:
             raise StoreError(f"cannot create store at {self.path}: {e.strerror}") from None
         gi = self.path / ".gitignore"
@@ -142,7 +153,8 @@ class Files:
             return
         self.ensure()
         timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        # a read-only mount or no permission fails here, at once, with the system's reason
+        fd = safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -158,6 +170,9 @@ class Files:
                 time.sleep(0.02)
         self._lock_fd, self._lock_depth = fd, 1
         try:
+            from memcli import journal
+
+            journal.recover(self)  # a commit killed half way is finished before anything else
             yield
         finally:
             self._lock_depth = 0
@@ -179,9 +194,11 @@ class Files:
         """Read a memory from its file (the source of truth, not the catalog)."""
         path = self.fact_path(mid)
         try:
-            raw = path.read_bytes()
+            raw = safety.read_regular(path)  # a symlink is never followed, a FIFO never blocks
         except FileNotFoundError:
             raise NotFound(f"no memory with id {mid}") from None
+        except safety.NotRegular as e:
+            raise StoreError(f"facts/{mid}.md is {e.strerror}, not a regular file; not read") from None
         return Memory.parse(raw, file_id=mid)
 
     def write(self, memory: Memory) -> Path:
@@ -195,7 +212,7 @@ class Files:
         out = []
         for p in sorted(self.trash_dir.glob("*.md")) if self.trash_dir.is_dir() else []:
             with contextlib.suppress(ValueError, OSError):
-                out.append(Memory.parse(p.read_bytes(), file_id=p.stem))
+                out.append(Memory.parse(safety.read_regular(p), file_id=p.stem))
         return out
 
     # ------------------------------------------------------------ log
@@ -213,7 +230,8 @@ class Files:
             for r in records
         ).encode("utf-8")
         self.ensure()
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # never through a symlink planted in place of the log; private like the facts
+        fd = safety.open_no_follow(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _file_mode(self.log_path))
         try:
             view = memoryview(data)
             while view:  # os.write may write less than asked (a bulk import logs megabytes)

@@ -15,7 +15,9 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from memcli import safety
 from memcli.embed import Embedder, text_hash
-from memcli.errors import IndexUnavailable
+from memcli.errors import IndexUnavailable, MemcliError
 from memcli.files import Files
 from memcli.keyword_index import KeywordIndex
 from memcli.memory import MalformedMemory, Memory
@@ -140,6 +143,8 @@ class Index:
         self._kw: KeywordIndex | None = None
         self._count: tuple[int, int] | None = None  # (catalog data_version, rows) of the last count()
         self.synced = False
+        self.readonly = False  # the store cannot be written: the sidecar lives in the user's cache
+        self._saw_tmp = False  # the last scan met `.*.tmp` files in facts/ (a killed writer's)
 
     # ------------------------------------------------------------ connections
     @property
@@ -155,7 +160,7 @@ class Index:
     @property
     def db(self) -> sqlite3.Connection:
         if self._db is None:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            self._prepare_dir()
             path = self.dir / "catalog.sqlite"
             deadline = time.monotonic() + 60
             while True:
@@ -168,16 +173,19 @@ class Index:
                     db.execute("PRAGMA mmap_size=1073741824")
                     db.executescript(SCHEMA)
                     break
-                except sqlite3.OperationalError:
+                except sqlite3.OperationalError as e:
+                    db.close()
+                    if not safety.is_busy(e):  # read-only, full, cannot open: waiting will not help
+                        raise IndexUnavailable(f"cannot open the index {path}: {e}") from None
                     # Another process is creating or switching the catalog (locked / busy): wait,
                     # never mistake a busy catalog for a corrupt one.
-                    db.close()
                     if time.monotonic() > deadline:
-                        raise
+                        raise IndexUnavailable(f"the index {path} stayed busy for 60 s") from None
                     time.sleep(0.05)
                 except sqlite3.DatabaseError:
                     db.close()  # corrupt ("not a database"): derived data, so rebuilt from facts/
                     self._drop_catalog()
+                    safety.notice("the index catalog was unreadable: rebuilt from facts/")
             self._db = db
         return self._db
 
@@ -188,6 +196,36 @@ class Index:
             self._kw = KeywordIndex(self.db)
         return self._kw
 
+    def _prepare_dir(self) -> None:
+        """Make sure `.index/` is a directory this process can write, or use the fallback.
+
+        A store that cannot be written (read-only mount, no permission) keeps working for reads:
+        its sidecar is built in the user's cache instead (seeded from the store's own catalog), and
+        nothing is written to the store. A `.index` that is a file or a link is moved aside.
+        """
+        store_dir = self.store.path
+        if not self.readonly and not (
+            safety.writable(store_dir) and (not self.dir.is_dir() or safety.writable(self.dir))
+        ):
+            self.readonly = True
+            own = self.dir
+            self.dir = safety.fallback_index_dir(store_dir)
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not (self.dir / "catalog.sqlite").exists() and (own / "catalog.sqlite").is_file():
+                _seed_catalog(own, self.dir)
+            return
+        if not self.readonly and (self.dir.is_symlink() or (self.dir.exists() and not self.dir.is_dir())):
+            with self.store.lock():
+                if self.dir.is_symlink() or (self.dir.exists() and not self.dir.is_dir()):
+                    safety.move_aside(self.dir, ".index (not a directory)")
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def _writer_lock(self) -> Any:
+        """The lock that serialises writes to this sidecar: the store's, or the fallback's own."""
+        if self.readonly:
+            return safety.file_lock(self.dir / ".lock")
+        return self.store.lock()
+
     def _drop_catalog(self) -> None:
         """Delete an unreadable catalog (and its WAL); the next sync rebuilds it from `facts/`."""
         self._kw, self._count = None, None
@@ -196,7 +234,7 @@ class Index:
             self._db = None
         self._hnsw, self._hnsw_file = None, None
         path = self.dir / "catalog.sqlite"
-        with self.store.lock():
+        with self._writer_lock():
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{path}{suffix}")
@@ -230,14 +268,35 @@ class Index:
             for e in entries:
                 name = e.name
                 if not name.endswith(".md") or name.startswith("."):
+                    self._saw_tmp = self._saw_tmp or (name.startswith(".") and name.endswith(".tmp"))
                     continue
                 try:
-                    st = e.stat()
+                    st = e.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                if e.is_file():
+                if stat.S_ISREG(st.st_mode):
                     out[name] = (st.st_mtime_ns, st.st_size)
+                else:  # a symlink, directory or FIFO: a bad file, reported, never opened or followed
+                    out[name] = (st.st_mtime_ns, -1)
         return out
+
+    def _clean_temp_files(self) -> None:
+        """Remove `.*.tmp` files a killed writer left in facts/: under the writer lock no write is
+        in flight, so every one found then is stale."""
+        if self.readonly:
+            return
+        try:
+            names = [n for n in os.listdir(self.store.facts_dir) if n.startswith(".") and n.endswith(".tmp")]
+        except OSError:
+            return
+        if not names:
+            return
+        # never wait: a writer holding the lock may own these; the next command cleans them
+        with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
+            for n in os.listdir(self.store.facts_dir):
+                if n.startswith(".") and n.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.store.facts_dir / n)
 
     def _plan(self) -> tuple[dict[str, tuple[int, int]], list[str], list[str], str | None]:
         disk = self._scan()
@@ -292,8 +351,16 @@ class Index:
         does not parse back the thousands of files it wrote a moment ago. A catalog that turns out
         to be corrupt past its header ("malformed") is dropped and rebuilt.
         """
+        if not self.readonly and (self.store.path / ".journal.json").exists() and not self.store.locked:
+            # a commit was cut short: the writer lock finishes it (memcli/journal.py); never wait
+            with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
+                pass
         try:
-            return self._sync(on_progress, force=force, fresh=fresh)
+            report = self._sync(on_progress, force=force, fresh=fresh)
+            if self._saw_tmp:
+                self._saw_tmp = False
+                self._clean_temp_files()
+            return report
         except sqlite3.DatabaseError as e:
             if isinstance(e, sqlite3.OperationalError):  # busy, locked, disk full: not corruption
                 raise
@@ -313,7 +380,7 @@ class Index:
         if not (todo or gone or why):
             self.synced = True
             return report
-        with self.store.lock():
+        with self._writer_lock():
             if force or self._catalog_version() != version:  # another process synced meanwhile
                 disk, todo, gone, why2 = self._plan()
                 why = "reindex requested" if force else why2
@@ -366,7 +433,10 @@ class Index:
                 continue
             path = self.store.facts_dir / fname
             try:
-                memory = Memory.parse(path.read_bytes(), file_id=fname[:-3])
+                memory = Memory.parse(safety.read_regular(path), file_id=fname[:-3])
+            except safety.NotRegular as e:
+                bad.append((fname, f"{e.strerror}, not a regular file: skipped"))
+                continue
             except MalformedMemory as e:
                 bad.append((fname, str(e)))
                 continue
@@ -631,7 +701,7 @@ class Index:
         col = order
         q = f"SELECT record FROM mem WHERE {where} ORDER BY {col} {'DESC' if desc else 'ASC'}, id"
         if limit:
-            q += f" LIMIT {int(limit)}"
+            q += f" LIMIT {min(int(limit), 2**63 - 1)}"  # SQLite's integers are 64-bit
         return [json.loads(r[0]) for r in self.db.execute(q, args)]
 
     def filtered_labels(self, filters: Filters) -> list[int]:
@@ -760,6 +830,28 @@ def _json_ints(labels: Iterable[int]) -> str:
     """Labels as one JSON array: a single bound parameter for `IN (SELECT value FROM json_each(?))`,
     whatever the number of labels (SQLite caps bound parameters, so no chunking either)."""
     return json.dumps(list(labels), default=int)  # default: numpy integers
+
+
+def _seed_catalog(src: Path, dst: Path) -> None:
+    """Copy a read-only store's catalog (and its vector file) into the fallback sidecar, so the
+    first read costs a copy, not a re-index. Best effort: anything missing is rebuilt by sync."""
+    try:
+        source = sqlite3.connect(f"file:{src / 'catalog.sqlite'}?immutable=1", uri=True)
+        try:
+            target = sqlite3.connect(dst / "catalog.sqlite")
+            try:
+                source.backup(target)
+                row = target.execute("SELECT value FROM meta WHERE key='hnsw_file'").fetchone()
+            finally:
+                target.close()
+        finally:
+            source.close()
+        if row and row[0] and (src / row[0]).is_file():
+            shutil.copyfile(src / row[0], dst / row[0])
+    except (sqlite3.Error, OSError):
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{dst / 'catalog.sqlite'}{suffix}")
 
 
 def _norm_hash(text: str) -> str:

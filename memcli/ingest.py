@@ -136,14 +136,29 @@ class AddResult:
         return d
 
 
-def read_input(data: bytes, name: str = "stdin") -> str:
+def read_limited(stream: Any, name: str = "stdin", limit: int = MAX_INPUT_BYTES) -> bytes:
+    """Read a binary stream up to `limit` bytes and stop there: `add - < /dev/zero` must not read
+    gigabytes before refusing. Raises IngestError when there is more than `limit`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = stream.read(min(1 << 20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise IngestError(f"{name}: input is over the {limit // 2**20} MB limit; stopped reading there")
+
+
+def read_input(data: bytes, name: str = "stdin", limit: int = MAX_INPUT_BYTES) -> str:
     """Decode user input: refuse binary, invalid UTF-8 and oversized input with one clear line."""
-    if len(data) > MAX_INPUT_BYTES:
-        raise IngestError(f"{name}: input is {len(data) / 1e6:.1f} MB; the limit is {MAX_INPUT_BYTES // 2**20} MB")
+    if len(data) > limit:
+        raise IngestError(f"{name}: input is {len(data) / 1e6:.1f} MB; the limit is {limit // 2**20} MB")
     if b"\x00" in data:
         raise IngestError(f"{name}: looks like binary data, not text")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise IngestError(f"{name}: not valid UTF-8 (byte {e.start})") from None
 
@@ -218,7 +233,11 @@ def plan_add(
     """
     if not text or not text.strip():
         raise IngestError("nothing to add: the input is empty")
-    if len(text.encode("utf-8")) > MAX_INPUT_BYTES:
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (undecodable bytes in argv): not text we can store
+        raise IngestError("input is not valid UTF-8 text (it holds a lone surrogate)") from None
+    if size > MAX_INPUT_BYTES:
         raise IngestError(f"input too large (limit {MAX_INPUT_BYTES // 2**20} MB)")
     if type is not None and type not in MEMORY_TYPES:
         raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}, got {type!r}")

@@ -71,7 +71,7 @@ def parse_records(text: str, name: str) -> list[dict[str, Any]]:
         raise ImportError_(f"{name}: empty input")
     if stripped[0] == "[" or (stripped[0] == "{" and "\n{" not in stripped.strip()):
         try:
-            data = json.loads(stripped)
+            data = _loads(stripped, name)
         except json.JSONDecodeError as e:
             if stripped[0] == "[":
                 raise ImportError_(f"{name}: invalid JSON at line {e.lineno}: {e.msg}") from None
@@ -86,14 +86,30 @@ def parse_records(text: str, name: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            out.append(json.loads(line))
+            out.append(_loads(line, f"{name}: line {no}"))
         except json.JSONDecodeError as e:
             raise ImportError_(f"{name}: line {no} is not valid JSON ({e.msg})") from None
     return out
 
 
-def to_memories(records: list[Any], name: str, origin: str) -> list[Memory]:
-    """Validate every record first: nothing is written unless all of them are good."""
+def _loads(text: str, where: str) -> Any:
+    """json.loads, with the two ways it fails outside JSONDecodeError turned into one-line errors:
+    nesting deeper than the interpreter's stack (RecursionError) and integers too long to convert."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ImportError_(f"{where}: JSON nested too deeply") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ImportError_(f"{where}: invalid JSON ({str(e).splitlines()[0]})") from None
+
+
+def to_memories(records: list[Any], name: str, origin: str, *, redact: bool = True) -> list[Memory]:
+    """Validate every record first: nothing is written unless all of them are good. Texts are
+    scrubbed of secrets like any added text (`redact=False` keeps them verbatim)."""
+    if redact:
+        from memcli.redact import redact as scrub
     out = []
     seen: set[str] = set()
     for no, rec in enumerate(records, 1):
@@ -110,6 +126,8 @@ def to_memories(records: list[Any], name: str, origin: str) -> list[Memory]:
             m = Memory.from_dict(data)
         except MalformedMemory as e:
             raise ImportError_(f"{name}: record {no}: {e}") from None
+        if redact:
+            m.text = scrub(m.text)[0]
         if m.id in seen:
             raise ImportError_(f"{name}: record {no} repeats id {m.id}")
         seen.add(m.id)

@@ -9,6 +9,7 @@ Unknown front-matter keys are kept in `extra` and written back untouched.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import re
 import threading
@@ -29,7 +30,11 @@ KNOWN = (
 )
 # Extractor flags (camelCase in Fact.flags) and their front-matter / JSON keys.
 FLAG_KEYS = {"hasCodeBlock": "has_code_block", "hasCommand": "has_command"}
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # used with fullmatch: `$` lets "id\\n" through
+# Bounds on what one record may hold: a YAML alias bomb or a deeply nested import record is
+# rejected after this many values / levels instead of being expanded (exponential in its size).
+MAX_NODES = 20_000
+MAX_DEPTH = 32
 
 
 class MalformedMemory(ValueError):
@@ -50,16 +55,28 @@ def iso(value: dt.datetime | dt.date | str | None) -> str | None:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
-        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{value.isoformat()}T00:00:00Z"
+        try:
+            return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except OverflowError:  # 0001-01-01T00:00+14:00 is before year 1 in UTC
+            raise ValueError(f"{value.isoformat()} is out of range") from None
+    if isinstance(value, dt.date):
+        return f"{value.isoformat()}T00:00:00Z"
+    raise ValueError(f"expected an ISO 8601 date/time string, got {_kind(value)}")
 
 
 def parse_time(text: str) -> dt.datetime:
     """Parse ISO 8601 (with `Z`, offsets, or a bare date); raise ValueError otherwise."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected an ISO 8601 date/time string, got {_kind(text)}")
     s = text.strip()
     if s.endswith(("Z", "z")):
         s = s[:-1] + "+00:00"
     d = dt.datetime.fromisoformat(s)
+    if d.tzinfo:
+        try:
+            d.astimezone(dt.timezone.utc)
+        except OverflowError:
+            raise ValueError(f"{text!r} is out of range") from None
     return d if d.tzinfo else d.replace(tzinfo=dt.timezone.utc)
 
 
@@ -78,9 +95,12 @@ def parse_when(text: str, *, end: bool = False) -> str:
         day = now.date() - dt.timedelta(days=1 if s == "yesterday" else 0)
         start = dt.datetime.combine(day, dt.time(23, 59, 59) if end else dt.time(), dt.timezone.utc)
         return str(iso(start))
-    m = _AGE.match(s)
+    m = _AGE.fullmatch(s)
     if m:
-        return str(iso(now - dt.timedelta(seconds=float(m.group(1)) * _AGE_SECONDS[m.group(2)])))
+        try:
+            return str(iso(now - dt.timedelta(seconds=float(m.group(1)) * _AGE_SECONDS[m.group(2)])))
+        except (OverflowError, ValueError):  # 99999999999d reaches before year 1
+            raise ValueError(f"{text!r} reaches back before year 1") from None
     try:
         when = parse_time(text)
     except ValueError:
@@ -113,7 +133,7 @@ def new_ulid(at: float | None = None) -> str:
 
 def valid_id(value: str) -> bool:
     """Ids become file names: letters, digits, `_ . -`; no path separators, no leading dot."""
-    return bool(_ID_RE.match(value))
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
 
 
 # ---------------------------------------------------------------- the record
@@ -177,46 +197,77 @@ class Memory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None) -> Memory:
-        """Build from a front-matter mapping (or an export record with `text`). Validates fields."""
+        """Build from a front-matter mapping (or an export record with `text`).
+
+        Every field is checked for its type here, because both hand-edited front matter and
+        import records reach this point: a wrong type is a `MalformedMemory` naming the field,
+        never an AttributeError deep in a later command (one bad record must not poison a store).
+        """
+        check_value(data, "record")
         d = dict(data)
         text = d.pop("text", None)
-        text = "" if text is None else str(text)
+        if text is not None and not isinstance(text, str):
+            raise MalformedMemory(f"text must be a string, got {_kind(text)}")
+        text = text or ""
+        if "\x00" in text:
+            raise MalformedMemory("text contains a NUL byte")
         try:
             created = iso(d.pop("created", None)) or now_iso()
+        except ValueError as e:
+            raise MalformedMemory(f"created: {e}") from None
+        try:
             updated = iso(d.pop("updated", None)) or created
         except ValueError as e:
-            raise MalformedMemory(f"bad timestamp ({e})") from None
+            raise MalformedMemory(f"updated: {e}") from None
+        raw_id = d.pop("id", None)
+        if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
+            raise MalformedMemory(f"id must be a string, got {_kind(raw_id)}")
         # A new id carries the memory's own creation time, so ids sort like `created`.
-        mid = str(d.pop("id", None) or default_id or new_ulid(parse_time(created).timestamp()))
+        mid = str(raw_id if raw_id not in (None, "") else default_id or new_ulid(parse_time(created).timestamp()))
         if not valid_id(mid):
             raise MalformedMemory(f"invalid id {mid!r}")
-        mtype = str(d.pop("type", None) or "semantic")
+        mtype = _opt_str(d.pop("type", None), "type") or "semantic"
         if mtype not in MEMORY_TYPES:
             raise MalformedMemory(f"type must be one of {', '.join(MEMORY_TYPES)}, got {mtype!r}")
         raw_conf = d.pop("confidence", None)
+        if isinstance(raw_conf, bool) or not (raw_conf is None or isinstance(raw_conf, (int, float, str))):
+            raise MalformedMemory(f"confidence must be a number, got {_kind(raw_conf)}")
         try:
             confidence = 0.8 if raw_conf is None else float(raw_conf)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise MalformedMemory("confidence must be a number") from None
+        if not math.isfinite(confidence):
+            raise MalformedMemory("confidence must be a finite number")
         history = d.pop("history", None) or []
-        if not isinstance(history, list):
-            raise MalformedMemory("history must be a list")
-        history = [
-            {k: (iso(v) if k == "at" and not isinstance(v, str) else v) for k, v in h.items()}
-            if isinstance(h, dict) else h for h in history
-        ]
+        if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+            raise MalformedMemory("history must be a list of mappings")
+        try:
+            history = [{str(k): (_at(v) if k == "at" else v) for k, v in h.items()} for h in history]
+        except ValueError as e:
+            raise MalformedMemory(f"history: at: {e}") from None
+        links = d.pop("links", None) or []
+        if not isinstance(links, list) or not all(isinstance(lk, dict) for lk in links):
+            raise MalformedMemory("links must be a list of mappings (rel, id)")
+        for lk in links:
+            for key in ("rel", "id"):
+                if key in lk and not isinstance(lk[key], str):
+                    raise MalformedMemory(f"links: {key} must be a string, got {_kind(lk[key])}")
         flags = {}
         for name, key in FLAG_KEYS.items():  # files written before 0.2 spell them camelCase
             if d.pop(key, False) | bool(d.pop(name, False)):
                 flags[name] = True
         code = d.pop("code_pattern", None)
+        if code is not None and not isinstance(code, str):
+            raise MalformedMemory(f"code_pattern must be a string, got {_kind(code)}")
         return cls(
             id=mid, text=text, type=mtype, tags=_str_list(d.pop("tags", None), "tags"),
-            domain=_opt_str(d.pop("domain", None)), confidence=max(0.0, min(1.0, confidence)),
-            source=str(d.pop("source", None) or "manual"), origins=_str_list(d.pop("origins", None), "origins"),
-            user=str(d.pop("user", None) or "default"), project=_opt_str(d.pop("project", None)),
-            created=created, updated=updated, code_pattern=None if code is None else str(code), flags=flags,
-            history=history, links=list(d.pop("links", None) or []), extra=_restamp(d),
+            domain=_opt_str(d.pop("domain", None), "domain"), confidence=max(0.0, min(1.0, confidence)),
+            source=_opt_str(d.pop("source", None), "source") or "manual",
+            origins=_str_list(d.pop("origins", None), "origins"),
+            user=_opt_str(d.pop("user", None), "user") or "default",
+            project=_opt_str(d.pop("project", None), "project"),
+            created=created, updated=updated, code_pattern=code, flags=flags,
+            history=history, links=[{str(k): v for k, v in lk.items()} for lk in links], extra=_restamp(d),
         )
 
     @classmethod
@@ -228,6 +279,7 @@ class Memory:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise MalformedMemory("not valid UTF-8") from None
+        text = text.removeprefix("\ufeff")  # a BOM (Windows editors) is not part of the front matter
         handler = _HANDLER
         meta: Any = {}
         body = text.strip()
@@ -238,22 +290,52 @@ class Memory:
             except (yaml.YAMLError, ValueError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise MalformedMemory(f"bad YAML front matter ({first})") from None
+            except RecursionError:
+                raise MalformedMemory("bad YAML front matter (nested too deeply)") from None
         if meta is None:
             meta = {}
         if not isinstance(meta, dict):
             raise MalformedMemory("front matter is not a mapping")
+        check_value(meta, "front matter")  # before anything walks it: an alias bomb stops here
         body = body.strip("\n")
         if not body.strip():
             raise MalformedMemory("no body text")
         declared = meta.get("id")
         meta = {**meta, "id": file_id, "text": body}
-        if declared is not None and str(declared) != file_id:
+        if isinstance(declared, (str, int)) and str(declared) != file_id:
             meta.setdefault("declared_id", str(declared))
         return cls.from_dict(meta)
 
 
-def _opt_str(v: object) -> str | None:
-    return None if v is None or v == "" else str(v)
+def _at(v: object) -> object:
+    """A history entry's time: strings stay as written; anything else must be a date."""
+    return v if v is None or isinstance(v, str) else iso(v)  # type: ignore[arg-type]
+
+
+def _kind(v: object) -> str:
+    """A value's type as a user reads it in an error line (JSON/YAML words, not Python's)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, dict):
+        return "a mapping"
+    if isinstance(v, (dt.date, dt.datetime)):
+        return "a date"
+    return "a string" if isinstance(v, str) else type(v).__name__
+
+
+def _opt_str(v: object, name: str = "value") -> str | None:
+    """A scalar field: strings as they are, numbers spelled out; lists and mappings are errors."""
+    if v is None or v == "":
+        return None
+    if isinstance(v, (list, tuple, dict)):
+        raise MalformedMemory(f"{name} must be a string, got {_kind(v)}")
+    return str(v)
 
 
 def _str_list(v: object, name: str) -> list[str]:
@@ -262,8 +344,49 @@ def _str_list(v: object, name: str) -> list[str]:
     if isinstance(v, str):
         return [s.strip() for s in v.split(",") if s.strip()]
     if isinstance(v, (list, tuple)):
+        if any(isinstance(x, (list, tuple, dict)) for x in v):
+            raise MalformedMemory(f"{name} must be a list of strings")
         return [str(x) for x in v if x is not None and str(x) != ""]
-    raise MalformedMemory(f"{name} must be a list")
+    raise MalformedMemory(f"{name} must be a list of strings, got {_kind(v)}")
+
+
+def check_value(value: Any, name: str = "value") -> None:
+    """Refuse what could not be written back as UTF-8 YAML, or costs more than a record should.
+
+    Lone surrogates (from JSON `\\ud800` or undecodable argv) cannot be encoded; a tree deeper than
+    MAX_DEPTH or larger than MAX_NODES is an alias bomb or a hostile record. The walk stops at the
+    bound, so a billion-laughs value costs MAX_NODES steps, not its expanded size.
+    """
+    budget = [MAX_NODES]
+
+    def walk(v: Any, depth: int, where: str) -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise MalformedMemory(f"{name} is too large (over {MAX_NODES} values; YAML aliases?)")
+        if depth > MAX_DEPTH:
+            raise MalformedMemory(f"{where} is nested too deeply (over {MAX_DEPTH} levels)")
+        if isinstance(v, str):
+            if not _encodable(v):
+                raise MalformedMemory(f"{where} is not valid UTF-8 text (it holds a lone surrogate)")
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(k, depth + 1, where)
+                walk(x, depth + 1, str(k) if depth == 0 and isinstance(k, str) and _encodable(k) else where)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x, depth + 1, where)
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise MalformedMemory(f"{where} holds a number that is not finite")
+
+    walk(value, 0, name)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _jsonable(v: Any) -> Any:

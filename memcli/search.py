@@ -7,9 +7,11 @@ counts go to `<store>/.state.sqlite`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
+import os
 import re
 import sqlite3
 import time
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memcli import safety
 from memcli.config import Ranking
 from memcli.index import Filters
 from memcli.memory import Memory, now_iso, parse_time
@@ -105,11 +108,24 @@ class Usage:
 
     def _conn(self, create: bool) -> sqlite3.Connection | None:
         """Reads only connect (WAL mode is a property of the file, set by the first write); the
-        journal-mode switch and table creation cost ~0.7 ms, so only a write pays for them."""
+        journal-mode switch and table creation cost ~0.7 ms, so only a write pays for them.
+
+        On a store that cannot be written the file is opened immutable (no lock, no journal, no
+        wait) and nothing is counted. A damaged file is moved aside by `_heal`.
+        """
         if self._db is None:
             if not create and not self.path.exists():
                 return None
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            if not safety.writable(self.path.parent) or (self.path.exists() and not os.access(self.path, os.W_OK)):
+                if create or not self.path.is_file():
+                    return None
+                try:
+                    self._db = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None)
+                except sqlite3.Error:
+                    return None
+                self._ready = True  # read-only: never set up, never written
+                return self._db
+            self._db = sqlite3.connect(self.path, timeout=5, isolation_level=None)
         if create and not self._ready:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
@@ -121,7 +137,27 @@ class Usage:
             self._ready = True
         return self._db
 
+    def _heal(self, error: BaseException) -> None:
+        """A damaged usage file is derived data: move it aside (counts start again), with a notice."""
+        if not (isinstance(error, sqlite3.DatabaseError) and safety.is_corrupt(error)):
+            return
+        self.close()
+        if not safety.writable(self.path.parent):
+            return
+        with contextlib.suppress(OSError):
+            safety.move_aside(self.path, ".state.sqlite (usage counts; they start again)")
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{self.path}{suffix}")
+
     def get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+        try:
+            return self._get(ids)
+        except sqlite3.Error as e:
+            self._heal(e)
+            return {}
+
+    def _get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
         db = self._conn(create=False)
         if db is None or not ids:
             return {}
@@ -129,6 +165,9 @@ class Usage:
         try:
             return {r[0]: (r[1], r[2]) for r in db.execute(q, (json.dumps(list(ids)),))}
         except sqlite3.OperationalError:  # no table yet (a file from before any bump), or busy
+            return {}
+        except sqlite3.DatabaseError as e:
+            self._heal(e)
             return {}
 
     def uses(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
@@ -143,7 +182,8 @@ class Usage:
                 chunk = ids[i : i + 900]
                 q = f"SELECT id, count, last FROM uses WHERE id IN ({','.join('?' * len(chunk))})"
                 out.update({r[0]: (r[1], r[2]) for r in db.execute(q, chunk)})
-        except sqlite3.OperationalError:  # a state file from before `uses` existed, opened read-only
+        except sqlite3.Error as e:  # a state file from before `uses` existed (read-only), or a damaged one
+            self._heal(e)
             return {}
         return out
 
@@ -153,14 +193,15 @@ class Usage:
             return
         try:
             db = self._conn(create=True)
-            assert db is not None
+            if db is None:  # a store that cannot be written: the use is not counted
+                return
             at = now_iso()
             db.executemany(
                 "INSERT INTO uses VALUES (?, max(?, 0), ?) ON CONFLICT(id) DO UPDATE SET count=max(count+?, 0), last=?",
                 [(i, delta, at, delta, at) for i in ids],
             )
-        except (sqlite3.Error, OSError):
-            pass  # a ranking hint; failing to count must not fail the command
+        except (sqlite3.Error, OSError) as e:
+            self._heal(e)  # a ranking hint; failing to count must not fail the command
         finally:
             self.close()
 
@@ -169,7 +210,8 @@ class Usage:
             return
         try:
             db = self._conn(create=True)
-            assert db is not None
+            if db is None:  # a store that cannot be written: counting is skipped, the search is not
+                return
             at = now_iso()
             with db:  # one transaction: row by row, a 200-query batch spent ~2 s committing
                 db.execute("BEGIN")
@@ -177,8 +219,8 @@ class Usage:
                     "INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET count=count+1, last_used=?",
                     [(i, at, at) for i in ids],
                 )
-        except (sqlite3.Error, OSError):
-            pass  # usage is a ranking hint; failing to count must not fail a search
+        except (sqlite3.Error, OSError) as e:
+            self._heal(e)  # usage is a ranking hint; failing to count must not fail a search
 
     def close(self) -> None:
         if self._db is not None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcli.safety import read_regular
 from memcli.store import Store, StoreError, atomic_write
 
 GITATTRIBUTES = "# memcli: the change log is append-only; keep both sides' lines on a merge\nlog.jsonl merge=union\n"
@@ -61,8 +62,7 @@ def conflicted_files(store: Store) -> list[str]:
     found = []
     for p in candidates:
         try:
-            with open(p, "rb") as f:
-                data = f.read()
+            data = read_regular(p)  # a FIFO named x.md must not hang doctor; a symlink is not followed
         except OSError:
             continue
         if b"<<<<<<< " not in data and b">>>>>>> " not in data:

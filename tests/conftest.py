@@ -31,6 +31,7 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
     os.environ["MEMCLI_CACHE_DIR"] = str(base / "cache")
     os.environ["XDG_DATA_HOME"] = str(base / "data")
     os.environ["XDG_CACHE_HOME"] = str(base / "xdg-cache")
+    os.environ["XDG_CONFIG_HOME"] = str(base / "xdg-config")  # the user's trust list (memcli trust)
     os.environ["MEMCLI_LOCK_TIMEOUT"] = "30"
     yield
     os.environ.clear()

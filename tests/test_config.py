@@ -17,8 +17,9 @@ def readme_config() -> str:
     return re.search(r"```toml\n(.*?)```", text, re.S).group(1)
 
 
-def test_the_readme_config_example_is_valid(tmp_path):
+def test_the_readme_config_example_is_valid(tmp_path, monkeypatch):
     (tmp_path / "config.toml").write_text(readme_config())
+    monkeypatch.setenv("MEMCLI_TRUST_STORE_CONFIG", "1")  # it sets the LLM: only read from a trusted store
     cfg = load_config(tmp_path)
     assert cfg.llm_model == "ollama/llama3.1" and cfg.api_base == "http://localhost:11434"
     assert cfg.ranking == Ranking()  # the README documents the defaults
@@ -27,6 +28,7 @@ def test_the_readme_config_example_is_valid(tmp_path):
 
 def test_environment_beats_the_file_and_flags_beat_both(tmp_path, monkeypatch):
     (tmp_path / "config.toml").write_text('llm_model = "ollama/llama3.1"\nuser = "alice"\n')
+    monkeypatch.setenv("MEMCLI_TRUST_STORE_CONFIG", "1")
     monkeypatch.setenv("MEMCLI_LLM_MODEL", "openai/local")
     cfg = load_config(tmp_path)
     assert (cfg.llm_model, cfg.user) == ("openai/local", "alice")

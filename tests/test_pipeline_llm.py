@@ -629,6 +629,7 @@ def test_model_flag_and_config_toml(tmp_path: Path, llm_server: FakeLLMServer) -
         "llm_temperature = 0.2\n"
     )
     toml_cli = Cli(store, env={"MEMCLI_EMBED_MODEL": HASH})
+    assert toml_cli("trust").exit_code == 0  # a store's config picks the LLM only once trusted
     llm_server.script([facts_reply("The team deploys on Fridays")])
     add_json(toml_cli, "We deploy on Fridays")
     body = llm_server.requests[-1]

@@ -66,7 +66,9 @@ def test_a_failed_write_keeps_the_old_file_whole_and_leaves_no_temp_file(hash_st
     assert stray_files(hash_store.path) == []
 
 
-def test_written_files_honour_the_umask_and_keep_their_mode(hash_store):
+def test_new_files_are_private_and_edited_files_keep_their_mode(hash_store):
+    """A store holds what people said: new files are 0600 in 0700 directories (issue 9); a file
+    someone made readable keeps its mode when memcli rewrites it."""
     old = os.umask(0o022)
     try:
         mid = hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True).events[0].id
@@ -76,7 +78,9 @@ def test_written_files_honour_the_umask_and_keep_their_mode(hash_store):
         hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True, origins=["git:1"])
     finally:
         os.umask(old)
-    assert stat.S_IMODE(hash_store.fact_path(mid).stat().st_mode) == 0o644
+    assert stat.S_IMODE(hash_store.fact_path(mid).stat().st_mode) == 0o600
+    assert stat.S_IMODE(hash_store.facts_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(hash_store.log_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(hand.stat().st_mode) == 0o644
 
 

@@ -188,7 +188,7 @@ class _Group(typer.core.TyperGroup):
         except click.exceptions.ClickException as e:
             render.error(e.format_message(), code=e.exit_code, as_json=state.json_errors)
             code = e.exit_code
-        except (click.exceptions.Abort, KeyboardInterrupt):
+        except (getattr(click.exceptions, "Abort", KeyboardInterrupt), KeyboardInterrupt):  # no Abort in typer's click
             render.error("interrupted", code=render.INTERRUPTED, as_json=state.json_errors)
             code = render.INTERRUPTED
         if not standalone_mode:

@@ -25,7 +25,7 @@ def path_of(store: Any) -> Path:
 
 def begin(store: Any, renames: list[tuple[str, Path]], unlinks: list[Path]) -> None:
     """Record the commit's remaining steps (fsynced) before the first rename."""
-    from memcli.store import atomic_write
+    from memcli.files import atomic_write
 
     doc = {"renames": [[str(t), str(p)] for t, p in renames], "unlinks": [str(p) for p in unlinks]}
     atomic_write(path_of(store), json.dumps(doc).encode("utf-8"))
@@ -75,8 +75,8 @@ def recover(store: Any) -> bool:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(q)
                 dirs.add(q.parent)
+    from memcli.files import fsync_dir
     from memcli.safety import notice
-    from memcli.store import fsync_dir
 
     for d in dirs:
         fsync_dir(d)

@@ -47,8 +47,6 @@ def is_trusted(store: Path) -> bool:
 
 def set_trust(store: Path, trusted: bool = True) -> bool:
     """Add (or remove) a store in the user's trust list; returns whether the list changed."""
-    from memcli.store import atomic_write
-
     path = _canonical(store)
     current = trusted_stores()
     if (path in current) == trusted:
@@ -56,5 +54,7 @@ def set_trust(store: Path, trusted: bool = True) -> bool:
     new = [*current, path] if trusted else [p for p in current if p != path]
     f = trust_file()
     f.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_write(f, ("".join(f"{p}\n" for p in new)).encode("utf-8"))
+    tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")  # written whole, then renamed: never half a list
+    tmp.write_text("".join(f"{p}\n" for p in new), encoding="utf-8")
+    os.replace(tmp, f)
     return True

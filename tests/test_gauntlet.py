@@ -406,10 +406,9 @@ def test_a_commit_cut_short_between_its_renames_is_finished_by_the_next_command(
 
     monkeypatch.setattr(changes.os, "replace", dies_after_two)
     with pytest.raises(KeyboardInterrupt):
+        from memcli.config import load_config
         from memcli.curate import merge
         from memcli.store import Store
-
-        from memcli.config import load_config
 
         store = Store(bigger, load_config(bigger).with_overrides(embed_model="hash:256"))
         merge(store, ids, use_llm=False)

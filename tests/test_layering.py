@@ -16,13 +16,14 @@ import memcli
 PACKAGE = Path(memcli.__file__).parent
 
 LAYERS: list[tuple[str, set[str]]] = [
-    ("vocabulary", {"errors", "vocab", "config", "memory", "facts", "discovery", "render", "ids", "chain"}),
+    ("vocabulary", {"errors", "vocab", "config", "memory", "facts", "discovery", "render", "ids", "chain",
+                    "safety", "trust"}),
     ("services", {"embed", "extract", "redact", "llm", "llm_checks", "decide"}),
-    ("files", {"files"}),
+    ("files", {"files", "journal"}),
     ("index", {"keyword_index", "index"}),
     ("store handle", {"store"}),
     ("changes", {"changes"}),
-    ("planning", {"ingest", "curate", "io", "search", "admin", "ask", "sharing"}),
+    ("planning", {"ingest", "curate", "io", "search", "admin", "ask", "sharing", "repair"}),
     ("api", {"api"}),
 ]
 TOP = len(LAYERS)  # the CLI, completion, entry points, and modules not placed yet
@@ -75,7 +76,7 @@ def test_the_layers_are_in_the_documented_order() -> None:
 
 
 def test_the_files_layer_imports_only_memory_config_and_errors() -> None:
-    assert memcli_imports(PACKAGE / "files.py") <= {"memory", "config", "errors", "vocab"}
+    assert memcli_imports(PACKAGE / "files.py") <= {"memory", "config", "errors", "vocab", "safety", "journal"}
 
 
 def test_only_the_index_runs_sql_against_the_catalog() -> None:

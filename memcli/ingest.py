@@ -237,6 +237,8 @@ def plan_add(
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:  # a lone surrogate (undecodable bytes in argv): not text we can store
         raise IngestError("input is not valid UTF-8 text (it holds a lone surrogate)") from None
+    if "\x00" in text:  # a NUL would make the fact file unreadable ("binary content")
+        raise IngestError("input holds a NUL byte; not text that can be stored")
     if size > MAX_INPUT_BYTES:
         raise IngestError(f"input too large (limit {MAX_INPUT_BYTES // 2**20} MB)")
     if type is not None and type not in MEMORY_TYPES:

@@ -24,7 +24,7 @@ from memcli.cli import app
 
 COMMAND = typer.main.get_command(app)  # built once: Typer's per-call build is half of a call's cost
 
-EXAMPLES = int(os.environ.get("MEMCLI_GAUNTLET_EXAMPLES", "0")) or None
+EXAMPLES = int(os.environ.get("MEMCLI_GAUNTLET_EXAMPLES") or 0) or None
 
 
 def fuzz(default: int) -> settings:

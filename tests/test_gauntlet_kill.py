@@ -22,7 +22,7 @@ import pytest
 
 from memcli.memory import Memory
 
-KILLS = int(os.environ.get("MEMCLI_GAUNTLET_KILLS", "4"))
+KILLS = int(os.environ.get("MEMCLI_GAUNTLET_KILLS") or 4)
 ENV = {**os.environ, "MEMCLI_EMBED_MODEL": "hash:256", "MEMCLI_LOCK_TIMEOUT": "30"}
 
 

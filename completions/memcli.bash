@@ -18,12 +18,68 @@ _memcli_paths() {  # $1: file | dir, $2: the word to complete
     fi
 }
 
+# The store a command line uses (into _memcli_dir), for completing ids and tags.
+_memcli_find_store() {
+    local i w d
+    _memcli_dir=""
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        w="${COMP_WORDS[i]}"
+        case "$w" in
+            --store | -s) _memcli_dir="${COMP_WORDS[i + 1]}" ;;
+            --store=*) _memcli_dir="${w#--store=}" ;;
+        esac
+    done
+    [ -n "$_memcli_dir" ] && return 0
+    [ -n "$MEMCLI_STORE" ] && { _memcli_dir="$MEMCLI_STORE"; return 0; }
+    d="$PWD"
+    while [ -n "$d" ]; do
+        [ -d "$d/.memcli" ] && { _memcli_dir="$d/.memcli"; return 0; }
+        d="${d%/*}"
+    done
+    _memcli_dir="${XDG_DATA_HOME:-$HOME/.local/share}/memcli"
+}
+
+# Memory ids (ids), trashed ids (trash) or tags (tags) starting with $2, from the store's
+# catalog, read with the sqlite3 command: no memcli, no Python, no model.
+_memcli_dynamic() {
+    local _memcli_dir db p row t IFS=$'\n'
+    local -a rows
+    local -A seen
+    _memcli_find_store
+    p="${2//[^A-Za-z0-9_.:+#\/-]/}"
+    if [ "$1" = trash ]; then
+        for row in "$_memcli_dir"/.trash/"$p"*.md; do
+            [ -f "$row" ] && { row="${row##*/}"; COMPREPLY+=("${row%.md}"); }
+        done
+        return 0
+    fi
+    db="$_memcli_dir/.index/catalog.sqlite"
+    { [ -f "$db" ] && command -v sqlite3 >/dev/null 2>&1; } || return 0
+    if [ "$1" = ids ]; then
+        p="${p^^}"
+        COMPREPLY=($(sqlite3 -readonly -batch -noheader "$db" \
+            "SELECT id FROM mem WHERE id >= '$p' AND id < '$p' || char(1114111) ORDER BY id LIMIT 500" 2>/dev/null))
+        return 0
+    fi
+    rows=($(sqlite3 -readonly -batch -noheader "$db" "SELECT DISTINCT tags FROM mem WHERE tags LIKE '%|$p%'" \
+        2>/dev/null))
+    IFS="|"
+    for row in "${rows[@]}"; do
+        for t in $row; do
+            if [ -n "$t" ] && [[ "$t" == "$p"* ]] && [ -z "${seen[$t]}" ]; then
+                seen[$t]=1
+                COMPREPLY+=("$t")
+            fi
+        done
+    done
+}
+
 # Sets, for a command path: _memcli_subs (subcommands), _memcli_opts (options),
 # _memcli_vopts (options that take a value), _memcli_nargs (how many arguments, -1: any).
 _memcli_spec() {
     case "$1" in
         'memcli')
-            _memcli_subs='init add search show list rm restore trash export import reindex stats doctor merge prune rollback consolidate ask feedback trust mcp capture context where sync inbox hooks'
+            _memcli_subs='init add search show list rm restore trash edit log export import reindex stats doctor merge prune rollback consolidate ask feedback trust mcp capture context where sync inbox hooks'
             _memcli_opts='--store -s --debug --version --json --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
@@ -76,6 +132,18 @@ _memcli_spec() {
             _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
+        'memcli edit')
+            _memcli_subs=''
+            _memcli_opts='--store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=1
+            ;;
+        'memcli log')
+            _memcli_subs=''
+            _memcli_opts='--event -e --since --until --limit -n --json --store -s --debug --help -h'
+            _memcli_vopts='--event -e --since --until --limit -n --store -s'
+            _memcli_nargs=1
+            ;;
         'memcli export')
             _memcli_subs=''
             _memcli_opts='--format -f --output -o --tag -t --type --user --project --since --until --all --store -s --debug --help -h'
@@ -84,8 +152,8 @@ _memcli_spec() {
             ;;
         'memcli import')
             _memcli_subs=''
-            _memcli_opts='--create --from --no-redact --json --store -s --debug --help -h'
-            _memcli_vopts='--from --store -s'
+            _memcli_opts='--format -f --split --create --from --no-redact --json --store -s --debug --help -h'
+            _memcli_vopts='--format -f --from --store -s'
             _memcli_nargs=1
             ;;
         'memcli reindex')
@@ -114,8 +182,8 @@ _memcli_spec() {
             ;;
         'memcli prune')
             _memcli_subs=''
-            _memcli_opts='--older-than --unused --min-confidence --type --dry-run --json --store -s --debug --help -h'
-            _memcli_vopts='--older-than --min-confidence --type --store -s'
+            _memcli_opts='--older-than --unused --min-confidence --type --min-age --dry-run --json --store -s --debug --help -h'
+            _memcli_vopts='--older-than --min-confidence --type --min-age --store -s'
             _memcli_nargs=0
             ;;
         'memcli rollback')
@@ -216,21 +284,28 @@ _memcli_value() {
     case "$1 $2" in
         'memcli --store'|'memcli -s') _memcli_paths dir "$3" ;;
         'memcli init --store'|'memcli init -s') _memcli_paths dir "$3" ;;
+        'memcli add --tag'|'memcli add -t') _memcli_dynamic tags "$3" ;;
         'memcli add --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
         'memcli add --store'|'memcli add -s') _memcli_paths dir "$3" ;;
+        'memcli search --tag'|'memcli search -t') _memcli_dynamic tags "$3" ;;
         'memcli search --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
         'memcli search --store'|'memcli search -s') _memcli_paths dir "$3" ;;
         'memcli show --store'|'memcli show -s') _memcli_paths dir "$3" ;;
+        'memcli list --tag'|'memcli list -t') _memcli_dynamic tags "$3" ;;
         'memcli list --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
         'memcli list --sort') COMPREPLY=($(compgen -W 'created updated confidence id type' -- "$3")) ;;
         'memcli list --store'|'memcli list -s') _memcli_paths dir "$3" ;;
         'memcli rm --store'|'memcli rm -s') _memcli_paths dir "$3" ;;
         'memcli restore --store'|'memcli restore -s') _memcli_paths dir "$3" ;;
         'memcli trash --store'|'memcli trash -s') _memcli_paths dir "$3" ;;
+        'memcli edit --store'|'memcli edit -s') _memcli_paths dir "$3" ;;
+        'memcli log --store'|'memcli log -s') _memcli_paths dir "$3" ;;
         'memcli export --format'|'memcli export -f') COMPREPLY=($(compgen -W 'json jsonl md csv' -- "$3")) ;;
         'memcli export --output'|'memcli export -o') _memcli_paths file "$3" ;;
+        'memcli export --tag'|'memcli export -t') _memcli_dynamic tags "$3" ;;
         'memcli export --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
         'memcli export --store'|'memcli export -s') _memcli_paths dir "$3" ;;
+        'memcli import --format'|'memcli import -f') COMPREPLY=($(compgen -W 'json jsonl md csv' -- "$3")) ;;
         'memcli import --store'|'memcli import -s') _memcli_paths dir "$3" ;;
         'memcli reindex --store'|'memcli reindex -s') _memcli_paths dir "$3" ;;
         'memcli stats --store'|'memcli stats -s') _memcli_paths dir "$3" ;;
@@ -261,7 +336,14 @@ _memcli_value() {
 _memcli_arg() {
     case "$1#$2" in
         'memcli init#0') _memcli_paths dir "$3" ;;
+        'memcli show#'*) _memcli_dynamic ids "$3" ;;
+        'memcli rm#'*) _memcli_dynamic ids "$3" ;;
+        'memcli restore#'*) _memcli_dynamic trash "$3" ;;
+        'memcli edit#0') _memcli_dynamic ids "$3" ;;
+        'memcli log#0') _memcli_dynamic ids "$3" ;;
         'memcli import#0') _memcli_paths file "$3" ;;
+        'memcli merge#'*) _memcli_dynamic ids "$3" ;;
+        'memcli feedback#0') _memcli_dynamic ids "$3" ;;
         'memcli trust#0') _memcli_paths dir "$3" ;;
         *) COMPREPLY=() ;;
     esac

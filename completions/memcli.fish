@@ -4,7 +4,7 @@
 function __memcli_subcommands
     switch $argv[1]
         case 'memcli'
-            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'trust' 'mcp' 'capture' 'context' 'where' 'sync' 'inbox' 'hooks'
+            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'edit' 'log' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'trust' 'mcp' 'capture' 'context' 'where' 'sync' 'inbox' 'hooks'
         case 'memcli inbox'
             printf '%s\n' 'retry' 'process'
         case 'memcli hooks'
@@ -32,10 +32,14 @@ function __memcli_value_options
             printf '%s\n' '--store' '-s'
         case 'memcli trash'
             printf '%s\n' '--store' '-s'
+        case 'memcli edit'
+            printf '%s\n' '--store' '-s'
+        case 'memcli log'
+            printf '%s\n' '--event' '-e' '--since' '--until' '--limit' '-n' '--store' '-s'
         case 'memcli export'
             printf '%s\n' '--format' '-f' '--output' '-o' '--tag' '-t' '--type' '--user' '--project' '--since' '--until' '--store' '-s'
         case 'memcli import'
-            printf '%s\n' '--from' '--store' '-s'
+            printf '%s\n' '--format' '-f' '--from' '--store' '-s'
         case 'memcli reindex'
             printf '%s\n' '--store' '-s'
         case 'memcli stats'
@@ -45,7 +49,7 @@ function __memcli_value_options
         case 'memcli merge'
             printf '%s\n' '--threshold' '--model' '--store' '-s'
         case 'memcli prune'
-            printf '%s\n' '--older-than' '--min-confidence' '--type' '--store' '-s'
+            printf '%s\n' '--older-than' '--min-confidence' '--type' '--min-age' '--store' '-s'
         case 'memcli rollback'
             printf '%s\n' '--store' '-s'
         case 'memcli consolidate'
@@ -114,6 +118,65 @@ function __memcli_at
     test (__memcli_path) = "$argv[1]"
 end
 
+
+# The store a command line uses, for completing ids and tags.
+function __memcli_store
+    set -l tokens (commandline -opc)
+    set -l n (count $tokens)
+    for i in (seq 2 $n)
+        switch $tokens[$i]
+            case --store -s
+                if test $i -lt $n
+                    echo $tokens[(math $i + 1)]
+                    return
+                end
+            case '--store=*'
+                string replace -- '--store=' '' $tokens[$i]
+                return
+        end
+    end
+    if set -q MEMCLI_STORE
+        echo $MEMCLI_STORE
+        return
+    end
+    set -l d $PWD
+    while test -n "$d" -a "$d" != /
+        if test -d $d/.memcli
+            echo $d/.memcli
+            return
+        end
+        set d (dirname $d)
+    end
+    if set -q XDG_DATA_HOME
+        echo $XDG_DATA_HOME/memcli
+    else
+        echo $HOME/.local/share/memcli
+    end
+end
+
+# Memory ids (ids), trashed ids (trash) or tags (tags) from the store's catalog, read with the
+# sqlite3 command: no memcli, no Python, no model.
+function __memcli_dynamic
+    set -l store (__memcli_store)
+    set -l p (string replace -ra '[^A-Za-z0-9_.:+#/-]' '' -- (commandline -ct))
+    set -l db $store/.index/catalog.sqlite
+    switch $argv[1]
+        case trash
+            for f in $store/.trash/*.md
+                basename $f .md
+            end
+        case ids
+            test -f $db; and command -q sqlite3; or return
+            set -l u (string upper -- "$p")
+            sqlite3 -readonly -batch -noheader $db \
+                "SELECT id FROM mem WHERE id >= '$u' AND id < '$u' || char(1114111) ORDER BY id LIMIT 500" 2>/dev/null
+        case tags
+            test -f $db; and command -q sqlite3; or return
+            sqlite3 -readonly -batch -noheader $db "SELECT DISTINCT tags FROM mem WHERE tags LIKE '%|$p%'" 2>/dev/null \
+                | string split '|' | string match -r '.+' | sort -u
+    end
+end
+
 complete -c memcli -f
 
 # memcli
@@ -125,8 +188,10 @@ complete -c memcli -n '__memcli_at "memcli"' -a 'list' -d 'A filtered listing of
 complete -c memcli -n '__memcli_at "memcli"' -a 'rm' -d 'Move memories to the trash (\'memcli restore\' brings them back).'
 complete -c memcli -n '__memcli_at "memcli"' -a 'restore' -d 'Bring memories back from the trash.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'trash' -d 'List the trash: what was removed, when, why (\'memcli restore ID\' brings one b...'
-complete -c memcli -n '__memcli_at "memcli"' -a 'export' -d 'Write memories as json, jsonl, md or csv (superseded ones only with --all).'
-complete -c memcli -n '__memcli_at "memcli"' -a 'import' -d 'Load records (text required; id, type, tags, created, origins...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'edit' -d 'Open a memory\'s file in $EDITOR; on save it is checked and re-indexed (a brok...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'log' -d 'The history of changes (log.jsonl), newest first: what changed, when, why, fr...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'export' -d 'Write memories as json, jsonl, md or csv (superseded ones only with --all); e...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'import' -d 'Load memories as they are, no extraction: memcli\'s exports (lossless) or Mark...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'reindex' -d 'Rebuild the sidecar (.index/) from facts/; embeddings come from the cache whe...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'stats' -d 'Counts and sizes.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'doctor' -d 'Check config, model, LLM reachability and index consistency; list malformed f...'
@@ -162,7 +227,7 @@ complete -c memcli -n '__memcli_at "memcli add"' -l 'raw' -d 'Store the text as 
 complete -c memcli -n '__memcli_at "memcli add"' -l 'no-llm' -d 'Use the heuristic extractor even if an LLM is set.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'llm' -d 'Require the LLM (error if none is configured).'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'model' -x -d 'LLM model for this call (litellm string).'
-complete -c memcli -n '__memcli_at "memcli add"' -l 'tag' -s 't' -x -d 'Tag the new memories (repeatable).'
+complete -c memcli -n '__memcli_at "memcli add"' -l 'tag' -s 't' -x -a '(__memcli_dynamic tags)' -d 'Tag the new memories (repeatable).'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'type' -x -a 'semantic episodic procedural' -d 'semantic | episodic | procedural: the type of every new memory.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'origin' -x -d 'Who vouches: git:SHA, session:ID ...'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'user' -x -d 'Owner to stamp (default: config user, else $MEMCLI_USER, else default).'
@@ -184,7 +249,7 @@ complete -c memcli -n '__memcli_at "memcli add"' -l 'help' -s 'h' -d 'Show this 
 # memcli search
 complete -c memcli -n '__memcli_at "memcli search"' -l 'top-k' -s 'k' -x -d 'How many results (1-50).'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'threshold' -x -d 'Minimum similarity, 0-1 (default 0.3).'
-complete -c memcli -n '__memcli_at "memcli search"' -l 'tag' -s 't' -x -d 'Only memories with this tag (repeatable; all must match).'
+complete -c memcli -n '__memcli_at "memcli search"' -l 'tag' -s 't' -x -a '(__memcli_dynamic tags)' -d 'Only memories with this tag (repeatable; all must match).'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'type' -x -a 'semantic episodic procedural' -d 'semantic | episodic | procedural: only this type.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'user' -x -d 'Only this user\'s memories.'
 complete -c memcli -n '__memcli_at "memcli search"' -l 'project' -x -d 'Project name, or \'.\' for this repository.'
@@ -205,9 +270,10 @@ complete -c memcli -n '__memcli_at "memcli show"' -l 'json' -d 'Print one JSON d
 complete -c memcli -n '__memcli_at "memcli show"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli show"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli show"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli show"' -a '(__memcli_dynamic ids)'
 
 # memcli list
-complete -c memcli -n '__memcli_at "memcli list"' -l 'tag' -s 't' -x -d 'Only memories with this tag (repeatable; all must match).'
+complete -c memcli -n '__memcli_at "memcli list"' -l 'tag' -s 't' -x -a '(__memcli_dynamic tags)' -d 'Only memories with this tag (repeatable; all must match).'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'type' -x -a 'semantic episodic procedural' -d 'semantic | episodic | procedural: only this type.'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'user' -x -d 'Only this user\'s memories.'
 complete -c memcli -n '__memcli_at "memcli list"' -l 'project' -x -d 'Project name, or \'.\' for this repository.'
@@ -227,12 +293,14 @@ complete -c memcli -n '__memcli_at "memcli rm"' -l 'json' -d 'Print one JSON doc
 complete -c memcli -n '__memcli_at "memcli rm"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli rm"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli rm"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli rm"' -a '(__memcli_dynamic ids)'
 
 # memcli restore
 complete -c memcli -n '__memcli_at "memcli restore"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli restore"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli restore"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli restore"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli restore"' -a '(__memcli_dynamic trash)'
 
 # memcli trash
 complete -c memcli -n '__memcli_at "memcli trash"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
@@ -240,10 +308,27 @@ complete -c memcli -n '__memcli_at "memcli trash"' -l 'store' -s 's' -x -a '(__f
 complete -c memcli -n '__memcli_at "memcli trash"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli trash"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
+# memcli edit
+complete -c memcli -n '__memcli_at "memcli edit"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli edit"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli edit"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli edit"' -a '(__memcli_dynamic ids)'
+
+# memcli log
+complete -c memcli -n '__memcli_at "memcli log"' -l 'event' -s 'e' -x -d 'Only these events: ADD, UPDATE, RM, MERGE, IMPORT...'
+complete -c memcli -n '__memcli_at "memcli log"' -l 'since' -x -d 'Changes at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.'
+complete -c memcli -n '__memcli_at "memcli log"' -l 'until' -x -d 'Changes at or before (same forms).'
+complete -c memcli -n '__memcli_at "memcli log"' -l 'limit' -s 'n' -x -d 'Show the N most recent entries.'
+complete -c memcli -n '__memcli_at "memcli log"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
+complete -c memcli -n '__memcli_at "memcli log"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli log"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli log"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli log"' -a '(__memcli_dynamic ids)'
+
 # memcli export
 complete -c memcli -n '__memcli_at "memcli export"' -l 'format' -s 'f' -x -a 'json jsonl md csv' -d 'json | jsonl | md | csv'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'output' -s 'o' -r -F -d 'File to write (default: stdout).'
-complete -c memcli -n '__memcli_at "memcli export"' -l 'tag' -s 't' -x -d 'Only memories with this tag (repeatable; all must match).'
+complete -c memcli -n '__memcli_at "memcli export"' -l 'tag' -s 't' -x -a '(__memcli_dynamic tags)' -d 'Only memories with this tag (repeatable; all must match).'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'type' -x -a 'semantic episodic procedural' -d 'semantic | episodic | procedural: only this type.'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'user' -x -d 'Only this user\'s memories.'
 complete -c memcli -n '__memcli_at "memcli export"' -l 'project' -x -d 'Project name, or \'.\' for this repository.'
@@ -255,6 +340,8 @@ complete -c memcli -n '__memcli_at "memcli export"' -l 'debug' -d 'Show tracebac
 complete -c memcli -n '__memcli_at "memcli export"' -l 'help' -s 'h' -d 'Show this message and exit.'
 
 # memcli import
+complete -c memcli -n '__memcli_at "memcli import"' -l 'format' -s 'f' -x -a 'json jsonl md csv' -d 'json | jsonl | md | csv (default: from the extension, else the content).'
+complete -c memcli -n '__memcli_at "memcli import"' -l 'split' -d 'Markdown notes: one memory per heading section, not one per file.'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'create' -d 'Create the --store directory if it does not exist.'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'from' -x -d 'A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'no-redact' -d 'Keep texts verbatim (no scrubbing of secrets).'
@@ -293,12 +380,14 @@ complete -c memcli -n '__memcli_at "memcli merge"' -l 'json' -d 'Print one JSON 
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli merge"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli merge"' -a '(__memcli_dynamic ids)'
 
 # memcli prune
 complete -c memcli -n '__memcli_at "memcli prune"' -l 'older-than' -x -d 'Age or date: 90d, 6m, 2026-01-01.'
 complete -c memcli -n '__memcli_at "memcli prune"' -l 'unused' -d 'Never returned by a search.'
 complete -c memcli -n '__memcli_at "memcli prune"' -l 'min-confidence' -x -d 'Trash memories below this confidence.'
 complete -c memcli -n '__memcli_at "memcli prune"' -l 'type' -x -a 'semantic episodic procedural' -d 'Only memories of this type.'
+complete -c memcli -n '__memcli_at "memcli prune"' -l 'min-age' -x -d 'Never trash memories younger than this, whatever the criteria (0 to allow any...'
 complete -c memcli -n '__memcli_at "memcli prune"' -l 'dry-run' -d 'List what would be trashed, change nothing.'
 complete -c memcli -n '__memcli_at "memcli prune"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli prune"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
@@ -337,6 +426,7 @@ complete -c memcli -n '__memcli_at "memcli feedback"' -l 'json' -d 'Print one JS
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli feedback"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli feedback"' -a '(__memcli_dynamic ids)'
 
 # memcli trust
 complete -c memcli -n '__memcli_at "memcli trust"' -l 'remove' -d 'Stop trusting it.'

@@ -7,6 +7,7 @@ usage errors exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -896,6 +897,78 @@ def trash_(as_json: bool = JSON_FLAG) -> None:
     note(render.plural(len(items), "memory", "memories") + " in the trash" + (" (memcli restore ID)" if items else ""))
 
 
+@app.command(epilog=examples("memcli edit 01JDQ8ZK", "EDITOR=nano memcli edit 01JDQ8ZK"))
+def edit(
+    memory_id: str = typer.Argument(..., metavar="ID", help="The memory to edit (a unique id prefix is enough)."),
+) -> None:
+    """Open a memory's file in $EDITOR; on save it is checked and re-indexed (a broken edit is kept aside)."""
+    from memcli.history import edit as run_editor
+
+    store = synced(get_store())
+    (mid,) = resolve_ids(store, [memory_id])
+    memory, changed = run_editor(store, mid)
+    if changed:
+        synced(store)
+        note(f"saved {mid}")
+    else:
+        note(f"no change to {mid}")
+
+
+@app.command("log", epilog=examples("memcli log", "memcli log 01JDQ8ZK", "memcli log --event RM --since 7d",
+                                    "memcli log --json -n 100 | jq '.entries[].event'"))
+def log_(
+    memory_id: str | None = typer.Argument(None, metavar="ID", help="Only this memory's history (an id prefix)."),
+    event: list[str] | None = typer.Option(None, "--event", "-e", metavar="EVENT",
+                                           help="Only these events: ADD, UPDATE, RM, MERGE, IMPORT... (repeatable)."),
+    since: str | None = typer.Option(None, "--since", metavar="WHEN",
+                                     help="Changes at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday."),
+    until: str | None = typer.Option(None, "--until", metavar="WHEN", help="Changes at or before (same forms)."),
+    limit: int | None = typer.Option(None, "--limit", "-n", metavar="N", callback=_at_least(1),
+                                     help="Show the N most recent entries."),
+    as_json: bool = JSON_FLAG,
+) -> None:
+    """The history of changes (log.jsonl), newest first: what changed, when, why, from where."""
+    from collections import deque
+
+    from memcli.history import LogFilter, entries, ids_in_log, log_line
+    from memcli.memory import parse_when
+
+    store = get_store()
+    if memory_id:
+        found = ids_in_log(store.log_path, memory_id)
+        if len(found) > 1 and memory_id.upper() not in {i.upper() for i in found}:
+            fail(f"id prefix {memory_id} is ambiguous: {len(found)} memories in the log match",
+                 hint=f"candidates: {', '.join(sorted(found)[:5])}")
+    try:
+        flt = LogFilter(id_prefix=memory_id, events=tuple(e.upper() for e in event or ()),
+                        since=parse_when(since) if since else None,
+                        until=parse_when(until, end=True) if until else None)
+    except ValueError as e:
+        fail(str(e), ExitStatus.USAGE)
+    terminal = render.stdout_is_terminal()
+    keep = limit or (max(10, shutil.get_terminal_size((80, 24)).lines - 3) if terminal and not as_json else None)
+    total = 0
+    recent: deque[dict[str, Any]] = deque(maxlen=keep)  # bounded: the log may hold a 100k import
+    for entry in entries(store.log_path, flt):
+        total += 1
+        recent.append(entry)
+    newest = list(reversed(recent))
+    if as_json:
+        emit_json({"count": len(newest), "total": total, "entries": newest})
+        return
+    width = render.terminal_width() if terminal else None
+    shorts: dict[str, str] = {}
+    if terminal:
+        from memcli.ids import short_ids
+
+        shorts = short_ids(synced(store), {e["id"] for e in newest if isinstance(e.get("id"), str)})
+    sys.stdout.write("".join(log_line(e, width, shorts.get(e.get("id"))) + "\n" for e in newest))
+    if terminal and total > len(newest) and not limit:
+        sys.stdout.write(f"… {total - len(newest)} older (use --limit N, or pipe the output)\n")
+    if not total:
+        note("no matching history")
+
+
 # ---------------------------------------------------------------- export / import
 @app.command("export", epilog=examples(
     "memcli export --format jsonl -o backup.jsonl",
@@ -913,63 +986,88 @@ def export_(
     until: str | None = UNTIL_FILTER,
     all_: bool = ALL_OPTION,
 ) -> None:
-    """Write memories as json, jsonl, md or csv (superseded ones only with --all)."""
-    from memcli.io import export
+    """Write memories as json, jsonl, md or csv (superseded ones only with --all); every format
+    imports back (`memcli import`)."""
+    from memcli.io import export_chunks, iter_records
 
     if fmt not in ExportFormat.values():
         fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     store = synced(get_store())
-    records = store.index.select(make_filters(tag, type_, user, project, since, until, current=not all_),
-                                 order="id")
-    data = export(records, fmt)
+    counted = [0]
+
+    def records() -> Any:
+        for r in iter_records(store.index, make_filters(tag, type_, user, project, since, until, current=not all_)):
+            counted[0] += 1
+            yield r
+
+    chunks = export_chunks(records(), fmt)
     if output is None or str(output) == "-":
-        sys.stdout.write(data)
-    else:
-        from memcli.files import atomic_write
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        return
+    from memcli.io import write_stream
 
-        try:
-            atomic_write(output.absolute(), data.encode("utf-8"))
-        except OSError as e:
-            fail(f"cannot write {output}: {e.strerror}")
-        note(f"exported {len(records)} memories to {output}")
+    try:
+        write_stream(output.absolute(), chunks)
+    except OSError as e:
+        fail(f"cannot write {output}: {e.strerror}")
+    note(f"exported {render.plural(counted[0], 'memory', 'memories')} to {output}")
 
 
-@app.command("import", epilog=examples("memcli import backup.jsonl", "cat records.jsonl | memcli import -"))
+@app.command("import", epilog=examples(
+    "memcli import backup.jsonl",
+    "memcli import ~/notes --split",
+    "memcli import --format md meeting-notes.md",
+    "memcli import --from claude-code session.jsonl",
+))
 def import_(
-    file: str = typer.Argument(..., metavar="FILE", help="json or jsonl file (export's format); `-` for stdin."),
+    file: str = typer.Argument(..., metavar="FILE|DIR", help="An export (json, jsonl, csv, md), a Markdown note, "
+                               "or a folder of notes; `-` reads stdin."),
+    fmt: str | None = typer.Option(None, "--format", "-f", metavar="FORMAT",
+                                   help=f"{ExportFormat.choices()} (default: from the extension, else the content)."),
+    split: bool = typer.Option(False, "--split", help="Markdown notes: one memory per heading section, "
+                               "not one per file."),
     create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
-    from_: str | None = typer.Option(None, "--from", metavar="FORMAT", help="A conversation export instead: "
+    from_: str | None = typer.Option(None, "--from", metavar="SOURCE", help="A conversation export instead: "
                                      "claude-code (a session .jsonl) or chatgpt (conversations.json), through "
                                      "the add pipeline."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Keep texts verbatim (no scrubbing of secrets)."),
     as_json: bool = JSON_FLAG,
 ) -> None:
-    """Load records (text required; id, type, tags, created, origins... optional). No extraction."""
-    from memcli.ingest import read_input, read_limited
-    from memcli.io import import_memories, parse_records, to_memories
+    """Load memories as they are, no extraction: memcli's exports (lossless) or Markdown notes (front
+    matter optional). Streams files of any size; each record's text is limited to 10 MB."""
+    from memcli.records import import_source, spool_stdin
 
-    if file == "-":
-        name, text = "stdin", read_stdin()
-    else:
-        name = file
-        try:
-            with open(file, "rb") as f:
-                data = read_limited(f, file)  # /dev/zero stops at the limit
-        except OSError as e:
-            fail(f"cannot read {file}: {e.strerror}")
-        text = read_input(data, name)
-    if from_ is not None:
+    if from_ is not None:  # a conversation: through the add pipeline (read whole, 10 MB at most)
+        from memcli.ingest import read_input, read_limited
+
+        if file == "-":
+            name, text = "stdin", read_stdin()
+        else:
+            name = file
+            try:
+                with open(file, "rb") as f:
+                    data = read_limited(f, file)  # /dev/zero stops at the limit
+            except OSError as e:
+                fail(f"cannot read {file}: {e.strerror}")
+            text = read_input(data, name)
         return _import_conversations(text, from_, Path(name).name, create, as_json)
-    memories = to_memories(parse_records(text, name), name, f"import:{Path(name).name}", redact=not no_redact)
-    store = get_store(must_exist=False, create=create)
-    store.ensure()
-    synced(store)
-    bar = _progress("importing")
-    try:
-        report = import_memories(store, memories, on_progress=bar.update if bar else None)
-    finally:
-        if bar:
-            bar.close()
+    if fmt is not None and fmt not in ExportFormat.values():
+        fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
+    with spool_stdin(sys.stdin.buffer) if file == "-" else contextlib.nullcontext(Path(file)) as path:
+        name = "stdin" if file == "-" else path.name
+        if file != "-" and not path.exists():
+            fail(f"cannot read {file}: no such file or directory")
+        store = get_store(must_exist=False, create=create)
+        store.ensure()
+        synced(store)
+        bar = _progress("importing")
+        try:
+            report = import_source(store, path, fmt, name=name, split=split, redact=not no_redact,
+                                   on_progress=bar.update if bar else None)
+        finally:
+            if bar:
+                bar.close()
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -1059,6 +1157,8 @@ def merge(
 
     # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
     groups = similar_groups(store, threshold, apart=_opposed) if auto else [resolve_ids(store, ids or [])]
+    wanted = {i for g in groups for i in g}  # the texts, for the report (the sources leave the index)
+    texts = {m["id"]: m["text"] for m in store.index.select() if m["id"] in wanted} if wanted else {}
     if any(len(set(group)) < 2 for group in groups):
         fail("merge needs at least two different memories", ExitStatus.USAGE)
     results = merge_groups(store, groups, use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
@@ -1069,12 +1169,20 @@ def merge(
     if as_json:
         emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run})
         return
-    for r in results:
-        note(f"{'would merge' if dry_run else 'merged'} {', '.join(r.sources)} -> {r.merged.id} ({r.method})")
-        if dry_run or len(results) == 1:
-            sys.stdout.write(r.merged.text.rstrip() + "\n")
-    if not results:
-        note("nothing to merge")
+    width = render.terminal_width() if render.stdout_is_terminal() else 100
+    blocks = []
+    for n, r in enumerate(results, 1):  # one labelled block per group, all on stdout
+        verb = "would merge" if dry_run else "merged"
+        lines = [f"group {n}: {verb} {len(r.sources)} memories into {r.merged.id} ({r.method})"]
+        for sid in r.sources:
+            lines.append(f"  from {sid}  {render.clip(texts.get(sid, ''), max(20, width - 34))}")
+        lines.append("  into:")
+        lines.extend(render.body_lines(r.merged.text, width, "    "))
+        blocks.append("\n".join(lines))
+    if blocks:
+        sys.stdout.write("\n\n".join(blocks) + "\n")
+    note(f"{'would merge' if dry_run else 'merged'} {render.plural(len(results), 'group')}" if results
+         else "nothing to merge")
 
 
 @app.command(epilog=examples(
@@ -1088,6 +1196,8 @@ def prune(
     min_confidence: float | None = typer.Option(None, "--min-confidence", metavar="LEVEL", callback=_between(0, 1),
                                                    help="Trash memories below this confidence."),
     type_: str | None = typer.Option(None, "--type", metavar="TYPE", help="Only memories of this type."),
+    min_age: str = typer.Option("30d", "--min-age", metavar="DURATION", help="Never trash memories younger "
+                                "than this, whatever the criteria (0 to allow any age)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be trashed, change nothing."),
     as_json: bool = JSON_FLAG,
 ) -> None:
@@ -1096,18 +1206,24 @@ def prune(
     from memcli.memory import parse_when
 
     check_type(type_)
+    if not (older_than or unused or min_confidence is not None):
+        fail("prune needs a criterion", ExitStatus.USAGE, hint="give --older-than, --unused or --min-confidence")
     store = synced(get_store())
     try:
         cutoff = parse_when(older_than) if older_than else None
+        youngest = None if min_age.strip() in ("0", "0d") else parse_when(min_age)
     except ValueError as e:
         fail(str(e), ExitStatus.USAGE)
+    if youngest is not None and (cutoff is None or youngest < cutoff):
+        cutoff = youngest  # criteria combine with AND: older than both
     result = do_prune(store, older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
                       dry_run=dry_run)
     if as_json:
         emit_json({**result.to_dict(), "dry_run": dry_run})
         return
+    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
     for r in result.trashed:
-        sys.stdout.write(f"{r['id']}  {short(r['text'], 80)}  ({r['_reason']})\n")
+        sys.stdout.write(render.clip(f"{r['id']}  {' '.join(r['text'].split())}  ({r['_reason']})", width) + "\n")
     note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)} memories")
 
 
@@ -1121,12 +1237,35 @@ def rollback(
     from memcli.curate import rollback as do_rollback
 
     store = synced(get_store())
+    involved = {r["id"]: r for r in store.index.select() if origin in (r.get("origins") or [])}
+    if not involved and not _origin_in_log(store, origin):  # rolled back already: nothing to do, not an error
+        known = sorted({o for r in store.index.select() for o in r.get("origins") or []
+                        if o.split(":")[0] == origin.split(":")[0]})
+        fail(f"no memory comes from {origin}",
+             hint=f"origins of that kind: {', '.join(known[:6])}{' ...' if len(known) > 6 else ''}" if known
+             else "memcli show ID lists a memory's origins")
     result = do_rollback(store, origin, dry_run=dry_run)
     if as_json:
         emit_json({**result.to_dict(), "dry_run": dry_run})
         return
+    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
+    for verb, ids_ in (("trash ", result.trashed), ("detach", result.detached)):
+        for mid in ids_:
+            text = " ".join(str(involved.get(mid, {}).get("text", "")).split())
+            sys.stdout.write(render.clip(f"{verb}  {mid}  {text}", width) + "\n")
     note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)}, "
          f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}")
+
+
+def _origin_in_log(store: Store, origin: str) -> bool:
+    """Whether any change was ever made from `origin` (log.jsonl), read as a stream."""
+    from memcli.history import LogFilter, entries
+
+    for entry in entries(store.log_path, LogFilter()):
+        o = entry.get("origin")
+        if o == origin or (isinstance(o, list) and origin in o):
+            return True
+    return False
 
 
 @app.command(epilog=examples("memcli consolidate --dry-run", "memcli consolidate --no-llm --json"))
@@ -1202,14 +1341,15 @@ def ask(
         else:
             note("no matching memories: nothing to answer from")
         return
+    spinner = render.Spinner("thinking")  # on stderr, only on a terminal, gone at the first token
     if as_json:
-        text = "".join(answer.stream()).strip()
+        text = "".join(spinner.wrap(answer.stream())).strip()
         emit_json({"question": answer.question, "answer": text, "cited": answer.cited(text), "memories": records,
                    "llm": answer.usage()})
         return
     printed = False
     try:
-        for piece in answer.stream():
+        for piece in spinner.wrap(answer.stream()):
             printed = True
             sys.stdout.write(piece)
             sys.stdout.flush()

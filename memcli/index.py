@@ -19,7 +19,7 @@ import shutil
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -703,6 +703,13 @@ class Index:
         if limit:
             q += f" LIMIT {min(int(limit), 2**63 - 1)}"  # SQLite's integers are 64-bit
         return [json.loads(r[0]) for r in self.db.execute(q, args)]
+
+    def iter_select(self, filters: Filters | None = None) -> Iterator[dict[str, Any]]:
+        """Catalog records matching `filters`, by id, from a cursor: an export of 100k memories
+        never holds them all (`select` returns a list)."""
+        where, args = (filters or Filters()).sql()
+        for (rec,) in self.db.execute(f"SELECT record FROM mem WHERE {where} ORDER BY id", args):
+            yield json.loads(rec)
 
     def filtered_labels(self, filters: Filters) -> list[int]:
         where, args = filters.sql()

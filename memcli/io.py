@@ -1,9 +1,9 @@
 """export / import: memories to and from json, jsonl, md and csv.
 
-`import` reads what `export --format json|jsonl` writes and gives back the same files: ids,
-timestamps, history, links and unknown keys included. It loads records as they are (no
-extraction, no dedup): it is the bulk path, and it validates every record before writing any, so a
-bad line leaves the store untouched.
+`import` reads what `export` writes, in every format, and gives back the same files: ids,
+timestamps, history, links and unknown keys included (memcli.records reads files as streams). It
+loads records as they are (no extraction, no dedup): it is the bulk path, and it validates every
+record before writing any, so a bad line leaves the store untouched.
 """
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from memcli.changes import ChangeSet
 from memcli.errors import InputRejected
 from memcli.memory import MalformedMemory, Memory
+from memcli.records import CSV_COLUMNS
+from memcli.render import JSON_SCHEMA
 from memcli.store import Store
 from memcli.vocab import ExportFormat
 
@@ -39,28 +42,79 @@ class ImportReport:
 
 
 # ---------------------------------------------------------------- export
-def export(records: list[dict[str, Any]], fmt: str) -> str:
-    """Render catalog records (Memory.to_dict shape) in one of FORMATS."""
+def export(records: Iterable[dict[str, Any]], fmt: str) -> str:
+    """Render catalog records (Memory.to_dict shape) in one of FORMATS, as one string."""
+    return "".join(export_chunks(records, fmt))
+
+
+def export_chunks(records: Iterable[dict[str, Any]], fmt: str) -> Iterator[str]:
+    """The export, piece by piece (a 100k-memory store is written without holding it twice).
+
+    Every format imports back: json and jsonl are the records as they are; md puts each record
+    (without its text) as JSON in an HTML comment under a heading, invisible when rendered; csv
+    has one column per common field plus `more`, a JSON object with the rest (history, links,
+    code pattern, flags, your own keys)."""
     if fmt == "json":
-        return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
-    if fmt == "jsonl":
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    if fmt == "md":
-        parts = ["# memcli export\n"]
+        yield f'{{"schema": {JSON_SCHEMA}, "memories": ['
+        for n, r in enumerate(records):
+            yield ("\n " if n == 0 else ",\n ") + json.dumps(r, ensure_ascii=False)
+        yield "\n]}\n"
+    elif fmt == "jsonl":
         for r in records:
-            meta = ", ".join(x for x in (r.get("type"), ", ".join(r.get("tags") or []), r.get("created")) if x)
-            parts.append(f"\n## {r['id']}\n\n*{meta}*\n\n{r['text'].strip()}\n")
-        return "".join(parts)
-    if fmt == "csv":
+            yield json.dumps(r, ensure_ascii=False) + "\n"
+    elif fmt == "md":
+        yield "# memcli export\n"
+        for r in records:
+            meta = {k: v for k, v in r.items() if k != "text"}
+            title = " · ".join(x for x in (r["id"], r.get("type"), " ".join("#" + t for t in r.get("tags") or []),
+                                           str(r.get("created") or "")[:10]) if x)
+            marker = json.dumps(meta, ensure_ascii=False).replace("-->", "--\\u003e")
+            yield f"\n## {title}\n<!-- memcli {marker} -->\n\n{r['text'].strip(chr(10))}\n"
+    elif fmt == "csv":
         buf = io.StringIO()
-        cols = ["id", "type", "tags", "domain", "confidence", "source", "origins", "user", "project",
-                "created", "updated", "text"]
-        w = csv.writer(buf)
-        w.writerow(cols)
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        yield buf.getvalue()
         for r in records:
-            w.writerow([";".join(r.get(c) or []) if c in ("tags", "origins") else r.get(c, "") for c in cols])
-        return buf.getvalue()
-    raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+            buf.seek(0)
+            buf.truncate()
+            more = {k: v for k, v in r.items() if k not in CSV_COLUMNS}
+            w.writerow([";".join(r.get(c) or []) if c in ("tags", "origins")
+                        else json.dumps(more, ensure_ascii=False) if c == "more" and more
+                        else "" if r.get(c) is None or c == "more" else r.get(c) for c in CSV_COLUMNS])
+            yield buf.getvalue()
+    else:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def iter_records(index: Any, filters: Any) -> Iterator[dict[str, Any]]:
+    """Catalog records matching `filters`, by id, from a cursor: an export of 100k memories never
+    holds them all."""
+    yield from index.iter_select(filters)
+
+
+def write_stream(path: Path, chunks: Iterable[str]) -> None:
+    """Write chunks to a temporary file beside `path`, fsync, rename: readers see the old file or
+    the whole new one, and nothing is held in memory."""
+    import contextlib
+    import os
+    import tempfile
+
+    from memcli.files import fsync_dir
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
 
 
 # ---------------------------------------------------------------- import

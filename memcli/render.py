@@ -14,8 +14,9 @@ import os
 import re
 import shutil
 import sys
+import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from memcli.errors import ExitStatus
@@ -355,3 +356,54 @@ def search_hit(score: float, rec: dict[str, Any], short_id: str, width: int, col
         parts = "  ".join(f"{k} {v:.3f}" for k, v in explain.items())
         lines.extend(style(x, "dim", colour) for x in wrap(parts, width, "  "))
     return lines
+
+
+# ---------------------------------------------------------------- spinner
+def stderr_is_terminal() -> bool:
+    if os.environ.get("MEMCLI_FORCE_TTY") == "1":
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Spinner:
+    """A spinner on stderr while waiting (e.g. for an LLM's first token); nothing when stderr is not
+    a terminal. `wrap(iterator)` stops it at the first item; the line is cleared when it stops."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def __init__(self, label: str, interval: float = 0.1) -> None:
+        self.label = label
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if stderr_is_terminal():
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        while True:
+            sys.stderr.write(f"\r{self.FRAMES[n % len(self.FRAMES)]} {self.label}…")
+            sys.stderr.flush()
+            n += 1
+            if self._stop.wait(self.interval):
+                break
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    def wrap(self, items: Iterable[Any]) -> Iterator[Any]:
+        try:
+            for item in items:
+                self.stop()
+                yield item
+        finally:
+            self.stop()

@@ -6,6 +6,8 @@ REGENERATE below (one command, run from the repository root).
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -115,12 +117,13 @@ def test_bash_completes_paths(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_scripts_are_static(shell: str) -> None:
-    """Completing must never run memcli or python (fast, and works without the venv)."""
+    """Completing must never run memcli or python (fast, and works without the venv); ids and tags
+    are read from the store's catalog with the sqlite3 command."""
     lines = (COMPLETIONS / FILENAMES[shell]).read_text(encoding="utf-8").splitlines()
     code = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
     assert "python" not in code and "`" not in code
-    if shell == "bash":
-        assert set(re.findall(r"\$\((\w+)", code)) == {"compgen"}
+    if shell == "bash":  # ids and tags come from the catalog through the sqlite3 command, nothing else
+        assert set(re.findall(r"\$\((\w+)", code)) == {"compgen", "sqlite3"}
 
 
 def _syntax_check(shell: str, path: Path) -> None:
@@ -173,3 +176,58 @@ def test_import_has_no_side_effects() -> None:
     code = "import sys, memcli.completion; assert 'memcli.cli' not in sys.modules and 'typer' not in sys.modules"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+# --- ids and tags from the store (read with sqlite3, no memcli, no Python) ---------------------------
+
+
+@pytest.fixture
+def id_store(tmp_path: Path) -> tuple[Path, list[str]]:
+    if shutil.which("sqlite3") is None:
+        pytest.skip("the sqlite3 command is not installed")
+    store = tmp_path / "store"
+    records = [{"id": "01M8AAAA0000000000000000A1", "text": "one", "tags": ["deploy", "k8s"]},
+               {"id": "01M8AAAA0000000000000000B2", "text": "two", "tags": ["deploy-prod"]},
+               {"id": "01M8BBBB0000000000000000C3", "text": "three", "tags": ["db"]}]
+    env = {**os.environ, "MEMCLI_EMBED_MODEL": "hash:256"}
+    subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "import", "--create", "-"],
+                   input=json.dumps(records), text=True, check=True, env=env, capture_output=True)
+    subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "rm", "01M8BBBB"], check=True, env=env,
+                   capture_output=True)
+    return store, [r["id"] for r in records]
+
+
+def test_bash_completes_ids_and_tags_from_the_store(id_store) -> None:
+    store, ids = id_store
+    s = str(store)
+    assert sorted(_bash_complete(["memcli", "--store", s, "show", "01M8A"])) == ids[:2]
+    assert _bash_complete(["memcli", "--store", s, "show", "01m8aaaa0000000000000000b"]) == [ids[1]]
+    assert sorted(_bash_complete(["memcli", "rm", "--store", s, "01M8"])) == ids[:2]  # not the trashed one
+    assert _bash_complete(["memcli", "--store", s, "restore", "01M8"]) == [ids[2]]  # only the trashed one
+    assert sorted(_bash_complete(["memcli", "--store", s, "list", "--tag", "de"])) == ["deploy", "deploy-prod"]
+    assert _bash_complete(["memcli", "--store", s, "search", "-t", "k"]) == ["k8s"]
+    assert _bash_complete(["memcli", "--store", s, "show", "01M8A'; rm -rf /tmp/x; '"]) == []  # quoted safely
+
+
+def test_bash_finds_the_store_like_memcli(id_store, tmp_path: Path) -> None:
+    store, ids = id_store
+    project = tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    shutil.copytree(store, project / ".memcli")
+    assert sorted(_bash_complete(["memcli", "show", "01M8A"], cwd=project / "sub")) == ids[:2]
+
+
+def test_completing_an_id_is_fast_and_never_starts_python(id_store) -> None:
+    store, ids = id_store
+    quoted = f"'{BASH_SCRIPT}'"
+    script = (f"source {quoted}; COMP_WORDS=(memcli --store '{store}' show 01M8A); COMP_CWORD=4; "
+              "python() { echo PYTHON >&2; }; python3() { echo PYTHON >&2; }; memcli() { echo MEMCLI >&2; }; "
+              "best=999999999999; for i in 1 2 3 4 5; do s=$(date +%s%N); COMPREPLY=(); _memcli; e=$(date +%s%N); "
+              "(( e - s < best )) && best=$(( e - s )); done; "
+              'echo "$(( best / 1000000 ))"; printf "%s\\n" "${COMPREPLY[@]}"')
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "PYTHON" not in p.stderr and "MEMCLI" not in p.stderr, p.stderr
+    ms, *got = p.stdout.split()
+    assert sorted(got) == ids[:2]
+    print(f"\nbash id completion: {ms} ms per TAB (best of 5)")
+    assert int(ms) < 100

@@ -135,8 +135,12 @@ def test_merge_human_output_and_id_prefixes(pair):
     cli, old, new, _ = pair
     r = cli("merge", "--no-llm", old[:20].lower(), new[:20])
     (mid,) = set(ids(cli).values()) - {pair[3]}
-    assert f"merged {old}, {new} -> {mid} (heuristic)" in r.stderr
-    assert r.stdout.strip() == show(cli, mid)["text"].strip()
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"group 1: merged 2 memories into {mid} (heuristic)"
+    assert lines[1].startswith(f"  from {old}  ") and lines[2].startswith(f"  from {new}  ")
+    assert lines[3] == "  into:"
+    assert " ".join(" ".join(lines[4:]).split()) == " ".join(show(cli, mid)["text"].split())
+    assert "merged 1 group" in r.stderr
 
 
 def test_merge_dry_run_writes_nothing(pair):
@@ -256,18 +260,19 @@ def test_prune_dry_run_changes_nothing(aged):
     cli, _ = aged
     before = snapshot(cli)
     assert texts(prune(cli, "--older-than", "90d", "--dry-run")) == OLD
-    r = cli("prune", "--min-confidence", "0.5", "--dry-run")
+    r = cli("prune", "--min-confidence", "0.5", "--min-age", "0", "--dry-run")
     assert f"would trash {len(LOW)} memories" in r.stderr and all(t in r.stdout for t in LOW)
     assert snapshot(cli) == before
 
 
 def test_prune_min_confidence_type_and_criteria_combine(aged):
     cli, _ = aged
-    assert texts(prune(cli, "--dry-run", "--min-confidence", "0.5")) == LOW
+    assert texts(prune(cli, "--dry-run", "--min-confidence", "0.5", "--min-age", "0")) == LOW
+    assert texts(prune(cli, "--dry-run", "--min-confidence", "0.5")) == LOW & OLD  # --min-age 30d spares new ones
     assert texts(prune(cli, "--dry-run", "--older-than", "90d", "--min-confidence", "0.5")) == OLD & LOW
     assert texts(prune(cli, "--dry-run", "--older-than", "2020-12-31")) == {PRUNE[0][0], PRUNE[1][0]}
     assert texts(prune(cli, "--dry-run", "--type", "episodic", "--older-than", "90d")) == {PRUNE[1][0]}
-    assert texts(prune(cli, "--dry-run", "--type", "episodic", "--min-confidence", "0.5")) == \
+    assert texts(prune(cli, "--dry-run", "--type", "episodic", "--min-confidence", "0.5", "--min-age", "0")) == \
         {PRUNE[1][0], PRUNE[4][0]}
     r = cli("prune", "--older-than", "90d", "--min-confidence", "0.5")
     assert "trashed 2 memories" in r.stderr
@@ -276,11 +281,12 @@ def test_prune_min_confidence_type_and_criteria_combine(aged):
 
 def test_prune_unused(aged):
     cli, by_text = aged
-    assert texts(prune(cli, "--dry-run", "--unused")) == set(by_text)  # nothing searched yet
+    assert texts(prune(cli, "--dry-run", "--unused", "--min-age", "0")) == set(by_text)  # nothing searched yet
+    assert texts(prune(cli, "--dry-run", "--unused")) == OLD  # the default --min-age 30d spares the new ones
     found = json.loads(cli("search", "--json", "-k", "2", "The current CI runs on GitHub Actions.").stdout)
     used = {r["id"] for r in found["results"]}
     assert by_text["The current CI runs on GitHub Actions."] in used and len(used) < len(by_text)
-    gone = prune(cli, "--unused")
+    gone = prune(cli, "--unused", "--min-age", "0")
     assert {r["id"] for r in gone} == set(by_text.values()) - used
     assert all("never returned by a search" in r["reason"] for r in gone)
     assert set(ids(cli).values()) == used
@@ -297,8 +303,8 @@ def test_prune_unused_and_old(aged):
 def test_prune_needs_a_criterion(aged):
     cli, _ = aged
     before = snapshot(cli)
-    one_line_error(cli("prune", ok=False))
-    one_line_error(cli("prune", "--type", "episodic", ok=False))
+    one_line_error(cli("prune", ok=False), 2)  # a usage mistake
+    one_line_error(cli("prune", "--type", "episodic", ok=False), 2)
     assert cli("prune", "--older-than", "soon", ok=False).exit_code == 2
     assert cli("prune", "--min-confidence", "1.5", ok=False).exit_code == 2
     assert snapshot(cli) == before
@@ -363,11 +369,13 @@ def test_rollback_of_an_import(origins):
 def test_rollback_of_an_unknown_origin_changes_nothing(origins):
     cli, _ = origins
     before = snapshot(cli)
-    r = cli("rollback", "git:0000000")
-    assert r.exit_code == 0 and "trashed 0" in r.stderr and "from 0" in r.stderr
-    out = json.loads(cli("rollback", "--json", "session:nope").stdout)
-    assert out == {"schema": 1, "origin": "session:nope", "trashed": [], "detached": [], "dry_run": False}
-    assert cli("rollback", "git:bad", "--dry-run").exit_code == 0  # a prefix of an origin is not that origin
+    r = cli("rollback", "git:0000000", ok=False)  # an origin nothing ever came from: a mistake, exit 1
+    one_line_error(r)
+    assert "no memory comes from git:0000000" in r.stderr and "git:bad0001" in r.stderr  # hint: the real ones
+    r = cli("rollback", "--json", "session:nope", ok=False)
+    assert r.exit_code == 1 and r.stdout == ""
+    assert json.loads(r.stderr.splitlines()[-1])["error"] == "no memory comes from session:nope"
+    assert cli("rollback", "git:bad", "--dry-run", ok=False).exit_code == 1  # a prefix of an origin is not it
     assert snapshot(cli) == before
 
 

@@ -50,8 +50,8 @@ def listed(cli: Cli) -> list[dict]:
 
 def test_export_json_and_jsonl_hold_every_record(filled):
     records = listed(filled)
-    as_json = json.loads(filled("export").stdout)
-    assert as_json == json.loads(filled("export", "--format", "json").stdout)
+    as_json = json.loads(filled("export").stdout)["memories"]
+    assert as_json == json.loads(filled("export", "--format", "json").stdout)["memories"]
     as_jsonl = [json.loads(ln) for ln in filled("export", "--format", "jsonl").stdout.splitlines()]
     assert sorted(as_json, key=lambda r: r["id"]) == records
     assert sorted(as_jsonl, key=lambda r: r["id"]) == records
@@ -89,9 +89,9 @@ def test_export_to_a_file(filled, tmp_path):
 
 
 def test_export_filters(filled):
-    only = json.loads(filled("export", "--type", "episodic").stdout)
+    only = json.loads(filled("export", "--type", "episodic").stdout)["memories"]
     assert [r["type"] for r in only] == ["episodic"]
-    tagged = json.loads(filled("export", "--tag", "ops").stdout)
+    tagged = json.loads(filled("export", "--tag", "ops").stdout)["memories"]
     assert len(tagged) == 1 and "ops" in tagged[0]["tags"]
 
 

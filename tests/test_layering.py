@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("index", {"keyword_index", "index"}),
     ("store handle", {"store"}),
     ("changes", {"changes"}),
-    ("planning", {"ingest", "curate", "io", "search", "admin", "ask", "sharing", "repair"}),
+    ("planning", {"ingest", "curate", "io", "records", "history", "search", "admin", "ask", "sharing", "repair"}),
     ("api", {"api"}),
 ]
 TOP = len(LAYERS)  # the CLI, completion, entry points, and modules not placed yet

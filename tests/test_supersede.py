@@ -29,8 +29,8 @@ def test_a_new_value_supersedes_the_old_which_is_kept_but_hidden(cli):
     assert {h["id"] for h in every["results"]} == {old["id"], new["id"]}
     assert [r["id"] for r in json.loads(cli("list", "--json").stdout)["memories"]] == [new["id"]]
     assert len(json.loads(cli("list", "--json", "--all").stdout)["memories"]) == 2
-    assert [r["id"] for r in json.loads(cli("export").stdout)] == [new["id"]]
-    assert len(json.loads(cli("export", "--all").stdout)) == 2
+    assert [r["id"] for r in json.loads(cli("export").stdout)["memories"]] == [new["id"]]
+    assert len(json.loads(cli("export", "--all").stdout)["memories"]) == 2
     chain = json.loads(cli("show", new["id"], "--history", "--json").stdout)["chain"]
     assert [(s["id"], s["event"]) for s in chain] == [(old["id"], "SUPERSEDED"), (new["id"], "CURRENT")]
     human = cli("show", old["id"], "--history").stdout

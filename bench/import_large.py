@@ -1,0 +1,93 @@
+"""`memcli import` of a large store's own export: time and peak memory, streamed at any file size.
+
+    .venv/bin/python bench/import_large.py [--n 100000]
+
+Builds a store of --n memories (hash embedder: the figures are about streaming and writing, not
+the model), exports it as jsonl, then imports that export into an empty store in a fresh process
+and prints wall time, memories/s and the importing process's peak RSS. Baseline in the same run:
+the same import of a tenth of the export (the first --n/10 lines). Memory is bounded when the peak
+RSS at --n is about the same as at --n/10 (it would grow tenfold if the file were held whole).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BENCH_TMP, make_texts, table  # noqa: E402
+
+
+def child(code: str, env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Run python code in a child; its wall time and peak RSS (MB)."""
+    wrapper = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+               f"p = subprocess.run({code}, capture_output=True, text=True); "
+               "sys.stdout.write(p.stdout); sys.stderr.write(p.stderr); "
+               "print(f'@@ {time.perf_counter() - t:.3f} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}', "
+               "file=sys.stderr); sys.exit(p.returncode)")
+    p = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, env=env)
+    last = [ln for ln in p.stderr.splitlines() if ln.startswith("@@ ")][-1].split()
+    return float(last[1]), int(last[2]) / 1024, p
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100_000)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="import-large-", dir=BENCH_TMP if BENCH_TMP.exists() else None))
+    env = {**os.environ, "MEMCLI_EMBED_MODEL": "hash:384", "MEMCLI_CACHE_DIR": str(work / "cache")}
+    env.pop("MEMCLI_STORE", None)
+    try:
+        texts = make_texts(args.n)
+        src = work / "src.jsonl"
+        with src.open("w") as f:
+            for i, t in enumerate(texts):
+                f.write(json.dumps({"text": t, "tags": [f"t{i % 50}"],
+                                    "created": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"}) + "\n")
+        memcli = [sys.executable, "-m", "memcli"]
+        t0 = time.perf_counter()
+        subprocess.run([*memcli, "--store", str(work / "a"), "import", "--create", str(src)], check=True, env=env,
+                       capture_output=True)
+        build = time.perf_counter() - t0
+        dump = work / "export.jsonl"
+        t0 = time.perf_counter()
+        subprocess.run([*memcli, "--store", str(work / "a"), "export", "--format", "jsonl", "-o", str(dump)],
+                       check=True, env=env, capture_output=True)
+        export_s = time.perf_counter() - t0
+        size_mb = dump.stat().st_size / 1e6
+        tenth = work / "tenth.jsonl"
+        with dump.open() as f, tenth.open("w") as out:
+            for i, line in enumerate(f):
+                if i >= args.n // 10:
+                    break
+                out.write(line)
+        rows = []
+        for name, path, n in (("a tenth of it (baseline)", tenth, args.n // 10), ("the whole export", dump, args.n)):
+            target = work / f"b-{n}"
+            cmd = [*memcli, "--store", str(target), "import", "--create", "--json", str(path)]
+            seconds, rss, p = child(repr(cmd), env)
+            if p.returncode:
+                sys.exit(f"import failed: {p.stderr[-2000:]}")
+            report = json.loads(p.stdout)
+            n_files = sum(1 for _ in (target / "facts").iterdir())
+            assert report["added"] == n == n_files, (report, n, n_files)
+            rows.append([f"import {name}: {n:,} memories, {path.stat().st_size / 1e6:.1f} MB", f"{seconds:.1f}",
+                         f"{n / seconds:,.0f}", f"{rss:.0f}"])
+            shutil.rmtree(target, ignore_errors=True)
+        print(f"memcli import of its own export (jsonl, hash:384 embedder, batches of 2,000; building the source "
+              f"store took {build:.0f} s, exporting it {export_s:.1f} s, {size_mb:.1f} MB)")
+        print(table(["what", "wall s", "memories/s", "peak RSS MB"], rows))
+        print(f"peak RSS, whole / tenth: {float(rows[1][3]) / float(rows[0][3]):.2f}x for 10x the records")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -189,9 +189,10 @@ class _Group(typer.core.TyperGroup):
         except click.exceptions.ClickException as e:
             render.error(e.format_message(), code=e.exit_code, as_json=state.json_errors)
             code = e.exit_code
-        except (getattr(click.exceptions, "Abort", KeyboardInterrupt), KeyboardInterrupt):  # no Abort in typer's click
-            render.error("interrupted", code=render.INTERRUPTED, as_json=state.json_errors)
+        except (typer.Abort, KeyboardInterrupt):
             code = render.INTERRUPTED
+        if code == render.INTERRUPTED:  # Ctrl-C, wherever it landed (typer turns it into Exit(130))
+            render.error("interrupted", code=render.INTERRUPTED, as_json=state.json_errors)
         if not standalone_mode:
             return code
         sys.exit(code)
@@ -223,8 +224,12 @@ class _Group(typer.core.TyperGroup):
             render.error(f"{msg}{_advice(e, ctx.invoked_subcommand)}", hint=e.hint, code=int(e.exit_status),
                          as_json=state.json_errors, kind=render.snake(type(e).__name__))
             raise typer.Exit(int(e.exit_status)) from None
+        except BrokenPipeError:  # `memcli export | head -1`: the reader has what it wanted; not an error
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(render.OK) from None
         except OSError as e:  # a full disk, a read-only store, a permission: the system's words, one line
-            if state.debug or isinstance(e, BrokenPipeError):
+            if state.debug:
                 raise
             where = f": {e.filename}" if e.filename else ""
             render.error(f"{e.strerror or e}{where}", as_json=state.json_errors, kind="os_error")

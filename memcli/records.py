@@ -415,10 +415,17 @@ def _split_note(f: IO[bytes], name: str) -> Iterator[Record]:
     yield from emit()
 
 
+def _is_store(d: Path) -> bool:
+    return (d / "facts").is_dir() and ((d / ".index").is_dir() or (d / "log.jsonl").is_file())
+
+
 def note_files(directory: Path) -> Iterator[Path]:
-    """Markdown files under a folder, sorted, hidden files and folders (.git, .obsidian) skipped."""
+    """Markdown files under a folder, sorted; hidden files and folders (.git, .obsidian) and memcli
+    stores (their facts are memories already: `memcli export` them) are skipped."""
+    if _is_store(directory):
+        return
     for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _is_store(Path(root) / d))
         for fname in sorted(files):
             if not fname.startswith(".") and fname.lower().endswith((".md", ".markdown")):
                 p = Path(root) / fname

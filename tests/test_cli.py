@@ -224,7 +224,9 @@ def test_errors_are_one_clean_line(store, args, stdin):
 
 def test_unreadable_files_are_clean_errors(store, tmp_path):
     before = snapshot(store)
-    for path in (tmp_path / "missing.json", tmp_path):  # does not exist; a directory
+    (tmp_path / "no-notes").mkdir()
+    # does not exist; a folder with no notes; a folder holding only a memcli store (not notes)
+    for path in (tmp_path / "missing.json", tmp_path / "no-notes", tmp_path):
         r = store("import", str(path), ok=False)
         check_clean_error(r, before, snapshot(store))
         assert str(path.name) in r.stderr

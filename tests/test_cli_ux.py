@@ -347,3 +347,30 @@ def test_add_dry_run_lists_skipped_pieces_with_their_rule(hash_cli):
     human = hash_cli("add", "--dry-run", "-v", text)
     assert "SKIP" in human.stdout and "question" in human.stdout
     assert "SKIP" not in hash_cli("add", "--dry-run", text).stdout
+
+
+def test_ctrl_c_is_exit_130_with_one_line(filled):
+    """A command waiting on stdin, interrupted as a user would (SIGINT): one line, exit 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "MEMCLI_EMBED_MODEL": HASH}
+    p = subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(filled.store), "add", "-"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until it is blocked reading stdin, past its imports
+        try:
+            with open(f"/proc/{p.pid}/wchan") as f:
+                if "pipe" in f.read():
+                    break
+        except OSError:  # no /proc: give it time instead
+            time.sleep(5)
+            break
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert err.decode().splitlines() == ["memcli: error: interrupted"] and out == b""

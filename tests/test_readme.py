@@ -80,6 +80,10 @@ def test_readme_examples_run(tmp_path):
            "HOME": str(tmp_path / "home"), "COLUMNS": "100", "NO_COLOR": "1"}
     env.pop("MEMCLI_STORE", None)
     env["EDITOR"] = "true"  # `memcli edit` opens it and saves nothing
+    # the files the examples name
+    (project / "chat.jsonl").write_text(
+        json.dumps({"text": "We moved the nightly backup to 02:00 UTC.", "origins": ["session:s1"]}) + "\n"
+        + json.dumps({"text": "Staging deploys need the VPN.", "tags": ["deploy"]}) + "\n")
     notes = tmp_path / "home" / "notes"
     notes.mkdir(parents=True)
     (notes / "runbook.md").write_text("---\ntags: [runbook]\n---\n## Restart\n\nRun make restart after a deploy.\n\n"

@@ -310,10 +310,11 @@ def _llm_progress() -> Any:
     return report
 
 
-def get_store(*, must_exist: bool = True, create: bool = False) -> Store:
+def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = False) -> Store:
     """The store this command works on. A store named by --store that does not
     exist is an error (a typo must not create a store) unless `create`; the global store is
-    created by the first write."""
+    created by the first write. A bulk load (`import`, `add --batch`) fills a store it may create,
+    like a restore into a new directory (`memcli --store new import backup.jsonl`): it says so."""
     if state.store is None:
         from memcli.discovery import resolve
 
@@ -322,7 +323,9 @@ def get_store(*, must_exist: bool = True, create: bool = False) -> Store:
         store = Store(path)
         if must_exist and not store.exists():
             fail(f"no store at {path} (create one with `memcli init` or `memcli add`)")
-        if where.explicit and not create and not path.exists():
+        if where.explicit and bulk and not create and not path.exists():
+            note(f"creating a new store at {path}")
+        elif where.explicit and not create and not path.exists():
             fail(f"no store at {path} (named by {where.why}); create it with `memcli init {path}` "
                  "or `memcli add --create`")
         store.config  # noqa: B018 - a bad config.toml is reported now, by every command alike
@@ -558,7 +561,7 @@ def add(
     body = read_text(text) if batch is None else ""
     if batch is None and not body.strip():  # before the store is touched: a failed command creates nothing
         fail("nothing to add: the input is empty")
-    store = get_store(must_exist=False, create=create)
+    store = get_store(must_exist=False, create=create, bulk=batch is not None and not dry_run)
     if not dry_run:
         store.ensure()
     options = dict(raw=raw, llm=False if no_llm else (True if use_llm or model else None), tags=tag or (),
@@ -1063,7 +1066,7 @@ def import_(
         name = "stdin" if file == "-" else path.name
         if file != "-" and not path.exists():
             fail(f"cannot read {file}: no such file or directory")
-        store = get_store(must_exist=False, create=create)
+        store = get_store(must_exist=False, create=create, bulk=True)
         store.ensure()
         synced(store)
         bar = _progress("importing")

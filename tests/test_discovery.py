@@ -107,7 +107,7 @@ def test_user_defaults_to_the_git_email(tmp_path):
 
 def test_a_typoed_store_is_an_error_for_every_command_and_creates_nothing(tmp_path):
     typo = tmp_path / "stor"
-    for args in (("add", "We tag releases with vX.Y.Z."), ("import", "-"), ("search", "x"), ("list",),
+    for args in (("add", "We tag releases with vX.Y.Z."), ("search", "x"), ("list",),
                  ("stats",), ("doctor",), ("inbox",)):
         r = run_memcli("--store", str(typo), *args, input="{\"text\": \"a\"}\n", env=ENV, cwd=tmp_path)
         assert r.returncode == 1, (args, r.stderr)
@@ -116,6 +116,23 @@ def test_a_typoed_store_is_an_error_for_every_command_and_creates_nothing(tmp_pa
     r = run_memcli("--store", str(typo), "add", "--create", "--raw", "We tag releases with vX.Y.Z.", env=ENV)
     assert r.returncode == 0, r.stderr
     assert (typo / "facts").is_dir()
+
+
+def test_a_bulk_load_fills_a_new_store_and_says_so(tmp_path):
+    """`--store NEW import FILE` and `add --batch` restore or load into a new directory (the
+    shared LoCoMo harness does exactly this); unlike a lone add, they create it, on stderr."""
+    records = tmp_path / "in.jsonl"
+    records.write_text('{"text": "We tag releases with vX.Y.Z.", "origins": ["t:1"]}\n')
+    for args in (("import", str(records)), ("add", "--no-llm", "--batch", str(records))):
+        new = tmp_path / f"new-{args[0]}"
+        r = run_memcli("--store", str(new), *args, env=ENV, cwd=tmp_path)
+        assert r.returncode == 0, (args, r.stderr)
+        assert f"creating a new store at {new}" in r.stderr, args
+        listed = json.loads(run_memcli("--store", str(new), "list", "--json", env=ENV).stdout)["memories"]
+        assert [m["text"] for m in listed] == ["We tag releases with vX.Y.Z."], args
+    missing = tmp_path / "never"
+    r = run_memcli("--store", str(missing), "import", str(tmp_path / "nope.jsonl"), env=ENV, cwd=tmp_path)
+    assert r.returncode != 0 and not missing.exists()  # a failed load creates nothing
 
 
 def test_a_failed_add_creates_no_store(tmp_path):

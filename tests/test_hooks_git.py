@@ -220,6 +220,8 @@ def test_the_hook_does_not_slow_commits_and_an_unreachable_llm_leaves_inputs_wai
             port = s.getsockname()[1]
         (store / "config.toml").write_text(f'llm_model = "openai/test"\napi_base = "http://127.0.0.1:{port}/v1"\n'
                                            'llm_retries = 0\nllm_timeout = 2\n')
+        # the user chose this store's LLM (a store's own config is ignored until trusted)
+        assert run_memcli("--store", str(store), "trust", env=GIT_ENV).returncode == 0
     plain, hooked = new_repo(tmp_path, "plain"), new_repo(tmp_path, "hooked")
     r = run_memcli("--store", str(store), "hooks", "install", "git", env=GIT_ENV, cwd=hooked)
     assert r.returncode == 0, r.stderr

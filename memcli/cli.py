@@ -1067,12 +1067,15 @@ def import_(
         if file != "-" and not path.exists():
             fail(f"cannot read {file}: no such file or directory")
         store = get_store(must_exist=False, create=create, bulk=True)
-        store.ensure()
-        synced(store)
+
+        def prepare() -> None:  # after every record was checked: a failed import creates nothing
+            store.ensure()
+            synced(store)
+
         bar = _progress("importing")
         try:
             report = import_source(store, path, fmt, name=name, split=split, redact=not no_redact,
-                                   on_progress=bar.update if bar else None)
+                                   prepare=prepare, on_progress=bar.update if bar else None)
         finally:
             if bar:
                 bar.close()

@@ -16,7 +16,6 @@ import io
 import json
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -488,7 +487,10 @@ def spool_stdin(stream: IO[bytes]) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix="memcli-import-", suffix=".stdin")
     try:
         with os.fdopen(fd, "wb") as f:
-            shutil.copyfileobj(stream, f, CHUNK)
+            while chunk := stream.read(CHUNK):
+                if b"\x00" in chunk:  # /dev/zero and other binary streams stop here, not at a full disk
+                    raise RecordError("stdin: looks like binary data, not text")
+                f.write(chunk)
         yield Path(tmp)
     finally:
         with contextlib.suppress(OSError):
@@ -499,7 +501,8 @@ BATCH = 2000  # memories embedded and written at a time: bounds memory whatever 
 
 
 def import_source(store: Any, path: Path, fmt: str | None, *, name: str, split: bool = False,
-                  redact: bool = True, on_progress: Callable[[int, int], None] | None = None,
+                  redact: bool = True, prepare: Callable[[], None] | None = None,
+                  on_progress: Callable[[int, int], None] | None = None,
                   batch: int = BATCH) -> Any:
     """Import every record of a file or folder: a first pass validates them all (nothing is written
     if one is bad), a second writes them in batches (`io.import_memories`). Returns the ImportReport."""
@@ -525,6 +528,8 @@ def import_source(store: Any, path: Path, fmt: str | None, *, name: str, split: 
         total += 1
     if not total:
         raise RecordError(f"{name}: no records to import")
+    if prepare is not None:
+        prepare()
     explicit.clear()
     report = ImportReport()
     done = 0

@@ -434,7 +434,20 @@ def note_files(directory: Path) -> Iterator[Path]:
 
 # ---------------------------------------------------------------- one entry point
 def read_records(path: Path, fmt: str, *, split: bool = False) -> Iterator[Record]:
-    """Every record of an import source (a file or, for Markdown notes, a folder)."""
+    """Every record of an import source (a file or, for Markdown notes, a folder). json's two
+    failures outside JSONDecodeError (nesting past the interpreter's stack, integers too long to
+    convert) become one-line errors here, for every format at once."""
+    try:
+        yield from _read_records(path, fmt, split=split)
+    except RecursionError:
+        raise RecordError(f"{path.name}: JSON nested too deeply") from None
+    except ValueError as e:
+        if isinstance(e, RecordError) or not str(e).startswith("Exceeds the limit"):
+            raise
+        raise RecordError(f"{path.name}: invalid JSON ({str(e).splitlines()[0]})") from None
+
+
+def _read_records(path: Path, fmt: str, *, split: bool = False) -> Iterator[Record]:
     if path.is_dir():
         for p in note_files(path):
             yield from note_records(p, split=split, root=path)

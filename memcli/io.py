@@ -18,8 +18,8 @@ from typing import Any
 
 from memcli.changes import ChangeSet
 from memcli.errors import InputRejected
-from memcli.memory import MalformedMemory, Memory
-from memcli.records import CSV_COLUMNS
+from memcli.memory import Memory
+from memcli.records import CSV_COLUMNS, Record, to_memory
 from memcli.render import JSON_SCHEMA
 from memcli.store import Store
 from memcli.vocab import ExportFormat
@@ -118,70 +118,14 @@ def write_stream(path: Path, chunks: Iterable[str]) -> None:
 
 
 # ---------------------------------------------------------------- import
-def parse_records(text: str, name: str) -> list[dict[str, Any]]:
-    """json (an array, or an object with `memories`) or jsonl; errors name the line."""
-    stripped = text.lstrip()
-    if not stripped:
-        raise ImportError_(f"{name}: empty input")
-    if stripped[0] == "[" or (stripped[0] == "{" and "\n{" not in stripped.strip()):
-        try:
-            data = _loads(stripped, name)
-        except json.JSONDecodeError as e:
-            if stripped[0] == "[":
-                raise ImportError_(f"{name}: invalid JSON at line {e.lineno}: {e.msg}") from None
-        else:
-            if isinstance(data, dict):
-                data = data.get("memories", [data])
-            if not isinstance(data, list):
-                raise ImportError_(f"{name}: expected a JSON array of records")
-            return data
-    out = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(_loads(line, f"{name}: line {no}"))
-        except json.JSONDecodeError as e:
-            raise ImportError_(f"{name}: line {no} is not valid JSON ({e.msg})") from None
-    return out
-
-
-def _loads(text: str, where: str) -> Any:
-    """json.loads, with the two ways it fails outside JSONDecodeError turned into one-line errors:
-    nesting deeper than the interpreter's stack (RecursionError) and integers too long to convert."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ImportError_(f"{where}: JSON nested too deeply") from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion"
-        raise ImportError_(f"{where}: invalid JSON ({str(e).splitlines()[0]})") from None
-
-
 def to_memories(records: list[Any], name: str, origin: str, *, redact: bool = True) -> list[Memory]:
-    """Validate every record first: nothing is written unless all of them are good. Texts are
-    scrubbed of secrets like any added text (`redact=False` keeps them verbatim)."""
-    if redact:
-        from memcli.redact import redact as scrub
+    """Validate every record first (the same check as a streamed import: `records.to_memory`):
+    nothing is written unless all of them are good. Texts are scrubbed of secrets like any added
+    text (`redact=False` keeps them verbatim)."""
     out = []
     seen: set[str] = set()
     for no, rec in enumerate(records, 1):
-        if not isinstance(rec, dict):
-            raise ImportError_(f"{name}: record {no} is not an object")
-        text = rec.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise ImportError_(f"{name}: record {no} has no text")
-        data = {k: v for k, v in rec.items() if k not in ("score", "similarity", "explain")}
-        data.setdefault("source", "import")
-        if not data.get("origins"):
-            data["origins"] = [origin]
-        try:
-            m = Memory.from_dict(data)
-        except MalformedMemory as e:
-            raise ImportError_(f"{name}: record {no}: {e}") from None
-        if redact:
-            m.text = scrub(m.text)[0]
+        m = to_memory(Record(rec, f"{name}: record {no}"), origin, redact=redact)
         if m.id in seen:
             raise ImportError_(f"{name}: record {no} repeats id {m.id}")
         seen.add(m.id)

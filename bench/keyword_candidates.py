@@ -1,4 +1,4 @@
-"""Keyword (BM25) engines at 100k notes, measured in one run: the choice behind memcli/keyword_index.py.
+"""Keyword (BM25) engines at 100k notes, measured in one run: the choice behind memcli/index/keyword.py.
 
     .venv/bin/python bench/keyword_candidates.py [--n 100000] [--queries 200]
 
@@ -6,7 +6,7 @@ Each engine indexes the same generated notes (bench/_common.py:make_texts) and a
 queries (other generated notes, through `search.query_terms`) for the top 100, one query at a time:
   fts5      SQLite FTS5 `porter unicode61`, `ORDER BY bm25() LIMIT 100` (memcli before issue 12; its
             coverage step, which read every query word's whole posting list, is left out here)
-  memcli    memcli.keyword_index (numpy, MaxScore): cold = posting lists read from SQLite for each
+  memcli    memcli.index.keyword (numpy, MaxScore): cold = posting lists read from SQLite for each
             query, warm = this process's decoded posting lists kept (a batch, a server)
   bm25s     bm25s (scipy sparse matrix), fed memcli's own tokens        (skipped if not installed)
   tantivy   tantivy `en_stem` tokenizer, BooleanQuery of should-terms   (skipped if not installed)
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     args = ap.parse_args()
-    from memcli.keyword_index import KeywordIndex, tokenize
+    from memcli.index.keyword import KeywordIndex, tokenize
     from memcli.search import query_terms
 
     texts = make_texts(args.n)
@@ -89,7 +89,7 @@ def main() -> None:
     rows.append(row("fts5 (before)", build, add1, ts, want))
     print("# fts5 done", file=sys.stderr, flush=True)
 
-    # --- memcli.keyword_index
+    # --- memcli.index.keyword
     kdb = sqlite3.connect(tmp / "kw.sqlite", isolation_level=None)
     kdb.execute("PRAGMA mmap_size=1073741824")
     kw = KeywordIndex(kdb)

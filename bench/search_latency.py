@@ -5,7 +5,7 @@ and the whole `memcli.search.search_many` path on real stores.
                                              [--hash-sizes 100000] [--queries 200] [--no-store]
 
 Part 1, the vector index alone, one query at a time, as `Index.knn` asks it: k = the ranking's
-candidate count (100) with ef = max(HNSW_EF_SEARCH, 2k), M and ef_construction from memcli/index.py.
+candidate count (100) with ef = max(HNSW_EF_SEARCH, 2k), M and ef_construction from memcli/index/vectors.py.
 Baseline: exact search, `matrix @ q` + argpartition + sort of the top k. recall@10 = share of the
 exact top 10 in hnswlib's top 10. Data sets:
   random-N   N random unit vectors in 384-d, random unit queries: the worst case for any graph
@@ -130,7 +130,7 @@ def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]],
     search_many(store, queries, k=5, record_usage=False)  # embeds every query into the cache once
     X = store_vectors(store_path)
     Qv = index.embedder.embed(queries)
-    h = index._load_hnsw()
+    h = index.vec.load()
     full, knn, kw, kw_cold, emb, hnsw, exact, cpu = [], [], [], [], [], [], [], []
     cand = max(store.config.ranking.candidates, 5 * 4)
     h.set_ef(max(HNSW_EF_SEARCH, cand * 2))
@@ -166,7 +166,7 @@ def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]],
         row("  the same, CPU time of the searching thread (what load does not stretch)", cpu),
         row("  of which: query vector from the cache", emb),
         row("  of which: Index.knn (hnswlib + SQL)", knn),
-        row("  of which: Index.keyword (BM25, memcli/keyword_index.py)", kw),
+        row("  of which: Index.keyword (BM25, memcli/index/keyword.py)", kw),
         row("  Index.keyword with no posting list cached (a cold process)", kw_cold),
         row("hnswlib knn_query alone", hnsw),
         row("baseline: exact numpy top-k over the store's vectors", exact, True),

@@ -209,7 +209,7 @@ class _Group(typer.core.TyperGroup):
                 raise
             ctx._protected_args, ctx.args = saved
             index = state.store.index
-            index._drop_catalog()
+            index.drop()
             state.store.close()
             safety.notice("the index catalog was damaged: rebuilt from facts/")
             return super().invoke(ctx)

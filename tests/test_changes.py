@@ -18,6 +18,7 @@ from memcli.changes import ChangeSet, Link, Reinforce, Update
 from memcli.config import Config
 from memcli.curate import consolidate, plan_consolidate
 from memcli.errors import Conflict
+from memcli.index.sync import Sync
 from memcli.memory import Memory
 
 BASE = "Redis runs on port 6379 in every environment."
@@ -135,13 +136,13 @@ def test_commit_updates_the_index_without_a_rescan(pair, monkeypatch) -> None:
     store, cli, ids = pair
     store.index.sync()
     calls: list[str] = []
-    real_scan = type(store.index)._scan
+    real_scan = Sync._scan  # the one scan of facts/ (memcli/index/sync.py)
 
     def counting_scan(self):  # noqa: ANN001, ANN202
         calls.append("scan")
         return real_scan(self)
 
-    monkeypatch.setattr(type(store.index), "_scan", counting_scan)
+    monkeypatch.setattr(Sync, "_scan", counting_scan)
     cs = ChangeSet(store)
     cs.trash(ids[2], "removed in a test", event="RM")
     cs.commit()

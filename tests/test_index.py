@@ -289,7 +289,7 @@ def test_many_deletions_compact_the_vector_index(hash_store):
     hash_store.add("The cache service s9999 runs on port 6379.", raw=True)
     index = hash_store.index
     assert index.count() == 301
-    assert index._load_hnsw().element_count == 301  # rebuilt without the 1,200 tombstones
+    assert index.vec.load().element_count == 301  # rebuilt without the 1,200 tombstones
     (hit, *_) = hash_store.search("service s9999 port 6379", k=3).hits
     assert hit.record["text"] == "The cache service s9999 runs on port 6379."
 

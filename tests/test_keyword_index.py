@@ -1,4 +1,4 @@
-"""The keyword index (memcli/keyword_index.py): same BM25 as SQLite FTS5 and as a brute-force
+"""The keyword index (memcli/index/keyword.py): same BM25 as SQLite FTS5 and as a brute-force
 BM25, incremental updates that end where a fresh build does, and a store-level rebuild."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from memcli.index import fts_body
-from memcli.keyword_index import KeywordIndex, coverage_idf, fts5_idf, tokenize
+from memcli.index.keyword import KeywordIndex, coverage_idf, fts5_idf, tokenize
 from memcli.memory import Memory
 from memcli.search import query_terms
 

@@ -20,7 +20,12 @@ LAYERS: list[tuple[str, set[str]]] = [
                     "safety", "trust"}),
     ("services", {"embed", "extract", "redact", "llm", "llm_checks", "decide"}),
     ("files", {"files", "journal"}),
-    ("index", {"keyword_index", "index"}),
+    # the index package, bottom up: the catalog, then the vector graph over it, the sync of both,
+    # and the package itself (`Index`); its modules are named `index.<module>`
+    ("index catalog", {"index.keyword", "index.catalog"}),
+    ("index vectors", {"index.vectors"}),
+    ("index sync", {"index.sync"}),
+    ("index", {"index"}),
     ("store handle", {"store"}),
     ("changes", {"changes"}),
     ("planning", {"ingest", "curate", "io", "records", "history", "search", "admin", "ask", "sharing", "repair"}),
@@ -53,14 +58,27 @@ def memcli_imports(path: Path) -> set[str]:
                 names = [f"memcli.{a.name}" for a in node.names]
         else:
             continue
-        out |= {n.split(".")[1] for n in names if n.startswith("memcli.")}
+        out |= {module_name(n) for n in names if n.startswith("memcli.")}
+    return out
+
+
+def module_name(dotted: str) -> str:
+    """`memcli.x.y` -> `x` for a top-level module, `index.y` inside the index package."""
+    parts = dotted.split(".")
+    return ".".join(parts[1:3]) if parts[1] == "index" and len(parts) > 2 else parts[1]
+
+
+def modules() -> dict[str, Path]:
+    """Every memcli source file by module name (`index.<m>` inside the index package)."""
+    out = {p.stem: p for p in PACKAGE.glob("*.py")}
+    out["index"] = PACKAGE / "index" / "__init__.py"
+    out |= {f"index.{p.stem}": p for p in (PACKAGE / "index").glob("*.py") if p.stem != "__init__"}
     return out
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
     violations = []
-    for path in sorted(PACKAGE.glob("*.py")):
-        me = path.stem
+    for me, path in sorted(modules().items()):
         if me in ("__init__", "__main__"):
             continue
         for other in memcli_imports(path):
@@ -80,9 +98,16 @@ def test_the_files_layer_imports_only_memory_config_and_errors() -> None:
 
 
 def test_only_the_index_runs_sql_against_the_catalog() -> None:
-    offenders = [p.name for p in PACKAGE.glob("*.py")
-                 if p.stem not in ("index", "keyword_index") and ".db.execute(" in p.read_text(encoding="utf-8")]
+    offenders = [me for me, p in modules().items()
+                 if not me.startswith("index") and ".db.execute(" in p.read_text(encoding="utf-8")]
     assert offenders == []
+
+
+def test_the_index_is_a_package_of_catalog_vectors_keyword_and_sync() -> None:
+    assert {"index.catalog", "index.vectors", "index.keyword", "index.sync"} <= set(modules())
+    assert not (PACKAGE / "index.py").exists() and not (PACKAGE / "keyword_index.py").exists()
+    # the vector graph and the sync reach the catalog through its methods, not its SQL
+    assert ".db.execute(" not in (PACKAGE / "index" / "vectors.py").read_text(encoding="utf-8")
 
 
 def test_the_public_api_is_typed_and_documented() -> None:

@@ -1,0 +1,102 @@
+"""The index: the sidecar in `.index/`, derived from `facts/` and rebuildable at any time.
+
+Four modules, one job each:
+
+- `catalog`  the SQLite catalog: one row per memory file, the connection, every query, `Filters`;
+- `vectors`  the hnswlib graph over the catalog's vectors, saved in generations (kNN);
+- `keyword`  the BM25 keyword index, kept in the catalog;
+- `sync`     brings catalog and graph in step with `facts/` (or with what a commit just wrote).
+
+`Index` puts them together for the rest of memcli. What crosses this package's boundary is memory
+ids, labels, records and vectors; nobody outside it runs SQL against the catalog
+(tests/test_layering.py). Writes take the store's writer lock; the vector file is written under a
+new generation name and switched in the same SQLite transaction that records it, so readers never
+load a vector file that disagrees with the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from memcli.embed import Embedder
+from memcli.errors import IndexUnavailable
+from memcli.files import Files
+from memcli.index.catalog import SCHEMA_VERSION, SORT_KEYS, Catalog, Filters, fts_body
+from memcli.index.sync import Sync, SyncReport
+from memcli.index.vectors import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, Vectors
+from memcli.memory import Memory
+
+__all__ = [
+    "HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_M", "SCHEMA_VERSION", "SORT_KEYS", "Filters", "Index",
+    "IndexError_", "SyncReport", "fts_body",
+]
+
+IndexError_ = IndexUnavailable  # the old name
+
+
+class Index(Catalog):
+    """The sidecar of one store: its catalog (the reads), with the vector graph and the sync.
+    Opened lazily; `sync()` before reading."""
+
+    def __init__(self, store: Files) -> None:
+        super().__init__(store, dim=lambda: self.embedder.dim)
+        self._embedder: Embedder | None = None
+        self.vec = Vectors(self, dim=lambda: self.embedder.dim)
+        self._sync = Sync(store, self, self.vec, lambda: self.embedder)
+
+    @property
+    def embedder(self) -> Embedder:
+        """The store's embedding model, loaded on first use (a sync that embeds nothing never loads it)."""
+        if self._embedder is None:
+            self._embedder = Embedder(self.store.config.embed_model)
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, value: Embedder) -> None:
+        self._embedder = value
+
+    @property
+    def synced(self) -> bool:
+        """This process has synced the sidecar at least once (a later read need not sync again)."""
+        return self._sync.synced
+
+    def close(self) -> None:
+        super().close()
+        if self._embedder is not None:
+            self._embedder.close()
+
+    def sync(
+        self, on_progress: Callable[[int, int], None] | None = None, *, force: bool = False,
+        fresh: dict[str, Memory] | None = None,
+    ) -> SyncReport:
+        """Bring the sidecar in step with `facts/`; cheap when nothing changed (see `Sync.sync`)."""
+        return self._sync.sync(on_progress, force=force, fresh=fresh)
+
+    def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str]) -> SyncReport:
+        """Record what a commit has just written and removed, without a scan (see `Sync.apply_files`)."""
+        return self._sync.apply_files(fresh, gone)
+
+    def neighbours(self, k: int, *, ef: int = 64, batch: int = 1024
+                   ) -> tuple[list[str], np.ndarray, list[list[tuple[str, float]]]]:
+        """Every memory's `k` nearest others, by id (see `Vectors.neighbours`)."""
+        return self.vec.neighbours(k, ef=ef, batch=batch)
+
+    def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
+        """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""
+        return self.vec.knn(qvecs, k, allowed)
+
+    def keyword(
+        self, terms: list[str], k: int, postings: dict[str, Any] | None = None
+    ) -> list[tuple[int, float, float]]:
+        """BM25 of the OR of the terms, top `k`, plus each hit's share of the query.
+
+        Returns (label, bm25, coverage): bm25 higher is better; coverage is the IDF-weighted share
+        of the query's terms the memory contains (0-1), so that a memory sharing one incidental
+        word with a long question does not pass for a keyword match. Decoded posting lists are
+        kept for the next query (until the catalog changes); `postings`, if given, holds them
+        instead. See memcli/index/keyword.py.
+        """
+        return self.kw.search(terms, k, postings)

@@ -1,0 +1,446 @@
+"""The catalog: the SQLite half of the sidecar in `.index/` (`catalog.sqlite`).
+
+One row per memory file (id, the file's signature, its text hash, the columns filters read, the
+whole record as JSON, its vector), the files that could not be read (`bad`) and `meta` (schema,
+model, dimension, the current vector file). The connection, the directory it lives in (the store's
+own `.index/`, or a fallback in the user's cache for a store that cannot be written) and every read
+are here. The other modules of this package (sync, vectors, keyword) write through `Catalog.db` in
+their own transactions; nothing outside `memcli.index` runs SQL against it (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memcli import safety
+from memcli.errors import IndexUnavailable
+from memcli.files import Files
+from memcli.index.keyword import KeywordIndex
+from memcli.memory import Memory
+from memcli.vocab import SortKey
+
+SCHEMA_VERSION = "2"  # 2: the keyword index of memcli/index/keyword.py replaced FTS5
+SORT_KEYS = SortKey.values()
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS mem (
+    label INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    fname TEXT UNIQUE NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    norm TEXT NOT NULL,
+    type TEXT, user TEXT, project TEXT, created TEXT, updated TEXT, confidence REAL,
+    tags TEXT,
+    record TEXT NOT NULL,
+    vec BLOB
+);
+CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
+-- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
+CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
+CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
+"""
+
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Row filters shared by search, list, export, prune. Times are ISO strings (UTC, `Z`)."""
+
+    tags: tuple[str, ...] = ()
+    type: str | None = None
+    user: str | None = None
+    project: str | None = None
+    since: str | None = None
+    until: str | None = None
+    current: bool = False  # only memories not replaced by a newer one (no `superseded_by`)
+
+    def sql(self) -> tuple[str, list[Any]]:
+        where, args = [], []
+        if self.current:
+            where.append("json_extract(record, '$.superseded_by') IS NULL")
+        for t in self.tags:
+            where.append("tags LIKE ?")
+            args.append(f"%|{t.lower()}|%")
+        for col in ("type", "user", "project"):
+            value = getattr(self, col)
+            if value is not None:
+                where.append(f"{col} = ?")
+                args.append(value)
+        if self.since:
+            where.append("created >= ?")
+            args.append(self.since)
+        if self.until:
+            where.append("created <= ?")
+            args.append(self.until)
+        return (" AND ".join(where) or "1"), args
+
+    @property
+    def active(self) -> bool:
+        return bool(self.tags or self.type or self.user or self.project or self.since or self.until)
+
+
+def tags_col(tags: Iterable[str]) -> str:
+    return "|" + "|".join(t.lower() for t in tags) + "|"
+
+
+def fts_body(m: Memory) -> str:
+    """What keyword search sees: the text, the tags, the domain and any code pattern."""
+    parts = [m.text, " ".join(m.tags)]
+    if m.domain:
+        parts.append(m.domain)
+    if m.code_pattern and m.code_pattern not in m.text:
+        parts.append(m.code_pattern)
+    return "\n".join(parts)
+
+
+
+class Catalog:
+    """The catalog of one store. Opened lazily, on the first query."""
+
+    def __init__(self, store: Files, dim: Callable[[], int]) -> None:
+        self.store = store
+        self._dim = dim  # the embedder's dimension, asked only when a vector is read (loads the model)
+        self.dir: Path = store.index_dir
+        self._db: sqlite3.Connection | None = None
+        self._kw: KeywordIndex | None = None
+        self._count: tuple[int, int] | None = None  # (catalog data_version, rows) of the last count()
+        self.readonly = False  # the store cannot be written: the sidecar lives in the user's cache
+        # what else holds state derived from this catalog (the loaded vector file): told on a drop
+        self._on_drop: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------ connections
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._prepare_dir()
+            path = self.dir / "catalog.sqlite"
+            deadline = time.monotonic() + 60
+            while True:
+                db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("PRAGMA synchronous=NORMAL")
+                    # Reads through a memory map: a search touches ~200 scattered rows and a few
+                    # posting lists; mapped, that is half the time of one read() per page at 100k.
+                    db.execute("PRAGMA mmap_size=1073741824")
+                    db.executescript(SCHEMA)
+                    break
+                except sqlite3.OperationalError as e:
+                    db.close()
+                    if not safety.is_busy(e):  # read-only, full, cannot open: waiting will not help
+                        raise IndexUnavailable(f"cannot open the index {path}: {e}") from None
+                    # Another process is creating or switching the catalog (locked / busy): wait,
+                    # never mistake a busy catalog for a corrupt one.
+                    if time.monotonic() > deadline:
+                        raise IndexUnavailable(f"the index {path} stayed busy for 60 s") from None
+                    time.sleep(0.05)
+                except sqlite3.DatabaseError:
+                    db.close()  # corrupt ("not a database"): derived data, so rebuilt from facts/
+                    self.drop()
+                    safety.notice("the index catalog was unreadable: rebuilt from facts/")
+            self._db = db
+        return self._db
+
+    @property
+    def kw(self) -> KeywordIndex:
+        """The BM25 keyword index, kept in the catalog (memcli/index/keyword.py)."""
+        if self._kw is None:
+            self._kw = KeywordIndex(self.db)
+        return self._kw
+
+    def _prepare_dir(self) -> None:
+        """Make sure `.index/` is a directory this process can write, or use the fallback.
+
+        A store that cannot be written (read-only mount, no permission) keeps working for reads:
+        its sidecar is built in the user's cache instead (seeded from the store's own catalog), and
+        nothing is written to the store. A `.index` that is a file or a link is moved aside.
+        """
+        store_dir = self.store.path
+        if not self.readonly and not (
+            safety.writable(store_dir) and (not self.dir.is_dir() or safety.writable(self.dir))
+        ):
+            self.readonly = True
+            own = self.dir
+            self.dir = safety.fallback_index_dir(store_dir)
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not (self.dir / "catalog.sqlite").exists() and (own / "catalog.sqlite").is_file():
+                _seed_catalog(own, self.dir)
+            return
+        if not self.readonly and (self.dir.is_symlink() or (self.dir.exists() and not self.dir.is_dir())):
+            with self.store.lock():
+                if self.dir.is_symlink() or (self.dir.exists() and not self.dir.is_dir()):
+                    safety.move_aside(self.dir, ".index (not a directory)")
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def writer_lock(self) -> AbstractContextManager[Any]:
+        """The lock that serialises writes to this sidecar: the store's, or the fallback's own."""
+        if self.readonly:
+            return safety.file_lock(self.dir / ".lock")
+        return self.store.lock()
+
+    def on_drop(self, forget: Callable[[], None]) -> None:
+        """Call `forget` whenever the catalog is dropped or emptied: state derived from it is stale."""
+        self._on_drop.append(forget)
+
+    def _dropped(self) -> None:
+        for forget in self._on_drop:
+            forget()
+
+    def drop(self) -> None:
+        """Delete an unreadable catalog (and its WAL); the next sync rebuilds it from `facts/`."""
+        self._kw, self._count = None, None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._dropped()
+        path = self.dir / "catalog.sqlite"
+        with self.writer_lock():
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{path}{suffix}")
+
+    def close(self) -> None:
+        self._kw, self._count = None, None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._dropped()
+
+    def meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, **kv: object) -> None:
+        self.db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in kv.items()]
+        )
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits to the catalog (SQLite's data_version)."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def forget_count(self) -> None:
+        """Before a write: the remembered row count is about to be wrong."""
+        self._count = None
+
+    def reset(self) -> None:
+        """Empty every table (a full rebuild follows), in one transaction."""
+        db = self.db
+        kw = self.kw
+        self._count = None
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("DROP TABLE IF EXISTS fts")  # the FTS5 keyword index of schema 1
+        for table in ("mem", "bad", "meta"):
+            db.execute(f"DELETE FROM {table}")
+        kw.reset()
+        db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
+        db.execute("COMMIT")
+        self._dropped()
+
+    # ------------------------------------------------------------ reads
+    def signatures(self) -> dict[str, tuple[int, int]]:
+        """(mtime_ns, size) of every file the catalog has read, good or bad, by file name."""
+        return {
+            fname: (mtime, size)
+            for fname, mtime, size in self.db.execute(
+                "SELECT fname, mtime_ns, size FROM mem UNION ALL SELECT fname, mtime_ns, size FROM bad"
+            )
+        }
+
+    def vector_rows(self) -> tuple[list[int], np.ndarray]:
+        """Every stored vector with its label, in label order: what a vector file is rebuilt from."""
+        rows = self.db.execute("SELECT label, vec FROM mem WHERE vec IS NOT NULL ORDER BY label").fetchall()
+        if not rows:
+            return [], np.zeros((0, 0), np.float32)
+        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        return [int(r[0]) for r in rows], vecs
+
+    def vector_ids(self) -> list[tuple[int, str]]:
+        """(label, id) of every memory that has a vector, in label order."""
+        return [(int(lab), str(mid)) for lab, mid in
+                self.db.execute("SELECT label, id FROM mem WHERE vec IS NOT NULL ORDER BY label")]
+
+    def has_id(self, mid: str) -> bool:
+        return self.db.execute("SELECT 1 FROM mem WHERE id = ?", (mid,)).fetchone() is not None
+
+    def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, str]]:
+        """(id, text) of the memories whose id starts with `prefix` (upper-cased), in id order."""
+        rows = self.db.execute(
+            "SELECT id, record FROM mem WHERE upper(id) >= ? AND upper(id) < ? ORDER BY id LIMIT ?",
+            (prefix, prefix + "\uffff", limit),
+        ).fetchall()
+        return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
+
+    def count_prefix(self, prefix: str) -> int:
+        return int(self.db.execute("SELECT count(*) FROM mem WHERE upper(id) >= ? AND upper(id) < ?",
+                                   (prefix, prefix + "\uffff")).fetchone()[0])
+
+    def id_neighbours(self, mid: str) -> list[str]:
+        """The ids just before and after `mid` in id order (for shortest unique prefixes)."""
+        before = self.db.execute("SELECT id FROM mem WHERE id < ? ORDER BY id DESC LIMIT 1", (mid,)).fetchone()
+        after = self.db.execute("SELECT id FROM mem WHERE id > ? ORDER BY id LIMIT 1", (mid,)).fetchone()
+        return [str(r[0]) for r in (before, after) if r]
+
+    def vector_count(self) -> int:
+        """Memories that have a vector (every indexed one, when the index is consistent)."""
+        return int(self.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0])
+
+    def count(self) -> int:
+        """Memories in the catalog; remembered until the catalog changes (a count is a scan at 100k)."""
+        version = self.data_version()
+        if self._count is None or self._count[0] != version:
+            self._count = (version, int(self.db.execute("SELECT count(*) FROM mem").fetchone()[0]))
+        return self._count[1]
+
+    def bad_files(self) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]
+
+    def records(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Full records by label, in one query."""
+        q = "SELECT label, record FROM mem WHERE label IN (SELECT value FROM json_each(?))"
+        return {label: json.loads(rec) for label, rec in self.db.execute(q, (_json_ints(labels),))}
+
+    def rank_fields(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """What `search.rank` reads of each memory (id, times, confidence), in one query and without
+        parsing whole records: a search ranks ~100-200 candidates to return a handful."""
+        q = ("SELECT label, id, created, updated, confidence, json_extract(record, '$.superseded_by') IS NOT NULL"
+             " FROM mem WHERE label IN (SELECT value FROM json_each(?))")
+        return {
+            label: {"id": mid, "created": created, "updated": updated, "confidence": conf, "superseded": bool(sup)}
+            for label, mid, created, updated, conf, sup in self.db.execute(q, (_json_ints(labels),))
+        }
+
+    def vectors(self, labels: list[int]) -> np.ndarray:
+        """The vectors of `labels`, in that order (zeros for a label not in the catalog), in one query."""
+        dim = self._dim()
+        if not labels:
+            return np.zeros((0, dim), np.float32)
+        q = "SELECT label, vec FROM mem WHERE label IN (SELECT value FROM json_each(?))"
+        found = dict(self.db.execute(q, (_json_ints(labels),)).fetchall())
+        zero = bytes(4 * dim)
+        blob = b"".join(found.get(lab) or zero for lab in labels)
+        return np.frombuffer(blob, dtype=np.float32).reshape(len(labels), dim)
+
+    def select(self, filters: Filters | None = None, *, order: str = "created", limit: int | None = None,
+               desc: bool = False) -> list[dict[str, Any]]:
+        """Catalog records matching `filters`, sorted — for list, export, prune."""
+        where, args = (filters or Filters()).sql()
+        if order not in SORT_KEYS:
+            raise ValueError(f"cannot sort by {order!r}; use one of {', '.join(SORT_KEYS)}")
+        col = order
+        q = f"SELECT record FROM mem WHERE {where} ORDER BY {col} {'DESC' if desc else 'ASC'}, id"
+        if limit:
+            q += f" LIMIT {min(int(limit), 2**63 - 1)}"  # SQLite's integers are 64-bit
+        return [json.loads(r[0]) for r in self.db.execute(q, args)]
+
+    def iter_select(self, filters: Filters | None = None) -> Iterator[dict[str, Any]]:
+        """Catalog records matching `filters`, by id, from a cursor: an export of 100k memories
+        never holds them all (`select` returns a list)."""
+        where, args = (filters or Filters()).sql()
+        for (rec,) in self.db.execute(f"SELECT record FROM mem WHERE {where} ORDER BY id", args):
+            yield json.loads(rec)
+
+    def filtered_labels(self, filters: Filters) -> list[int]:
+        where, args = filters.sql()
+        return [r[0] for r in self.db.execute(f"SELECT label FROM mem WHERE {where}", args)]
+
+    def labels_of(self, ids: Iterable[str]) -> dict[str, int]:
+        ids = list(ids)
+        out = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            q = f"SELECT id, label FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
+            out.update(self.db.execute(q, chunk).fetchall())
+        return out
+
+    def resolve_id(self, prefix: str) -> str:
+        """A full id from a unique prefix (like git's short SHAs); case-insensitive.
+
+        Raises LookupError with a message for the user when there is no match or several."""
+        exact = self.db.execute("SELECT id FROM mem WHERE id = ?", (prefix,)).fetchone()
+        if exact:
+            return str(exact[0])
+        p = prefix.strip().upper()
+        rows = self.db.execute(
+            "SELECT id FROM mem WHERE upper(id) >= ? AND upper(id) < ? LIMIT 2", (p, p + "\uffff")
+        ).fetchall() if p else []
+        if len(rows) == 1:
+            return str(rows[0][0])
+        raise LookupError(f"id prefix {prefix} is ambiguous" if rows else f"no memory with id {prefix}")
+
+    def find_exact(self, text: str) -> str | None:
+        """The id of a memory whose normalised text equals this text's."""
+        row = self.db.execute("SELECT id FROM mem WHERE norm = ? LIMIT 1", (norm_hash(text),)).fetchone()
+        return row[0] if row else None
+
+    def catalog_entries(self, ids: Iterable[str]) -> dict[str, tuple[dict[str, Any], tuple[int, int]]]:
+        """Records by id with the file signature (mtime_ns, size) they were read from."""
+        ids = list(ids)
+        out: dict[str, tuple[dict[str, Any], tuple[int, int]]] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            q = f"SELECT id, record, mtime_ns, size FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
+            for mid, rec, mtime, size in self.db.execute(q, chunk):
+                out[str(mid)] = (json.loads(rec), (int(mtime), int(size)))
+        return out
+
+    def records_of(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Catalog records (Memory.to_dict shape) by memory id."""
+        ids = list(ids)
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            q = f"SELECT id, record FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
+            for mid, rec in self.db.execute(q, chunk):
+                out[str(mid)] = json.loads(rec)
+        return out
+
+
+def _json_ints(labels: Iterable[int]) -> str:
+    """Labels as one JSON array: a single bound parameter for `IN (SELECT value FROM json_each(?))`,
+    whatever the number of labels (SQLite caps bound parameters, so no chunking either)."""
+    return json.dumps(list(labels), default=int)  # default: numpy integers
+
+
+def _seed_catalog(src: Path, dst: Path) -> None:
+    """Copy a read-only store's catalog (and its vector file) into the fallback sidecar, so the
+    first read costs a copy, not a re-index. Best effort: anything missing is rebuilt by sync."""
+    try:
+        source = sqlite3.connect(f"file:{src / 'catalog.sqlite'}?immutable=1", uri=True)
+        try:
+            target = sqlite3.connect(dst / "catalog.sqlite")
+            try:
+                source.backup(target)
+                row = target.execute("SELECT value FROM meta WHERE key='hnsw_file'").fetchone()
+            finally:
+                target.close()
+        finally:
+            source.close()
+        if row and row[0] and (src / row[0]).is_file():
+            shutil.copyfile(src / row[0], dst / row[0])
+    except (sqlite3.Error, OSError):
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{dst / 'catalog.sqlite'}{suffix}")
+
+
+def norm_hash(text: str) -> str:
+    from memcli.extract import normalise  # here, not at the top: search never needs it (~15 ms of import)
+
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()

@@ -1,0 +1,338 @@
+"""Sync: keep the catalog and the vector file in step with `facts/`.
+
+`sync()` compares the directory listing (name, mtime, size) with the catalog, re-reads only the
+files that changed, re-embeds only text whose hash is not in the embedding cache, and updates the
+vector graph in place (replace / `mark_deleted`, resize when full), all in one catalog transaction
+that also records the new vector file. When nothing changed it costs one `scandir` and one query.
+`apply_files()` is the same for a commit that knows exactly which files it wrote or removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memcli import safety
+from memcli.embed import Embedder, text_hash
+from memcli.errors import MemcliError
+from memcli.files import Files
+from memcli.index.catalog import SCHEMA_VERSION, Catalog, fts_body, norm_hash, tags_col
+from memcli.index.vectors import Vectors
+from memcli.memory import MalformedMemory, Memory
+
+
+@dataclass
+class SyncReport:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    embedded: int = 0
+    rebuilt: str | None = None  # why everything was rebuilt, if it was
+    new_bad: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def touched(self) -> bool:
+        return bool(self.added or self.changed or self.removed or self.rebuilt or self.new_bad)
+
+
+
+
+class Sync:
+    """Brings one catalog and its vector file in step with a store's `facts/`."""
+
+    def __init__(self, store: Files, catalog: Catalog, vectors: Vectors, embedder: Callable[[], Embedder]) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.vec = vectors
+        self._embedder = embedder  # asked only when a text must be embedded (loads the model)
+        self.synced = False
+        self._saw_tmp = False  # the last scan met `.*.tmp` files in facts/ (a killed writer's)
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder()
+
+
+    # ------------------------------------------------------------ sync
+    def _scan(self) -> dict[str, tuple[int, int]]:
+        out = {}
+        try:
+            entries = os.scandir(self.store.facts_dir)
+        except FileNotFoundError:
+            return out
+        with entries:
+            for e in entries:
+                name = e.name
+                if not name.endswith(".md") or name.startswith("."):
+                    self._saw_tmp = self._saw_tmp or (name.startswith(".") and name.endswith(".tmp"))
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out[name] = (st.st_mtime_ns, st.st_size)
+                else:  # a symlink, directory or FIFO: a bad file, reported, never opened or followed
+                    out[name] = (st.st_mtime_ns, -1)
+        return out
+
+    def _clean_temp_files(self) -> None:
+        """Remove `.*.tmp` files a killed writer left in facts/: under the writer lock no write is
+        in flight, so every one found then is stale."""
+        if self.catalog.readonly:
+            return
+        try:
+            names = [n for n in os.listdir(self.store.facts_dir) if n.startswith(".") and n.endswith(".tmp")]
+        except OSError:
+            return
+        if not names:
+            return
+        # never wait: a writer holding the lock may own these; the next command cleans them
+        with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
+            for n in os.listdir(self.store.facts_dir):
+                if n.startswith(".") and n.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.store.facts_dir / n)
+
+    def _plan(self) -> tuple[dict[str, tuple[int, int]], list[str], list[str], str | None]:
+        disk = self._scan()
+        known = self.catalog.signatures()
+        todo = [n for n, sig in disk.items() if known.get(n) != sig]
+        gone = [n for n in known if n not in disk]
+        return disk, todo, gone, self._rebuild_reason(bool(known))
+
+    def _rebuild_reason(self, known: bool) -> str | None:
+        """Why the whole sidecar must be rebuilt (format, model, vector file), or None."""
+        why = None
+        model, dim = self.catalog.meta("model"), self.catalog.meta("dim")
+        if self.catalog.meta("schema") != SCHEMA_VERSION and known:
+            why = "the index format changed"
+        elif model is not None and (model != self.store.config.embed_model):
+            why = f"the embedding model changed ({model} -> {self.store.config.embed_model})"
+        elif known and model is None:
+            why = "the index has no model record"
+        elif self.catalog.meta("hnsw_file") and not (self.catalog.dir / str(self.catalog.meta("hnsw_file"))).is_file():
+            why = "the vector file is missing"
+        elif dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
+            why = "the vector dimension changed"
+        return why
+
+    def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str]) -> SyncReport:
+        """Record what a commit has just written (`fresh`: file name -> memory) and removed
+        (`gone`: file names), without scanning `facts/`: one catalog transaction and one vector
+        file for the whole commit. When the sidecar needs a rebuild anyway this is a full sync.
+        Files changed by others meanwhile are left to the next `sync()` (their signatures differ)."""
+        with self.store.lock():
+            if self._rebuild_reason(bool(self.catalog.count())):
+                return self.sync()
+            disk = {}
+            for name in fresh:
+                st = os.stat(self.store.facts_dir / name)
+                disk[name] = (st.st_mtime_ns, st.st_size)
+            report = SyncReport()
+            self._apply(disk, list(fresh), list(gone), report, None, fresh)
+        return report
+
+    def sync(
+        self, on_progress: Callable[[int, int], None] | None = None, *, force: bool = False,
+        fresh: dict[str, Memory] | None = None,
+    ) -> SyncReport:
+        """Bring the sidecar in step with `facts/`; cheap when nothing changed.
+
+        `fresh` maps file names to the memories the caller has just written, so a bulk import
+        does not parse back the thousands of files it wrote a moment ago. A catalog that turns out
+        to be corrupt past its header ("malformed") is dropped and rebuilt.
+        """
+        if not self.catalog.readonly and (self.store.path / ".journal.json").exists() and not self.store.locked:
+            # a commit was cut short: the writer lock finishes it (memcli/journal.py); never wait
+            with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
+                pass
+        try:
+            report = self._sync(on_progress, force=force, fresh=fresh)
+            if self._saw_tmp:
+                self._saw_tmp = False
+                self._clean_temp_files()
+            return report
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError):  # busy, locked, disk full: not corruption
+                raise
+            self.catalog.drop()
+            report = self._sync(on_progress, force=force, fresh=fresh)
+            report.rebuilt = "the catalog was unreadable"
+            return report
+
+    def _sync(
+        self, on_progress: Callable[[int, int], None] | None, *, force: bool, fresh: dict[str, Memory] | None,
+    ) -> SyncReport:
+        report = SyncReport()
+        version = self.catalog.data_version()
+        disk, todo, gone, why = self._plan()
+        if force:
+            why = "reindex requested"
+        if not (todo or gone or why):
+            self.synced = True
+            return report
+        with self.catalog.writer_lock():
+            if force or self.catalog.data_version() != version:  # another process synced meanwhile
+                disk, todo, gone, why2 = self._plan()
+                why = "reindex requested" if force else why2
+            if why:
+                self.catalog.reset()
+                todo, gone = list(disk), []
+                report.rebuilt = why
+            self._apply(disk, todo, gone, report, on_progress, fresh or {})
+        self.synced = True
+        return report
+
+    def _apply(
+        self,
+        disk: dict[str, tuple[int, int]],
+        todo: list[str],
+        gone: list[str],
+        report: SyncReport,
+        on_progress: Callable[[int, int], None] | None,
+        fresh: dict[str, Memory],
+    ) -> None:
+        db = self.catalog.db
+        existing = {
+            fname: (label, h)
+            for fname, label, h in db.execute("SELECT fname, label, hash FROM mem")
+        }
+        old_bad = {r[0]: r[1] for r in db.execute("SELECT fname, error FROM bad")}
+        parsed: list[tuple[str, Memory]] = []
+        bad: list[tuple[str, str]] = []
+        for fname in sorted(todo):
+            if fname in fresh:
+                parsed.append((fname, fresh[fname]))
+                continue
+            path = self.store.facts_dir / fname
+            try:
+                memory = Memory.parse(safety.read_regular(path), file_id=fname[:-3])
+            except safety.NotRegular as e:
+                bad.append((fname, f"{e.strerror}, not a regular file: skipped"))
+                continue
+            except MalformedMemory as e:
+                bad.append((fname, str(e)))
+                continue
+            except OSError as e:
+                bad.append((fname, f"unreadable ({e.strerror})"))
+                continue
+            parsed.append((fname, memory))
+        # A new file whose text is that of a file removed in the same batch (a merge keeps the
+        # newest wording; a restore brings back a text) takes over that row and its vector: no
+        # embedding, no hnswlib insertion, which is most of a curation commit's index cost.
+        reused: set[int] = set()
+        if gone:
+            free: dict[str, list[int]] = {}
+            for fname in gone:
+                row = existing.get(fname)
+                if row:
+                    free.setdefault(row[1], []).append(row[0])
+            for fname, m in parsed:
+                labels = free.get(text_hash(m.text)) if fname not in existing else None
+                if labels:
+                    label = labels.pop()
+                    existing[fname] = (label, text_hash(m.text))
+                    reused.add(label)
+        need = [m.text for f, m in parsed if f not in existing or existing[f][1] != text_hash(m.text)]
+        vectors: dict[str, np.ndarray] = {}
+        if need:
+            total = len(need)
+            done = [0]
+
+            def tick(n: int) -> None:
+                done[0] += n
+                if on_progress:
+                    on_progress(done[0], total)
+
+            before = self.embedder.computed  # cumulative per embedder: report this sync's share
+            vecs = self.embedder.embed(need, on_progress=tick)
+            vectors = {text_hash(t): v for t, v in zip(need, vecs)}
+            report.embedded = self.embedder.computed - before
+        hnsw = self.vec.load(create=True)
+        hnsw_saved = self.vec.from_file  # loaded as is from its file, not built here
+        kw = self.catalog.kw
+        kw_removed: list[int] = []
+        kw_docs: dict[int, str] = {}
+        self.catalog.forget_count()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for fname in gone:
+                row = existing.get(fname)
+                if row and row[0] in reused:
+                    report.removed += 1
+                    row = None
+                if row:
+                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
+                    kw_removed.append(row[0])
+                    with contextlib.suppress(RuntimeError):
+                        hnsw.mark_deleted(row[0])
+                    report.removed += 1
+                db.execute("DELETE FROM bad WHERE fname=?", (fname,))
+            new_labels: list[int] = []
+            new_vecs: list[np.ndarray] = []
+            for fname, m in parsed:
+                h = text_hash(m.text)
+                mtime, size = disk[fname]
+                cols = (
+                    m.id, fname, mtime, size, h, norm_hash(m.text), m.type, m.user, m.project,
+                    m.created, m.updated, m.confidence, tags_col(m.tags),
+                    json.dumps(m.to_dict(), ensure_ascii=False),
+                )
+                db.execute("DELETE FROM bad WHERE fname=?", (fname,))
+                if fname in existing:
+                    label, old_hash = existing[fname]
+                    db.execute(
+                        "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
+                        " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?",
+                        (*cols, label),
+                    )
+                    report.changed += 1
+                    if old_hash == h:
+                        kw_docs[label] = fts_body(m)
+                        continue
+                else:
+                    cur = db.execute(
+                        "INSERT INTO mem (id, fname, mtime_ns, size, hash, norm, type, user, project,"
+                        " created, updated, confidence, tags, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        cols,
+                    )
+                    label = int(cur.lastrowid)
+                    report.added += 1
+                vec = vectors[h]
+                db.execute("UPDATE mem SET vec=? WHERE label=?", (vec.astype(np.float32).tobytes(), label))
+                kw_docs[label] = fts_body(m)
+                new_labels.append(label)
+                new_vecs.append(vec)
+            for fname, error in bad:
+                mtime, size = disk[fname]
+                row = existing.get(fname)
+                if row:  # a good file turned bad: it leaves the index until it is fixed
+                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
+                    kw_removed.append(row[0])
+                    with contextlib.suppress(RuntimeError):
+                        hnsw.mark_deleted(row[0])
+                    report.removed += 1
+                db.execute("INSERT OR REPLACE INTO bad VALUES (?,?,?,?)", (fname, mtime, size, error))
+                if old_bad.get(fname) != error or row:
+                    report.new_bad.append((fname, error))
+            kw.update(kw_removed, kw_docs)
+            if new_labels:
+                hnsw = self.vec.add(hnsw, np.stack(new_vecs), new_labels)
+            if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
+                self.vec.save(hnsw)
+            self.catalog.set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            self.vec.forget()
+            raise
+        self.vec.cleanup()
+

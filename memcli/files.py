@@ -130,10 +130,32 @@ class Files:
             self.facts_dir.mkdir(exist_ok=True, mode=mode)
         except OSError as e:
             raise StoreError(f"cannot create store at {self.path}: {e.strerror}") from None
-        gi = self.path / ".gitignore"
-        if not gi.exists():
-            atomic_write(gi, GITIGNORE.encode())
+        self.ensure_gitignore()
         return new
+
+    def missing_ignores(self) -> list[str]:
+        """GITIGNORE lines the store's `.gitignore` lacks: a store made by an older memcli does not
+        ignore the leftovers newer versions can write (temp files, quarantine, journal)."""
+        try:
+            current = (self.path / ".gitignore").read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            current = []
+        except (OSError, UnicodeDecodeError):
+            return []  # unreadable: doctor's other checks say so; never rewrite what we cannot read
+        return [line for line in GITIGNORE.splitlines() if line not in current]
+
+    def ensure_gitignore(self) -> list[str]:
+        """Append the missing GITIGNORE lines, keeping the user's own lines; returns what was added."""
+        missing = self.missing_ignores()
+        if missing:
+            path = self.path / ".gitignore"
+            try:
+                current = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = ""
+            body = current + ("\n" if current and not current.endswith("\n") else "") + "\n".join(missing) + "\n"
+            atomic_write(path, body.encode("utf-8"))
+        return missing
 
     def ensure(self) -> None:
         """Writers create the store on first use."""

@@ -178,6 +178,14 @@ def check(store: Store, *, fix: bool = False) -> list[Check]:
             add("temp files", err is None, f"{len(tmps)} left by an interrupted write: " + (err or "removed"))
         else:
             add("temp files", False, f"{len(tmps)} left by an interrupted write (doctor --fix removes them)")
+    # a store made by an older memcli: its .gitignore lacks what newer versions may leave behind
+    missing = store.missing_ignores()
+    if missing:
+        if fix:
+            err = repair(store.ensure_gitignore)
+            add(".gitignore", err is None, f"added {', '.join(missing)}" + (f": {err}" if err else ""))
+        else:
+            add(".gitignore", False, f"does not ignore {', '.join(missing)} (doctor --fix adds them)")
     both = in_both(store)
     if both:
         if fix:

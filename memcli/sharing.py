@@ -37,21 +37,6 @@ def write_gitattributes(store: Store) -> bool:
     return True
 
 
-def _ignore_local_state(store: Store) -> None:
-    """Per-machine state (index, trash, inbox, capture offsets) never goes into the shared history."""
-    from memcli.store import GITIGNORE
-
-    path = store.path / ".gitignore"
-    try:
-        current = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        current = ""
-    missing = [line for line in GITIGNORE.splitlines() if line not in current.splitlines()]
-    if missing:
-        body = current + ("\n" if current and not current.endswith("\n") else "") + "\n".join(missing) + "\n"
-        atomic_write(path, body.encode("utf-8"))
-
-
 def conflicted_files(store: Store) -> list[str]:
     """Store files (facts, trash, log, config, git files) that hold git conflict markers."""
     candidates = [store.log_path, store.path / "config.toml", store.path / ".gitignore",
@@ -124,7 +109,7 @@ def sync(store: Store, *, push: bool = True, message: str = "memcli: sync memori
     report = SyncReport(str(root))
     if write_gitattributes(store):
         report.steps.append("wrote .gitattributes (log.jsonl merge=union)")
-    _ignore_local_state(store)
+    store.ensure_gitignore()  # per-machine state (index, trash, inbox) never enters the shared history
     before = conflicted_files(store)
     if before:
         raise SyncError(f"conflict markers in {', '.join(before)}: {conflict_advice(before)}")

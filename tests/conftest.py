@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from memcli.api import Store
 from memcli.cli import app
 from memcli.config import Config
+from memcli.memory import Memory
 
 HASH = "hash:256"  # deterministic embedder: plumbing tests only, never search quality or dedup
 
@@ -91,3 +92,16 @@ def run_memcli(*args: str, input: str | bytes | None = None, env: dict[str, str]
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "memcli", *args], input=input, capture_output=True,
                           env=full_env, cwd=cwd, text=isinstance(input, str) or input is None, timeout=300)
+
+
+def fill(cli: Cli, rich: Memory) -> Cli:
+    """Three plain adds (tags, origin, user, project, an episodic type, commas and new lines) and
+    one memory with every field set, written directly: what export/import round trips must keep."""
+    cli("add", "--raw", "-t", "ops", "--origin", "git:abc", "--user", "bob", "--project", "infra",
+        "The staging database is reset every Sunday at 02:00 UTC.")
+    cli("add", "--raw", "--type", "episodic", "On 2026-03-02 the payment service went down, \"TLS\" expired.")
+    cli("add", "--raw", "Commas, semicolons; and\nnew lines survive CSV.")
+    s = Store(cli.store)
+    s.write(rich)
+    s.close()
+    return cli

@@ -62,6 +62,26 @@ def test_init_creates_a_store_with_a_gitignore(tmp_path):
     assert (target / "facts").is_dir()
 
 
+def test_an_older_stores_gitignore_gains_the_new_entries_and_keeps_the_users(tmp_path):
+    """A store made by an earlier memcli ignored only .index/ and .trash/: `doctor` says what is
+    missing (and fails), `doctor --fix` and `init` append it, and the user's own lines stay."""
+    cli = Cli(tmp_path / "unused", env={"MEMCLI_EMBED_MODEL": HASH})
+    target = tmp_path / "old"
+    assert cli.runner.invoke(app, ["init", str(target)]).exit_code == 0
+    (target / ".gitignore").write_text(".index/\n.trash/\nmy-notes.txt")  # no final newline
+    r = cli.runner.invoke(app, ["--store", str(target), "doctor"])
+    assert r.exit_code != 0 and ".journal.json" in r.stdout + r.stderr
+    r = cli.runner.invoke(app, ["--store", str(target), "doctor", "--fix"])
+    lines = (target / ".gitignore").read_text().splitlines()
+    assert lines[:3] == [".index/", ".trash/", "my-notes.txt"]
+    assert {".journal.json", ".*.tmp", ".quarantine/", "inbox/"} <= set(lines)
+    assert len(lines) == len(set(lines))  # nothing doubled
+    assert cli.runner.invoke(app, ["--store", str(target), "doctor"]).exit_code == 0
+    (target / ".gitignore").write_text(".index/\n")
+    assert cli.runner.invoke(app, ["init", str(target)]).exit_code == 0
+    assert ".journal.json" in (target / ".gitignore").read_text().splitlines()
+
+
 def test_version(hash_cli):
     r = hash_cli("--version")
     assert __version__ in r.stdout

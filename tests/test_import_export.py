@@ -15,11 +15,10 @@ from pathlib import Path
 
 import llm_server as fake_llm
 import pytest
-from conftest import HASH, Cli, run_memcli
+from conftest import HASH, Cli, fill, run_memcli
 from test_pipeline_llm import llm_env
 
 from memcli.memory import Memory
-from memcli.store import Store
 
 llm_server = fake_llm.llm_server
 
@@ -43,14 +42,7 @@ def facts(store: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def filled(hash_cli) -> Cli:
-    hash_cli("add", "--raw", "-t", "ops", "--origin", "git:abc", "--user", "bob", "--project", "infra",
-             "The staging database is reset every Sunday at 02:00 UTC.")
-    hash_cli("add", "--raw", "--type", "episodic", "On 2026-03-02 the payment service went down, \"TLS\" expired.")
-    hash_cli("add", "--raw", "Commas, semicolons; and\nnew lines survive CSV.")
-    s = Store(hash_cli.store)
-    s.write(RICH)
-    s.close()
-    return hash_cli
+    return fill(hash_cli, RICH)
 
 
 # --- export / import round trips ------------------------------------------------------------------

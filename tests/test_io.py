@@ -7,9 +7,8 @@ import io
 import json
 
 import pytest
-from conftest import HASH, Cli
+from conftest import HASH, Cli, fill
 
-from memcli.api import Store
 from memcli.memory import Memory
 
 RICH = Memory(
@@ -27,14 +26,7 @@ RICH = Memory(
 
 @pytest.fixture
 def filled(hash_cli) -> Cli:
-    hash_cli("add", "--raw", "-t", "ops", "--origin", "git:abc", "--user", "bob", "--project", "infra",
-             "The staging database is reset every Sunday at 02:00 UTC.")
-    hash_cli("add", "--raw", "--type", "episodic", "On 2026-03-02 the payment service went down, \"TLS\" expired.")
-    hash_cli("add", "--raw", "Commas, semicolons; and\nnew lines survive CSV.")
-    s = Store(hash_cli.store)
-    s.write(RICH)
-    s.close()
-    return hash_cli
+    return fill(hash_cli, RICH)
 
 
 def facts(store) -> dict[str, bytes]:

@@ -1,7 +1,10 @@
 """Per-kind figures of the labelled decision set (tests/data/decision_pairs.jsonl) through the real
 `add` with the real default model: what a user would see after adding `old`, then `new`.
 
-    python bench/decisions.py
+    python bench/decisions.py [PAIRS.jsonl] [-v]
+
+(default: tests/data/decision_pairs.jsonl; another file scores a new, unseen batch blind; -v lists
+every pair whose outcome is not the one its kind wants.)
 
 merged = the new text became NONE/UPDATE of the old memory; superseded = the old memory is kept,
 hidden, `superseded_by` the new one; separate = both live. Also prints the rates the issue's
@@ -22,17 +25,25 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memcli.api import Store  # noqa: E402
 from memcli.decide import relate  # noqa: E402
 from memcli.index import Filters  # noqa: E402
-from memcli.store import Store  # noqa: E402
 
 KINDS = ("duplicate", "refinement", "value_change", "distinct", "unrelated")
 
 
+GOOD = {"duplicate": "merged", "refinement": "merged", "value_change": "superseded", "distinct": "separate",
+        "unrelated": "separate"}
+
+
 def main() -> None:
-    pairs = [json.loads(line) for line in (ROOT / "tests" / "data" / "decision_pairs.jsonl").open()]
+    args = [a for a in sys.argv[1:] if a != "-v"]
+    verbose = "-v" in sys.argv[1:]
+    path = Path(args[0]) if args else ROOT / "tests" / "data" / "decision_pairs.jsonl"
+    pairs = [json.loads(line) for line in path.open() if line.strip()]
     table: Counter[tuple[str, str]] = Counter()
     flags = []
+    vc_flagged = 0
     embedder = None
     with tempfile.TemporaryDirectory() as tmp:
         for i, pair in enumerate(pairs):
@@ -56,8 +67,14 @@ def main() -> None:
             table[(pair["kind"], outcome)] += 1
             v = embedder.embed([pair["old"], pair["new"]])
             rel = relate(pair["old"], pair["new"], float(np.dot(v[0], v[1])))
+            if verbose and outcome != GOOD[pair["kind"]] and not (pair["kind"] == "value_change" and rel.contradiction):
+                print(f"MISS {pair['kind']}: {outcome} ({rel.kind}: {rel.reason}): {pair['old']!r} -> {pair['new']!r}")
+            if pair["kind"] == "value_change" and outcome != "superseded" and rel.contradiction:
+                vc_flagged += 1
             if pair["kind"] != "value_change" and rel.contradiction:
                 flags.append(pair)
+                if verbose:
+                    print(f"FLAG {pair['kind']}: {rel.reason}: {pair['old']!r} / {pair['new']!r}")
             store.close()
     n = Counter(p["kind"] for p in pairs)
     print(f"{len(pairs)} pairs")
@@ -70,7 +87,8 @@ def main() -> None:
     print(f"distinct+unrelated kept separate: {sep:.3f}")
     print(f"merge precision: {good / max(1, merged):.3f}  merge recall (dup+ref): "
           f"{good / (n['duplicate'] + n['refinement']):.3f}")
-    print(f"value changes superseded: {table[('value_change', 'superseded')] / n['value_change']:.3f}")
+    print(f"value changes superseded: {table[('value_change', 'superseded')] / n['value_change']:.3f}"
+          f"  superseded or flagged: {(table[('value_change', 'superseded')] + vc_flagged) / n['value_change']:.3f}")
     print(f"false contradiction flags: {len(flags)}")
 
 

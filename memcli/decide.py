@@ -84,6 +84,8 @@ SCOPES: tuple[frozenset[str], ...] = (
     frozenset("v1 v2 v3 v4 v5".split()),
 )
 _SCOPE_OF = {w: i for i, ws in enumerate(SCOPES) for w in ws}
+#: scope words that are also everyday words: scopes only in capitals ("the US cluster", not "tell us")
+_CASED_SCOPES = frozenset({"us", "na", "eu", "uk"})
 #: generic words that still hold a value in their slot (a day, a frequency, a switch)
 VALUE_WORDS = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday weekday weekend weekends daily weekly
@@ -91,8 +93,28 @@ VALUE_WORDS = frozenset(
     false yes tabs spaces asc desc ascending descending sync async synchronous asynchronous read-only
     read-write required optional allowed denied allow deny upper lower uppercase lowercase utc local gmt
     january february march april may june july august september october november december
-    main master develop trunk debug info warning warn error critical trace verbose quiet""".split()
+    main master develop trunk debug info warning warn error critical trace verbose quiet
+    once twice two three four five six seven eight nine ten eleven twelve dozen hundred thousand""".split()
 )
+#: values of one kind (a weekday, a frequency, a month); two values of different kinds fill different
+#: slots ("released weekly" and "released on Mondays" can both be true)
+_VALUE_CLASSES = (
+    frozenset("monday tuesday wednesday thursday friday saturday sunday weekday weekend weekends".split()),
+    frozenset("daily weekly monthly yearly hourly nightly quarterly annually biweekly".split()),
+    frozenset("january february march april may june july august september october november december".split()),
+)
+
+
+def _value_class(t: _Tok) -> int | None:
+    low = re.sub(r"s$", "", t.low) if t.low.endswith("days") else t.low
+    if low.startswith("every_"):
+        return 1
+    for i, ws in enumerate(_VALUE_CLASSES):
+        if low in ws or t.low in ws:
+            return i
+    return None
+
+
 #: pairs of predicates that negate each other
 OPPOSITES = (
     ("always", "never"), ("enable", "disable"), ("enabled", "disabled"), ("allow", "deny"), ("allowed", "denied"),
@@ -100,7 +122,7 @@ OPPOSITES = (
     ("required", "optional"), ("increase", "decrease"),
 )
 _NEGATION_RE = re.compile(
-    r"\b(?:never|cannot|can't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|won't|shouldn't|mustn't"
+    r"\b(?:never|no longer|cannot|can't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|won't|shouldn't|mustn't"
     r"|(?:do|does|did|is|are|was|were|will|should|must|can|could|would|may|need|has|have) not)\b"
 )
 _VERBS = frozenset(
@@ -159,6 +181,30 @@ ABBREVIATIONS = {
 }
 
 
+#: a frequency said in words is the same value as its adverb ("every night" is "nightly")
+_FREQUENCY_RE = re.compile(r"\b(?:every|each|once a|once per|once every)\s+(night|day|week|month|hour|year)\b", re.I)
+_FREQUENCY = {"night": "nightly", "day": "daily", "week": "weekly", "month": "monthly", "hour": "hourly",
+              "year": "yearly"}
+#: verbs that say the same thing ("X requires Y" is "X needs Y"), read as one
+SYNONYMS = {"require": "need", "requires": "needs", "requiring": "needing", "begin": "start", "begins": "starts",
+            "began": "started", "beginning": "starting", "utilise": "use", "utilize": "use", "utilises": "uses",
+            "utilizes": "uses"}
+
+
+_EVERY_N_RE = re.compile(r"\b(?:every|each|once every)\s+(other|\w+)\s+(night|day|week|month|hour|year)s?\b", re.I)
+_NUMBER_WORDS = {"other": "2", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "2": "2", "3": "3",
+                 "4": "4", "5": "5", "6": "6", "10": "10", "12": "12", "15": "15", "30": "30"}
+
+
+def _normalise_phrases(text: str) -> str:
+    """Rewrite fixed phrases to the single word they mean, before tokenising: "every night" is
+    "nightly", "every two weeks" / "every other week" is the one value "every_2_weeks"."""
+    def every_n(m: re.Match[str]) -> str:
+        n = _NUMBER_WORDS.get(m.group(1).lower())
+        return f"every_{n}_{m.group(2).lower()}s" if n else m.group()
+    return _FREQUENCY_RE.sub(lambda m: _FREQUENCY[m.group(1).lower()], _EVERY_N_RE.sub(every_n, text))
+
+
 @dataclass
 class _Tok:
     text: str  # as written
@@ -210,7 +256,7 @@ def parse(text: str) -> Parsed:
     tech = _tech_words()
     toks: list[_Tok] = []
     sentence_start = True
-    for m in _TOKEN_RE.finditer(text):
+    for m in _TOKEN_RE.finditer(_normalise_phrases(text)):
         raw = m.group()
         low = raw.lower().strip("`'’")
         low = re.sub(r"['’]s$", "", low)
@@ -222,6 +268,8 @@ def parse(text: str) -> Parsed:
         proper = raw[:1].isupper() and not sentence_start and low not in STOPWORDS
         acronym = len(raw) >= 2 and raw.isupper() and raw.isalpha()
         specific = (has_digit or ident or proper or acronym or low in tech or low in VALUE_WORDS)
+        if low in SYNONYMS:
+            low = SYNONYMS[low]
         if low in ABBREVIATIONS and not is_code:
             for word in ABBREVIATIONS[low].split():
                 toks.append(_Tok(word, word, _stem(word), False, _SCOPE_OF.get(word), False))
@@ -230,14 +278,17 @@ def parse(text: str) -> Parsed:
             if re.fullmatch(r"[a-z]+(?:-[a-z]+)+", low):  # squash-merged / squash-merge
                 head, _, last = low.rpartition("-")
                 stem = f"{head}-{_stem(last)}"
-            toks.append(_Tok(raw, low, stem, specific, _SCOPE_OF.get(low), raw[:1].isupper()))
+            scope = _SCOPE_OF.get(low)
+            if low in _CASED_SCOPES and not raw.isupper():
+                scope = None  # "us" the pronoun, not the US
+            toks.append(_Tok(raw, low, stem, specific or scope is not None, scope, raw[:1].isupper()))
         # a new sentence starts after . ! ? ; or : (the capital that follows is not a name)
-        after = text[m.end():m.end() + 2]
+        after = m.string[m.end():m.end() + 2]
         sentence_start = bool(re.match(r"\s*[.!?;:]", after)) or after.startswith(("\n",))
     lowered = " ".join(text.lower().split())
     content: dict[str, _Tok] = {}
     for t in toks:
-        if t.low in STOPWORDS or t.stem in _CHANGE_STEMS or t.low in _CHANGE_WORDS:
+        if (t.low in STOPWORDS and t.scope is None) or t.stem in _CHANGE_STEMS or t.low in _CHANGE_WORDS:
             continue
         if len(t.low) == 1 and not t.low.isdigit():
             continue
@@ -363,14 +414,18 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
         other = pn.scopes.get(scope)
         if other and other != words and (words - other) and (other - words):
             return Relation(DISTINCT, f"different subject: {_short(words - other)} vs {_short(other - words)}")
-    removed = {s: t for s, t in po.content.items() if s not in pn.content}
-    added = {s: t for s, t in pn.content.items() if s not in po.content}
+    # a word that is a part of an identifier of the other text is not gone: "NDCG" -> "NDCG@10",
+    # "resnet checkpoints" -> "gs://ml-ckpt/resnet"
+    parts_o, parts_n = _parts(po), _parts(pn)
+    removed = {s: t for s, t in po.content.items() if s not in pn.content and s not in parts_n}
+    added = {s: t for s, t in pn.content.items() if s not in po.content and s not in parts_o}
     r_spec = {s for s, t in removed.items() if t.specific}
     a_spec = {s for s, t in added.items() if t.specific}
     r_gen, a_gen = set(removed) - r_spec, set(added) - a_spec
     shared = set(po.content) & set(pn.content)
     # the subject: words before the verb, missing from the other text
-    old_gone, new_gone = po.subject - set(pn.content), pn.subject - set(po.content)
+    old_gone = po.subject - set(pn.content) - parts_n
+    new_gone = pn.subject - set(po.content) - parts_o
     # an identifier or a number in one subject that the other lacks names another thing ("orders.created",
     # "service-1"); a plain name or acronym may just be reworded away ("the cache TTL ..." -> "... cached")
     specific_gone = {s for s in old_gone if _identifying(po.content[s])} | \
@@ -385,6 +440,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     if subj_missing:
         # "Priya is the lead ..." -> "Ahmed is the lead ... now": a stated change of one name is a new value
         names = {s for s, t in {**removed, **added}.items() if t.specific or t.cap}
+        # "Keiko is the release manager for Q3" -> "Rafael is ...": one holder of a role named with
+        # "the" (or owned, led) replaced by another, nothing else changed
+        if _holder_swapped(po, pn, old_gone, new_gone, removed, added):
+            return Relation(SUPERSEDES, f"new holder: {_short(old_gone)} -> {_short(new_gone)}", contradiction=True)
         if not (change and single_slot and subj_missing <= names and len(shared) >= 2):
             return Relation(DISTINCT, f"different subject: {_short(subj_missing)}")
     if not shared:
@@ -397,10 +456,21 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     # 3. several specific slots changed at once: another thing, not another value
     if r_spec and a_spec and (len(r_spec) >= 2 and len(a_spec) >= 2 or (r_gen and a_gen)):
         return Relation(DISTINCT, f"differs in {_short(r_spec)} vs {_short(a_spec)}")
-    # 3. one value replaced by another
+    # 3. a value of one kind swapped for one of another kind (a frequency for a weekday): other slots
+    if r_spec and a_spec and not change:
+        kinds_r = {_value_class(removed[x]) for x in r_spec}
+        kinds_a = {_value_class(added[x]) for x in a_spec}
+        if None not in kinds_r and None not in kinds_a and not (kinds_r & kinds_a):
+            return Relation(DISTINCT, f"another slot: {_short(r_spec)} vs {_short(a_spec)}")
+    # 3. one value replaced by another; when both texts deny it ("does not support IE11" / "... Safari 13")
+    # both can be true
+    if r_spec and a_spec and po.negated and pn.negated and not flip:
+        return Relation(DISTINCT, f"both say not, of {_short(r_spec)} and {_short(a_spec)}")
     if r_spec and a_spec:
         return Relation(SUPERSEDES, f"new value: {_short(r_spec)} -> {_short(a_spec)}", contradiction=True)
-    if flip and overlap >= 0.6 and _small(removed, added):
+    negated_extra = added if pn.negated and not po.negated else removed
+    if flip and overlap >= 0.6 and _small(removed, added) and not (
+            flip == "one says not" and any(t.specific for t in negated_extra.values())):
         return Relation(SUPERSEDES, f"negates it ({flip})", contradiction=True)
     # 4. novelty
     if not removed:
@@ -417,6 +487,41 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     if not r_spec and not a_spec and similarity >= threshold - 0.05 and len(added) <= 2 and len(removed) <= 2:
         return Relation(SAME, f"rewording ({similarity:.2f})")
     return Relation(DISTINCT, f"says something else ({_short(set(removed))} vs {_short(set(added))})")
+
+
+def _parts(p: Parsed) -> set[str]:
+    """The word parts of the identifiers, paths and URLs of a text ("gs://ml-ckpt/resnet" -> ml, ckpt,
+    resnet; "NDCG@10" -> ndcg, 10), stemmed, less the identifiers themselves."""
+    out: set[str] = set()
+    for t in p.tokens:
+        if _identifying(t) or t.low.startswith(("/", "~", "http")):
+            out.update(_stem(w) for w in re.split(r"[^a-z0-9]+", t.low) if w and w != t.low)
+    return out - STOPWORDS
+
+
+_ROLE_RE = re.compile(r"^(.+?)\s+(?:is|was|will be)\s+(?:the|our)\s+(.+)$", re.I | re.S)
+_HOLDER_RE = re.compile(r"^\s*\S+\s+(?:owns|leads|runs|manages)\s+the\s", re.I)
+
+
+def _holder_swapped(po: Parsed, pn: Parsed, old_gone: set[str], new_gone: set[str], removed: dict[str, _Tok],
+                    added: dict[str, _Tok]) -> bool:
+    """One subject word replaced by another before the same "is the <role>" ("Keiko is the release
+    manager for Q3", "Python 3.10 is the minimum supported version"), or one name before the same
+    "owns/leads the <thing>": a role has one holder at a time. "Marta prefers X" -> "Jun prefers X" is
+    not this (two people can both prefer something), nor "Anna is a reviewer" (a role many hold)."""
+    if len(old_gone) != 1 or len(new_gone) != 1 or set(removed) != old_gone or set(added) != new_gone:
+        return False
+    ro, rn = _ROLE_RE.match(po.text.strip()), _ROLE_RE.match(pn.text.strip())
+    if ro and rn and _norm_rest(ro.group(2)) == _norm_rest(rn.group(2)):
+        return True
+    (o,), (n,) = old_gone, new_gone
+    if not (po.content[o].cap and pn.content[n].cap and po.content[o].text.isalpha() and pn.content[n].text.isalpha()):
+        return False
+    return bool(_HOLDER_RE.match(po.text) and _HOLDER_RE.match(pn.text))
+
+
+def _norm_rest(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
 def check_llm(event: str, old: str, new: str, similarity: float) -> str | None:

@@ -10,7 +10,8 @@ same code through the full CLI.
   origin `session:<id>`.
 - `git`: one commit (`--sha`, default HEAD): subject and body as one input, origin `git:<short
   sha>`; merges, `fixup!`/`squash!`/`amend!` commits and subjects matching `git_skip` are skipped.
-- `git-rewrite`: git's post-rewrite input on stdin (`old new` per line): origins are remapped.
+- `git-rewrite`: git's post-rewrite input on stdin (`old new` per line): origins are remapped, and
+  a commit whose message changed (`commit --amend -m`, a reword) has its memory replaced.
 - `text`: text on stdin (or arguments), with `--origin`.
 
 Every input is redacted before it is written anywhere, then spooled to `<store>/inbox/`; a
@@ -130,10 +131,10 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
             taken()
             return Captured(None, "no new conversation text", store_path)
         text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t in turns)
-        # Redaction is the worker's first step here, before the item is read for anything else
-        # (importing the redactor's ~50 patterns costs ~50 ms of this hook's 100): the spooled file
-        # is private (0600), git-ignored, and holds no more than the transcript it was read from.
-        options = {"session": session, "cwd": str(cwd) if cwd else None, "redact_first": redact}
+        # Redacted before it is written anywhere (the inbox item, a parked retry): ~15 ms of this
+        # hook's < 100 ms budget (bench/hooks.py measures it).
+        text = _redact(text, redact)
+        options = {"session": session, "cwd": str(cwd) if cwd else None}
         item = spooler.spool(store_path, text, options, source="claude-code")
         taken()
     return Captured(item, f"{len(turns)} turn(s) of session {session}", store_path)
@@ -188,8 +189,9 @@ def capture_git(sha: str = "HEAD", *, store: str | None = None, cwd: Path | None
 
 
 def capture_git_rewrite(lines: list[str], kind: str = "rebase", *, store: str | None = None,
-                        cwd: Path | None = None) -> Captured:
-    """git's post-rewrite input (`old new [extra]` per line): spool an origin remap."""
+                        cwd: Path | None = None, redact: bool = True) -> Captured:
+    """git's post-rewrite input (`old new [extra]` per line): spool an origin remap, with the new
+    message of every rewritten commit whose message changed (`commit --amend -m`, a reword)."""
     store_path = _store_for(store, cwd)
     mapping = {}
     for line in lines:
@@ -199,8 +201,42 @@ def capture_git_rewrite(lines: list[str], kind: str = "rebase", *, store: str | 
             mapping[parts[0]] = parts[1]
     if not mapping:
         return Captured(None, "nothing rewritten", store_path)
-    item = spooler.spool(store_path, "", {"mapping": mapping, "rewrite": kind}, kind="remap", source="git")
+    options = {"mapping": mapping, "rewrite": kind, "cwd": str((cwd or Path.cwd()).absolute()),
+               "reworded": reworded(mapping, store_path, cwd, redact)}
+    item = spooler.spool(store_path, "", options, kind="remap", source="git")
     return Captured(item, f"{len(mapping)} commit(s) rewritten by {kind}", store_path)
+
+
+def reworded(mapping: dict[str, str], store_path: Path, cwd: Path | None, redact: bool = True) -> dict[str, dict]:
+    """Old commit -> {new, short, text, skip} for each rewritten commit whose message changed: the
+    worker replaces the old message's memory with the new one. `text` is redacted (None when the
+    new message is one the post-commit hook skips). One `git log` for every commit."""
+    from memcli.config import Config, load_config
+
+    try:
+        cfg = load_config(store_path)
+    except Exception:  # noqa: BLE001 - a bad config must not lose the rewrite: defaults apply
+        cfg = Config()
+    shas = list(dict.fromkeys([*mapping, *mapping.values()]))
+    try:
+        out = _git(["log", "--no-walk=unsorted", "--format=%H%x00%h%x00%P%x00%B%x1e", *shas], cwd)
+    except (CaptureError, OSError):
+        return {}
+    info: dict[str, tuple[str, int, str]] = {}
+    for rec in out.split("\x1e"):
+        fields = rec.lstrip("\n").split("\x00", 3)
+        if len(fields) == 4:
+            info[fields[0].lower()] = (fields[1], len(fields[2].split()), fields[3].strip())
+    changed: dict[str, dict] = {}
+    for old, new in mapping.items():
+        before, after = info.get(old.lower()), info.get(new.lower())
+        if before is None or after is None or before[2] == after[2]:
+            continue
+        subject = after[2].splitlines()[0] if after[2] else ""
+        skip = skip_reason(subject, after[1], cfg.git_skip) or (None if after[2] else "empty message")
+        changed[old.lower()] = {"new": new.lower(), "short": after[0], "skip": skip,
+                                "text": None if skip else _redact(after[2], redact)}
+    return changed
 
 
 def capture_text(text: str, *, origins: list[str] | None = None, store: str | None = None,
@@ -230,7 +266,8 @@ def run(kind: str, *, store: str | None = None, stdin: bytes = b"", sha: str | N
     elif kind == "git":
         result = capture_git(sha or "HEAD", store=store, redact=redact)
     elif kind == "git-rewrite":
-        result = capture_git_rewrite(stdin.decode("utf-8", "replace").splitlines(), rewrite or "rebase", store=store)
+        result = capture_git_rewrite(stdin.decode("utf-8", "replace").splitlines(), rewrite or "rebase", store=store,
+                                     redact=redact)
     elif kind == "text":
         body = text if text is not None else stdin.decode("utf-8", "replace")
         result = capture_text(body, origins=origins, store=store, redact=redact)

@@ -149,7 +149,21 @@ class Feedback:
         m.updated = now_iso()
 
 
-Edit = Reinforce | Update | Link | Supersede | Detach | Feedback
+@dataclass
+class Retarget:
+    """git history was rewritten (amend, rebase): origins naming the old commits now name the new
+    ones (`mapping`: old origin -> new origin). A pure function of the memory, so rebasable."""
+
+    mapping: dict[str, str]
+    event: str = "REMAP"
+    rebasable = True
+
+    def apply(self, m: Memory) -> None:
+        m.origins = list(dict.fromkeys(self.mapping.get(o, o) for o in m.origins))
+        m.updated = now_iso()
+
+
+Edit = Reinforce | Update | Link | Supersede | Detach | Feedback | Retarget
 
 
 # ---------------------------------------------------------------- file-level changes
@@ -542,6 +556,8 @@ def _detail(change: Edit) -> str:
         return f"superseded by {change.by}"
     if isinstance(change, Feedback):
         return "useful" if change.useful else "wrong"
+    if isinstance(change, Retarget):
+        return ", ".join(f"{old} -> {new}" for old, new in change.mapping.items())
     return f"origin {change.origin} removed"
 
 

@@ -4,9 +4,10 @@ git: a marked block goes into `post-commit` and `post-rewrite` in the directory 
 hooks from (`git rev-parse --git-path hooks`: honours `core.hooksPath`, and the common dir for
 worktrees). An existing shell hook keeps its content (the block is inserted after its `#!` line);
 a hook in another language is moved aside to `<name>.memcli-chained` and called from ours. The
-block takes the commit id synchronously (one `git rev-parse`, a few ms) and hands everything else
-to a background process, so a commit does not wait for memcli: that process spools the message
-and runs the worker. What it prints goes to `<common dir>/memcli-hook.log`, never to git's output.
+block reads the commit id synchronously (shell built-ins reading the ref git just wrote) and hands
+everything else to ONE background process (a single fork, no subshell), so a commit waits for
+memcli no longer than for an empty hook plus one fork: that process spools the message and runs
+the worker. What it prints goes to `<common dir>/memcli-hook.log`, never to git's output.
 Uninstall removes exactly the block (and restores a moved hook).
 
 Claude Code: entries are merged into `.claude/settings.json` (project), `.claude/settings.local.json`
@@ -77,7 +78,9 @@ def git_hooks_dir(cwd: Path | None = None) -> tuple[Path, Path]:
     return hooks, common
 
 
-def git_block(name: str, common: Path, store: str | None, created: bool = False) -> str:
+def git_block(name: str, common: Path, store: str | None, created: bool = False, chained: bool = False) -> str:
+    """The marked block of hook `name`. `chained`: a hook of the user's runs after it (and reads
+    the same input)."""
     py = python_command()
     log = shlex.quote(str(common / "memcli-hook.log"))
     opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
@@ -87,6 +90,10 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False)
         # The new commit's id, read with shell built-ins from the files git just wrote (HEAD, then
         # the branch's ref, in the common dir for a worktree): a `git rev-parse` would add a process
         # to every commit. Anything unusual (packed or reftable refs) falls back to rev-parse.
+        # Then ONE fork: a plain `cmd &` (a non-interactive shell neither waits for it nor signals
+        # it at exit, and gives it /dev/null as stdin); `nice` and the interpreter are exec'd in
+        # that child, so the commit waits for the shell's start-up, a few reads and one fork only
+        # (no `( ... & )` subshell: that is a second fork and a wait).
         body = (
             '_memcli_sha= _memcli_g=${GIT_DIR:-${GIT_INDEX_FILE%/*}}\n'
             'if [ -n "$_memcli_g" ] && [ -f "$_memcli_g/HEAD" ] && read -r _memcli_h < "$_memcli_g/HEAD"; then\n'
@@ -100,15 +107,21 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False)
             '  esac\n'
             'fi\n'
             'case $_memcli_sha in ""|*[!0-9a-f]*) _memcli_sha=$(git rev-parse HEAD 2>/dev/null) ;; esac\n'
-            f'[ -n "$_memcli_sha" ] && ( nice -n 10 {py} -m memcli.capture git --worker inline '
-            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} & )\n'
+            f'if [ -n "$_memcli_sha" ]; then nice -n 10 {py} -m memcli.capture git --worker inline '
+            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} & fi\n'
         )
-    else:  # post-rewrite: "old new" lines on stdin; handed on unchanged to whatever follows
+    elif chained:  # post-rewrite whose input a chained hook reads too: keep a copy, hand it on
         body = (
             "_memcli_in=$(cat)\n"
-            f"( printf '%s\\n' \"$_memcli_in\" | nice -n 10 {py} -m memcli.capture git-rewrite \"$1\" "
-            f"--worker inline{opt} >/dev/null 2>>{log} & )\n"
+            f"printf '%s\\n' \"$_memcli_in\" | nice -n 10 {py} -m memcli.capture git-rewrite \"$1\" "
+            f"--worker inline{opt} >/dev/null 2>>{log} &\n"
             "exec 0<<_MEMCLI_EOF_\n$_memcli_in\n_MEMCLI_EOF_\n"
+        )
+    else:  # post-rewrite: git's "old new" lines go straight to the background process (fd 3:
+        # an asynchronous command's own stdin is /dev/null), which reads them after the hook exits
+        body = (
+            f"exec 3<&0\nnice -n 10 {py} -m memcli.capture git-rewrite \"$1\" --worker inline{opt} "
+            f"<&3 3<&- >/dev/null 2>>{log} &\nexec 3<&-\n"
         )
     return head + body
 
@@ -147,23 +160,23 @@ def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall:
             report.changed.append(name)
             continue
         created = current is None or f"{BEGIN} [created]" in current
-        block = git_block(name, common, store, created) + (
-            f'exec "$(dirname "$0")/{name}{CHAINED}" "$@"\n' if chained.exists() else "") + END + "\n"
-        if current is None:
-            new = "#!/bin/sh\n" + block
-        elif BEGIN in current:
-            stripped = _strip_block(current)
-            first, _, rest = stripped.partition("\n")
-            new = first + "\n" + block + rest
-        elif _is_shell(current):
-            first, _, rest = current.partition("\n")
-            new = first + "\n" + block + rest
-            report.notes.append(f"{name}: kept the existing hook; memcli's part runs first, in the background")
-        else:  # another language: move it aside and call it after ours
+        if current is not None and not _is_shell(current) and BEGIN not in current:
+            # another language: move it aside and call it after ours
             os.replace(path, chained)
-            block = git_block(name, common, store, True) + f'exec "$(dirname "$0")/{name}{CHAINED}" "$@"\n' + END + "\n"
-            new = "#!/bin/sh\n" + block
+            current, created = None, True
             report.notes.append(f"{name}: the existing hook moved to {chained.name} and is called after memcli's")
+        if current is None:
+            first, rest = "#!/bin/sh", ""
+        else:
+            first, _, rest = (_strip_block(current) if BEGIN in current else current).partition("\n")
+            if BEGIN not in current:
+                report.notes.append(f"{name}: kept the existing hook; memcli's part runs first, in the background")
+        has_chained = chained.exists()
+        # the user's commands after the block read the same input (post-rewrite's stdin)
+        follows = has_chained or bool(rest.strip())
+        block = git_block(name, common, store, created, follows) + (
+            f'exec "${{0%/*}}/{name}{CHAINED}" "$@"\n' if has_chained else "") + END + "\n"
+        new = first + "\n" + block + rest
         if new == current:
             report.unchanged.append(name)
             continue

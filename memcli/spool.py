@@ -296,12 +296,21 @@ def _redact_item(path: Path, item: dict[str, Any]) -> None:
 def _run(store: Any, item: dict[str, Any]) -> dict[str, Any]:
     opts = dict(item.get("options") or {})
     if item.get("kind") == "remap":
-        return {"remapped": remap_origins(store, opts.get("mapping") or {})}
+        return apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
     text = item.get("text")
     if not isinstance(text, str) or not text.strip():
         return {"ADD": 0, "note": "empty input"}
+    result = _add(store, text, opts)
+    if result.failed:
+        raise OSError("some memories could not be written")
+    return result.summary()
+
+
+def _add(store: Any, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:
+    """One spooled input through the add pipeline; the AddResult."""
+    opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
-        opts["raw"] = not store.config.llm_model
+        opts["raw"] = not store.config.llm_model or llm is False
     if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
         opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
     cwd = opts.pop("cwd", None)
@@ -311,10 +320,34 @@ def _run(store: Any, item: dict[str, Any]) -> dict[str, Any]:
         opts["project"] = project_identity(Path(cwd))
     kwargs = {k: v for k, v in opts.items() if k in _ADD_OPTIONS}
     # redact=False: the text was redacted when it was spooled (unless the user opted out then)
-    result = store.add(text, inbox=False, redact=False, **kwargs)
-    if result.failed:
-        raise OSError("some memories could not be written")
-    return result.summary()
+    return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
+
+
+def apply_rewrite(store: Any, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],
+                  cwd: str | None = None) -> dict[str, Any]:
+    """A git rewrite (amend, rebase): the new message of each reworded commit goes through the add
+    pipeline (an exact repeat of what the post-commit hook already added is that same memory),
+    then the old message's memories are marked superseded by it and every `git:<old>` origin
+    becomes `git:<new>` (one ChangeSet). An unreachable LLM falls back to the message verbatim:
+    a rewrite never waits for a model."""
+    replaced: dict[str, list[str]] = {}
+    for old, info in reworded.items():
+        text = info.get("text") if isinstance(info, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            continue
+        opts = {"origins": [f"git:{info.get('short') or str(info.get('new', ''))[:7]}"], "raw_without_llm": True,
+                "cwd": cwd}
+        from memcli.llm import LLMError
+
+        try:
+            result = _add(store, text, opts)
+        except LLMError:
+            result = _add(store, text, opts, llm=False)
+        ids = [e.id for e in result.events
+               if e.id and e.event in ("ADD", "UPDATE", "NONE") and e.verdict in ("accepted", "already_known")]
+        if ids:
+            replaced[old.lower()] = ids
+    return {"remapped": remap_origins(store, mapping, replaced), "reworded": len(replaced)}
 
 
 REWRITES = "rewrites.json"  # under <store>/.capture/: old commit -> new commit, the last MAX_REWRITES
@@ -364,32 +397,45 @@ def translate_origins(origins: list[str], rewrites: dict[str, str]) -> list[str]
     return list(dict.fromkeys(out))
 
 
-def remap_origins(store: Any, mapping: dict[str, str]) -> int:
+def remap_origins(store: Any, mapping: dict[str, str], replaced: dict[str, list[str]] | None = None) -> int:
     """After `git commit --amend` or a rebase: every `git:<old>` origin becomes `git:<new>`
-    (abbreviated to the same length), so origins name commits that exist. Returns how many
-    memories changed."""
-    from memcli.memory import now_iso
+    (abbreviated to the same length), so origins name commits that exist; a memory of an old
+    commit in `replaced` (old sha -> the new message's memories) is marked superseded by the
+    first of them. One ChangeSet; returns how many memories changed."""
+    from memcli.changes import ChangeSet, Retarget, Supersede
+    from memcli.errors import Conflict
 
     pairs = {o.lower(): n.lower() for o, n in mapping.items() if len(o) >= 7 and len(n) >= 7}
     if not pairs:
         return 0
-    changed = 0
-    index = store.index
-    index.sync()
-    with store.lock():
-        rewrites = _save_rewrites(store.path, pairs)  # also for inputs of these commits not processed yet
+    replaced = {k.lower(): v for k, v in (replaced or {}).items() if v}
+    rewrites = _save_rewrites(store.path, pairs)  # also for inputs of these commits not processed yet
+    for attempt in range(3):
+        index = store.index
+        index.sync()
+        cs = ChangeSet(store)
+        changed = 0
         for rec in index.select():
             origins = list(rec.get("origins") or [])
-            new = translate_origins(origins, rewrites)
-            if new != origins:
-                m = store.read(rec["id"])
-                m.origins = new
-                m.updated = now_iso()
-                store.write(m)
-                store.log("REMAP", id=m.id, origin=new, detail="git history rewritten")
-                changed += 1
-        index.sync()
-    return changed
+            moves = {o: t for o in origins if (t := translate_origins([o], rewrites)[0]) != o}
+            by = None
+            if not rec.get("superseded_by"):
+                refs = [o[4:].lower() for o in origins if o.startswith("git:") and len(o) >= 11]
+                by = next((ids[0] for old, ids in replaced.items() for ref in refs
+                           if old.startswith(ref) and rec["id"] not in ids), None)
+            if moves:
+                cs.edit(rec["id"], Retarget(moves), origin=list(moves.values()), detail="git history rewritten")
+            if by:
+                cs.edit(rec["id"], Supersede(by=by), detail="the commit message was reworded")
+            changed += bool(moves or by)
+        try:
+            cs.commit()
+        except Conflict:
+            if attempt == 2:
+                raise
+            continue
+        return changed
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

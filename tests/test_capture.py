@@ -156,3 +156,36 @@ def test_import_conversation_exports_through_the_add_pipeline(tmp_path, hash_cli
     assert any("half to even" in m["text"] and f"session:{SESSION}" in m["origins"] for m in listed)
     bad = hash_cli("import", "--from", "chatgpt", str(FIXTURES / "claude_code_session.jsonl"), ok=False)
     assert bad.exit_code == 1 and bad.stderr.startswith("memcli: error:")
+
+
+def test_a_capture_is_redacted_before_it_is_spooled(tmp_path):
+    """The inbox item, the only copy memcli keeps before the worker runs, holds no planted secret;
+    and after the worker, no file of the store does."""
+    store = tmp_path / "store"
+    Store(store).init()
+    key = "sk-proj-Q7vR2mXk9LpT4wZc8NbY3hJd6FsA1eGu"
+    password = "Tr0ub4dor-and-3"
+    said = [f"For the staging bot use the key {key} and keep the bot quiet on weekends.",
+            f"The admin login is ops with password={password}; the staging database lives in eu-west-1."]
+    transcript = tmp_path / "session.jsonl"
+    with open(transcript, "w") as f:
+        for i, text in enumerate(said):
+            f.write(json.dumps({"type": "user", "uuid": f"u{i}", "sessionId": "s-1",
+                                "message": {"role": "user", "content": text}}) + "\n")
+    stdin = json.dumps({"session_id": "s-1", "transcript_path": str(transcript), "cwd": str(tmp_path),
+                        "hook_event_name": "Stop"})
+    out = subprocess.run([sys.executable, "-m", "memcli.capture", "claude-code", "--store", str(store), "--worker",
+                          "none"], input=stdin, capture_output=True, text=True, env={**os.environ, **ENV})
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out
+    (item,) = (store / "inbox").glob("*.json")
+    raw = item.read_text()
+    assert "eu-west-1" in raw and "keep the bot quiet" in raw  # what was said is there ...
+    assert key not in raw and password not in raw, raw  # ... the secrets are not
+    assert "[REDACTED:openai_key]" in raw and "[REDACTED:password]" in raw
+    r = run_memcli("--store", str(store), "inbox", "process", env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert memories(store)
+    for path in store.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert key.encode() not in data and password.encode() not in data, path

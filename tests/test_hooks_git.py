@@ -251,3 +251,47 @@ def test_the_hook_does_not_slow_commits_and_an_unreachable_llm_leaves_inputs_wai
         first = parked()[0]
         assert "unreachable" in first["error"] and first["options"]["origins"][0].startswith("git:")
         assert memories(store) == []
+
+
+def test_a_reworded_amend_replaces_the_old_message_memory(tmp_path):
+    """`git commit --amend -m NEW`: the old message's memory is superseded by the new one (hidden,
+    kept with --all), every origin names the live commit, and a post-rewrite hook of the user's
+    that reads git's input still gets it."""
+    store = tmp_path / "store"
+    Store(store).init()
+    repo = new_repo(tmp_path, "repo")
+    mine = "#!/bin/sh\ncat >> \"$(git rev-parse --git-dir)/rewritten.log\"\n"
+    (repo / ".git" / "hooks" / "post-rewrite").write_text(mine)
+    (repo / ".git" / "hooks" / "post-rewrite").chmod(0o755)
+    r = run_memcli("--store", str(store), "hooks", "install", "git", env=GIT_ENV, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    old_text = "Deploy: the API runs on three replicas in staging"
+    new_text = "Deploy: the API runs on five replicas behind the internal load balancer"
+    commit(repo, WANTED[0])  # an unrelated memory the rewrite must leave alone
+    commit(repo, old_text)
+    wait_for(lambda: len(memories(store)) == 2, "the first two memories")
+    drain(store)
+    old_sha = git(repo, "rev-parse", "HEAD").stdout.strip()
+    out = git(repo, "commit", "--amend", "-m", new_text)
+    assert "memcli" not in out.stdout + out.stderr
+    new_sha = git(repo, "rev-parse", "HEAD").stdout.strip()
+
+    def settled() -> bool:
+        texts = [m["text"] for m in memories(store)]
+        return new_text in texts and old_text not in texts and not worker_running(store)
+
+    wait_for(settled, "the reworded memory")
+    drain(store)
+    mems = memories(store)
+    assert sorted(m["text"] for m in mems) == sorted([WANTED[0], new_text]), [m["text"] for m in mems]
+    new = next(m for m in mems if m["text"] == new_text)
+    assert [o for o in new["origins"] if o.startswith("git:")] == [f"git:{new_sha[:7]}"]
+    r = run_memcli("--store", str(store), "list", "--all", "--json", env={"MEMCLI_EMBED_MODEL": HASH})
+    everything = json.loads(r.stdout)["memories"]
+    (old,) = [m for m in everything if m["text"] == old_text]
+    assert old["superseded_by"] == new["id"]
+    assert old["origins"] == [f"git:{new_sha[:7]}"]  # no origin names the commit that is gone
+    assert (repo / ".git" / "rewritten.log").read_text().split() == [old_sha, new_sha]
+    log = [json.loads(x) for x in (store / "log.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "REMAP" and e["id"] == old["id"] for e in log)
+    assert not (store / "inbox" / "errors.log").exists() or not (store / "inbox" / "errors.log").read_text()

@@ -226,6 +226,7 @@ class Parsed:
     change: bool  # states a change
     negated: bool
     scopes: dict[int, set[str]] = field(default_factory=dict)
+    parts: set[str] = field(default_factory=set)  # word parts of its identifiers, see _parts
 
 
 _TECH: frozenset[str] | None = None
@@ -306,8 +307,10 @@ def parse(text: str) -> Parsed:
     for t in toks:
         if t.scope is not None and not (t.low == "test" and not _scope_noun_follows(t, toks)):
             scopes.setdefault(t.scope, set()).add(t.low)
-    return Parsed(text, toks, content, subject, bool(_CHANGE_RE.search(lowered)),
-                  bool(_NEGATION_RE.search(lowered)), scopes)
+    parsed = Parsed(text, toks, content, subject, bool(_CHANGE_RE.search(lowered)),
+                    bool(_NEGATION_RE.search(lowered)), scopes)
+    parsed.parts = _parts(parsed)
+    return parsed
 
 
 def _is_verb(words: list[_Tok], i: int) -> bool:
@@ -416,7 +419,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
             return Relation(DISTINCT, f"different subject: {_short(words - other)} vs {_short(other - words)}")
     # a word that is a part of an identifier of the other text is not gone: "NDCG" -> "NDCG@10",
     # "resnet checkpoints" -> "gs://ml-ckpt/resnet"
-    parts_o, parts_n = _parts(po), _parts(pn)
+    parts_o, parts_n = po.parts, pn.parts
     removed = {s: t for s, t in po.content.items() if s not in pn.content and s not in parts_n}
     added = {s: t for s, t in pn.content.items() if s not in po.content and s not in parts_o}
     r_spec = {s for s, t in removed.items() if t.specific}

@@ -218,6 +218,8 @@ def plan_add(
     created: str | None = None,
     progress: Any = None,
     llm_model: str | None = None,
+    changes: ChangeSet | None = None,
+    view: Any = None,
 ) -> tuple[ChangeSet, AddResult]:
     """Plan turning `text` into memories: redaction, extraction, embeddings, neighbours and
     decisions (LLM calls included), with no lock held. See the module docstring for the semantics.
@@ -230,6 +232,10 @@ def plan_add(
     `raw` stores the text verbatim: no extraction and no near-duplicate merging; only an exact
     (normalised) repeat is NONE. `no_dedup` skips even that. `created` (ISO 8601) dates the new
     memories, e.g. a chat turn imported from a log.
+
+    `changes` and `view` plan into an existing change set against a view of the index that includes
+    what that change set already plans (`add --batch`, see memcli/batch.py); by default a fresh
+    change set against the synced index.
     """
     if not text or not text.strip():
         raise IngestError("nothing to add: the input is empty")
@@ -287,11 +293,12 @@ def plan_add(
         elif facts:
             index = store.index
             vecs = index.embedder.embed([f.text for f in facts])
-            index.sync()
+            if view is None:
+                index.sync()
             # Decided outside the writer lock: an LLM call can take seconds and other writers
             # (git hooks) must not wait on it. `commit()` re-checks every file it rewrites.
             decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact,
-                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log)
+                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log, view=view)
             result.notes.extend(notes)
     except LLMError as e:
         if progress is not None and client is not None and client.usage.requests:
@@ -305,7 +312,7 @@ def plan_add(
         for reason in extraction.invalid:  # items the model produced that failed validation
             result.events.append(Event("NONE", "invalid", "", None, reasoning=f"extracted item dropped: {reason}",
                                        source=src, decided_by="llm"))
-    cs = ChangeSet(store)
+    cs = changes if changes is not None else ChangeSet(store)
     for line in llm_log:
         cs.log("LLM_INVALID", detail=line)
     if facts:
@@ -415,7 +422,8 @@ _NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth
 
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: Any,
             allow_delete: bool, redact: bool = True, *, raw: bool = False,
-            no_dedup: bool = False, llm_log: list[str] | None = None) -> tuple[list[_Decision], list[str]]:
+            no_dedup: bool = False, llm_log: list[str] | None = None,
+            view: Any = None) -> tuple[list[_Decision], list[str]]:
     """One decision per fact, and notes for the user.
 
     Every fact first gets the heuristic decision of `memcli.decide` (exact repeat: NONE; else the
@@ -427,7 +435,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     """
     from memcli.decide import CANDIDATE_FLOOR
 
-    index = store.index
+    index = store.index if view is None else view
     cfg = store.config
     out: list[_Decision] = []
     notes: list[str] = []
@@ -673,9 +681,30 @@ def add_batch(store: Store, lines: Any, **options: Any) -> Any:
     Yields `(line_number, AddResult)` for each input, or `(line_number, message)` for a line that
     cannot be used (bad JSON, no text, a bad field): one bad line never stops the others. Blank
     lines are skipped. `options` are `add`'s (tags and origins given here join each line's own).
+    Lines are decided exactly as one `add` each after the other, but written a chunk at a time
+    (memcli/batch.py): a result is yielded once its chunk is written.
     """
+    from memcli.batch import add_chunks
+
+    if options.get("dry_run"):  # nothing is written: each line is planned on its own
+        for n, item in batch_items(lines, options):
+            if isinstance(item, str):
+                yield n, item
+                continue
+            try:
+                yield n, add(store, **item)
+            except (ValueError, InvalidInput, IngestError) as e:
+                yield n, f"line {n}: {e}"
+        return
+    yield from add_chunks(store, batch_items(lines, options))
+
+
+def batch_items(lines: Any, options: dict[str, Any]) -> Any:
+    """`(line_number, add keyword arguments)` per usable line of an `add --batch` input, or
+    `(line_number, message)` for a line that cannot be used."""
     from memcli.memory import iso
 
+    options = dict(options)
     base_tags = list(options.pop("tags", ()) or ())
     base_origins = list(options.pop("origins", ()) or ())
     for n, line in enumerate(lines, 1):
@@ -699,12 +728,14 @@ def add_batch(store: Store, lines: Any, **options: Any) -> Any:
             if not all(isinstance(x, str) for x in [*tags, *origins]):
                 raise InvalidInput("tags and origins must be strings")
             created = iso(item["created"]) if item.get("created") else None
-            kw = {**options, "tags": [*base_tags, *tags], "origins": [*base_origins, *origins]}
-            if item.get("type"):
-                kw["type"] = item["type"]
-            yield n, add(store, item["text"], created=created, **kw)
-        except (ValueError, InvalidInput, IngestError) as e:
+        except (ValueError, InvalidInput) as e:
             yield n, f"line {n}: {e}"
+            continue
+        kw = {**options, "text": item["text"], "created": created, "tags": [*base_tags, *tags],
+              "origins": [*base_origins, *origins]}
+        if item.get("type"):
+            kw["type"] = item["type"]
+        yield n, kw
 
 
 # ---------------------------------------------------------------- inbox

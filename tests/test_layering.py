@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("index", {"index"}),
     ("store handle", {"store"}),
     ("changes", {"changes"}),
-    ("planning", {"ingest", "curate", "io", "records", "history", "search", "admin", "ask", "sharing", "repair"}),
+    ("planning", {"ingest", "batch", "curate", "io", "records", "history", "search", "admin", "ask", "sharing",
+                  "repair"}),
     ("api", {"api"}),
 ]
 TOP = len(LAYERS)  # the CLI, completion, entry points, and modules not placed yet

@@ -538,6 +538,18 @@ def check_llm(event: str, old: str, new: str, similarity: float) -> str | None:
     return None
 
 
+def llm_supersedes(event: str, old: str, new: str, similarity: float) -> str | None:
+    """Why an LLM UPDATE (or NONE) of a memory must end as a supersede instead: the new fact gives
+    the same subject a new value or states a change (PG 15 -> 16), so the old memory is kept,
+    marked `superseded_by`, and the fact becomes the current memory. None when it may stand.
+    An UPDATE rewriting the memory in place would leave the replaced value only in `history`, and
+    merged texts such as "PostgreSQL 16 (upgraded from 15)" hold both values as if both held."""
+    if event not in ("UPDATE", "NONE"):
+        return None
+    rel = relate(old, new, similarity, threshold=0.0)
+    return rel.reason if rel.kind == SUPERSEDES else None
+
+
 def supersedes(old: str, new: str, similarity: float) -> bool:
     """Is `new` a new value (or a stated change) for the subject of `old`?"""
     return relate(old, new, similarity, threshold=0.0).kind == SUPERSEDES

@@ -431,7 +431,8 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     subject decides NONE / UPDATE / SUPERSEDE; none: ADD). Superseded memories are not candidates.
     With a client, the facts that have neighbours at or above the decide threshold (0.8; up to 5
     each) then go to the model in ONE request; exact repeats and facts without neighbours never
-    do, and what the model says is checked against the same rules (`decide.check_llm`).
+    do, and what the model says is checked against the same rules (`decide.check_llm`: another
+    subject is ADD; `decide.llm_supersedes`: an UPDATE that gives a new value is a supersede).
     """
     from memcli.decide import CANDIDATE_FLOOR
 
@@ -500,12 +501,18 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             target = next((n for n in neighbours[i] if n["id"] == dec.target_id), None)
             if target is not None:
                 llm_dec.matched = _matched(target)
-                from memcli.decide import check_llm
+                from memcli.decide import check_llm, llm_supersedes
 
                 downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
+                change = None if downgrade else llm_supersedes(dec.event, target["text"], facts[i].text,
+                                                               target["similarity"])
                 if downgrade:
                     llm_dec = _Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
                                         confidence=dec.confidence, by_llm=True, matched=_matched(target))
+                elif change:  # a new value: the fact becomes the current memory, the old one is kept
+                    llm_dec = _Decision("SUPERSEDE", target["id"], facts[i].text,
+                                        f"LLM {dec.event} is a new value, so it supersedes: {change}",
+                                        dec.confidence, by_llm=True, matched=_matched(target))
             out[i] = llm_dec
         if llm_log is not None:
             llm_log.extend(invalid)

@@ -228,35 +228,69 @@ UNRELATED = [
 
 def test_update_rewrites_the_target_and_keeps_history(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     cli = make_cli(tmp_path, llm_server, real=True)
-    (pg,) = seed(cli, PG15)
-    merged = "The project uses PostgreSQL 16 (upgraded from 15) as its main database"
-    llm_server.script([facts_reply(PG16), decisions_reply(decision(0, "UPDATE", 1, merged, "version upgraded"))])
-    out = add_json(cli, "--origin", "git:abc123", "We upgraded the database to PostgreSQL 16 today.")
+    (ci,) = seed(cli, CI)
+    merged = CI_MAC
+    llm_server.script([facts_reply(CI_MAC), decisions_reply(decision(0, "UPDATE", 1, merged, "runner added"))])
+    out = add_json(cli, "--origin", "git:abc123", "Our CI pipeline on GitHub Actions uses a macOS runner now.")
 
     assert len(llm_server.requests) == 2
     decide = llm_server.requests[1]
     assert message(decide, "system") == DECIDE_SYSTEM
     payload = decide_payload(decide)
-    assert [f["text"] for f in payload["facts"]] == [PG16]
+    assert [f["text"] for f in payload["facts"]] == [CI_MAC]
     (nb,) = payload["facts"][0]["memories"]
-    assert nb == {"n": 1, "text": PG15}  # the model answers with the number; ids stay memcli's
+    assert nb == {"n": 1, "text": CI}  # the model answers with the number; ids stay memcli's
 
     (ev,) = out["memory"]
-    assert (ev["event"], ev["verdict"], ev["id"], ev["text"]) == ("UPDATE", "accepted", pg, merged)
-    assert ev["old_memory"] == PG15 and ev["reasoning"] == "version upgraded" and ev["source"] == "llm"
+    assert (ev["event"], ev["verdict"], ev["id"], ev["text"]) == ("UPDATE", "accepted", ci, merged)
+    assert ev["old_memory"] == CI and ev["reasoning"] == "runner added" and ev["source"] == "llm"
     assert ev["decided_by"] == "llm" and ev["decision_confidence"] == 0.9
     assert len(fact_files(cli.store)) == 1
-    m = read_memory(cli.store, pg)
+    m = read_memory(cli.store, ci)
     assert m.text == merged and "git:abc123" in m.origins
-    assert [(h["event"], h["old"]) for h in m.history] == [("UPDATE", PG15)]
-    shown = json.loads(cli("show", "--json", pg).stdout)
-    assert shown["history"][0]["old"] == PG15
+    assert [(h["event"], h["old"]) for h in m.history] == [("UPDATE", CI)]
+    shown = json.loads(cli("show", "--json", ci).stdout)
+    assert shown["history"][0]["old"] == CI
     log = [json.loads(line) for line in (cli.store / "log.jsonl").read_text().splitlines()]
     upd = next(r for r in log if r["event"] == "UPDATE")
-    assert upd["old"] == PG15 and upd["text"] == merged and upd["reason"] == "version upgraded"
+    assert upd["old"] == CI and upd["text"] == merged and upd["reason"] == "runner added"
     # the index follows: a search finds the merged text
-    found = json.loads(cli("search", "--json", "PostgreSQL upgrade").stdout)["results"]
-    assert found and found[0]["id"] == pg and found[0]["text"] == merged
+    found = json.loads(cli("search", "--json", "CI macOS runner").stdout)["results"]
+    assert found and found[0]["id"] == ci and found[0]["text"] == merged
+
+
+def test_an_llm_update_that_changes_a_value_ends_as_a_supersede(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    """The model answers UPDATE for PG 15 -> 16 (with a merged text holding both versions); the rules
+    of memcli.decide say new value: the fact becomes a new memory and the old one is kept, marked
+    superseded_by it, out of list and search, its text unchanged."""
+    cli = make_cli(tmp_path, llm_server, real=True)
+    (pg,) = seed(cli, PG15)
+    merged = "The project uses PostgreSQL 16 (upgraded from 15) as its main database"
+    llm_server.script([facts_reply(PG16), decisions_reply(decision(0, "UPDATE", 1, merged, "version upgraded"))])
+    out = add_json(cli, "We upgraded the database to PostgreSQL 16 today.")
+
+    (ev,) = out["memory"]
+    assert ev["supersedes"] == pg and ev["id"] != pg and ev["text"] == PG16 and ev["old_memory"] == PG15
+    assert ev["decided_by"] == "llm" and "new value" in ev["reasoning"] and "15 -> 16" in ev["reasoning"]
+    old = json.loads(cli("show", "--json", pg).stdout)
+    assert old["text"] == PG15 and old["superseded_by"] == ev["id"] and not old.get("history")
+    assert json.loads(cli("show", "--json", ev["id"]).stdout)["supersedes"] == pg
+    listed = [m["id"] for m in json.loads(cli("list", "--json").stdout)["memories"]]
+    assert listed == [ev["id"]]
+    found = [r["id"] for r in json.loads(cli("search", "--json", "PostgreSQL version").stdout)["results"]]
+    assert found == [ev["id"]]
+
+
+def test_an_llm_update_across_subjects_is_an_add(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    cli = make_cli(tmp_path, llm_server, real=True)
+    (staging,) = seed(cli, "The staging API listens on port 8080.")
+    prod = "The production API listens on port 443."
+    llm_server.script([facts_reply(prod), decisions_reply(decision(0, "UPDATE", 1, prod, "port changed"))])
+    (ev,) = add_json(cli, prod)["memory"]
+    assert ev["event"] == "ADD" and ev["id"] != staging and not ev.get("supersedes")
+    assert "downgraded to ADD" in ev["reasoning"]
+    assert sorted(m["text"] for m in json.loads(cli("list", "--json").stdout)["memories"]) == \
+        sorted([prod, "The staging API listens on port 8080."])
 
 
 def test_delete_is_refused_without_allow_delete(tmp_path: Path, llm_server: FakeLLMServer) -> None:
@@ -321,13 +355,14 @@ def test_ten_facts_cost_two_requests_and_only_facts_with_neighbours_are_decided(
         assert f["memories"][0] == {"n": 1, "text": expected[f["text"]]}
     events = {e["text"] if e["event"] == "ADD" else e["id"]: e for e in out["memory"]}
     assert len(out["memory"]) == 10
-    assert events[pg]["event"] == "UPDATE" and events[pg]["old_memory"] == PG15
+    # the model's UPDATE gives PG a new value: it ends as a supersede (memcli.decide's rules)
+    assert events[PG16]["supersedes"] == pg and events[PG16]["old_memory"] == PG15
     assert events[redis]["event"] == "DELETE" and events[redis]["refused"] is True
     assert events[ci]["event"] == "NONE" and events[ci]["verdict"] == "already_known"
-    assert sum(e["event"] == "ADD" for e in out["memory"]) == 7
-    assert all(e["decided_by"] == "heuristic" for e in out["memory"] if e["event"] == "ADD")
+    assert sum(e["event"] == "ADD" and not e.get("supersedes") for e in out["memory"]) == 7
+    assert all(e["decided_by"] == "heuristic" for e in out["memory"] if e["event"] == "ADD" and not e.get("supersedes"))
     assert "session:ten" in read_memory(cli.store, ci).origins  # NONE adds the origin
-    assert len(fact_files(cli.store)) == 3 + 7
+    assert len(fact_files(cli.store)) == 3 + 7 + 1
 
     # The same ten facts again: exact repeats are known without asking the model.
     llm_server.reset()
@@ -592,9 +627,10 @@ def test_prompt_injection_in_the_input_changes_nothing(tmp_path: Path, llm_serve
     assert len(llm_server.requests) == 2
     (ev,) = out["memory"]
     # never applied without --allow-delete; and a DELETE of a memory the fact gives a new value for
-    # (PG 15 -> 16) keeps the news: the memory is updated, its old text in history
-    assert (ev["event"] == "DELETE" and ev["refused"] is True) or (ev["event"], ev["id"]) == ("UPDATE", pg)
-    assert {p.stem for p in fact_files(cli.store)} == {pg, other}  # the out-of-range decision did nothing
+    # (PG 15 -> 16) keeps the news: the fact supersedes the memory, which is kept
+    assert (ev["event"] == "DELETE" and ev["refused"] is True) or ev.get("supersedes") == pg
+    # the out-of-range decision did nothing
+    assert {p.stem for p in fact_files(cli.store)} - {ev["id"]} == {pg, other}
     log = (cli.store / "log.jsonl").read_text()
     assert "LLM_INVALID" in log
 

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,6 +106,7 @@ class Usage:
         self.path = store.path / ".state.sqlite"
         self._db: sqlite3.Connection | None = None
         self._ready = False
+        self.immutable = False  # opened read-only (no lock, no journal): never kept open for reuse
 
     def _conn(self, create: bool) -> sqlite3.Connection | None:
         """Reads only connect (WAL mode is a property of the file, set by the first write); the
@@ -123,7 +125,7 @@ class Usage:
                     self._db = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None)
                 except sqlite3.Error:
                     return None
-                self._ready = True  # read-only: never set up, never written
+                self._ready = self.immutable = True  # read-only: never set up, never written
                 return self._db
             self._db = sqlite3.connect(self.path, timeout=5, isolation_level=None)
         if create and not self._ready:
@@ -229,6 +231,36 @@ class Usage:
             self._ready = False
 
 
+_READERS: dict[tuple[int, str], tuple[tuple[int, int, int], Usage]] = {}
+
+
+def _usage_reader(store: Any) -> Usage:
+    """A `Usage` kept open for this thread's searches of a store: opening the state file costs
+    ~0.5 ms, as much as ranking. Reopened when the file is replaced (moved aside, recreated); a
+    fresh one, not kept, while there is no file or it can only be opened immutable (read-only)."""
+    key = (threading.get_ident(), str(store.path))
+    try:
+        st = os.stat(store.path / ".state.sqlite")
+    except OSError:
+        old = _READERS.pop(key, None)
+        if old is not None:
+            old[1].close()
+        return Usage(store)
+    sig = (st.st_dev, st.st_ino, st.st_ctime_ns)  # ctime: a new file on a reused inode is a new file
+    held = _READERS.get(key)
+    if held is not None and held[0] == sig and held[1]._db is not None and not held[1].immutable:
+        return held[1]
+    if held is not None:
+        held[1].close()
+    if len(_READERS) > 64:  # a long-lived process that searched many stores
+        for _, (_, u) in list(_READERS.items()):
+            u.close()
+        _READERS.clear()
+    usage = Usage(store)
+    _READERS[key] = (sig, usage)
+    return usage
+
+
 # ---------------------------------------------------------------- ranking
 def recency(updated: str | None, now: float, days: float) -> float:
     if not updated:
@@ -272,6 +304,12 @@ def rank(
         )
         parts.append(p)
     return scores, parts
+
+
+def mmr_pool(scores: np.ndarray, k: int) -> list[int]:
+    """The candidates MMR picks from: the best max(4k, 20) by score, in their original order
+    (so only their vectors need reading)."""
+    return sorted(np.argsort(-scores)[: max(k * 4, 20)].tolist())
 
 
 def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> tuple[list[int], list[float]]:
@@ -355,31 +393,43 @@ def search_many(
         if allowed_set is not None:
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         kws.append(kw)
-    # Every candidate of every query in one read each: vectors, then the ranking's fields of those
-    # that pass the floor, then the full records of the hits only.
-    cands = [list(dict.fromkeys([*(lab for lab, _ in knn[qi]), *kws[qi]])) for qi in range(len(queries))]
-    every = list(dict.fromkeys(lab for c in cands for lab in c))
-    mat = index.vectors(every)
-    row = {lab: i for i, lab in enumerate(every)}
+    # Similarities: hnswlib's for its own candidates; the vectors of the keyword-only ones in one
+    # read. Then the ranking's fields of the candidates that pass the floor in one read, and the
+    # vectors MMR compares (its pool, the best few of each query) in one more.
+    cands, sims_of = [], []
+    for qi in range(len(queries)):
+        known = dict(knn[qi])
+        cands.append(list(dict.fromkeys([*known, *kws[qi]])))
+        sims_of.append(known)
+    missing = list(dict.fromkeys(lab for qi, c in enumerate(cands) for lab in c if lab not in sims_of[qi]))
+    vec_of = dict(zip(missing, index.vectors(missing)))
     passed = []
     for qi, labels in enumerate(cands):
-        vecs = mat[[row[lab] for lab in labels]] if labels else np.zeros((0, mat.shape[1]), np.float32)
-        sims = vecs @ qvecs[qi] if labels else np.zeros(0)
+        known = sims_of[qi]
+        sims = np.array([known[lab] if lab in known else float(vec_of[lab] @ qvecs[qi]) for lab in labels])
         kwe = keyword_evidence(kws[qi], labels)
         keep = [i for i in range(len(labels)) if sims[i] >= floor or kwe[i] >= 0.5]
-        passed.append(([labels[i] for i in keep], sims[keep], kwe[keep], vecs[keep]))
+        passed.append(([labels[i] for i in keep], sims[keep], kwe[keep]))
     fields = index.rank_fields(lab for labels, *_ in passed for lab in labels)
-    usage = Usage(store)
+    usage = _usage_reader(store)
     use = usage.uses(list(dict.fromkeys(f["id"] for f in fields.values())))
     now = time.time()
-    picks = []
-    for labels, sims, kwe, vecs in passed:
+    ranked = []
+    for labels, sims, kwe in passed:
         keep = [i for i, lab in enumerate(labels)
                 if lab in fields and (include_superseded or not fields[lab].get("superseded"))]
-        labels, sims, kwe, vecs = [labels[i] for i in keep], sims[keep], kwe[keep], vecs[keep]
+        labels, sims, kwe = [labels[i] for i in keep], sims[keep], kwe[keep]
         scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
-        picked, values = mmr(scores, vecs, k, weights.mmr_lambda)
-        full = weights.similarity + weights.keyword + weights.recency + weights.reliability
+        pool = mmr_pool(scores, k)
+        ranked.append((labels, sims, scores, parts, pool))
+    pool_labels = list(dict.fromkeys(labels[i] for labels, *_, pool in ranked for i in pool))
+    pool_vecs = dict(zip(pool_labels, index.vectors(pool_labels)))
+    picks = []
+    full = weights.similarity + weights.keyword + weights.recency + weights.reliability
+    for labels, sims, scores, parts, pool in ranked:
+        vecs = np.stack([pool_vecs[labels[i]] for i in pool]) if pool else np.zeros((0, 1), np.float32)
+        sub, values = mmr(scores[pool], vecs, k, weights.mmr_lambda)
+        picked = [pool[i] for i in sub]
         for i, value in zip(picked, values):
             # Shown score: the value the result was ordered by, scaled to [0, 1] by the best possible
             # score; `relevance` (before the diversity penalty) and the penalty go in --explain.
@@ -396,8 +446,9 @@ def search_many(
         returned.extend(h.id for h in hits)
         out.append(SearchResponse(query, hits, _metadata(hits, per_query_embed, per_query)))
     if record_usage:
-        usage.bump(returned)
-    usage.close()
+        writer = Usage(store)
+        writer.bump(returned)
+        writer.close()
     return out
 
 

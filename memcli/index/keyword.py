@@ -7,6 +7,8 @@ lengths, positions) stored as blobs in the catalog, so they change in the same S
 the rest of `.index/` and are rebuilt with it. A query scores the rarest words first and stops
 reading a word's posting list as soon as the words left could not lift an unseen memory into the
 top k (MaxScore); common words are then only probed for the candidates already found.
+Adding, editing or trashing a note does not rewrite the long lists of its common words: changes go
+to a small delta (tail lists and hidden labels), merged into the main lists in bulk (`update`).
 
 Same results as the FTS5 index it replaces (tests/test_keyword_index.py checks it against FTS5
 itself): words are split and Porter-stemmed by SQLite's own `porter unicode61` tokenizer (called on
@@ -20,11 +22,12 @@ Only memory labels (the catalog's integer keys) and texts cross this module's bo
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +50,15 @@ CREATE TABLE IF NOT EXISTS kw_term (
 );
 CREATE TABLE IF NOT EXISTS kw_doc (label INTEGER PRIMARY KEY, dl INTEGER NOT NULL, terms TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS kw_stat (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- The delta, merged into kw_term in bulk (see KeywordIndex.update): postings of documents added or
+-- changed since the last merge, per term (same columns as kw_term's lists) ...
+CREATE TABLE IF NOT EXISTS kw_tail (term TEXT PRIMARY KEY, labels BLOB NOT NULL, tfs BLOB NOT NULL,
+                                    dls BLOB NOT NULL, pos BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS kw_tail_doc (label INTEGER PRIMARY KEY);  -- documents whose postings are there
+-- ... and documents whose postings in kw_term no longer count (changed or removed), with their words then.
+CREATE TABLE IF NOT EXISTS kw_gone (label INTEGER PRIMARY KEY, terms TEXT NOT NULL);
 """
-TABLES = ("kw_term", "kw_doc", "kw_stat")
+TABLES = ("kw_term", "kw_doc", "kw_stat", "kw_tail", "kw_tail_doc", "kw_gone")
 
 # ---------------------------------------------------------------- tokenizer
 # Units: runs of anything but ASCII punctuation and white space. unicode61 treats every ASCII
@@ -173,6 +183,8 @@ class KeywordIndex:
         self._shared: dict[str, Any] = {}
         self._shared_bytes = 0
         self._shared_version: int | None = None
+        self._acc = self._tmp = np.zeros(0)
+        self._scratch_lock = threading.Lock()
 
     def _shared_cache(self) -> dict[str, Any]:
         version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
@@ -198,103 +210,184 @@ class KeywordIndex:
 
     def update(self, removed: Iterable[int], docs: Mapping[int, str]) -> None:
         """Remove `removed` labels and (re)index `docs` (label -> text). A label in `docs` that is
-        already indexed is replaced. Only the posting lists of the words involved are rewritten."""
+        already indexed is replaced.
+
+        A few changes (an add, an edit, a trash) go to the delta: the new postings into the small
+        `kw_tail` lists, the labels whose postings in the main lists no longer count into
+        `kw_gone`. Rewriting a common word's whole posting list cost ~185 ms per added note at 100k;
+        the delta costs a few. Once the delta passes `tail_max` postings or `gone_max` labels, or
+        the change is a bulk one, everything is merged into the main lists (`kw_term`) in the same
+        transaction. Searches read main + tail - gone, so the results never depend on whether a
+        merge has happened (tests/test_keyword_index.py checks it against fresh builds).
+        """
         db = self.db
         self._drop_cache()
         docs = dict(docs)
         gone = set(removed) | set(docs)
         old: dict[int, tuple[int, list[str]]] = {}
-        labels = list(gone)
-        for i in range(0, len(labels), 900):
-            chunk = labels[i : i + 900]
+        for chunk in _chunks(list(gone)):
             q = f"SELECT label, dl, terms FROM kw_doc WHERE label IN ({','.join('?' * len(chunk))})"
             for label, dl, terms in db.execute(q, chunk):
                 old[label] = (dl, terms.split(" ") if terms else [])
-        drop: dict[str, list[int]] = {}
-        for label, (_, terms) in old.items():
-            for t in set(terms):
-                drop.setdefault(t, []).append(label)
-
-        # New documents, grouped by term with numpy: (term id, label, position) sorted.
-        all_toks: list[str] = []
-        doc_rows = []
-        for label, text in docs.items():
-            toks = tokenize(text)
-            all_toks.extend(toks)
-            doc_rows.append((label, len(toks), " ".join(toks)))  # its words, to find them when it leaves
-        add_tokens = len(all_toks)
-        vocab = list(dict.fromkeys(all_toks))
-        term_ids = {t: i for i, t in enumerate(vocab)}
-        new: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        if all_toks:
-            lens = np.fromiter((n for _, n, _ in doc_rows), np.int64, len(doc_rows))
-            T = np.fromiter(map(term_ids.__getitem__, all_toks), np.int64, len(all_toks))
-            L = np.repeat(np.fromiter((lab for lab, _, _ in doc_rows), np.int64, len(doc_rows)), lens)
-            P = np.arange(len(T), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)  # position in its doc
-            dl_of = {lab: n for lab, n, _ in doc_rows}
-            order = np.lexsort((P, L, T))
-            T, L, P = T[order], L[order], P[order]
-            # one posting per (term, label)
-            start = np.flatnonzero(np.r_[True, (T[1:] != T[:-1]) | (L[1:] != L[:-1])])
-            tf = np.diff(np.r_[start, len(T)])
-            pt, pl = T[start], L[start]
-            pdl = _lookup(dl_of, pl)
-            tstart = np.flatnonzero(np.r_[True, pt[1:] != pt[:-1]])
-            tend = np.r_[tstart[1:], len(pt)]
-            pos_start = np.r_[start, len(T)]
-            for a, b in zip(tstart.tolist(), tend.tolist()):
-                term = vocab[int(pt[a])]
-                new[term] = (pl[a:b], tf[a:b], pdl[a:b], P[pos_start[a] : pos_start[b]])
-
-        touched = list(set(drop) | set(new))
-        existing: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
-        for i in range(0, len(touched), 900):
-            chunk = touched[i : i + 900]
-            q = f"SELECT term, labels, tfs, dls, pos FROM kw_term WHERE term IN ({','.join('?' * len(chunk))})"
-            for term, *blobs in db.execute(q, chunk):
-                existing[term] = tuple(blobs)  # type: ignore[assignment]
-        writes, deletes = [], []
-        for term in touched:
-            labs, tfs, dls, pos = _merge(existing.get(term), drop.get(term), new.get(term))
-            if not len(labs):
-                if term in existing:
-                    deletes.append((term,))
-                continue
-            writes.append((term, len(labs), int(tfs.max()), int(dls.min()), labs.astype(np.int32).tobytes(),
-                           tfs.astype(np.int32).tobytes(), dls.astype(np.int32).tobytes(),
-                           pos.astype(np.int32).tobytes()))
-        db.executemany("DELETE FROM kw_term WHERE term=?", deletes)
-        db.executemany("INSERT OR REPLACE INTO kw_term VALUES (?,?,?,?,?,?,?,?)", writes)
-        olds = list(old)
-        for i in range(0, len(olds), 900):
-            chunk = olds[i : i + 900]
-            db.execute(f"DELETE FROM kw_doc WHERE label IN ({','.join('?' * len(chunk))})", chunk)
-        db.executemany("INSERT INTO kw_doc VALUES (?,?,?)", doc_rows)
+        doc_rows, new, add_tokens = _postings(docs)
         n_docs, n_tokens = self.stats()
         n_docs += len(doc_rows) - len(old)
         n_tokens += add_tokens - sum(dl for dl, _ in old.values())
-        db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)", [("docs", n_docs), ("tokens", n_tokens)])
+        tail_size, gone_size = self._delta_size()
+        in_tail = self._labels_in(list(old), "kw_tail_doc")
+        in_gone = self._labels_in([lab for lab in old if lab not in in_tail], "kw_gone")
+        to_gone = [lab for lab in old if lab not in in_tail and lab not in in_gone]
+        tail_limit = max(self.tail_min, min(self.tail_max, n_tokens // 20))
+        gone_limit = max(self.gone_min, min(self.gone_max, n_docs // 100))
+        bulk = add_tokens + tail_size > tail_limit or gone_size + len(to_gone) > gone_limit
+        if n_docs <= 0:
+            self.reset()  # nothing left: no posting list, main or delta, stays behind
+        elif bulk:
+            self._merge_all(old, new)
+        else:
+            self._update_delta(old, in_tail, to_gone, new, [lab for lab, _, _ in doc_rows])
+        for chunk in _chunks(list(old)):
+            db.execute(f"DELETE FROM kw_doc WHERE label IN ({','.join('?' * len(chunk))})", chunk)
+        if n_docs > 0:
+            db.executemany("INSERT INTO kw_doc VALUES (?,?,?)", doc_rows)
+        db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)", [("docs", max(n_docs, 0)),
+                                                                       ("tokens", max(n_tokens, 0))])
+
+    # The delta is merged once it holds more than 5% of the store's postings or hides more than 1%
+    # of its documents, within these bounds: at 100k notes (~2M postings) a merge rewrites most
+    # lists (seconds), so it comes every few thousand adds; on a small store it costs little.
+    tail_min, tail_max = 2_000, 100_000  # postings
+    gone_min, gone_max = 64, 2_000  # labels
+
+    def _delta_size(self) -> tuple[int, int]:
+        rows = dict(self.db.execute("SELECT key, value FROM kw_stat WHERE key IN ('tail', 'gone')"))
+        return int(rows.get("tail", 0)), int(rows.get("gone", 0))
+
+    def _labels_in(self, labels: list[int], table: str) -> set[int]:
+        out: set[int] = set()
+        for chunk in _chunks(labels):
+            q = f"SELECT label FROM {table} WHERE label IN ({','.join('?' * len(chunk))})"
+            out.update(r[0] for r in self.db.execute(q, chunk))
+        return out
+
+    def _rows(self, table: str, terms: list[str]) -> dict[str, tuple[bytes, bytes, bytes, bytes]]:
+        out: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
+        for chunk in _chunks(terms):
+            q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term IN ({','.join('?' * len(chunk))})"
+            for term, *blobs in self.db.execute(q, chunk):
+                out[term] = tuple(blobs)  # type: ignore[assignment]
+        return out
+
+    def _update_delta(self, old: dict[int, tuple[int, list[str]]], in_tail: set[int], to_gone: list[int],
+                      new: dict[str, tuple[np.ndarray, ...]], new_labels: list[int]) -> None:
+        """A small change: rewrite only the tail lists of the words involved."""
+        db = self.db
+        drop: dict[str, list[int]] = {}  # tail postings of replaced or removed labels
+        for label in in_tail:
+            for t in set(old[label][1]):
+                drop.setdefault(t, []).append(label)
+        db.executemany("INSERT INTO kw_gone VALUES (?, ?)", [(lab, " ".join(old[lab][1])) for lab in to_gone])
+        touched = list(set(drop) | set(new))
+        rows = self._rows("kw_tail", touched)
+        before = sum(len(r[0]) // 4 for r in rows.values())
+        after, writes, deletes = 0, [], []
+        for term in touched:
+            labs, tfs, dls, pos = _merge(rows.get(term), drop.get(term), new.get(term))
+            after += len(labs)
+            if len(labs):
+                writes.append((term, _blob(labs), _blob(tfs), _blob(dls), _blob(pos)))
+            elif term in rows:
+                deletes.append((term,))
+        db.executemany("DELETE FROM kw_tail WHERE term=?", deletes)
+        db.executemany("INSERT OR REPLACE INTO kw_tail VALUES (?,?,?,?,?)", writes)
+        db.executemany("DELETE FROM kw_tail_doc WHERE label=?", [(lab,) for lab in old])
+        db.executemany("INSERT INTO kw_tail_doc VALUES (?)", [(lab,) for lab in new_labels])
+        tail_size, gone_size = self._delta_size()
+        db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)",
+                       [("tail", tail_size + after - before), ("gone", gone_size + len(to_gone))])
+
+    def _merge_all(self, old: dict[int, tuple[int, list[str]]], new: dict[str, tuple[np.ndarray, ...]]) -> None:
+        """Merge the delta and this change into the main posting lists, and empty the delta."""
+        db = self.db
+        gone_rows = db.execute("SELECT label, terms FROM kw_gone").fetchall()
+        hidden = {lab for lab, _ in gone_rows} | set(old)  # main-list postings that no longer count
+        terms_of_hidden: set[str] = {t for _, terms in gone_rows for t in terms.split(" ") if t}
+        terms_of_hidden.update(t for _, terms in old.values() for t in terms)
+        tail = self._rows("kw_tail", [r[0] for r in db.execute("SELECT term FROM kw_tail")])
+        touched = list(terms_of_hidden | set(tail) | set(new))
+        hidden_arr = np.fromiter(hidden, np.int64, len(hidden))
+        writes, deletes = [], []
+        for chunk in _chunks(touched):
+            main = self._rows("kw_term", chunk)
+            for term in chunk:
+                labs, tfs, dls, pos = _merge(main.get(term), hidden_arr, None)
+                if term in tail:  # the tail minus replaced or removed labels, then this change's postings
+                    t_labs, t_tfs, t_dls, t_pos = _merge(tail[term], list(old), None)
+                    labs, tfs, dls, pos = _merge((labs, tfs, dls, pos), None, (t_labs, t_tfs, t_dls, t_pos))
+                if term in new:
+                    labs, tfs, dls, pos = _merge((labs, tfs, dls, pos), None, new[term])
+                if len(labs):
+                    writes.append((term, len(labs), int(tfs.max()), int(dls.min()), _blob(labs), _blob(tfs),
+                                   _blob(dls), _blob(pos)))
+                elif term in main:
+                    deletes.append((term,))
+        db.executemany("DELETE FROM kw_term WHERE term=?", deletes)
+        db.executemany("INSERT OR REPLACE INTO kw_term VALUES (?,?,?,?,?,?,?,?)", writes)
+        for table in ("kw_tail", "kw_gone", "kw_tail_doc"):
+            db.execute(f"DELETE FROM {table}")
+        db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)", [("tail", 0), ("gone", 0)])
 
     # ------------------------------------------------------------ reads
+    def _delta(self, cache: dict[str, Any]) -> tuple[np.ndarray, set[str]] | None:
+        """The delta as the readers need it: the hidden labels (sorted) and the words they held;
+        None when the delta is empty (right after a merge: nothing to combine)."""
+        if "\0delta" not in cache:
+            tail, gone = self._delta_size()
+            if not tail and not gone:
+                cache["\0delta"] = None
+            else:
+                rows = self.db.execute("SELECT label, terms FROM kw_gone").fetchall()
+                hidden = np.sort(np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+                cache["\0delta"] = (hidden, {t for _, terms in rows for t in terms.split(" ") if t})
+        return cache["\0delta"]
+
     def _load(self, terms: list[str], cache: dict[str, Any]) -> None:
         need = [t for t in dict.fromkeys(terms) if t not in cache]
-        for i in range(0, len(need), 900):
-            chunk = need[i : i + 900]
+        if not need:
+            return
+        delta = self._delta(cache)
+        tail = self._rows("kw_tail", need) if delta is not None else {}
+        for chunk in _chunks(need):
             q = ("SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term"
                  f" WHERE term IN ({','.join('?' * len(chunk))})")
             for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, chunk):
-                cache[term] = Posting(_i32(labs), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
+                if delta is not None and (term in tail or term in delta[1]):
+                    cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
+                else:
+                    # Labels as the platform's index type: numpy converts int32 indices on every
+                    # use, which doubled the cost of scoring a posting list.
+                    cache[term] = Posting(_i32(labs).astype(np.intp), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
                 if cache is self._shared:
-                    self._shared_bytes += len(labs) * 5  # labels, tfs, dls (int32) + impacts (float64)
+                    self._shared_bytes += len(labs) * 6  # labels (intp), tfs, dls (int32), impacts (float64)
         for t in need:
+            if t not in cache and t in tail:  # a word only the delta holds
+                assert delta is not None
+                cache[t] = _combined(None, delta, tail[t], t)
             cache.setdefault(t, Posting.empty())
 
     def _positions(self, term: str, cache: dict[str, Any]) -> np.ndarray:
         """A term's token positions (only phrases need them, so they are read apart)."""
         key = "\0pos " + term
         if key not in cache:
-            row = self.db.execute("SELECT pos FROM kw_term WHERE term=?", (term,)).fetchone()
-            cache[key] = _i32(row[0]) if row else np.zeros(0, np.int32)
+            delta = self._delta(cache)
+            if delta is None:
+                row = self.db.execute("SELECT pos FROM kw_term WHERE term=?", (term,)).fetchone()
+                cache[key] = _i32(row[0]) if row else np.zeros(0, np.int32)
+            else:
+                main = self._rows("kw_term", [term]).get(term)
+                tail = self._rows("kw_tail", [term]).get(term)
+                drop = delta[0] if term in delta[1] else None
+                cache[key] = _merge(_merge(main, drop, None), None, tail)[3]
             if cache is self._shared:
                 self._shared_bytes += cache[key].nbytes
         return cache[key]
@@ -370,40 +463,8 @@ class KeywordIndex:
         if not order:
             return []
         rest = [sum(ubs[i] for i in order[j + 1 :]) for j in range(len(order))]
-        acc = np.zeros(max(int(posts[i].labels[-1]) for i in order) + 1)
-        theta = 0.0  # a lower bound of the k-th best score
-        done, seen = 0, 0.0
-        for j, i in enumerate(order):  # essential words: their whole posting lists
-            p = posts[i]
-            acc[p.labels] += p.impact(idfs[i], avgdl)
-            done, seen = j + 1, seen + ubs[i]
-            if j + 1 == len(order) or rest[j] >= seen:
-                continue  # no memory can have scored more than `seen` yet: no early stop possible
-            if len(p) >= k:  # k memories hold this word: the k-th best of them bounds the k-th best
-                theta = max(theta, float(np.partition(acc[p.labels], len(p) - k)[len(p) - k]))
-            if rest[j] < theta:
-                break  # a memory holding none of the words so far scores at most rest[j]: not top k
-        remaining = order[done:]
-        if not remaining:
-            cand = np.flatnonzero(acc != 0)
-            score = acc[cand]
-        else:
-            cand = np.flatnonzero(acc != 0)
-            score = acc[cand]
-            if len(cand) >= k:  # the k-th best partial score is a lower bound of the k-th best score
-                theta = max(theta, float(np.partition(score, len(score) - k)[len(score) - k]))
-            for j in range(done, len(order)):  # non-essential words: only the candidates' scores
-                keep = score + ubs[order[j]] + rest[j] >= theta  # drop what the words left cannot lift
-                cand, score = cand[keep], score[keep]
-                p = posts[order[j]]
-                if len(cand) * 16 < len(p):  # few candidates: binary search in the posting list
-                    hit, at = _member(p.labels, cand)
-                    if hit.any():
-                        score[hit] += p.impact(idfs[order[j]], avgdl)[at[hit]]
-                else:  # else scatter it, cheaper than len(cand) binary searches
-                    tmp = np.zeros(len(acc))
-                    tmp[p.labels] = p.impact(idfs[order[j]], avgdl)
-                    score += tmp[cand]
+        with self._scratch(max(int(posts[i].labels[-1]) for i in order) + 1) as (acc, tmp):
+            cand, score = self._top(posts, idfs, ubs, order, rest, k, avgdl, acc, tmp)
         if len(cand) > k:  # the top k (and any tie with the k-th), then sorted
             kth = np.partition(score, len(score) - k)[len(score) - k]
             sel = score >= kth
@@ -418,6 +479,68 @@ class KeywordIndex:
                 matched += w * _member(p.labels, cand)[0]
         cov = matched / total if total else matched
         return [(int(lab), float(s), float(c)) for lab, s, c in zip(cand, score, cov)]
+
+    @contextlib.contextmanager
+    def _scratch(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Two zeroed float arrays of `size`, kept between searches (a fresh 800 KB array per word
+        at 100k is memory traffic for nothing); zeroed again after use. A second thread searching
+        at the same time gets fresh ones."""
+        if not self._scratch_lock.acquire(blocking=False):
+            yield np.zeros(size), np.zeros(size)
+            return
+        try:
+            if len(self._acc) < size:
+                self._acc, self._tmp = np.zeros(size + size // 4), np.zeros(size + size // 4)
+            acc, tmp = self._acc[:size], self._tmp[:size]
+            try:
+                yield acc, tmp
+            finally:
+                acc.fill(0.0)
+                tmp.fill(0.0)
+        finally:
+            self._scratch_lock.release()
+
+    @staticmethod
+    def _top(posts: list[Posting], idfs: list[float], ubs: list[float], order: list[int], rest: list[float],
+             k: int, avgdl: float, acc: np.ndarray, tmp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """MaxScore (see `search`): the candidates for the top k and their BM25 scores."""
+        theta = 0.0  # a lower bound of the k-th best score
+        done, seen = 0, 0.0
+        probe: np.ndarray | None = None  # the shortest posting list taken with >= k memories
+        for j, i in enumerate(order):  # essential words: their whole posting lists
+            p = posts[i]
+            acc[p.labels] += p.impact(idfs[i], avgdl)
+            done, seen = j + 1, seen + ubs[i]
+            if len(p) >= k and (probe is None or len(p) < len(probe)):
+                probe = p.labels
+            if j + 1 == len(order) or rest[j] >= seen or probe is None:
+                continue  # no memory can have scored more than `seen` yet: no early stop possible
+            # The k-th best partial score of any k memories bounds the k-th best score from below;
+            # those of the shortest list taken (the rarest word's: the likeliest top hits) are the
+            # cheapest to look at, and partial scores only grow.
+            theta = max(theta, float(np.partition(acc[probe], len(probe) - k)[len(probe) - k]))
+            if rest[j] < theta:
+                break  # a memory holding none of the words so far scores at most rest[j]: not top k
+        # Candidates: memories whose partial score plus every word left could still reach theta
+        # (one pass over the accumulator, no array of every memory touched).
+        lift = rest[done - 1]
+        cand = np.flatnonzero(acc >= theta - lift) if theta - lift > 0 else np.flatnonzero(acc)
+        score = acc[cand]
+        if done < len(order) and len(cand) >= k:  # the k-th best partial score bounds the k-th best score
+            theta = max(theta, float(np.partition(score, len(score) - k)[len(score) - k]))
+        for j in range(done, len(order)):  # non-essential words: only the candidates' scores
+            keep = score + ubs[order[j]] + rest[j] >= theta  # drop what the words left cannot lift
+            cand, score = cand[keep], score[keep]
+            p = posts[order[j]]
+            if len(cand) * 16 < len(p):  # few candidates: binary search in the posting list
+                hit, at = _member(p.labels, cand)
+                if hit.any():
+                    score[hit] += p.impact(idfs[order[j]], avgdl)[at[hit]]
+            else:  # else scatter it, cheaper than len(cand) binary searches
+                tmp[p.labels] = p.impact(idfs[order[j]], avgdl)
+                score += tmp[cand]
+                tmp[p.labels] = 0.0
+        return cand, score
 
 
 def _member(labels: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -434,33 +557,94 @@ def _lookup(table: dict[int, int], keys: np.ndarray) -> np.ndarray:
     return vals[o][np.searchsorted(labs[o], keys)]
 
 
-def _merge(
-    row: tuple[bytes, bytes, bytes, bytes] | None,
-    drop: list[int] | None,
-    add: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A term's posting list with `drop` labels removed and `add` postings put in label order."""
+def _combined(main: Any, delta: tuple[np.ndarray, set[str]], tail: Any, term: str) -> Posting:
+    """A word's main posting list minus the hidden labels, plus its tail (without positions)."""
+    drop = delta[0] if term in delta[1] else None
+    tail3 = None if tail is None else (*tail[:3], None)
+    labs, tfs, dls, _ = _merge(_merge(main, drop, None), None, tail3)
+    if not len(labs):
+        return Posting.empty()
+    return Posting(labs.astype(np.intp), tfs, dls, int(tfs.max()), int(dls.min()))
+
+
+def _chunks(items: list[Any], size: int = 900) -> Iterator[list[Any]]:
+    """SQLite caps bound parameters: `IN (...)` lists go in chunks."""
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _blob(a: np.ndarray) -> bytes:
+    return a.astype(np.int32).tobytes()
+
+
+def _postings(docs: Mapping[int, str]) -> tuple[list[tuple[int, int, str]], dict[str, tuple[np.ndarray, ...]], int]:
+    """Tokenize `docs`: their kw_doc rows (label, length, words), their postings grouped by term
+    with numpy ((term id, label, position) sorted), and the number of tokens."""
+    all_toks: list[str] = []
+    doc_rows = []
+    for label, text in docs.items():
+        toks = tokenize(text)
+        all_toks.extend(toks)
+        doc_rows.append((label, len(toks), " ".join(toks)))  # its words, to find them when it leaves
+    vocab = list(dict.fromkeys(all_toks))
+    term_ids = {t: i for i, t in enumerate(vocab)}
+    new: dict[str, tuple[np.ndarray, ...]] = {}
+    if all_toks:
+        lens = np.fromiter((n for _, n, _ in doc_rows), np.int64, len(doc_rows))
+        T = np.fromiter(map(term_ids.__getitem__, all_toks), np.int64, len(all_toks))
+        L = np.repeat(np.fromiter((lab for lab, _, _ in doc_rows), np.int64, len(doc_rows)), lens)
+        P = np.arange(len(T), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)  # position in its doc
+        dl_of = {lab: n for lab, n, _ in doc_rows}
+        order = np.lexsort((P, L, T))
+        T, L, P = T[order], L[order], P[order]
+        # one posting per (term, label)
+        start = np.flatnonzero(np.r_[True, (T[1:] != T[:-1]) | (L[1:] != L[:-1])])
+        tf = np.diff(np.r_[start, len(T)])
+        pt, pl = T[start], L[start]
+        pdl = _lookup(dl_of, pl)
+        tstart = np.flatnonzero(np.r_[True, pt[1:] != pt[:-1]])
+        tend = np.r_[tstart[1:], len(pt)]
+        pos_start = np.r_[start, len(T)]
+        for a, b in zip(tstart.tolist(), tend.tolist()):
+            new[vocab[int(pt[a])]] = (pl[a:b], tf[a:b], pdl[a:b], P[pos_start[a] : pos_start[b]])
+    return doc_rows, new, len(all_toks)
+
+
+def _arrays(row: Any) -> tuple[np.ndarray, ...]:
+    """A posting list as int64 arrays (labels, tfs, dls, pos) from its blobs or arrays; pos may be
+    None when only (labels, tfs, dls) were read."""
     if row is None:
-        labs = tfs = dls = pos = np.zeros(0, np.int64)
-    else:
-        labs, tfs, dls, pos = (_i32(b).astype(np.int64) for b in row)
-    if drop and len(labs):
+        z = np.zeros(0, np.int64)
+        return z, z, z, z
+    return tuple(None if x is None else (_i32(x) if isinstance(x, bytes) else x).astype(np.int64) for x in row)
+
+
+def _merge(row: Any, drop: Any, add: Any) -> tuple[np.ndarray, ...]:
+    """A term's posting list with `drop` labels removed and `add` postings put in label order.
+    Positions (the fourth array) are carried along unless the row has none."""
+    labs, tfs, dls, pos = _arrays(row)
+    if drop is not None and len(drop) and len(labs):
         keep = ~np.isin(labs, np.asarray(drop, np.int64))
-        pos = pos[np.repeat(keep, tfs)]
+        if pos is not None:
+            pos = pos[np.repeat(keep, tfs)]
         labs, tfs, dls = labs[keep], tfs[keep], dls[keep]
     if add is None:
         return labs, tfs, dls, pos
-    alabs, atfs, adls, apos = add
+    alabs, atfs, adls, apos = _arrays(add)
+    if not len(alabs):
+        return labs, tfs, dls, pos
     if not len(labs):
-        return alabs, atfs, adls, apos
+        return alabs, atfs, adls, apos if pos is not None else None
     labs2 = np.concatenate([labs, alabs])
     tfs2 = np.concatenate([tfs, atfs])
     dls2 = np.concatenate([dls, adls])
-    pos2 = np.concatenate([pos, apos])
+    pos2 = np.concatenate([pos, apos]) if pos is not None and apos is not None else None
     if alabs[0] > labs[-1]:  # the usual case: new labels come after every existing one
         return labs2, tfs2, dls2, pos2
     order = np.argsort(labs2, kind="stable")
-    starts = np.cumsum(tfs2) - tfs2
     counts = tfs2[order]
-    gather = np.repeat(starts[order] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
-    return labs2[order], counts, dls2[order], pos2[gather]
+    if pos2 is not None:
+        starts = np.cumsum(tfs2) - tfs2
+        gather = np.repeat(starts[order] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        pos2 = pos2[gather]
+    return labs2[order], counts, dls2[order], pos2

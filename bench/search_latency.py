@@ -120,7 +120,7 @@ def bench_index(name: str, X: np.ndarray, Q: np.ndarray, k: int, ef: int, M: int
             f"{pct(el, .95):.3f}", f"{ep50 / hp50:.1f}x", f"{recall:.4f}", target]
 
 
-def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]], float]:
+def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]], tuple[float, float]]:
     """Part 2 on one store: the whole `search_many` path and its parts, per query, interleaved."""
     store_path, cache = build_store(n, model=model)
     os.environ["MEMCLI_CACHE_DIR"] = str(cache)
@@ -176,7 +176,7 @@ def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]],
         row("hnswlib knn_query alone", hnsw),
         row("baseline: exact numpy top-k over the store's vectors", exact, True),
     ]
-    return rows, pct(full, 0.5)
+    return rows, (pct(full, 0.5), pct(cpu, 0.5))
 
 
 def bench_upkeep(n: int, model: str | None, reps: int = 15) -> list[list[object]]:
@@ -335,19 +335,20 @@ def main() -> None:
         print(f"# load average at the end of part 2: {os.getloadavg()[0]:.2f}")
         big = max(n for n, _ in p50s)
         if big >= 100_000:
-            (bn, bmodel), b50 = [(key, v) for key, v in p50s.items() if key[0] == big][0]
+            (bn, bmodel), (b50, bcpu) = [(key, v) for key, v in p50s.items() if key[0] == big][0]
             full = [r for r in srows if r[0].startswith(f"{big:,}")][0]
             absolute = float(full[2]) <= FULL_P50_MS and float(full[3]) <= FULL_P95_MS
             # The growth target compares like with like: the 10k store built with the same embedder
-            # (the verdict); against the real-model 10k store it is printed for information.
-            for (n, model), v in p50s.items():
+            # (the verdict, on wall time); against the real-model 10k store it is printed for
+            # information. The CPU-time ratio beside it is what machine load does not stretch.
+            for (n, model), (v, vcpu) in p50s.items():
                 if n != 10_000:
                     continue
                 same = model == bmodel
-                print(f"growth {big:,} ({bmodel or 'default'}) / {n:,} ({model or 'default'}): "
-                      f"{b50:.2f} / {v:.2f} = {b50 / v:.2f}x (target <= {GROWTH}x)"
-                      + (f": {verdict(absolute and b50 <= GROWTH * v)}" if same else " (different embedders: "
-                                                                                   "information only)"))
+                print(f"growth {big:,} ({bmodel or 'default'}) / {n:,} ({model or 'default'}): wall p50 "
+                      f"{b50:.2f} / {v:.2f} = {b50 / v:.2f}x, CPU p50 {bcpu:.2f} / {vcpu:.2f} = {bcpu / vcpu:.2f}x "
+                      f"(target <= {GROWTH}x)"
+                      + (f": {verdict(b50 <= GROWTH * v)}" if same else " (different embedders: information only)"))
             print(f"target at {big:,}: p50 <= {FULL_P50_MS} ms, p95 <= {FULL_P95_MS} ms: {verdict(absolute)}")
         print()
         print(f"## Part 2c: keyword index upkeep on the {big:,} store, one note at a time (ms, CPU of this thread)")

@@ -326,3 +326,33 @@ def test_same_query_twice_scores_the_same_and_feedback_is_what_ranks(notes):
     wrong = json.loads(cli("feedback", last["id"], "--wrong", "--json").stdout)
     assert wrong["confidence"] == pytest.approx(out["confidence"] - 0.05)
     assert cli("feedback", last["id"], ok=False).exit_code == 2  # one of --useful / --wrong
+
+
+def test_a_long_lived_process_never_reads_a_replaced_usage_file(hash_store):
+    """Searches keep the usage file open between calls (opening it cost as much as ranking); a file
+    removed, or removed and created again, must not leave a server or batch reading the old one."""
+    from pathlib import Path
+
+    from memcli.memory import Memory
+    from memcli.search import Usage
+
+    hash_store.write(Memory(id="M1", text="the payments service times out under load", tags=["ops"]))
+    hash_store.write(Memory(id="M2", text="grafana alert for the payments queue", tags=["ops"]))
+
+    def reliability() -> float:
+        hits = search_many(hash_store, ["payments service times out"], k=2, threshold=0.0, record_usage=False)[0]
+        return {h.id: h.parts["reliability"] for h in hits}["M1"]
+
+    assert reliability() == 0
+    Usage(hash_store).use(["M1"], 5)
+    five = reliability()
+    assert five == pytest.approx(0.8 * (5 / 10) ** 0.5)
+    assert reliability() == five  # the same file, still open: the same count
+    state = hash_store.path / ".state.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{state}{suffix}").unlink(missing_ok=True)
+    Usage(hash_store).use(["M1"], 1)  # a new file in its place, before any search looked
+    assert reliability() == pytest.approx(0.8 * (1 / 10) ** 0.5)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{state}{suffix}").unlink(missing_ok=True)
+    assert reliability() == 0  # no file: no uses

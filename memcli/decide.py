@@ -390,8 +390,19 @@ def _polarity_flip(a: Parsed, b: Parsed) -> str | None:
                 f" {y} " in la and f" {x} " in lb and f" {x} " not in la and f" {y} " not in lb):
             return f"'{x}' vs '{y}'"
     if a.negated != b.negated:
+        plain = a if b.negated else b
+        other = {t.stem for t in (b if b.negated else a).tokens}
+        if any(t.low in NEGATIVE_WORDS and t.stem not in other for t in plain.tokens):
+            return None  # "is broken" / "doesn't work": both say it does not
         return "one says not"
     return None
+
+
+#: words that say "not" by themselves: a text holding one agrees with a negated rewording
+NEGATIVE_WORDS = frozenset(
+    """broken fails failing failed down missing unavailable unsupported unreachable forbidden disallowed
+    prohibited banned impossible flaky absent unused lacks lacking""".split()
+)
 
 
 def _small(removed: dict[str, _Tok], added: dict[str, _Tok]) -> bool:

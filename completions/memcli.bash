@@ -92,7 +92,7 @@ _memcli_spec() {
             ;;
         'memcli add')
             _memcli_subs=''
-            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --create --no-dedup --batch --verbose -v --json --store -s --debug --help -h'
+            _memcli_opts='--raw --no-llm --llm --model --tag -t --type --origin --user --project --session --threshold --allow-delete --no-redact --dry-run --create --no-dedup --batch --verbose -v --spool --json --store -s --debug --help -h'
             _memcli_vopts='--model --tag -t --type --origin --user --project --session --threshold --batch --store -s'
             _memcli_nargs=-1
             ;;

@@ -241,6 +241,7 @@ complete -c memcli -n '__memcli_at "memcli add"' -l 'create' -d 'Create the --st
 complete -c memcli -n '__memcli_at "memcli add"' -l 'no-dedup' -d 'Store every fact, even an exact repeat.'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'batch' -x -d 'JSON lines {"text", "origins"?, "created"?, "tags"?, "type"?}, one add each;...'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'verbose' -s 'v' -d 'Also list the pieces skipped, with the rule that skipped each.'
+complete -c memcli -n '__memcli_at "memcli add"' -l 'spool' -d 'Queue the text and return at once; a background worker extracts and decides (...'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli add"' -l 'debug' -d 'Show tracebacks on errors.'

@@ -168,6 +168,7 @@ _memcli__add() {
         '--batch=[JSON lines {"text", "origins"?, "created"?, "tags"?, "type"?}, one add each;...]:file: ' \
         '(--verbose -v)--verbose[Also list the pieces skipped, with the rule that skipped each.]' \
         '(--verbose -v)-v[Also list the pieces skipped, with the rule that skipped each.]' \
+        '--spool[Queue the text and return at once; a background worker extracts and decides (...]' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \

@@ -550,6 +550,8 @@ def add(
                                      '"created"?, "tags"?, "type"?}, one add each; - for stdin.'),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list the pieces skipped, with the rule "
                                  "that skipped each."),
+    spool: bool = typer.Option(False, "--spool", help="Queue the text and return at once; a background worker "
+                               "extracts and decides (automatic inside a git hook when an LLM is used)."),
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Turn text (a conversation, a note, a commit message) into memories."""
@@ -558,6 +560,9 @@ def add(
     check_type(type_)
     if batch is not None and text:
         fail("--batch reads its inputs from FILE; do not pass text too", ExitStatus.USAGE)
+    if spool and (dry_run or batch is not None):
+        fail(f"--spool queues one input to be decided later; it conflicts with {'--dry-run' if dry_run else '--batch'}",
+             ExitStatus.USAGE)
     body = read_text(text) if batch is None else ""
     if batch is None and not body.strip():  # before the store is touched: a failed command creates nothing
         fail("nothing to add: the input is empty")
@@ -571,6 +576,9 @@ def add(
     if batch is not None:
         _add_batch(store, batch, options, as_json)
         return
+    if not dry_run and (spool or _in_git_hook() and _uses_llm(store, options)):
+        _queue_add(store, body, options, as_json)
+        return
     result = store.add(body, **options, progress=_llm_progress() if sys.stderr.isatty() else None)
     for message in result.notes:
         note(message)
@@ -580,6 +588,31 @@ def add(
         _print_add(result, dry_run, verbose=verbose)
     if result.failed:
         raise typer.Exit(int(ExitStatus.ERROR))
+
+
+def _in_git_hook() -> bool:
+    """Run by git (a hook, `rebase --exec`): git exports GIT_EXEC_PATH to everything it runs. A
+    commit must not wait for a model."""
+    return bool(os.environ.get("GIT_EXEC_PATH"))
+
+
+def _uses_llm(store: Store, options: dict[str, Any]) -> bool:
+    return not options["raw"] and options["llm"] is not False and bool(options["llm_model"] or store.config.llm_model)
+
+
+def _queue_add(store: Store, body: str, options: dict[str, Any], as_json: bool) -> None:
+    """`add --spool` (or from a git hook with an LLM): redact, park in the inbox, start the worker."""
+    from memcli.spool import queue_add
+
+    keep = ("raw", "llm", "tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete",
+            "no_dedup", "llm_model")
+    opts = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items() if k in keep and v is not None}
+    item = queue_add(store.path, body, opts, redact=options["redact"], source="add")
+    if as_json:
+        emit_json({"queued": item.name, "inbox": str(item)})
+    else:
+        note(f"queued as inbox/{item.name}; a background worker extracts and decides (`memcli inbox` lists "
+             "what waits)")
 
 
 def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool) -> None:
@@ -1443,7 +1476,8 @@ def inbox_retry(
     from memcli.ingest import AddResult, retry_inbox
 
     results = retry_inbox(get_store(), model=model)
-    ok = all(isinstance(r, AddResult) for _, r in results)
+    held = {f for f, r in results if isinstance(r, str) and r.startswith("skipped:")}  # another worker's
+    ok = all(isinstance(r, AddResult) or f in held for f, r in results)
     if as_json:
         emit_json({"results": [{"file": f, "ok": isinstance(r, AddResult),
                                 **({"result": r.to_dict()} if isinstance(r, AddResult) else {"error": r})}
@@ -1454,7 +1488,7 @@ def inbox_retry(
                 s = r.summary()
                 note(f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['already_known']} known)")
             else:
-                note(f"{f}: still failing: {r}")
+                note(f"{f}: {r}" if f in held else f"{f}: still failing: {r}")
         if not results:
             note("inbox is empty")
     if not ok:

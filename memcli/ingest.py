@@ -770,28 +770,43 @@ def retry_inbox(store: Store, *, model: str | None = None) -> list[tuple[str, Ad
     The model is `model` if given, else the store's configured one, else the one the input was
     parked with. An input that fails again stays, with its error and attempt count updated.
     """
+    from memcli.spool import item_lock
+
     results: list[tuple[str, AddResult | str]] = []
-    configured = store.config.llm_model
-    for path, item in inbox_items(store):
-        opts = {k: v for k, v in (item.get("options") or {}).items() if k in _ADD_OPTIONS}
-        use = model or configured or item.get("options", {}).get("model")
-        try:
-            # redact=False: what was parked was redacted already (unless the user opted out)
-            res = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **opts)
-        except Exception as e:  # noqa: BLE001 - LLMError, StoreError...: keep the item, report
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            results.append((path.name, msg))
-            item["error"], item["attempts"] = _scrub(msg), int(item.get("attempts") or 1) + 1
-            item["last_attempt"] = now_iso()
+    for path, _ in inbox_items(store):
+        # the lock `memcli inbox process` (the hooks' worker) takes: one process per item
+        with item_lock(path) as fd:
+            if fd is None:
+                results.append((path.name, "skipped: another worker is processing it"))
+                continue
             try:
-                atomic_write(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
-            except OSError:
-                pass
-            continue
-        if res.failed:  # a write did not land: keep the input for another go
-            results.append((path.name, "some memories could not be written"))
-            continue
-        path.unlink(missing_ok=True)
-        store.log("INBOX_DONE", file=path.name)
-        results.append((path.name, res))
+                item = json.loads(path.read_text(encoding="utf-8"))  # as it is now, under the lock
+            except (OSError, ValueError):
+                continue
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                results.append(_retry_one(store, path, item, model))
     return results
+
+
+def _retry_one(store: Store, path: Path, item: dict[str, Any], model: str | None) -> tuple[str, AddResult | str]:
+    """One parked input through the LLM pipeline, under its item lock: (file name, result or error)."""
+    configured = store.config.llm_model
+    opts = {k: v for k, v in (item.get("options") or {}).items() if k in _ADD_OPTIONS}
+    use = model or configured or item.get("options", {}).get("model")
+    try:
+        # redact=False: what was parked was redacted already (unless the user opted out)
+        res = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **opts)
+    except Exception as e:  # noqa: BLE001 - LLMError, StoreError...: keep the item, report
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        item["error"], item["attempts"] = _scrub(msg), int(item.get("attempts") or 1) + 1
+        item["last_attempt"] = now_iso()
+        try:
+            atomic_write(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+        except OSError:
+            pass
+        return path.name, msg
+    if res.failed:  # a write did not land: keep the input for another go
+        return path.name, "some memories could not be written"
+    path.unlink(missing_ok=True)
+    store.log("INBOX_DONE", file=path.name)
+    return path.name, res

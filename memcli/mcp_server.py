@@ -118,7 +118,10 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         "about this project or its people. memcli splits the text into facts, skips chit-chat and questions, "
         "and for each fact decides ADD (new), UPDATE (a stored memory said less; the old text is kept in "
         "history) or NONE (already known). Returns each decision with the memory id, so you can correct one "
-        "with `forget`. Write self-contained statements (name the service, file or command)."))
+        "with `forget`. Write self-contained statements (name the service, file or command). When memcli "
+        "uses an LLM (a model can take seconds to minutes), the text is queued instead and this returns at "
+        "once with `queued` (the inbox item) and no decisions: a background worker decides, and the memories "
+        "appear in `recall`/`recent` when it is done."))
     async def remember(
         text: Annotated[str, Field(description="What to remember: one or more self-contained statements.")],
         tags: Annotated[list[str] | None, Field(description="Optional tags, e.g. ['deploy', 'postgres'].")] = None,
@@ -130,7 +133,18 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     ) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             s = mem.fresh()
-            result = s.add(text, tags=tags or (), type=type, origins=[origin] if origin else ["mcp"])
+            origins = [origin] if origin else ["mcp"]
+            if s.config.llm_model:  # never block the agent on a slow model: spool, a worker decides
+                from memcli.spool import queue_add
+
+                if not text.strip():
+                    raise ValueError("nothing to remember: the text is empty")
+                item = queue_add(s.path, text, {"tags": list(tags or ()), "type": type, "origins": origins},
+                                 source="mcp")
+                return {"queued": item.name, "decisions": [],
+                        "notes": ["queued for the background worker (an LLM decides); the memories appear in "
+                                  "recall once it is done"]}
+            result = s.add(text, tags=tags or (), type=type, origins=origins)
             mem.after_write()
             return {
                 "decisions": [

@@ -118,6 +118,20 @@ def start_worker(store_path: str | os.PathLike[str]) -> None:
         )
 
 
+def queue_add(store_path: str | os.PathLike[str], text: str, options: dict[str, Any] | None = None, *,
+              redact: bool = True, source: str | None = None) -> Path:
+    """Redact `text` (unless the user opted out), spool it and start a worker: what a caller that
+    must not wait for a model does (MCP `remember`, `memcli add` from a hook). Returns the item."""
+    if redact:
+        from memcli.redact import redact as scrub
+
+        text = scrub(text)[0]
+    options = {"cwd": os.getcwd(), **(options or {})}
+    path = spool(store_path, text, options, source=source)
+    start_worker(store_path)
+    return path
+
+
 # ------------------------------------------------------------------------------------- the worker
 class ProcessReport:
     """What one `process()` run did, item by item."""
@@ -133,7 +147,7 @@ class ProcessReport:
 
 
 @contextlib.contextmanager
-def _flock(path: Path, *, create: bool) -> Iterator[int | None]:
+def item_lock(path: Path, *, create: bool = False) -> Iterator[int | None]:
     """An exclusive non-blocking lock on `path`: yields the fd, or None if someone else holds it
     (or the file is gone). The lock is checked to be on the file still at `path`."""
     try:
@@ -249,7 +263,7 @@ def process(store: Any, *, stop_on_llm_error: bool = True, held: int | None = No
 
 
 def _process_one(store: Any, path: Path) -> dict[str, Any] | None:
-    with _flock(path, create=False) as fd:
+    with item_lock(path) as fd:
         if fd is None:
             return None
         try:
@@ -280,11 +294,12 @@ def _process_one(store: Any, path: Path) -> dict[str, Any] | None:
 
 
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw")
+                "raw", "no_dedup", "llm_model")
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:
-    """Scrub an item spooled unredacted (a hook on a tight budget) and write it back, before
+    """Scrub an item an older memcli spooled unredacted (its Claude Code capture left redaction to
+    the worker; captures are now redacted before they are spooled) and write it back, before
     anything else reads it: a parked item then holds no secret either."""
     from memcli.redact import redact
 
@@ -319,6 +334,8 @@ def _add(store: Any, text: str, opts: dict[str, Any], *, llm: bool | None = None
 
         opts["project"] = project_identity(Path(cwd))
     kwargs = {k: v for k, v in opts.items() if k in _ADD_OPTIONS}
+    if llm is None and isinstance(opts.get("llm"), bool):  # `add --llm` (require one), spooled
+        llm = opts["llm"]
     # redact=False: the text was redacted when it was spooled (unless the user opted out then)
     return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
 

@@ -770,7 +770,7 @@ def retry_inbox(store: Store, *, model: str | None = None) -> list[tuple[str, Ad
     The model is `model` if given, else the store's configured one, else the one the input was
     parked with. An input that fails again stays, with its error and attempt count updated.
     """
-    from memcli.spool import item_lock
+    from memcli.locks import item_lock
 
     results: list[tuple[str, AddResult | str]] = []
     for path, _ in inbox_items(store):

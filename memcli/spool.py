@@ -30,10 +30,11 @@ import sys
 import time
 from pathlib import Path
 
+from memcli.locks import item_lock
+
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from typing import Any
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -144,32 +145,6 @@ class ProcessReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"done": self.done, "waiting": self.waiting, "skipped": self.skipped, "busy": self.busy}
-
-
-@contextlib.contextmanager
-def item_lock(path: Path, *, create: bool = False) -> Iterator[int | None]:
-    """An exclusive non-blocking lock on `path`: yields the fd, or None if someone else holds it
-    (or the file is gone). The lock is checked to be on the file still at `path`."""
-    try:
-        fd = os.open(path, (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY, 0o644)
-    except FileNotFoundError:
-        yield None
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EACCES):
-                yield None
-                return
-            raise
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        yield fd if same else None
-    finally:
-        os.close(fd)
 
 
 def pending(store_path: str | os.PathLike[str]) -> list[Path]:
@@ -348,6 +323,11 @@ def apply_rewrite(store: Any, mapping: dict[str, str], reworded: dict[str, dict[
     becomes `git:<new>` (one ChangeSet). An unreachable LLM falls back to the message verbatim:
     a rewrite never waits for a model."""
     replaced: dict[str, list[str]] = {}
+    if reworded:  # only commits that left a memory (not a fixup! squashed away): no pointless add
+        store.index.sync()
+        refs = {o[4:].lower() for rec in store.index.select() for o in rec.get("origins") or []
+                if o.startswith("git:") and len(o) >= 11}
+        reworded = {old: info for old, info in reworded.items() if any(old.lower().startswith(r) for r in refs)}
     for old, info in reworded.items():
         text = info.get("text") if isinstance(info, dict) else None
         if not isinstance(text, str) or not text.strip():

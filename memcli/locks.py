@@ -1,0 +1,44 @@
+"""The inbox's per-item lock, shared by the hooks' worker (`memcli inbox process`, memcli.spool)
+and `memcli inbox retry` (memcli.ingest): two processes never work on one item.
+
+Standard library only: the spooling side imports it on a hook's < 100 ms budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def item_lock(path: Path, *, create: bool = False) -> Iterator[int | None]:
+    """An exclusive non-blocking lock on `path`: yields the fd, or None if someone else holds it
+    (or the file is gone). The lock is checked to be on the file still at `path`."""
+    try:
+        fd = os.open(path, (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY, 0o644)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                yield None
+                return
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        yield fd if same else None
+    finally:
+        os.close(fd)

@@ -238,7 +238,7 @@ class ChangeSet:
             raise NotFound(f"no memory with id {mid}") from None
         entry = self._known.get(mid)
         if entry is not None and entry[1] == (st.st_mtime_ns, st.st_size):
-            return Memory.from_dict(entry[0]), file_hash(raw), raw
+            return Memory.from_dict(entry[0], checked=True), file_hash(raw), raw
         return Memory.parse(raw, file_id=mid), file_hash(raw), raw
 
     def memory(self, mid: str) -> Memory:
@@ -249,7 +249,7 @@ class ChangeSet:
             raise NotFound(f"memory {mid} is trashed by this change set")
         if mid not in self._targets:
             base, h, raw = self._read(mid)
-            self._targets[mid] = _Target(base, h, _copy(base), raw=raw)
+            self._targets[mid] = _Target(base, h, base.clone(), raw=raw)
         return self._targets[mid].working
 
     # ------------------------------------------------------------ planning
@@ -537,12 +537,6 @@ def _unlink_all(paths: list[Path]) -> None:
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(unlink, paths))
-
-
-def _copy(m: Memory) -> Memory:
-    import copy
-
-    return copy.deepcopy(m)
 
 
 def _detail(change: Edit) -> str:

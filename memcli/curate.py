@@ -315,6 +315,15 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
 
     # contradictions: similar pairs with opposing wording (precision over recall)
     merged_ids = set(survivor.values())
+    views: dict[str, dict[str, Any]] = {}  # a merged memory's record, built once (not once per pair)
+
+    def record(i: str) -> dict[str, Any]:
+        if i not in merged_ids:
+            return recs[i]
+        if i not in views:
+            views[i] = cs.memory(i).to_dict()
+        return views[i]
+
     seen: set[tuple[str, str]] = set()
     flagged: list[tuple[str, str, float, str]] = []
     for mid, hits in zip(ids, nbrs):
@@ -328,8 +337,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
             if (a, b) in seen:
                 continue
             seen.add((a, b))
-            ra = cs.memory(a).to_dict() if a in merged_ids else recs[a]
-            rb = cs.memory(b).to_dict() if b in merged_ids else recs[b]
+            ra, rb = record(a), record(b)
             if ra.get("type") == rb.get("type") == "episodic":
                 continue  # events recur (on other dates, with other numbers): they are distilled
             if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.get("links") or []):
@@ -343,9 +351,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
                                               "texts": [ra["text"], rb["text"]]})
     for (a, b, _, why), c in zip(flagged, report.contradictions):
         if supersede_older:
-            def when(i: str) -> str:
-                return str((cs.memory(i).to_dict() if i in merged_ids else recs[i]).get("created"))
-            older, newer = sorted((a, b), key=lambda i: (when(i), i))
+            older, newer = sorted((a, b), key=lambda i: (str(record(i).get("created")), i))
             c["superseded"] = {"old": older, "new": newer}
             cs.edit(older, Supersede(newer), quiet=True)
             cs.edit(newer, Link("supersedes", older), quiet=True)

@@ -228,6 +228,17 @@ class Parsed:
     scopes: dict[int, set[str]] = field(default_factory=dict)
     parts: set[str] = field(default_factory=set)  # word parts of its identifiers, see _parts
 
+    @functools.cached_property
+    def spaced(self) -> str:
+        """The lowered tokens joined by single spaces, with a space at each end: where a phrase
+        ("must not") is looked up word-aligned. Built once per text, not once per comparison."""
+        return f" {' '.join(t.low for t in self.tokens)} "
+
+    @functools.cached_property
+    def words(self) -> frozenset[str]:
+        """The lowered tokens, as a set."""
+        return frozenset(t.low for t in self.tokens)
+
 
 _TECH: frozenset[str] | None = None
 
@@ -250,42 +261,56 @@ def _tech_words() -> frozenset[str]:
     return _TECH
 
 
+_POSSESSIVE_RE = re.compile(r"['’]s$")
+_JOINED_RE = re.compile(r"[a-z0-9][._/][a-z0-9]")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+_HYPHENATED_RE = re.compile(r"[a-z]+(?:-[a-z]+)+")
+_SENTENCE_END_RE = re.compile(r"\s*[.!?;:]")
+
+
+@functools.lru_cache(maxsize=65536)
+def _tokens_of(raw: str, sentence_start: bool) -> tuple[_Tok, ...]:
+    """The token(s) one matched word stands for. It depends only on the word as written and on
+    whether a sentence starts there, and words recur across texts: a curation pass over 10k
+    memories parses ~10k texts but meets a few thousand distinct words, so each is worked out once.
+    The tokens are shared between texts and never modified."""
+    low = raw.lower().strip("`'’")
+    low = _POSSESSIVE_RE.sub("", low)
+    is_code = raw.startswith("`")
+    has_digit = any(c.isdigit() for c in low)
+    has_alpha = any(c.isalpha() for c in low)
+    ident = is_code or low.startswith(("/", "~", "http")) or (has_digit and has_alpha) or bool(
+        _JOINED_RE.search(low)) or ("_" in low) or bool(_CAMEL_RE.search(raw))
+    proper = raw[:1].isupper() and not sentence_start and low not in STOPWORDS
+    acronym = len(raw) >= 2 and raw.isupper() and raw.isalpha()
+    specific = (has_digit or ident or proper or acronym or low in _tech_words() or low in VALUE_WORDS)
+    if low in SYNONYMS:
+        low = SYNONYMS[low]
+    if low in ABBREVIATIONS and not is_code:
+        return tuple(_Tok(word, word, _stem(word), False, _SCOPE_OF.get(word), False)
+                     for word in ABBREVIATIONS[low].split())
+    stem = low if (has_digit or ident) else _stem(low)
+    if _HYPHENATED_RE.fullmatch(low):  # squash-merged / squash-merge
+        head, _, last = low.rpartition("-")
+        stem = f"{head}-{_stem(last)}"
+    scope = _SCOPE_OF.get(low)
+    if low in _CASED_SCOPES and not raw.isupper():
+        scope = None  # "us" the pronoun, not the US
+    return (_Tok(raw, low, stem, specific or scope is not None, scope, raw[:1].isupper()),)
+
+
 @functools.lru_cache(maxsize=32768)
 def parse(text: str) -> Parsed:
     """Tokens of `text` with their roles (see the module docstring). Cached: a stored memory is
     compared with many new facts (one `add --batch` of a chat log compares the same few hundred)."""
-    tech = _tech_words()
     toks: list[_Tok] = []
     sentence_start = True
-    for m in _TOKEN_RE.finditer(_normalise_phrases(text)):
-        raw = m.group()
-        low = raw.lower().strip("`'’")
-        low = re.sub(r"['’]s$", "", low)
-        is_code = raw.startswith("`")
-        has_digit = any(c.isdigit() for c in low)
-        has_alpha = any(c.isalpha() for c in low)
-        ident = is_code or low.startswith(("/", "~", "http")) or (has_digit and has_alpha) or bool(
-            re.search(r"[a-z0-9][._/][a-z0-9]", low)) or ("_" in low) or bool(re.search(r"[a-z][A-Z]", raw))
-        proper = raw[:1].isupper() and not sentence_start and low not in STOPWORDS
-        acronym = len(raw) >= 2 and raw.isupper() and raw.isalpha()
-        specific = (has_digit or ident or proper or acronym or low in tech or low in VALUE_WORDS)
-        if low in SYNONYMS:
-            low = SYNONYMS[low]
-        if low in ABBREVIATIONS and not is_code:
-            for word in ABBREVIATIONS[low].split():
-                toks.append(_Tok(word, word, _stem(word), False, _SCOPE_OF.get(word), False))
-        else:
-            stem = low if (has_digit or ident) else _stem(low)
-            if re.fullmatch(r"[a-z]+(?:-[a-z]+)+", low):  # squash-merged / squash-merge
-                head, _, last = low.rpartition("-")
-                stem = f"{head}-{_stem(last)}"
-            scope = _SCOPE_OF.get(low)
-            if low in _CASED_SCOPES and not raw.isupper():
-                scope = None  # "us" the pronoun, not the US
-            toks.append(_Tok(raw, low, stem, specific or scope is not None, scope, raw[:1].isupper()))
+    spelled = _normalise_phrases(text)
+    for m in _TOKEN_RE.finditer(spelled):
+        toks.extend(_tokens_of(m.group(), sentence_start))
         # a new sentence starts after . ! ? ; or : (the capital that follows is not a name)
-        after = m.string[m.end():m.end() + 2]
-        sentence_start = bool(re.match(r"\s*[.!?;:]", after)) or after.startswith(("\n",))
+        after = spelled[m.end():m.end() + 2]
+        sentence_start = bool(_SENTENCE_END_RE.match(after)) or after.startswith(("\n",))
     lowered = " ".join(text.lower().split())
     content: dict[str, _Tok] = {}
     for t in toks:
@@ -359,7 +384,7 @@ def _change_about(new: Parsed, old: Parsed) -> bool:
     retired", "instead of Netlify"): a specific word of the old text within four words of it.
     "Use tmp_path instead of writing to /tmp" states no change to the stored fact."""
     toks = new.tokens
-    old_words = {t.low for t in old.tokens}
+    old_words = old.words
     for i, t in enumerate(toks):
         if t.low not in _CHANGE_WORDS or t.low in old_words:
             continue
@@ -380,7 +405,7 @@ def _short(words: set[str] | list[str], limit: int = 3) -> str:
 
 def _polarity_flip(a: Parsed, b: Parsed) -> str | None:
     """The predicate negated between two texts ("always" vs "never", "can" vs "cannot")."""
-    la, lb = f" {' '.join(t.low for t in a.tokens)} ", f" {' '.join(t.low for t in b.tokens)} "
+    la, lb = a.spaced, b.spaced
     for x, y in OPPOSITES:
         if " " in y:  # "must" / "must not"
             if (f" {y} " in la) != (f" {y} " in lb) and f" {x} " in la and f" {x} " in lb:
@@ -410,15 +435,21 @@ def _small(removed: dict[str, _Tok], added: dict[str, _Tok]) -> bool:
     return len(removed) <= 1 and len(added) <= 1
 
 
+@functools.lru_cache(maxsize=65536)
+def _normal(text: str) -> str:
+    """`extract.normalise`, remembered: a curation pass compares each text with several others."""
+    from memcli.extract import normalise  # here, not at the top: search never needs it (~15 ms of import)
+
+    return normalise(text)
+
+
 def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) -> Relation:
     """The relation of `new` to the stored `old` (cosine `similarity` between them).
 
     `threshold` is the similarity from which a pure rewording (generic words swapped, nothing
     specific changed) counts as the same fact.
     """
-    from memcli.extract import normalise
-
-    if normalise(old) == normalise(new):
+    if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
     if similarity < min(CANDIDATE_FLOOR, threshold):
         return Relation(DISTINCT, f"not similar ({similarity:.2f})")
@@ -445,7 +476,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     specific_gone = {s for s in old_gone if _identifying(po.content[s])} | \
         {s for s in new_gone if _identifying(pn.content[s])}
     subj_missing = (old_gone | new_gone) if (old_gone and new_gone) or specific_gone else set()
-    fresh = {t.low for t in pn.tokens if t.low in _CHANGE_WORDS} - {t.low for t in po.tokens}
+    fresh = (pn.words & _CHANGE_WORDS) - po.words
     # a change word counts when it bears on the old text: a value of it named near the word, or
     # the texts otherwise parallel (one or two words replaced: "is master" -> "was renamed to main")
     change = pn.change and bool(fresh) and (bool(r_spec) or 0 < len(removed) <= 2 or _change_about(pn, po))

@@ -8,6 +8,7 @@ Unknown front-matter keys are kept in `extra` and written back untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import os
@@ -195,15 +196,27 @@ class Memory:
         """JSON-ready record: the export / `--json` shape (text plus every front-matter field)."""
         return _jsonable({**self.front_matter(), "text": self.text})
 
+    def clone(self) -> Memory:
+        """An independent copy: the lists and mappings inside are copied too, so editing the copy
+        never touches the original. The values are plain data (strings, numbers, lists, mappings),
+        so this is a fraction of `copy.deepcopy`'s cost (a curation plan copies thousands)."""
+        return dataclasses.replace(
+            self, tags=list(self.tags), origins=list(self.origins), flags=dict(self.flags),
+            history=_clone(self.history), links=_clone(self.links), extra=_clone(self.extra),
+        )
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None) -> Memory:
+    def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None, checked: bool = False) -> Memory:
         """Build from a front-matter mapping (or an export record with `text`).
 
         Every field is checked for its type here, because both hand-edited front matter and
         import records reach this point: a wrong type is a `MalformedMemory` naming the field,
         never an AttributeError deep in a later command (one bad record must not poison a store).
+        `checked`: the record is a catalog record (`to_dict` of a memory that passed these checks
+        when its file was read), so the walk over every value for size and encoding is skipped.
         """
-        check_value(data, "record")
+        if not checked:
+            check_value(data, "record")
         d = dict(data)
         text = d.pop("text", None)
         if text is not None and not isinstance(text, str):
@@ -379,6 +392,17 @@ def check_value(value: Any, name: str = "value") -> None:
             raise MalformedMemory(f"{where} holds a number that is not finite")
 
     walk(value, 0, name)
+
+
+def _clone(v: Any) -> Any:
+    """A copy of plain data: new lists and mappings all the way down; strings and numbers are
+    immutable and shared (a `_Stamp` stays a `_Stamp`)."""
+    if isinstance(v, dict):
+        out = {k: _clone(x) for k, x in v.items()}
+        return out if type(v) is dict else type(v)(out)
+    if isinstance(v, list):
+        return [_clone(x) for x in v]
+    return v
 
 
 def _encodable(text: str) -> bool:

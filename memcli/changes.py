@@ -307,6 +307,11 @@ class ChangeSet:
         """Move a memory to `.trash/` with the reason (restorable)."""
         if mid in self._puts and self._puts[mid].hash is None:
             raise StoreError(f"memory {mid} is new in this change set; it cannot be trashed")
+        if mid not in self._targets and mid not in self._puts and mid not in self._trash:
+            # not read by this plan yet: it leaves as it is, so no working copy is made (prune
+            # trashes thousands)
+            base, h, raw = self._read(mid)
+            self._targets[mid] = _Target(base, h, base, raw=raw)
         m = self.memory(mid)
         target = self._targets.pop(mid)
         self._trash[mid] = _Trash(target.base, target.hash, reason, event, target.raw)

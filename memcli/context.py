@@ -8,9 +8,12 @@ count as using it: usage counts are left alone.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcli.index import Filters
+
+if TYPE_CHECKING:
+    from memcli.store import Store
 
 CHARS_PER_TOKEN = 4
 MAX_ITEM_CHARS = 400
@@ -22,7 +25,7 @@ def _one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def select(store: Any, query: str | None, project: str | None, limit: int = 60) -> list[dict[str, Any]]:
+def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[dict[str, Any]]:
     """Candidate records, best first: search hits for a query, else the project's memories
     (procedural first, then most recently updated). Falls back to the whole store when the
     project has no memories (a global store used from a new repository)."""
@@ -73,5 +76,5 @@ def render(records: list[dict[str, Any]], *, project: str | None, query: str | N
     return "\n".join(lines) + "\n"
 
 
-def build(store: Any, query: str | None = None, *, project: str | None = None, budget: int = 1500) -> str:
+def build(store: Store, query: str | None = None, *, project: str | None = None, budget: int = 1500) -> str:
     return render(select(store, query, project), project=project, query=query, budget=budget)

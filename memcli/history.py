@@ -17,11 +17,14 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcli.errors import InputRejected, NotFound
 from memcli.memory import MalformedMemory, Memory, now_iso
 from memcli.render import cell_width, clip
+
+if TYPE_CHECKING:
+    from memcli.store import Store
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ def editor_command() -> list[str]:
     return shlex.split(value)
 
 
-def edit(store: Any, mid: str) -> tuple[Memory, bool]:
+def edit(store: Store, mid: str) -> tuple[Memory, bool]:
     """Open a memory's file in the editor on a copy; on save, validate and write it back
     atomically (the index catches up at the next sync). Returns (memory, changed).
 
@@ -172,7 +175,7 @@ def edit(store: Any, mid: str) -> tuple[Memory, bool]:
             pass
 
 
-def _keep(store: Any, mid: str, data: bytes) -> Path:
+def _keep(store: Store, mid: str, data: bytes) -> Path:
     folder = store.path / ".edits"
     folder.mkdir(exist_ok=True)
     target = folder / f"{mid}.{now_iso().replace(':', '')}.md"

@@ -21,18 +21,23 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memcli.changes import ChangeSet, Feedback, Reinforce, Supersede, Update
 from memcli.config import default_user, git_project
+from memcli.decision import Decision, Event
 from memcli.errors import Conflict, InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.extract import heuristic_extract, infer_tags
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.memory import Memory, new_ulid, now_iso
 from memcli.render import snake
 from memcli.store import Store, atomic_write
+
+if TYPE_CHECKING:  # types only: search and list never import the LLM client (litellm)
+    from memcli.index import Index
+    from memcli.llm import LLM
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
 RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
@@ -41,49 +46,6 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
 class IngestError(InputRejected):
     """Input that cannot be added (empty, too large, binary, not UTF-8); one line for the user."""
-
-
-@dataclass
-class Event:
-    """What happened to one extracted fact."""
-
-    event: str  # ADD | UPDATE | DELETE | NONE
-    verdict: str  # accepted | already_known | invalid | failed
-    text: str
-    id: str | None = None
-    tags: list[str] = field(default_factory=list)
-    confidence: float | None = None
-    type: str | None = None
-    reasoning: str | None = None
-    old_memory: str | None = None
-    source: str | None = None
-    refused: bool = False  # a DELETE the model asked for, not applied (no --allow-delete)
-    decided_by: str | None = None  # "llm" when the model made the decision, else "heuristic"
-    decision_confidence: float | None = None  # the model's confidence in its decision
-    matched: dict[str, str] | None = None  # the memory the decision was made against: {id, text}
-    supersedes: str | None = None  # the id of the memory this new one replaces (kept, hidden)
-    related: str | None = None  # a close memory about another subject, linked `related`
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {
-            "id": self.id, "text": self.text, "event": self.event, "verdict": self.verdict, "type": self.type,
-            "tags": self.tags, "confidence": self.confidence, "source": self.source, "reasoning": self.reasoning,
-        }
-        if self.old_memory is not None:
-            d["old_memory"] = self.old_memory
-        if self.refused:
-            d["refused"] = True
-        if self.decided_by is not None:
-            d["decided_by"] = self.decided_by
-        if self.decision_confidence is not None:
-            d["decision_confidence"] = self.decision_confidence
-        if self.matched is not None:
-            d["matched"] = self.matched
-        if self.supersedes is not None:
-            d["supersedes"] = self.supersedes
-        if self.related is not None:
-            d["related"] = self.related
-        return d
 
 
 @dataclass
@@ -285,11 +247,11 @@ def plan_add(
                 f.text = _scrub(f.text)
                 f.code_pattern = _scrub(f.code_pattern) if f.code_pattern else f.code_pattern
         result.extraction = extraction
-        decisions: list[_Decision] = []
+        decisions: list[Decision] = []
         llm_log: list[str] = []
         if facts and dry_run and not store.exists():  # nothing to compare with, and nothing to create
             vecs = store.index.embedder.embed([f.text for f in facts])
-            decisions = [_Decision("ADD", reasoning="no store yet") for _ in facts]
+            decisions = [Decision("ADD", reasoning="no store yet") for _ in facts]
         elif facts:
             index = store.index
             vecs = index.embedder.embed([f.text for f in facts])
@@ -338,7 +300,7 @@ def _scrub(text: str) -> str:
 
 
 # ---------------------------------------------------------------- extraction
-def llm_client(store: Store, *, model: str | None = None) -> Any:
+def llm_client(store: Store, *, model: str | None = None) -> LLM:
     """The LLM client for this store's settings (model, api_base, key, timeout, retries,
     temperature, backoff: config.toml, MEMCLI_LLM_* or flags); `model` overrides the model for
     this call (the config itself never changes once loaded)."""
@@ -352,7 +314,7 @@ def llm_client(store: Store, *, model: str | None = None) -> Any:
                            temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
 
 
-def _extract(text: str, *, raw: bool, type: str | None, client: Any) -> Extraction:
+def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> Extraction:
     if raw:
         from memcli.extract import code_pattern_of, detect_flags
 
@@ -402,28 +364,13 @@ def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) 
 
 
 # ---------------------------------------------------------------- decisions
-@dataclass
-class _Decision:
-    event: str  # ADD | UPDATE | DELETE | NONE
-    target: str | None = None
-    text: str | None = None
-    reasoning: str | None = None
-    confidence: float | None = None  # the model's confidence; None for heuristic decisions
-    similarity: float | None = None
-    exact: bool = False
-    refused: bool = False
-    by_llm: bool = False
-    matched: dict[str, str] | None = None  # {id, text} of the memory decided against
-    related: str | None = None  # ADD: a close memory about another subject
-
-
 _NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth showing the model
 
 
-def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: Any,
+def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: LLM | None,
             allow_delete: bool, redact: bool = True, *, raw: bool = False,
             no_dedup: bool = False, llm_log: list[str] | None = None,
-            view: Any = None) -> tuple[list[_Decision], list[str]]:
+            view: Any = None) -> tuple[list[Decision], list[str]]:
     """One decision per fact, and notes for the user.
 
     Every fact first gets the heuristic decision of `memcli.decide` (exact repeat: NONE; else the
@@ -438,23 +385,23 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
 
     index = store.index if view is None else view
     cfg = store.config
-    out: list[_Decision] = []
+    out: list[Decision] = []
     notes: list[str] = []
     neighbours: list[list[dict[str, Any]]] = []
     near = index.knn(vecs, 8) if not (raw or no_dedup) else [[] for _ in facts]
     for fact, hits in zip(facts, near):
         if no_dedup:
-            out.append(_Decision("ADD", reasoning="stored as given (no dedup)"))
+            out.append(Decision("ADD", reasoning="stored as given (no dedup)"))
             neighbours.append([])
             continue
         exact = _live_exact(index, fact.text)
         if exact:
-            out.append(_Decision("NONE", exact["id"], reasoning="same text as an existing memory", similarity=1.0,
-                                 exact=True, matched=_matched(exact)))
+            out.append(Decision("NONE", exact["id"], reasoning="same text as an existing memory", similarity=1.0,
+                                exact=True, matched=_matched(exact)))
             neighbours.append([])
             continue
         if raw:
-            out.append(_Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
+            out.append(Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
             neighbours.append([])
             continue
         floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, _NEIGHBOUR_FLOOR)
@@ -496,9 +443,9 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             i = asks[dec.fact]
             decided.add(dec.fact)
             text = _scrub(dec.text) if redact and dec.text else dec.text
-            llm_dec = _Decision(dec.event, dec.target_id, text or facts[i].text, dec.reasoning or None,
-                                dec.confidence, by_llm=True)
-            target = next((n for n in neighbours[i] if n["id"] == dec.target_id), None)
+            llm_dec = Decision(dec.event, dec.target, text or facts[i].text, dec.reasoning or None,
+                               dec.confidence, by_llm=True)
+            target = next((n for n in neighbours[i] if n["id"] == dec.target), None)
             if target is not None:
                 llm_dec.matched = _matched(target)
                 from memcli.decide import check_llm, llm_supersedes
@@ -507,12 +454,12 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                 change = None if downgrade else llm_supersedes(dec.event, target["text"], facts[i].text,
                                                                target["similarity"])
                 if downgrade:
-                    llm_dec = _Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
-                                        confidence=dec.confidence, by_llm=True, matched=_matched(target))
+                    llm_dec = Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
+                                       confidence=dec.confidence, by_llm=True, matched=_matched(target))
                 elif change:  # a new value: the fact becomes the current memory, the old one is kept
-                    llm_dec = _Decision("SUPERSEDE", target["id"], facts[i].text,
-                                        f"LLM {dec.event} is a new value, so it supersedes: {change}",
-                                        dec.confidence, by_llm=True, matched=_matched(target))
+                    llm_dec = Decision("SUPERSEDE", target["id"], facts[i].text,
+                                       f"LLM {dec.event} is a new value, so it supersedes: {change}",
+                                       dec.confidence, by_llm=True, matched=_matched(target))
             out[i] = llm_dec
         if llm_log is not None:
             llm_log.extend(invalid)
@@ -535,7 +482,7 @@ def _matched(rec: dict[str, Any]) -> dict[str, str]:
     return {"id": str(rec["id"]), "text": text if len(text) <= 80 else text[:79] + "…"}
 
 
-def _live_exact(index: Any, text: str) -> dict[str, Any] | None:
+def _live_exact(index: Index, text: str) -> dict[str, Any] | None:
     """The record of a memory with exactly this (normalised) text, unless it was superseded: saying
     a replaced value again is a change back, decided by the rules against the live memories."""
     mid = index.find_exact(text)
@@ -548,7 +495,7 @@ def _live_exact(index: Any, text: str) -> dict[str, Any] | None:
     return None if rec.get("superseded_by") else rec
 
 
-def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float) -> _Decision:
+def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float) -> Decision:
     """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD."""
     from memcli.decide import DISTINCT, REFINES, SAME, relate
 
@@ -560,21 +507,21 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
             continue
         sim = float(n["similarity"])
         if rel.kind == SAME:
-            return _Decision("NONE", n["id"], similarity=sim, matched=_matched(n),
+            return Decision("NONE", n["id"], similarity=sim, matched=_matched(n),
                              reasoning=f"already known: {rel.reason}")
         if rel.kind == REFINES:
-            return _Decision("UPDATE", n["id"], text, similarity=sim, matched=_matched(n),
+            return Decision("UPDATE", n["id"], text, similarity=sim, matched=_matched(n),
                              reasoning=f"same subject, {rel.reason}")
-        return _Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=_matched(n), reasoning=rel.reason)
+        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=_matched(n), reasoning=rel.reason)
     if first is None:
-        return _Decision("ADD", reasoning="no similar memory")
+        return Decision("ADD", reasoning="no similar memory")
     n, rel = first
     related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
-    return _Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
+    return Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
                      matched=_matched(n), related=related)
 
 
-def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: _Decision, batch: list[tuple[np.ndarray, Memory]],
+def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: list[tuple[np.ndarray, Memory]],
               origins: list[str], user: str, project: str | None, src: str, threshold: float, *,
               created: str | None = None, no_dedup: bool = False) -> Event:
     """Turn one decision into planned changes, and the event the user sees."""

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from memcli.decision import Decision
 from memcli.errors import LLMError, LLMFormatError, LLMUnavailable
 from memcli.facts import Extraction, Fact
 
@@ -197,18 +198,6 @@ class Usage:
     completion_tokens: int = 0
     llm_seconds: float = 0.0
     cut_off: int = 0  # replies that hit max_tokens (finish_reason "length"), each one unusable
-
-
-@dataclass
-class Decision:
-    """What to do with fact ``fact`` (an index into the facts list given to :meth:`LLM.decide`)."""
-
-    fact: int
-    event: str
-    target_id: str | None
-    text: str
-    reasoning: str
-    confidence: float
 
 
 # ----------------------------------------------------------------------------------------------
@@ -916,7 +905,7 @@ class LLM:
         asked = [i for i, _ in enumerate(facts) if neighbours[i]]
         for i, fact in enumerate(facts):
             if not neighbours[i]:
-                decisions[i] = Decision(i, "ADD", None, fact.text, "no similar memory exists", 1.0)
+                decisions[i] = Decision("ADD", None, fact.text, "no similar memory exists", 1.0, fact=i)
         invalid: list[str] = []
         if asked:
             # One fact per line: compact in tokens, still easy for a small model to follow.
@@ -1021,7 +1010,7 @@ class LLM:
             out[i] = Decision(
                 fact=i,
                 event=event,
-                target_id=target,
+                target=target,
                 text=text,
                 reasoning=reasoning,
                 confidence=_confidence(item.get("confidence")),

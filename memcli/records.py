@@ -20,12 +20,16 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
 from memcli.errors import InputRejected
 from memcli.memory import MalformedMemory, Memory, iso
+
+if TYPE_CHECKING:
+    from memcli.io import ImportReport
+    from memcli.store import Store
 
 MAX_RECORD_BYTES = 10 * 1024 * 1024  # one memory's text; the file itself may be any size
 CHUNK = 1 << 20
@@ -513,10 +517,10 @@ def spool_stdin(stream: IO[bytes]) -> Iterator[Path]:
 BATCH = 2000  # memories embedded and written at a time: bounds memory whatever the file's size
 
 
-def import_source(store: Any, path: Path, fmt: str | None, *, name: str, split: bool = False,
+def import_source(store: Store, path: Path, fmt: str | None, *, name: str, split: bool = False,
                   redact: bool = True, prepare: Callable[[], None] | None = None,
                   on_progress: Callable[[int, int], None] | None = None,
-                  batch: int = BATCH) -> Any:
+                  batch: int = BATCH) -> ImportReport:
     """Import every record of a file or folder: a first pass validates them all (nothing is written
     if one is bad), a second writes them in batches (`io.import_memories`). Returns the ImportReport."""
     from memcli.io import ImportReport, import_memories

@@ -102,7 +102,7 @@ class Usage:
     unchanged store scores the same every time.
     """
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.path = store.path / ".state.sqlite"
         self._db: sqlite3.Connection | None = None
         self._ready = False

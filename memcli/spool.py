@@ -37,6 +37,8 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a ho
 if TYPE_CHECKING:
     from typing import Any
 
+    from memcli.api import Store
+
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORKER_LOCK = ".worker.lock"
 ERROR_LOG = "errors.log"
@@ -189,7 +191,7 @@ def _llm_down_recently(paths: list[Path]) -> bool:
     return False
 
 
-def process(store: Any, *, stop_on_llm_error: bool = True, held: int | None = None,
+def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = None,
             force: bool = True) -> ProcessReport:
     """Run every inbox item through the add pipeline (or the origin remap), oldest first.
 
@@ -237,7 +239,7 @@ def process(store: Any, *, stop_on_llm_error: bool = True, held: int | None = No
         # released: anything spooled while we worked (whose worker saw us busy) is picked up now
 
 
-def _process_one(store: Any, path: Path) -> dict[str, Any] | None:
+def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
     with item_lock(path) as fd:
         if fd is None:
             return None
@@ -283,7 +285,7 @@ def _redact_item(path: Path, item: dict[str, Any]) -> None:
     _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
-def _run(store: Any, item: dict[str, Any]) -> dict[str, Any]:
+def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
     opts = dict(item.get("options") or {})
     if item.get("kind") == "remap":
         return apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
@@ -296,7 +298,7 @@ def _run(store: Any, item: dict[str, Any]) -> dict[str, Any]:
     return result.summary()
 
 
-def _add(store: Any, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:
+def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:
     """One spooled input through the add pipeline; the AddResult."""
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
@@ -315,7 +317,7 @@ def _add(store: Any, text: str, opts: dict[str, Any], *, llm: bool | None = None
     return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
 
 
-def apply_rewrite(store: Any, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],
+def apply_rewrite(store: Store, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],
                   cwd: str | None = None) -> dict[str, Any]:
     """A git rewrite (amend, rebase): the new message of each reworded commit goes through the add
     pipeline (an exact repeat of what the post-commit hook already added is that same memory),
@@ -394,7 +396,7 @@ def translate_origins(origins: list[str], rewrites: dict[str, str]) -> list[str]
     return list(dict.fromkeys(out))
 
 
-def remap_origins(store: Any, mapping: dict[str, str], replaced: dict[str, list[str]] | None = None) -> int:
+def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, list[str]] | None = None) -> int:
     """After `git commit --amend` or a rebase: every `git:<old>` origin becomes `git:<new>`
     (abbreviated to the same length), so origins name commits that exist; a memory of an old
     commit in `replaced` (old sha -> the new message's memories) is marked superseded by the

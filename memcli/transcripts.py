@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+    from memcli.api import Store
+
 # Text Claude Code itself puts in user turns: not something the user said.
 _INJECTED_PREFIXES = (
     "<command-name>", "<command-message>", "<command-args>", "<local-command-stdout>", "<local-command-stderr>",
@@ -190,7 +192,7 @@ def parse_conversations(text: str, kind: str, name: str) -> list[Conversation]:
     raise ValueError(f"unknown conversation format {kind!r}; use one of {', '.join(IMPORT_KINDS)}")
 
 
-def import_conversations(store: Any, conversations: list[Conversation], name: str,
+def import_conversations(store: Store, conversations: list[Conversation], name: str,
                          **options: Any) -> list[dict[str, Any]]:
     """Each conversation through the add pipeline (extraction, dedup, decisions), with origins
     `import:<file>` and `session:<conversation id>`; one summary per conversation."""

@@ -16,7 +16,7 @@ import memcli
 PACKAGE = Path(memcli.__file__).parent
 
 LAYERS: list[tuple[str, set[str]]] = [
-    ("vocabulary", {"errors", "vocab", "config", "memory", "facts", "discovery", "render", "ids", "chain",
+    ("vocabulary", {"errors", "vocab", "config", "memory", "facts", "decision", "discovery", "render", "ids", "chain",
                     "safety", "trust", "locks"}),
     ("services", {"embed", "extract", "redact", "llm", "llm_checks", "decide"}),
     ("files", {"files", "journal"}),

@@ -404,10 +404,10 @@ def test_decide_validates_decisions_in_one_request(llm_server: FakeLLMServer) ->
     decisions, invalid = llm.decide(FACTS, NEIGHBOURS)
     assert len(llm_server.requests) == 1
     assert decisions == [
-        Decision(0, "UPDATE", ULID_A, "The API listens on port 9000 (was 8000).", "", 0.8),
-        Decision(1, "NONE", ULID_B, FACTS[1].text, "known", 0.8),
-        Decision(2, "DELETE", ULID_C, FACTS[2].text, "", 0.9),  # the model's "..." is never used
-        Decision(3, "ADD", None, FACTS[3].text, "no similar memory exists", 1.0),
+        Decision("UPDATE", ULID_A, "The API listens on port 9000 (was 8000).", "", 0.8, fact=0),
+        Decision("NONE", ULID_B, FACTS[1].text, "known", 0.8, fact=1),
+        Decision("DELETE", ULID_C, FACTS[2].text, "", 0.9, fact=2),  # the model's "..." is never used
+        Decision("ADD", None, FACTS[3].text, "no similar memory exists", 1.0, fact=3),
     ]
     assert len(invalid) == 1 and "out of range" in invalid[0]
     # Only facts with neighbours are sent, numbered, inside the data block, with a schema and a bound.
@@ -427,7 +427,7 @@ def test_decide_update_to_placeholder_or_same_text(llm_server: FakeLLMServer, te
     same = Fact(text="The API server listens on port 8000.")
     decisions, invalid = make_llm(llm_server).decide([same], NEIGHBOURS[:1])
     if text.startswith("The API"):  # the target's own text (bar the full stop): nothing changes
-        assert [(d.event, d.target_id) for d in decisions] == [("NONE", ULID_A)] and invalid == []
+        assert [(d.event, d.target) for d in decisions] == [("NONE", ULID_A)] and invalid == []
     else:
         assert decisions == [] and any("rejected" in r for r in invalid)
 
@@ -440,7 +440,7 @@ def test_decide_never_loses_the_facts_news(llm_server: FakeLLMServer, event: str
     reply = {"decisions": [{"fact": 0, "event": event, "target": 1, "text": text}]}
     llm_server.script([json.dumps(reply)])
     (decision,), invalid = make_llm(llm_server).decide(FACTS[:1], NEIGHBOURS[:1])
-    assert (decision.event, decision.target_id, decision.text) == ("UPDATE", ULID_A, FACTS[0].text)
+    assert (decision.event, decision.target, decision.text) == ("UPDATE", ULID_A, FACTS[0].text)
     assert invalid == []
 
 

@@ -374,9 +374,20 @@ class Relation:
 _AFTER_MARKERS = frozenset("replaced replaces replacing longer switched migrated moved".split())
 
 
+_INNER_MARK_RE = re.compile(r"[a-z0-9][._/-][a-z0-9]")
+_NON_WORD_RE = re.compile(r"[^a-z0-9]+")
+
+
 def _identifying(t: _Tok) -> bool:
     """A token that names one thing among others of its kind: digits, dots, slashes, dashes."""
-    return any(c.isdigit() for c in t.low) or bool(re.search(r"[a-z0-9][._/-][a-z0-9]", t.low)) or "_" in t.low
+    return _identifying_word(t.low)
+
+
+@functools.lru_cache(maxsize=65536)
+def _identifying_word(low: str) -> bool:
+    """`_identifying` of a lowered word, worked out once per distinct word (it is asked for every
+    token of every text a curation pass compares)."""
+    return any(c.isdigit() for c in low) or bool(_INNER_MARK_RE.search(low)) or "_" in low
 
 
 def _change_about(new: Parsed, old: Parsed) -> bool:
@@ -539,9 +550,16 @@ def _parts(p: Parsed) -> set[str]:
     resnet; "NDCG@10" -> ndcg, 10), stemmed, less the identifiers themselves."""
     out: set[str] = set()
     for t in p.tokens:
-        if _identifying(t) or t.low.startswith(("/", "~", "http")):
-            out.update(_stem(w) for w in re.split(r"[^a-z0-9]+", t.low) if w and w != t.low)
+        out.update(_word_parts(t.low))
     return out - STOPWORDS
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_parts(low: str) -> frozenset[str]:
+    """The stemmed parts of one identifier, path or URL (nothing for another word), once per word."""
+    if not (_identifying_word(low) or low.startswith(("/", "~", "http"))):
+        return frozenset()
+    return frozenset(_stem(w) for w in _NON_WORD_RE.split(low) if w and w != low)
 
 
 _ROLE_RE = re.compile(r"^(.+?)\s+(?:is|was|will be)\s+(?:the|our)\s+(.+)$", re.I | re.S)

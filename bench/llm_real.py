@@ -39,12 +39,13 @@ def _row(r: CaseResult) -> str:
     parse = "error" if r.error else ("ok" if r.method == "llm" else "fallback")
     return (f"{r.id:26} {parse:8} facts {r.facts_found}/{r.facts_expected}  code {r.code_found}/{r.code_expected}  "
             f"junk {len(r.junk)}  forbidden {len(r.forbidden)}  invalid {r.invalid:2}  cut {r.cut_off}  "
-            f"req {r.requests}  model {r.model_s:6.1f}s  own {r.own_s:5.2f}s  decision {dec}")
+            f"req {r.requests}  model {r.model_s:6.1f}s  own {r.own_s:5.2f}s (cpu {r.own_cpu_s:4.2f}s)  decision {dec}")
 
 
 def totals(results: list[CaseResult]) -> dict[str, float | int]:
     done = [r for r in results if not r.error]
     own = [r.own_s for r in done]
+    cpu = [r.own_cpu_s for r in done]
     model = [r.model_s for r in done]
     t: dict[str, float | int] = {
         "cases": len(results),
@@ -64,6 +65,8 @@ def totals(results: list[CaseResult]) -> dict[str, float | int]:
         "model_s_max": round(max(model), 2) if model else 0.0,
         "own_s_median": round(statistics.median(own), 3) if own else 0.0,
         "own_s_max": round(max(own), 3) if own else 0.0,
+        "own_cpu_s_median": round(statistics.median(cpu), 3) if cpu else 0.0,
+        "own_cpu_s_max": round(max(cpu), 3) if cpu else 0.0,
     }
     return t
 
@@ -73,7 +76,8 @@ def _print_totals(label: str, t: dict[str, float | int]) -> None:
           f"facts {t['facts_found']}/{t['facts_expected']}, code {t['code_found']}/{t['code_expected']}; "
           f"junk {t['junk']}, forbidden {t['forbidden']}, cut at max_tokens {t['cut_off']}; "
           f"decisions {t['decisions_right']}/{t['decisions_expected']}; model median {t['model_s_median']}s "
-          f"(max {t['model_s_max']}s); memcli's own median {t['own_s_median']}s (max {t['own_s_max']}s)")
+          f"(max {t['model_s_max']}s); memcli's own median {t['own_s_median']}s (max {t['own_s_max']}s), "
+          f"CPU median {t['own_cpu_s_median']}s (max {t['own_cpu_s_max']}s)")
 
 
 def main() -> None:

@@ -6,7 +6,10 @@ Any other fastembed model name works too (fastembed downloads it, which needs a 
 
 The cache maps (model, sha256(text)) to a vector in `<cache dir>/embeddings.sqlite`, outside the
 store's `.index/`, so a deleted or rebuilt index costs no re-embedding. The model itself is loaded
-only on a cache miss: a sidecar rebuild from cache never pays the ~0.5 s model load.
+only on a cache miss: a sidecar rebuild from cache never pays the ~0.5 s model load. A loaded
+model is shared by every Embedder of the process (one per store): an MCP server, the library API
+or a bench that opens several stores pays the load once, not per store (measured on the LLM
+bench: the load was 0.5-0.7 s CPU of every add whose texts missed the cache).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import importlib.util
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -27,6 +31,10 @@ from memcli.errors import EmbedError
 HASH_MODEL_PREFIX = "hash:"  # "hash:256": deterministic, meaningless vectors for plumbing tests only
 DEFAULT_DIM = 384
 BATCH_SIZE = 64
+
+# Loaded fastembed models of this process, keyed by (model name, cache root); guarded by the lock.
+_LOADED: dict[tuple[str, str], object] = {}
+_LOAD_LOCK = threading.Lock()
 
 
 def text_hash(text: str) -> str:
@@ -95,6 +103,16 @@ class Embedder:
     def _load(self):  # noqa: ANN202 - fastembed type, imported lazily
         if self._model is not None:
             return self._model
+        key = (self.model, str(self.cache_root))
+        with _LOAD_LOCK:
+            model = _LOADED.get(key)
+            if model is None:
+                model = _LOADED[key] = self._construct()
+        self._model = model
+        self.model_loads += 1  # this embedder needed the model (loaded now, or shared in-process)
+        return self._model
+
+    def _construct(self):  # noqa: ANN202 - fastembed type, imported lazily
         if self.model == DEFAULT_EMBED_MODEL:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the files are local: never ask a hub
         try:
@@ -102,18 +120,15 @@ class Embedder:
 
             fe_cache = str(self.cache_root / "fastembed")
             if self.model == DEFAULT_EMBED_MODEL:
-                self._model = TextEmbedding(
+                return TextEmbedding(
                     self.model, specific_model_path=str(default_model_dir(self.cache_root)), cache_dir=fe_cache
                 )
-            else:
-                self._model = TextEmbedding(self.model, cache_dir=fe_cache)
+            return TextEmbedding(self.model, cache_dir=fe_cache)
         except EmbedError:
             raise
         except Exception as e:  # fastembed raises ValueError, OSError, requests errors...
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise EmbedError(f"cannot load embedding model {self.model!r}: {msg}") from None
-        self.model_loads += 1
-        return self._model
 
     def _compute(self, texts: Sequence[str]) -> np.ndarray:
         if self.model.startswith(HASH_MODEL_PREFIX):

@@ -37,6 +37,20 @@ def test_the_cache_spares_the_model_and_keeps_vectors_identical(tmp_path):
     assert np.array_equal(v1, v2[::-1])
 
 
+def test_a_loaded_model_is_shared_by_every_embedder_of_the_process(tmp_path):
+    """One store per Embedder: an MCP server or the library API opening several stores (and the
+    LLM bench, a fresh store per case) must not pay the ~0.2-0.7 s CPU of a model load per store."""
+    import time
+
+    first = Embedder(cache=tmp_path)
+    first.embed(["The first store embeds a text."])
+    second = Embedder(cache=tmp_path)
+    started = time.process_time()
+    second.embed(["A second store embeds a text the cache has never seen."])
+    assert second.computed == 1 and second._model is first._model
+    assert time.process_time() - started < 0.15  # a load alone costs more (0.2 s CPU measured warm)
+
+
 def test_the_cache_is_per_model(tmp_path):
     Embedder(cache=tmp_path).embed(["one shared text"])
     other = Embedder("hash:64", cache=tmp_path)

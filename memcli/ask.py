@@ -7,6 +7,7 @@ exactly like `memcli ask`; the CLI only streams `Answer.pieces` and prints.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,9 +49,12 @@ class Answer:
 
     def cited(self, answer: str | None = None) -> list[str]:
         """The retrieved memories' ids the answer mentions, in order of first mention; each one
-        cited counts as a use, once (it ranks a little higher next time, as feedback would)."""
+        cited counts as a use, once (it ranks a little higher next time, as feedback would).
+
+        A unique prefix of 8+ characters counts (small models shorten ids: "[01J9Z3K5]"); an id
+        that was never given to the model does not (see `unknown_citations`)."""
         text = self.text if answer is None else answer
-        found = {h.id: text.find(h.id) for h in self.hits}
+        found = {h.id: _mention(text, h.id, [o.id for o in self.hits]) for h in self.hits}
         ids = sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
         if self._store is not None and not self._counted:
             from memcli.search import Usage
@@ -59,12 +63,44 @@ class Answer:
             self._counted = True
         return ids
 
+    def unknown_citations(self, answer: str | None = None) -> list[str]:
+        """Bracketed id-like strings in the answer that match no memory it was given (invented)."""
+        text = self.text if answer is None else answer
+        ids = [h.id.lower() for h in self.hits]
+        return [c for c in dict.fromkeys(_CITATION.findall(text))
+                if not any(i.startswith(c.lower()) for i in ids)]
+
+    def matched(self, answer: str | None = None) -> list[str]:
+        """When the answer cites no id: the retrieved memories it visibly draws on (it repeats
+        their specific values, commands or names), best first. Nothing is counted as a use: the
+        model did not say so."""
+        from memcli.llm_checks import supporting
+
+        text = self.text if answer is None else answer
+        return supporting(text, [(h.id, str(h.record.get("text") or "")) for h in self.hits])
+
     def usage(self) -> dict[str, Any] | None:
         if self._client is None:
             return None
         u = self._client.usage
         return {"model": self.model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
                 "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}
+
+
+_CITATION = re.compile(r"\[([0-9A-Za-z]{8,26})\]")
+
+
+def _mention(text: str, mid: str, others: list[str]) -> int:
+    """Where ``text`` first cites ``mid`` (whole, or as a unique 8+ character prefix in brackets); -1."""
+    pos = text.find(mid)
+    if pos >= 0:
+        return pos
+    low = mid.lower()
+    for m in _CITATION.finditer(text):
+        c = m.group(1).lower()
+        if low.startswith(c) and sum(o.lower().startswith(c) for o in others) == 1:
+            return m.start()
+    return -1
 
 
 def ask(store: Store, question: str, *, k: int = 8, llm_model: str | None = None, redact: bool = True) -> Answer:

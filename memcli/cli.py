@@ -1388,8 +1388,10 @@ def ask(
     spinner = render.Spinner("thinking")  # on stderr, only on a terminal, gone at the first token
     if as_json:
         text = "".join(spinner.wrap(answer.stream())).strip()
-        emit_json({"question": answer.question, "answer": text, "cited": answer.cited(text), "memories": records,
-                   "llm": answer.usage()})
+        cited = answer.cited(text)
+        emit_json({"question": answer.question, "answer": text, "cited": cited,
+                   "matched": [] if cited else answer.matched(text),
+                   "unknown_citations": answer.unknown_citations(text), "memories": records, "llm": answer.usage()})
         return
     printed = False
     try:
@@ -1403,8 +1405,17 @@ def ask(
             sys.stdout.flush()
         raise
     sys.stdout.write("\n")
+    unknown = answer.unknown_citations()
+    if unknown:
+        note(f"the answer cites id(s) it was not given: {', '.join(unknown)}; do not trust those citations")
     if not answer.cited():
-        note("the answer cites no memory id; check it against the memories (memcli search)")
+        matched = answer.matched()
+        if matched:
+            note(f"the answer cites no memory id; it repeats what {', '.join(matched)} say(s)"
+                 f" (memcli show {matched[0]})")
+        else:
+            note("the answer cites no memory id and matches none of the memories it was given; "
+                 "check it against them (memcli search)")
 
 
 # ---------------------------------------------------------------- feedback

@@ -1043,6 +1043,11 @@ class LLM:
         text = _unescape_data(text).strip()
         if not text:
             raise LLMFormatError("LLM returned an empty merge")
+        from memcli.llm_checks import merge_problem
+
+        problem = merge_problem(text, texts)
+        if problem:  # the caller falls back to the heuristic merge, which keeps every version's text
+            raise LLMFormatError(f"LLM merge rejected ({problem})")
         return text
 
     def answer(self, question: str, memories: list[dict]) -> Iterator[str]:

@@ -137,3 +137,34 @@ def test_ask_streams_in_a_real_process(stored: tuple[Path, list[str]], llm_serve
     assert b"".join(d for _, d in arrivals).decode() == answer + "\n"
     assert len(arrivals) >= 3, arrivals  # several pieces, not one buffered write
     assert arrivals[-1][0] - arrivals[0][0] >= 0.5  # the first words came well before the last
+
+
+def test_ask_counts_a_shortened_id_and_flags_an_invented_one(stored: tuple[Path, list[str]],
+                                                             llm_server: FakeLLMServer) -> None:
+    """Small models shorten ids ("[01J9Z3K5]") and sometimes make one up: a unique 8+ character
+    prefix of a given id is a citation; an id never given is reported, not trusted."""
+    store, ids = stored
+    invented = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
+    llm_server.script([f"Run `make deploy ENV=prod` after CI [{ids[1][:10]}], see also [{invented}]."])
+    out = json.loads(Cli(store, env=llm_env(llm_server.url))("ask", "--json", QUESTION).stdout)
+    assert out["cited"] == [ids[1]] and out["matched"] == []
+    assert out["unknown_citations"] == [invented]
+    llm_server.script([f"Run `make deploy ENV=prod` [{invented}]."])
+    result = Cli(store, env=llm_env(llm_server.url))("ask", QUESTION)
+    assert f"cites id(s) it was not given: {invented}" in result.stderr
+
+
+def test_ask_names_the_memory_an_uncited_answer_repeats(stored: tuple[Path, list[str]],
+                                                        llm_server: FakeLLMServer) -> None:
+    """Measured: the 1.5B model answered right and cited no id. memcli then names the memory the
+    answer visibly repeats (its command), and says so when the answer matches none."""
+    store, ids = stored
+    llm_server.script(["Production deploys run `make deploy ENV=prod` once CI passes."])
+    out = json.loads(Cli(store, env=llm_env(llm_server.url))("ask", "--json", QUESTION).stdout)
+    assert out["cited"] == [] and out["matched"] == [ids[1]]
+    llm_server.script(["Production deploys run `make deploy ENV=prod` once CI passes."])
+    result = Cli(store, env=llm_env(llm_server.url))("ask", QUESTION)
+    assert f"cites no memory id; it repeats what {ids[1]} say(s)" in result.stderr
+    llm_server.script(["Deploys happen by carrier pigeon on Fridays."])
+    result = Cli(store, env=llm_env(llm_server.url))("ask", QUESTION)
+    assert "matches none of the memories" in result.stderr

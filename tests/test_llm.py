@@ -501,6 +501,48 @@ def test_merge_returns_plain_text(llm_server: FakeLLMServer) -> None:
     assert "oldest" in user and "newest" in user
 
 
+@pytest.mark.parametrize(("reply", "problem"), [
+    # what the 0.5B model did: the OLDEST version back, the code block dropped
+    ("Rotate the staging DB password with vault. It takes two minutes.", "code_lost"),
+    ("The API listens on port 8000.\n```sh\nvault write -f database/rotate-root/staging\n```", "newest_value_lost"),
+    ("The API listens on port 9000, the DB on 6543.\n```sh\nvault write -f database/rotate-root/staging\n```",
+     "invented"),
+    ("...", "placeholder"),
+])
+def test_merge_refuses_a_text_that_loses_code_or_the_newest_value(llm_server: FakeLLMServer, reply: str,
+                                                                   problem: str) -> None:
+    versions = ["The API listens on port 8000.\nRotate the staging DB password:\n```sh\n"
+                "vault write -f database/rotate-root/staging\n```", "The API listens on port 9000 now."]
+    llm_server.script([reply])
+    with pytest.raises(LLMFormatError, match=problem):
+        make_llm(llm_server).merge(versions)
+
+
+def test_merge_keeps_a_good_text_and_a_superseded_command_may_go(llm_server: FakeLLMServer) -> None:
+    good = "Run the tests with `make test -j4` (it replaced `make test`)."
+    llm_server.script([good, "Run the tests with `make test -j4`."])
+    versions = ["Run the tests with `make test`.", "Run the tests with `make test -j4` now."]
+    assert make_llm(llm_server).merge(versions) == good
+    assert make_llm(llm_server).merge(versions) == "Run the tests with `make test -j4`."
+
+
+def test_a_refused_llm_merge_falls_back_to_the_heuristic_one(tmp_path, llm_server: FakeLLMServer) -> None:
+    from memcli.api import Store
+    from memcli.config import Config
+    from memcli.curate import merge
+    from memcli.ingest import add
+
+    store = Store(tmp_path / "s", Config(embed_model="hash:64", llm_model="openai/fake", api_base=llm_server.url,
+                                         llm_retries=0))
+    store.init()
+    a = add(store, "Deploy with:\n```sh\nmake deploy ENV=prod\n```", raw=True, llm=False).events[0].id
+    b = add(store, "Production deploys need two approvals.", raw=True, llm=False).events[0].id
+    llm_server.script(["Production deploys need two approvals."])  # the block is gone
+    result = merge(store, [a, b], use_llm=True)
+    assert result.method == "heuristic" and "code_lost" in (result.note or "")
+    assert "make deploy ENV=prod" in result.merged.text and "two approvals" in result.merged.text
+
+
 def test_answer_streams_chunks(llm_server: FakeLLMServer) -> None:
     answer = f"Deploys use GitHub Actions [{ULID_A}], and the API is on port 9000 [{ULID_B}]."
     llm_server.script([answer])

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from llm_cases import CASES, CaseResult, run_case  # noqa: E402
+from llm_cases import ASK_CASES, CASES, MERGE_CASES, CaseResult, MergeAskResult, run_ask_case, run_case, run_merge_case  # noqa: E402,I001
 
 
 def _row(r: CaseResult) -> str:
@@ -40,6 +40,16 @@ def _row(r: CaseResult) -> str:
     return (f"{r.id:26} {parse:8} facts {r.facts_found}/{r.facts_expected}  code {r.code_found}/{r.code_expected}  "
             f"junk {len(r.junk)}  forbidden {len(r.forbidden)}  invalid {r.invalid:2}  cut {r.cut_off}  "
             f"req {r.requests}  model {r.model_s:6.1f}s  own {r.own_s:5.2f}s (cpu {r.own_cpu_s:4.2f}s)  decision {dec}")
+
+
+def _merge_ask_row(r: MergeAskResult) -> str:
+    if r.error:
+        return f"{r.id:26} ERROR {r.error}"
+    extra = (f"stale {r.stale}" if r.id.startswith("merge")
+             else f"cited {r.cited} matched {r.matched} unknown {r.unknown}")
+    text = r.text.replace("\n", " | ")[:160]
+    return (f"{r.id:26} {r.method:9} {'right' if r.right else 'WRONG'}  kept {r.kept}/{r.keep_expected}  {extra}  "
+            f"model {r.model_s:5.1f}s  cpu {r.own_cpu_s:4.2f}s{f'  note: {r.note}' if r.note else ''}\n    = {text}")
 
 
 def totals(results: list[CaseResult]) -> dict[str, float | int]:
@@ -86,6 +96,8 @@ def main() -> None:
     ap.add_argument("--json", help="write per-case results and totals here")
     ap.add_argument("--no-llm-baseline", action="store_true", help="skip the --no-llm baseline run")
     ap.add_argument("--verbose", action="store_true", help="print the stored memories of each case")
+    ap.add_argument("--merge-ask", choices=["yes", "no", "only"], default="yes",
+                    help="also run the merge and ask cases (only: just those)")
     args = ap.parse_args()
 
     from memcli.config import Config
@@ -94,6 +106,8 @@ def main() -> None:
     if not model:
         sys.exit("set MEMCLI_LLM_MODEL (and MEMCLI_LLM_API_BASE for a local server)")
     cases = CASES if not args.cases else [c for c in CASES if c["id"] in args.cases.split(",")]
+    if args.merge_ask == "only":
+        cases = []
     config = Config(llm_model=model, api_base=base, llm_retries=0,
                     llm_timeout=float(os.environ.get("MEMCLI_LLM_TIMEOUT") or 0) or None)
     t0 = time.perf_counter()
@@ -107,7 +121,7 @@ def main() -> None:
         t0 = time.perf_counter()
         warm = Store(Path(tmp) / "warm", config)
         warm.init()
-        warm.index.embedder.embed(["warm up the embedding model"])
+        warm.index.embedder.embed([f"warm up the embedding model {time.time()}"])  # a cache miss: loads it
         embed_s = time.perf_counter() - t0
         warm.close()
         print(f"model {model} at {base}; one-off: litellm import {litellm_s:.2f}s, embedding model load "
@@ -123,18 +137,39 @@ def main() -> None:
                 for text in r.stored:
                     print("    + " + text.replace("\n", "\n      "))
         t = totals(results)
+        merge_ask: list[MergeAskResult] = []
+        if args.merge_ask != "no":
+            for case in MERGE_CASES:
+                merge_ask.append(run_merge_case(case, Path(tmp) / "merge", config))
+                print(_merge_ask_row(merge_ask[-1]), flush=True)
+            for case in ASK_CASES:
+                merge_ask.append(run_ask_case(case, Path(tmp) / "ask", config))
+                print(_merge_ask_row(merge_ask[-1]), flush=True)
         baseline = None
-        if not args.no_llm_baseline:
+        if not args.no_llm_baseline and cases:
             plain = replace(config, llm_model=None)
             base_results = [run_case(c, Path(tmp) / "nollm", plain) for c in cases]
             baseline = totals(base_results)
-    _print_totals(f"{model}", t)
+    if cases:
+        _print_totals(f"{model}", t)
+    if merge_ask:
+        merges = [r for r in merge_ask if r.id.startswith("merge")]
+        asks = [r for r in merge_ask if r.id.startswith("ask")]
+        used = sum(r.method == "llm" for r in merges)
+        refused = sum(r.method == "heuristic" for r in merges)
+        named = sum(not r.cited and bool(r.matched) for r in asks)
+        print(f"{model} merge: right {sum(r.right for r in merges)}/{len(merges)} (model's text used {used}, "
+              f"refused -> heuristic {refused}, errors {sum(bool(r.error) for r in merges)}); "
+              f"ask: right {sum(r.right for r in asks)}/{len(asks)} "
+              f"(model cited an id {sum(bool(r.cited) for r in asks)}"
+              f", named by memcli {named}, invented ids {sum(len(r.unknown) for r in asks)})")
     if baseline:
         _print_totals("--no-llm baseline", baseline)
     if args.json:
         Path(args.json).write_text(json.dumps({"model": model, "litellm_import_s": litellm_s, "embed_load_s": embed_s,
                                                "totals": t, "baseline": baseline,
-                                               "cases": [asdict(r) for r in results]}, indent=1))
+                                               "cases": [asdict(r) for r in results],
+                                               "merge_ask": [asdict(r) for r in merge_ask]}, indent=1))
 
 
 if __name__ == "__main__":

@@ -35,8 +35,13 @@ class MergeResult:
 def heuristic_merge(texts: list[str]) -> str:
     """Keep the newest text whole, then add each older sentence it does not already contain.
 
-    Texts come oldest first; newer wording wins, and no unique sentence is dropped.
+    Texts come oldest first; newer wording wins, and no unique sentence is dropped, except an
+    older code block that a newer one for the same command or config replaces ("line-length = 100"
+    then "line-length = 110": the old block would state the stale value as current).
     """
+    from memcli.llm_checks import without_superseded_code
+
+    texts = without_superseded_code(texts)
     base = texts[-1].strip()
     seen = {_key(s) for s in _SENTENCE.split(base)}
     words = f" {_key(base)} "  # containment by whole words: "port 80" is not in "port 8080"

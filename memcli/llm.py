@@ -1047,7 +1047,7 @@ class LLM:
 
         problem = merge_problem(text, texts)
         if problem:  # the caller falls back to the heuristic merge, which keeps every version's text
-            raise LLMFormatError(f"LLM merge rejected ({problem})")
+            raise LLMFormatError(f"rejected: {problem}")
         return text
 
     def answer(self, question: str, memories: list[dict]) -> Iterator[str]:

@@ -35,6 +35,7 @@ __all__ = [
     "fact_problem",
     "instruction_lines",
     "merge_problem",
+    "without_superseded_code",
     "prepare_input",
     "states_change",
     "supporting",
@@ -427,6 +428,19 @@ def _code_spans(text: str) -> list[str]:
 def _first_word(code: str) -> str:
     words = code.split()
     return words[0].lstrip("$").lower() if words else ""
+
+
+def without_superseded_code(texts: list[str]) -> list[str]:
+    """``texts`` (oldest first) without each older fenced block that a newer version replaces (a
+    block or span of a later text starts with the same command or config word)."""
+    out = []
+    for i, text in enumerate(texts):
+        newer = {_first_word(c) for n in texts[i + 1:] for c in _code_spans(n)}
+        if newer:
+            text = _FENCED.sub(lambda m, newer=newer: "" if _first_word(m.group(2)) in newer else m.group(0),
+                               text).strip()
+        out.append(text)
+    return out
 
 
 def merge_problem(merged: str, texts: list[str]) -> str | None:

@@ -464,3 +464,131 @@ def run_case(case: dict[str, Any], root: Path, config: Any) -> CaseResult:
             res.decision_right = (updated or replaced) and not others
     store.close()
     return res
+
+
+# ---------------------------------------------------------------------------------------------
+# merge and ask on a real model
+# ---------------------------------------------------------------------------------------------
+# ``versions`` oldest first; the merged memory must contain every ``keep`` string verbatim and
+# none of ``drop`` (an older value the newest replaced, written as it was).
+MERGE_CASES: list[dict[str, Any]] = [
+    {"id": "merge-port", "versions": ["# Ports\n- API: 8000\n- DB: 5432", "The API moved to port 9000."],
+     "keep": ["9000", "5432"], "drop": ["API: 8000"]},
+    {"id": "merge-code-blocks",
+     "versions": ["Rotate the staging DB password:\n```sh\nvault write -f database/rotate-root/staging\n```",
+                  "After a rotation, restart the API with `kubectl -n billing rollout restart deploy/api`."],
+     "keep": ["vault write -f database/rotate-root/staging", "kubectl -n billing rollout restart deploy/api"],
+     "drop": []},
+    {"id": "merge-config-newest",
+     "versions": ["Ruff config:\n```toml\n[tool.ruff]\nline-length = 100\n```",
+                  "Ruff config (line length raised):\n```toml\n[tool.ruff]\nline-length = 110\n```"],
+     "keep": ["line-length = 110"], "drop": ["line-length = 100"]},
+    {"id": "merge-version",
+     "versions": ["Billing uses PostgreSQL 16 on db-billing-1.", "Billing runs PostgreSQL 17 since the March upgrade."],
+     "keep": ["17", "db-billing-1"], "drop": []},
+]
+
+# ``memories`` are stored first; the answer must contain ``expect`` and draw on memory ``source``
+# (cited by id, or named by memcli as the memory it repeats when the model cites none).
+ASK_CASES: list[dict[str, Any]] = [
+    {"id": "ask-postgres", "question": "Which PostgreSQL version does billing use?",
+     "memories": ["The billing service uses PostgreSQL 17.", "The search service uses Elasticsearch 8.12.",
+                  "CI runs on GitHub Actions."], "expect": "17", "source": 0},
+    {"id": "ask-rotate", "question": "How do we rotate the staging DB password?",
+     "memories": ["Storybook runs on port 6006.",
+                  "To rotate the staging DB password run `vault write -f database/rotate-root/staging`, then "
+                  "`kubectl -n billing rollout restart deploy/api`."],
+     "expect": "vault write -f database/rotate-root/staging", "source": 1},
+    {"id": "ask-storybook", "question": "What port does Storybook run on?",
+     "memories": ["Storybook runs on port 6006.", "The API listens on port 9000.", "Grafana is on port 3000."],
+     "expect": "6006", "source": 0},
+    {"id": "ask-owner", "question": "Who signs off App Store builds?",
+     "memories": ["Alice reviews all backend pull requests.",
+                  "Bob owns the mobile release checklist and signs off every App Store build."],
+     "expect": "bob", "source": 1},
+]
+
+
+@dataclass
+class MergeAskResult:
+    """One merge or ask case on a real model, as a user would check it."""
+
+    id: str
+    method: str = ""  # merge: llm / heuristic (the model's merge refused); ask: answered / no answer
+    note: str | None = None
+    text: str = ""
+    kept: int = 0
+    keep_expected: int = 0
+    stale: list[str] = field(default_factory=list)  # merge: older values the merged text still has
+    right: bool = False  # merge: all kept and none stale; ask: expected text and right source
+    cited: list[Any] = field(default_factory=list)  # ask: the memories cited (case indexes)
+    matched: list[Any] = field(default_factory=list)  # ask: named by memcli when none is cited
+    unknown: list[str] = field(default_factory=list)
+    model_s: float = 0.0
+    own_cpu_s: float = 0.0
+    error: str | None = None
+
+
+def run_merge_case(case: dict[str, Any], root: Path, config: Any) -> MergeAskResult:
+    """Store the versions (verbatim, oldest first), then `memcli merge` them with the model."""
+    from memcli import ingest
+    from memcli.api import Store
+    from memcli.curate import merge
+
+    res = MergeAskResult(case["id"], keep_expected=len(case["keep"]))
+    store = Store(root / case["id"], config)
+    store.init()
+    ids = [ingest.add(store, t, raw=True, llm=False).events[0].id or "" for t in case["versions"]]
+    cpu, wall = time.process_time(), time.perf_counter()
+    try:
+        result = merge(store, ids, use_llm=True)
+    except Exception as e:  # noqa: BLE001 - reported per case
+        res.error = f"{type(e).__name__}: {e}"[:300]
+        store.close()
+        return res
+    res.model_s = time.perf_counter() - wall  # merge reports no usage: the wall time bounds it
+    res.own_cpu_s = time.process_time() - cpu
+    res.method, res.note, res.text = result.method, result.note, result.merged.text
+    res.kept = sum(k in res.text for k in case["keep"])
+    res.stale = [d for d in case["drop"] if d in res.text]
+    res.right = res.kept == res.keep_expected and not res.stale
+    store.close()
+    return res
+
+
+def run_ask_case(case: dict[str, Any], root: Path, config: Any) -> MergeAskResult:
+    """Store the memories (verbatim), then `memcli ask` the question with the model."""
+    from memcli import ingest
+    from memcli.api import Store
+    from memcli.ask import ask
+
+    res = MergeAskResult(case["id"], keep_expected=1)
+    store = Store(root / case["id"], config)
+    store.init()
+    ids = [ingest.add(store, t, raw=True, llm=False).events[0].id or "" for t in case["memories"]]
+    cpu = time.process_time()
+    try:
+        answer = ask(store, case["question"], k=5)
+        if answer.error:
+            res.method, res.error = "no answer", answer.error
+            store.close()
+            return res
+        res.text = "".join(answer.stream())
+        res.cited, res.matched = answer.cited(), answer.matched()
+        res.unknown = answer.unknown_citations()
+    except Exception as e:  # noqa: BLE001 - reported per case
+        res.error = f"{type(e).__name__}: {e}"[:300]
+        store.close()
+        return res
+    usage = answer.usage() or {}
+    res.model_s = float(usage.get("llm_seconds") or 0.0)
+    res.own_cpu_s = time.process_time() - cpu
+    res.method = "answered"
+    res.kept = int(_norm(case["expect"]) in _norm(res.text))
+    source = ids[case["source"]]
+    sources = res.cited or res.matched
+    res.right = bool(res.kept) and bool(sources) and sources[0] == source and not res.unknown
+    res.cited = [ids.index(i) for i in res.cited if i in ids]  # as case indexes: readable in the report
+    res.matched = [ids.index(i) for i in res.matched if i in ids]
+    store.close()
+    return res

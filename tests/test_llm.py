@@ -514,7 +514,7 @@ def test_merge_refuses_a_text_that_loses_code_or_the_newest_value(llm_server: Fa
     versions = ["The API listens on port 8000.\nRotate the staging DB password:\n```sh\n"
                 "vault write -f database/rotate-root/staging\n```", "The API listens on port 9000 now."]
     llm_server.script([reply])
-    with pytest.raises(LLMFormatError, match=problem):
+    with pytest.raises(LLMFormatError, match=f"rejected: {problem}"):
         make_llm(llm_server).merge(versions)
 
 
@@ -541,6 +541,16 @@ def test_a_refused_llm_merge_falls_back_to_the_heuristic_one(tmp_path, llm_serve
     result = merge(store, [a, b], use_llm=True)
     assert result.method == "heuristic" and "code_lost" in (result.note or "")
     assert "make deploy ENV=prod" in result.merged.text and "two approvals" in result.merged.text
+
+
+def test_the_heuristic_merge_drops_an_older_block_a_newer_one_replaces() -> None:
+    from memcli.curate import heuristic_merge
+
+    old = "Ruff config:\n```toml\n[tool.ruff]\nline-length = 100\n```\nRun it with `ruff check .` in CI."
+    new = "Ruff config (line length raised):\n```toml\n[tool.ruff]\nline-length = 110\n```"
+    merged = heuristic_merge([old, new])
+    assert "line-length = 110" in merged and "line-length = 100" not in merged
+    assert "ruff check ." in merged  # the older text's other code stays
 
 
 def test_answer_streams_chunks(llm_server: FakeLLMServer) -> None:

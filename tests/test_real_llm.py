@@ -27,7 +27,16 @@ for _p in (str(_TESTS), str(_TESTS.parent)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from llm_cases import CASES, CaseResult, run_case  # noqa: E402
+from llm_cases import (  # noqa: E402
+    ASK_CASES,
+    CASES,
+    MERGE_CASES,
+    CaseResult,
+    MergeAskResult,
+    run_ask_case,
+    run_case,
+    run_merge_case,
+)
 
 # Read at import: conftest clears MEMCLI_* variables for the session's tests.
 API_BASE = os.environ.get("MEMCLI_TEST_LLM_API_BASE")
@@ -88,7 +97,33 @@ def test_decisions(results: list[CaseResult]) -> None:
     assert right >= MIN_DECISIONS * len(decided), f"{right}/{len(decided)} right; wrong: {wrong}"
 
 
+@pytest.fixture(scope="module")
+def merge_ask(tmp_path_factory: pytest.TempPathFactory) -> list[MergeAskResult]:
+    from memcli.config import Config
+
+    config = Config(llm_model=MODEL, api_base=API_BASE, llm_retries=0)
+    root = tmp_path_factory.mktemp("real-llm-merge-ask")
+    return ([run_merge_case(c, root / "merge", config) for c in MERGE_CASES]
+            + [run_ask_case(c, root / "ask", config) for c in ASK_CASES])
+
+
+@needs_model
+def test_merge_keeps_code_and_the_newest_value(merge_ask: list[MergeAskResult]) -> None:
+    """Whatever the model writes: a merge it got wrong is refused and the heuristic merge kept."""
+    merges = [r for r in merge_ask if r.id.startswith("merge")]
+    assert {r.id: (r.error, r.text, r.stale) for r in merges if not r.right} == {}
+
+
+@needs_model
+def test_ask_answers_from_the_right_memory_and_invents_no_citation(merge_ask: list[MergeAskResult]) -> None:
+    asks = [r for r in merge_ask if r.id.startswith("ask")]
+    assert {r.id: r.unknown for r in asks if r.unknown} == {}
+    right = sum(r.right for r in asks)
+    assert right >= 0.75 * len(asks), {r.id: (r.text, r.cited, r.matched) for r in asks if not r.right}
+
+
 def test_case_set_is_big_and_varied_enough() -> None:
     assert len(CASES) >= 20
     assert sum("decision" in c for c in CASES) >= 6 and sum(bool(c.get("code")) for c in CASES) >= 4
     assert any("forbid" in c and "letmein" in c["forbid"] for c in CASES)
+    assert len(MERGE_CASES) >= 3 and len(ASK_CASES) >= 3

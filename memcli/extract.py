@@ -677,8 +677,19 @@ _REQUEST_RE = re.compile(r"^(?:please (?!always|never|make sure|remember|don't|d
                          r"|use|prefer|avoid|stick|follow|only|run|be careful)|(?:can|could|would) you\b)")
 
 
+# A coding agent's transcript as pasted from its terminal (Claude Code): "⏺" starts an assistant
+# turn or a tool call ("⏺ Bash(pytest -q)"), "⎿" a tool's output ("⎿ 12 passed in 0.84s").
+_AGENT_MARKS = frozenset("⏺●⎿")
+_TOOL_LINE_RE = re.compile(r"^\s*(?:⎿|[⏺●]\s*[A-Z]\w*\(.*\)\s*$)")
+
+
 def _junk_rule(clean: str, low: str, *, subject: bool = False) -> str | None:
     """The one set of junk gates every fact passes (heuristic or LLM); returns the rule's name."""
+    if clean[:1] in _AGENT_MARKS:
+        if _TOOL_LINE_RE.match(clean):
+            return "tool_output"
+        clean = clean.lstrip("".join(_AGENT_MARKS) + " ")  # "⏺ I'll look at it first." is status chatter
+        low = clean.lower()
     if _SEARCH_OUTPUT_RE.search(clean) or ("[0" in clean and _MEMORY_ID_RE.search(clean)):
         return "recalled_memory"
     if _PROMPT_ECHO_RE.match(low):

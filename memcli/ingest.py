@@ -365,6 +365,14 @@ def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) 
 
 # ---------------------------------------------------------------- decisions
 _NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth showing the model
+_CHANGE_FLOOR = 0.3  # ... unless the fact says it replaced a value that memory holds (change_related)
+
+
+def _shown(fact: str, neighbour: dict[str, Any]) -> bool:
+    """Whether the model is shown this neighbour of ``fact`` in the decide request."""
+    from memcli.llm_checks import change_related
+
+    return neighbour["similarity"] >= _NEIGHBOUR_FLOOR or change_related(fact, str(neighbour.get("text") or ""))
 
 
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: LLM | None,
@@ -382,6 +390,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     subject is ADD; `decide.llm_supersedes`: an UPDATE that gives a new value is a supersede).
     """
     from memcli.decide import CANDIDATE_FLOOR
+    from memcli.llm_checks import change_related, states_change
 
     index = store.index if view is None else view
     cfg = store.config
@@ -405,8 +414,13 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             neighbours.append([])
             continue
         floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, _NEIGHBOUR_FLOOR)
-        close = [(lab, s) for lab, s in hits if s >= floor]
+        # With a model, a fact that says it changed a value ("from Yarn to pnpm") also sees the
+        # memory that holds the old value, however far its embedding is (llm_checks.change_related).
+        low_floor = _CHANGE_FLOOR if client is not None and states_change(fact.text) else floor
+        close = [(lab, s) for lab, s in hits if s >= low_floor]
         recs = index.records([lab for lab, _ in close])
+        close = [(lab, s) for lab, s in close
+                 if s >= floor or (lab in recs and change_related(fact.text, str(recs[lab].get("text") or "")))]
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].get("superseded_by")][:5]
         nb = [{"id": recs[lab]["id"], "text": recs[lab]["text"], "similarity": round(s, 4)} for lab, s in live]
         # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)
@@ -417,17 +431,15 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         # The model sees a fact when a memory is close (cosine >= llm_decide_threshold, 0.6: a
         # correction such as PG16 -> PG17 or "no longer on Jenkins" scores well below 0.8), or when
         # the fact states a change and a memory is at least loosely related. Still one request.
-        from memcli.llm_checks import states_change
-
         bar = cfg.llm_decide_threshold
         asks = [i for i in asks if neighbours[i][0]["similarity"] >= bar
-                or (states_change(facts[i].text) and neighbours[i][0]["similarity"] >= _NEIGHBOUR_FLOOR)]
+                or (states_change(facts[i].text) and any(_shown(facts[i].text, n) for n in neighbours[i]))]
     else:
         asks = []
     if client is not None and asks:
         from memcli.llm import LLMFormatError
 
-        shown = [[n for n in neighbours[i] if n["similarity"] >= _NEIGHBOUR_FLOOR][:3] for i in asks]
+        shown = [[n for n in neighbours[i] if _shown(facts[i].text, n)][:3] for i in asks]
         sent = [[{**n, "text": _scrub(n["text"])} for n in nb] if redact else nb for nb in shown]
         try:
             decisions, invalid = client.decide([facts[i] for i in asks], sent)

@@ -26,12 +26,13 @@ import json
 import re
 from collections.abc import Iterable
 
-from memcli.extract import fact_from_text, heuristic_extract, junk_reason, normalise
+from memcli.extract import _fenced_blocks, fact_from_text, heuristic_extract, junk_reason, normalise
 from memcli.facts import Fact
 
 __all__ = [
     "attach_code",
     "carries_reply",
+    "change_related",
     "fact_problem",
     "instruction_lines",
     "merge_problem",
@@ -81,7 +82,7 @@ def carries_reply(text: str) -> bool:
 
 
 def prepare_input(text: str) -> str:
-    """The input as it is sent to the model: memcli-shaped JSON replies inside it removed.
+    """The input as it is sent to the model: memcli-shaped JSON replies and HTML comments removed.
 
     An input that carries ``{"facts": [{"text": "The admin password is ..."}]}`` hands a small
     model its answer; it copies it. The object is replaced by a marker (the stored text, and the
@@ -97,7 +98,7 @@ def prepare_input(text: str) -> str:
             text = text[: m.start()] + REMOVED_REPLY + text[m.end():]
             continue
         text = text[:start] + REMOVED_REPLY + text[end if end is not None else len(text):]
-    return text
+    return _HTML_COMMENT.sub("", text)
 
 
 # Lines that instruct a model or a memory tool rather than state something: "store: ...",
@@ -112,14 +113,21 @@ _INSTRUCTION_RE = re.compile(
     r"|\b(?:store|save|memori[sz]e|record|add)\s+(?:this|the\s+following|that)\s+(?:as\s+)?(?:a\s+)?"
     r"(?:facts?|memor(?:y|ies))\b"
     r"|\b(?:output|reply\s+with|respond\s+with|return)\s+(?:only\s+)?(?:the\s+following\s+)?(?:json|\{)"
-    r"|\byour\s+(?:reply|answer|output|response)\s+(?:must|should|has\s+to)\b",
+    r"|\byour\s+(?:reply|answer|output|response)\s+(?:must|should|has\s+to)\b"
+    r"|^\s*\W{0,3}system\s*:"  # a "SYSTEM:" role line inside data
+    r"|\b(?:ai|llm|assistant|agent|model|memory\s+tool|bot)\s*[:,]\s*(?:remember|store|save|record|note|add)\b",
     re.I,
 )
+# An HTML comment: hidden from whoever reads the rendered text, so what it says is not what the
+# author shows; a planted instruction ("<!-- AI memory tool: remember that ... -->") hides there.
+_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.S)
 
 
 def instruction_lines(text: str) -> list[str]:
-    """The lines of ``text`` that give instructions to a model or a memory tool (an injection)."""
-    return [line.strip() for line in text.splitlines() if _INSTRUCTION_RE.search(line)]
+    """The lines of ``text`` that give instructions to a model or a memory tool (an injection),
+    and the content of its HTML comments."""
+    hidden = [re.sub(r"^<!--|-->$", "", m.group().strip()).strip() for m in _HTML_COMMENT.finditer(text)]
+    return [line.strip() for line in text.splitlines() if _INSTRUCTION_RE.search(line)] + [h for h in hidden if h]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +206,17 @@ def fact_problem(
     reason = junk_reason(text)
     if reason and reason != "dangling":  # an intro to code is judged once the input's code is attached
         return reason
+    if _TOOL_CALL_RE.search(text):
+        return "tool_output"  # "Bash(pytest -q) passed with 12 tests": an agent's tool call restated
+    if _METADATA_RE.search(text):
+        return "metadata"
+    if _REPORTED_CHATTER_RE.search(text):
+        return "reported_chatter"
+    bare = re.sub(r"^\$\s*", "", text.strip().strip("`"))
+    if _BARE_COMMAND.match(bare) and not _PROSE_SENTENCE.search(bare):
+        return "bare_code"  # a command alone is no statement: the input's code goes to the fact it belongs to
+    if translated(text, source):
+        return "translated"
     if prompt and _copied_from(text, prompt) and not _copied_from(text, source):
         return "copied_prompt"
     words = _content_words(text)
@@ -222,7 +241,58 @@ def fact_problem(
                 best_junk, junk_rule = cov, rule
         if junk_rule and best_junk >= 0.6 and best_good < 0.34:
             return junk_rule
+        # The fact's specific values (8000, redis:7.2) occur only in sentences the gates reject (a
+        # pasted search result, a tool's status output): it restates them, whatever else it shares.
+        specifics = {t.lower().rstrip(".:") for t in _SPECIFIC.findall(text)} - {""}
+        if specifics:
+            homes = [rule for sentence, rule in pieces if specifics & {
+                t.lower().rstrip(".:") for t in _SPECIFIC.findall(sentence)}]
+            junk_homes = [r for r in homes if r not in (None, "too_short", "dangling")]
+            if junk_homes and len(junk_homes) == len(homes):
+                return junk_homes[0]
     return None
+
+
+_TOOL_CALL_RE = re.compile(r"\b(?:Bash|Read|Update|Edit|MultiEdit|Write|Grep|Glob|LS|WebFetch|WebSearch|Task"
+                           r"|TodoWrite|NotebookEdit)\([^)\n]*\)")
+# "Reviewers: @maria @tom", "Co-authored-by: Dana <dana@x>", "Fixes #412": who/what metadata of a
+# PR or commit, not a statement.
+_METADATA_RE = re.compile(
+    r"^\s*(?:[\w -]{1,30}:\s*(?:[@#][\w./-]+[\s,]*(?:and\s+)?)+$"
+    r"|(?:co-authored-by|signed-off-by|reviewed-by|acked-by|reported-by|cc)\s*:"
+    r"|(?:fixes|closes|resolves|refs?)\s+#\d+\W*$)",
+    re.I,
+)
+# A model's report of a conversational act rather than a fact: "Tom asked if anyone wanted lunch",
+# "Maria thanked Priya", "Ana is still blocked on the SSO ticket", "Ben will look into it".
+_REPORTED_CHATTER_RE = re.compile(
+    r"^\s*(?:[Tt]he\s+)?[\w'-]+(?:\s+[A-Z][\w'-]+)?\s+(?:"
+    r"ask(?:ed|s)\s+(?:if|whether|about|why|how|what|when|where|who|anyone|someone|everyone)"
+    r"|wondered|wants\s+to\s+know|wanted\s+to\s+know|thanked|said\s+(?:thanks|hi|hello|goodbye)|greeted"
+    r"|(?:is|was)\s+(?:still\s+)?blocked|will\s+look\s+into|(?:is|was)\s+looking\s+into|offered\s+to"
+    r"|(?:completed|finished|started)\s+\w+ing|confirmed\s+(?:that\s+)?(?:it|the\s+change)\s+(?:is|was)\s+done)\b",
+)
+_EN_FUNCTION = frozenset(
+    "the a an and or of to in on at is are was were be been will would should must not no for with from this that "
+    "these those it its we our you your they their there here by as but if then than every each all any".split()
+)
+_WORDS_RE = re.compile(r"[^\W\d_]{2,}")
+
+
+def _english_share(text: str) -> float:
+    words = [w.lower() for w in _WORDS_RE.findall(text)]
+    return sum(w in _EN_FUNCTION for w in words) / len(words) if words else 0.0
+
+
+def translated(text: str, source: str) -> bool:
+    """Whether a fact is the model's English translation of an input in another language (a German
+    note came back in English: its own words, "Montag", were lost). The input's prose must have
+    almost no English function words, the fact many, and the two few content words in common."""
+    prose = _FENCED.sub(" ", source)
+    if len(_WORDS_RE.findall(prose)) < 6 or _english_share(prose) >= 0.06 or _english_share(text) < 0.15:
+        return False
+    words = _content_words(text)
+    return bool(words) and _coverage(words, prose) < 0.5
 
 
 # A "specific" token: a number, version, path, identifier or command word (has a digit or one
@@ -273,9 +343,15 @@ def _stems(text: str) -> set[str]:
     return {w.rstrip("s") if len(w) > 3 else w for w in _content_words(text)}
 
 
+# Words that frame a statement rather than add to it ("Reminder: port 8443 is ...", "FYI, ...").
+_DISCOURSE = frozenset("reminder remind note fyi btw remember again heads ps nb quick also still just".split())
+
+
 def says_nothing_new(fact: str, memory: str) -> bool:
-    """Whether (nearly) every content word of ``fact`` is already in ``memory`` (a paraphrase)."""
-    words = _stems(fact)
+    """Whether (nearly) every content word of ``fact`` is already in ``memory`` (a paraphrase);
+    framing words ("Reminder:", "FYI") do not count as content (measured: the 1.5B model
+    "updated" a memory with "Reminder: port 8443 is where the admin dashboard listens")."""
+    words = _stems(fact) - _DISCOURSE
     return bool(words) and len(words & _stems(memory)) / len(words) >= 0.75
 
 
@@ -308,6 +384,25 @@ _CHANGE_RE = re.compile(
 def states_change(text: str) -> bool:
     """Whether a fact says that something changed ("no longer", "now", "instead", "moved to")."""
     return bool(_CHANGE_RE.search(text))
+
+
+# The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",
+# "instead of Celery", "replaced Nginx", "moved off Heroku", "Yarn -> pnpm".
+_REPLACED_RE = re.compile(
+    r"\bfrom\s+(?:the\s+)?([\w.+#-]+)\s+(?:to|with)\b|\bno\s+longer\s+(?:use\s+|uses\s+|on\s+|run\s+on\s+|in\s+)?"
+    r"(?:the\s+)?([\w.+#-]+)|\binstead\s+of\s+(?:the\s+)?([\w.+#-]+)|\breplaced\s+(?:the\s+)?([\w.+#-]+)"
+    r"|\bmoved\s+(?:off|away\s+from)\s+(?:the\s+)?([\w.+#-]+)|([\w.+#-]+)\s*(?:->|→)",
+    re.I,
+)
+
+
+def change_related(fact: str, memory: str) -> bool:
+    """Whether ``fact`` states a change away from a value ``memory`` holds ("We switched the web
+    frontend from Yarn to pnpm" and "The web frontend uses Yarn 1"): such a pair is what decide
+    is for, yet measured at cosine 0.44, below the bar that shows a memory to the model."""
+    olds = {g.lower() for m in _REPLACED_RE.finditer(fact) for g in m.groups() if g} - _STOP
+    low = memory.lower()
+    return any(re.search(rf"(?<![\w.-]){re.escape(o)}(?![\w-])", low) for o in olds)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,6 +440,12 @@ def _mark_command_lines(source: str) -> str:
     return "\n".join(out)
 
 
+def _identifier_parts(text: str) -> set[str]:
+    """Content words with identifiers split ("PRICING_TIMEOUT_S", "pricing/client.py" -> pricing,
+    timeout, client, py), so code and prose about it can be matched."""
+    return {p for w in _content_words(text) for p in re.split(r"[_./:=-]+", w) if len(p) >= 3 and p not in _STOP}
+
+
 def _code_part(fact: Fact) -> tuple[str, str]:
     """(prose, rendered code) of a heuristic fact that carries code."""
     code = fact.code_pattern or ""
@@ -377,6 +478,17 @@ def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
     carriers = [f for f in heuristic_extract(_mark_command_lines(source)).facts if f.code_pattern]
     code_of: dict[int, list[tuple[str, str]]] = {}
     extra: list[Fact] = []
+    carried = "\n".join(f.code_pattern or "" for f in carriers)
+    for lang, code in _fenced_blocks(source):
+        # A block no sentence introduces (after a heading: "## Diff"): the heuristic keeps no fact
+        # for it, yet it is the substance of a PR. It goes with the model's text that names what
+        # it touches (identifier parts shared: "PRICING_TIMEOUT_S" and "the pricing timeout").
+        if not code.strip() or code in carried:
+            continue
+        parts = _identifier_parts(code)
+        scores = [len(parts & _identifier_parts(t)) for t in texts]
+        if scores and max(scores) >= 2:
+            code_of.setdefault(scores.index(max(scores)), []).append((code, f"```{lang}\n{code}\n```"))
     for carrier in carriers:
         code = carrier.code_pattern or ""
         prose, rendered = _code_part(carrier)

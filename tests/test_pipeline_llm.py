@@ -293,6 +293,27 @@ def test_an_llm_update_across_subjects_is_an_add(tmp_path: Path, llm_server: Fak
         sorted([prod, "The staging API listens on port 8080."])
 
 
+def test_a_stated_change_reaches_the_model_with_the_memory_of_the_old_value(tmp_path: Path,
+                                                                             llm_server: FakeLLMServer) -> None:
+    """Measured on the 1.5B model: "switched from Yarn to pnpm" and "uses Yarn 1" are at cosine
+    0.44, under the 0.45 bar that shows a memory to the model: the add made a second memory beside
+    the stale one. A fact that says it replaced a value the memory holds is decided anyway."""
+    cli = make_cli(tmp_path, llm_server, real=True)
+    old = "The web frontend uses Yarn 1 as its package manager."
+    new = "We switched the web frontend from Yarn to pnpm 9 last sprint; yarn.lock is gone."
+    other = "Storybook runs on port 6006 in the web repo."
+    yarn, _ = seed(cli, old, other)
+    updated = "The web frontend uses pnpm 9 as its package manager (it replaced Yarn 1)."
+    llm_server.script([facts_reply(new), decisions_reply(decision(0, "UPDATE", 1, updated, "switched"))])
+    out = add_json(cli, new)
+    assert len(llm_server.requests) == 2
+    (shown,) = decide_payload(llm_server.requests[1])["facts"]
+    assert [m["text"] for m in shown["memories"]] == [old]  # the unrelated memory is not shown
+    (ev,) = out["memory"]
+    assert (ev["event"], ev["id"]) == ("UPDATE", yarn) and "pnpm 9" in read_memory(cli.store, yarn).text
+    assert len(fact_files(cli.store)) == 2  # no second memory beside the stale one
+
+
 def test_delete_is_refused_without_allow_delete(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     cli = make_cli(tmp_path, llm_server, real=True)
     (redis,) = seed(cli, REDIS)

@@ -270,7 +270,7 @@ def plan_add(
             e.args = (f"{e}; input saved to {path.relative_to(store.path)} (run `memcli inbox retry`)",)
         raise
     src = source or ("llm" if extraction.method == "llm" else "heuristic")
-    if extraction.method == "llm":
+    if extraction.method == "llm" or extraction.invalid:  # the heuristic standing in for the model: its gates
         for reason in extraction.invalid:  # items the model produced that failed validation
             result.events.append(Event("NONE", "invalid", "", None, reasoning=f"extracted item dropped: {reason}",
                                        source=src, decided_by="llm"))
@@ -329,8 +329,13 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> E
     try:
         return client.extract(text)
     except LLMFormatError as e:
+        from memcli.llm_checks import fallback_problem
+
         fallback = _without_injected(heuristic_extract(text, default_type=type), text)
         fallback.note = f"LLM extraction unusable ({e}); used the heuristic extractor"
+        gated = [(f, fallback_problem(f)) for f in fallback.facts]
+        fallback.facts = [f for f, rule in gated if rule is None]
+        fallback.invalid += [f"{rule}: {f.text[:80]!r}" for f, rule in gated if rule]
         return fallback
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "carries_reply",
     "change_related",
     "fact_problem",
+    "fallback_problem",
     "instruction_lines",
     "merge_problem",
     "without_superseded_code",
@@ -212,6 +213,9 @@ def fact_problem(
         return "metadata"
     if _REPORTED_CHATTER_RE.search(text):
         return "reported_chatter"
+    extra = _chatter(text)
+    if extra:
+        return extra
     bare = re.sub(r"^\$\s*", "", text.strip().strip("`"))
     if _BARE_COMMAND.match(bare) and not _PROSE_SENTENCE.search(bare):
         return "bare_code"  # a command alone is no statement: the input's code goes to the fact it belongs to
@@ -272,6 +276,23 @@ _REPORTED_CHATTER_RE = re.compile(
     r"|(?:is|was)\s+(?:still\s+)?blocked|will\s+look\s+into|(?:is|was)\s+looking\s+into|offered\s+to"
     r"|(?:completed|finished|started)\s+\w+ing|confirmed\s+(?:that\s+)?(?:it|the\s+change)\s+(?:is|was)\s+done)\b",
 )
+# Chat lines the shared gates let through, seen on the round-2 cases: thanks to someone ("🙏 thanks
+# priya", "Thanks everyone who jumped in!"), an agent announcing its next step ("I'll look at the
+# test first."), a speaker's status ("still blocked on ..."), a traceback frame.
+_CHATTER_EXTRA = (
+    (re.compile(r"^\W*(?:thanks|thank\s+you|thx|ty|cheers)\b(?:\W+\w+){0,6}\W*$", re.I), "pleasantry"),
+    (re.compile(r"^\W*(?:i'll|i\s+will|let\s+me|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:first\s+)?"
+                r"(?:look|check|read|start|investigate|take\s+a\s+look|try|see|examine|inspect|dig)\b", re.I),
+     "status"),
+    (re.compile(r"^\W*(?:still\s+)?blocked\s+on\b|^\W*will\s+look\s+into\b", re.I), "reported_chatter"),
+    (re.compile(r"^\s*(?:File\s+\"[^\"]+\",\s+line\s+\d+|Traceback\s+\(most\s+recent\s+call\s+last\))"), "traceback"),
+)
+
+
+def _chatter(text: str) -> str | None:
+    return next((rule for pattern, rule in _CHATTER_EXTRA if pattern.search(text)), None)
+
+
 _EN_FUNCTION = frozenset(
     "the a an and or of to in on at is are was were be been will would should must not no for with from this that "
     "these those it its we our you your they their there here by as but if then than every each all any".split()
@@ -521,6 +542,30 @@ def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
 def as_json(value: object) -> str:
     """Compact JSON for prompts (non-ASCII kept: a German note stays German)."""
     return json.dumps(value, ensure_ascii=False)
+
+
+def fallback_problem(fact: Fact) -> str | None:
+    """Why a heuristic fact must not be stored when it stands in for a model's unusable reply, or
+    None. The LLM path stores nothing that fails the gates its own facts pass: the heuristic keeps
+    a chat turn whole ("priya: done, updated etl/config.py."), an agent's tool lines, metadata."""
+    prose = fact.text.split("\n```")[0].split("\n$ ")[0].strip()
+    if fact.code_pattern and prose.rstrip().endswith(":"):
+        return None  # an intro with its code: the code is the fact
+    said = _SPEAKER_PREFIX.sub("", prose, count=1)
+    for text in (prose, said):
+        if _TOOL_CALL_RE.search(text) or text[:1] in "⏺●⎿" and junk_reason(text):
+            return "tool_output"
+        if _METADATA_RE.search(text):
+            return "metadata"
+        if _REPORTED_CHATTER_RE.search(text):
+            return "reported_chatter"
+        rule = _chatter(text)
+        if rule:
+            return rule
+        rule = junk_reason(text)
+        if rule and rule not in ("dangling", "too_short") and not (fact.code_pattern and rule == "request"):
+            return rule
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -486,6 +486,27 @@ def test_total_garbage_falls_back_to_the_heuristic_extractor(tmp_path: Path, llm
     assert len(llm_server.requests) == 1
 
 
+def test_the_heuristic_standing_in_for_the_model_passes_the_models_gates(tmp_path: Path,
+                                                                          llm_server: FakeLLMServer) -> None:
+    """The LLM path stores nothing its own facts could not be: when the reply is unusable, the
+    heuristic's chat turns of status and thanks, agent step announcements and traceback frames
+    are invalid too (named), and the statements stay."""
+    cli = make_cli(tmp_path, llm_server)
+    thread = ("maria: anyone know why the nightly ETL failed again?\n"
+              "tom: the S3 bucket moved regions, the job still pointed at us-east-1\n\n"
+              "priya: done, updated etl/config.py. From now on the data lake bucket lives in eu-central-1.\n"
+              "maria: 🙏 thanks priya\n"
+              "Ana: still blocked on the SSO ticket")
+    llm_server.script(["I'm sorry, but as an AI I cannot comply with that request."])
+    out = add_json(cli, thread)
+    assert out["extraction"]["method"] == "heuristic"
+    stored = [e["text"] for e in out["memory"] if e["verdict"] == "accepted"]
+    assert any("data lake bucket lives in eu-central-1" in t for t in stored)
+    assert not any("thanks priya" in t or "still blocked" in t for t in stored), stored
+    rules = {str(e.get("reasoning") or "").split(": ")[1] for e in out["memory"] if e["verdict"] == "invalid"}
+    assert {"pleasantry", "reported_chatter"} <= rules, out["memory"]
+
+
 # ----------------------------------------------------------------------------------------------
 # faults: nothing is lost
 # ----------------------------------------------------------------------------------------------

@@ -329,12 +329,12 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> E
     try:
         return client.extract(text)
     except LLMFormatError as e:
-        from memcli.llm_checks import fallback_problem
+        from memcli.llm_checks import fallback_problem, with_orphan_blocks
 
         fallback = _without_injected(heuristic_extract(text, default_type=type), text)
         fallback.note = f"LLM extraction unusable ({e}); used the heuristic extractor"
         gated = [(f, fallback_problem(f)) for f in fallback.facts]
-        fallback.facts = [f for f, rule in gated if rule is None]
+        fallback.facts = with_orphan_blocks([f for f, rule in gated if rule is None], text)
         fallback.invalid += [f"{rule}: {f.text[:80]!r}" for f, rule in gated if rule]
         return fallback
 

@@ -41,6 +41,7 @@ __all__ = [
     "prepare_input",
     "states_change",
     "supporting",
+    "with_orphan_blocks",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -488,6 +489,34 @@ def _with_code(text: str, code: str, rendered: str) -> str:
     return f"{text.rstrip().rstrip('.:')}: `{code}`"
 
 
+def orphan_blocks(texts: list[str], source: str, carried: str) -> list[tuple[int, str, str]]:
+    """(index of the text it goes with, code, rendered block) for each fenced block of ``source``
+    that no sentence introduces (not in ``carried``) and that one of ``texts`` is about.
+
+    A block after a heading ("## Diff") gets no fact from the heuristic, yet it is the substance
+    of a PR. It goes with the text that names what it touches (identifier parts shared, at least
+    two: "PRICING_TIMEOUT_S" and "the pricing timeout")."""
+    out = []
+    for lang, code in _fenced_blocks(source):
+        if not code.strip() or code in carried:
+            continue
+        parts = _identifier_parts(code)
+        scores = [len(parts & _identifier_parts(t)) for t in texts]
+        if scores and max(scores) >= 2:
+            out.append((scores.index(max(scores)), code, f"```{lang}\n{code}\n```"))
+    return out
+
+
+def with_orphan_blocks(facts: list[Fact], source: str) -> list[Fact]:
+    """Heuristic ``facts`` with the input's unintroduced blocks attached (see :func:`orphan_blocks`)."""
+    carried = "\n".join(f.code_pattern or "" for f in facts) + "\n" + "\n".join(f.text for f in facts)
+    for i, code, rendered in orphan_blocks([f.text for f in facts], source, carried):
+        f = facts[i]
+        f.text = f"{f.text.rstrip()}\n{rendered}"
+        f.code_pattern = f"{f.code_pattern}\n{code}" if f.code_pattern else code
+    return facts
+
+
 def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
     """Facts for the model's ``texts`` with the input's code attached, and how many facts were
     added because the model dropped a piece of code no text of its claimed.
@@ -499,17 +528,8 @@ def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
     carriers = [f for f in heuristic_extract(_mark_command_lines(source)).facts if f.code_pattern]
     code_of: dict[int, list[tuple[str, str]]] = {}
     extra: list[Fact] = []
-    carried = "\n".join(f.code_pattern or "" for f in carriers)
-    for lang, code in _fenced_blocks(source):
-        # A block no sentence introduces (after a heading: "## Diff"): the heuristic keeps no fact
-        # for it, yet it is the substance of a PR. It goes with the model's text that names what
-        # it touches (identifier parts shared: "PRICING_TIMEOUT_S" and "the pricing timeout").
-        if not code.strip() or code in carried:
-            continue
-        parts = _identifier_parts(code)
-        scores = [len(parts & _identifier_parts(t)) for t in texts]
-        if scores and max(scores) >= 2:
-            code_of.setdefault(scores.index(max(scores)), []).append((code, f"```{lang}\n{code}\n```"))
+    for i, code, rendered in orphan_blocks(texts, source, "\n".join(f.code_pattern or "" for f in carriers)):
+        code_of.setdefault(i, []).append((code, rendered))
     for carrier in carriers:
         code = carrier.code_pattern or ""
         prose, rendered = _code_part(carrier)

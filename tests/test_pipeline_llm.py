@@ -507,6 +507,20 @@ def test_the_heuristic_standing_in_for_the_model_passes_the_models_gates(tmp_pat
     assert {"pleasantry", "reported_chatter"} <= rules, out["memory"]
 
 
+def test_a_pr_diff_survives_the_heuristic_fallback(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    """The 1.5B model's reply for a PR description was unusable (mostly invalid items) and the
+    heuristic keeps no fact for a block under a heading: the diff was lost (code 0/1)."""
+    cli = make_cli(tmp_path, llm_server)
+    pr = ("## Summary\nSwitch the HTTP client timeout from 30 s to 10 s for calls to the pricing service.\n\n"
+          "## Diff\n```diff\n-PRICING_TIMEOUT_S = 30\n+PRICING_TIMEOUT_S = 10\n```\n\nReviewers: @maria @tom")
+    llm_server.script([facts_reply("Reviewers: @maria @tom", "...")])
+    out = add_json(cli, pr)
+    assert out["extraction"]["method"] == "heuristic"
+    (stored,) = [e for e in out["memory"] if e["verdict"] == "accepted"]
+    m = read_memory(cli.store, stored["id"])
+    assert "+PRICING_TIMEOUT_S = 10" in m.text and "PRICING_TIMEOUT_S = 10" in (m.code_pattern or "")
+
+
 # ----------------------------------------------------------------------------------------------
 # faults: nothing is lost
 # ----------------------------------------------------------------------------------------------

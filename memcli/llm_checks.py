@@ -489,6 +489,12 @@ def _with_code(text: str, code: str, rendered: str) -> str:
     return f"{text.rstrip().rstrip('.:')}: `{code}`"
 
 
+def _says_something(prose: str, code: str) -> bool:
+    """Whether a heuristic code carrier's prose is a statement, not just its command again."""
+    words = _content_words(prose) - _content_words(code)
+    return len(words) >= 2
+
+
 def orphan_blocks(texts: list[str], source: str, carried: str) -> list[tuple[int, str, str]]:
     """(index of the text it goes with, code, rendered block) for each fenced block of ``source``
     that no sentence introduces (not in ``carried``) and that one of ``texts`` is about.
@@ -547,8 +553,10 @@ def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
                 best, best_score = i, score
         if best is not None and best_score >= 0.4:
             code_of.setdefault(best, []).append((code, rendered))
-        else:
+        elif _says_something(prose, code):
             extra.append(carrier)
+        # else: a command line no sentence introduces (shell history: "$ docker compose up -d db"):
+        # alone it is no statement, and the model's facts did not claim it
     facts: list[Fact] = []
     for i, text in enumerate(texts):
         codes = code_of.get(i, [])

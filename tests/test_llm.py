@@ -273,6 +273,18 @@ def test_round2_junk_from_a_real_model_is_refused(llm_server: FakeLLMServer, sou
     assert [r.split(":")[0] for r in ex.invalid] == [rule]
 
 
+def test_a_shell_history_line_alone_is_not_a_memory(llm_server: FakeLLMServer) -> None:
+    """The 1.5B run stored "$ docker compose up -d db" on its own: a history line no sentence
+    introduces. The command the note is about stays with its fact."""
+    history = ("$ docker compose up -d db\nError response from daemon: port is already allocated\n"
+               "$ brew services stop postgresql@15\n$ docker compose up -d db\n\n"
+               "The local Homebrew Postgres must be stopped first: `brew services stop postgresql@15`.")
+    llm_server.script([facts_reply("The local Homebrew Postgres must be stopped first: "
+                                   "`brew services stop postgresql@15`.")])
+    facts = make_llm(llm_server).extract(history).facts
+    assert len(facts) == 1 and "brew services stop postgresql@15" in facts[0].text
+
+
 def test_a_block_no_sentence_introduces_goes_with_the_fact_about_it(llm_server: FakeLLMServer) -> None:
     """A PR's diff sits under a "## Diff" heading: the heuristic keeps no fact for it, and the
     1.5B model's fact about the change lost it (code 0/1)."""

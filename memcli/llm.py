@@ -1043,8 +1043,9 @@ class LLM:
         text = _unescape_data(text).strip()
         if not text:
             raise LLMFormatError("LLM returned an empty merge")
-        from memcli.llm_checks import merge_problem
+        from memcli.llm_checks import merge_problem, strip_version_marks
 
+        text = strip_version_marks(text, texts)
         problem = merge_problem(text, texts)
         if problem:  # the caller falls back to the heuristic merge, which keeps every version's text
             raise LLMFormatError(f"rejected: {problem}")

@@ -40,6 +40,7 @@ __all__ = [
     "without_superseded_code",
     "prepare_input",
     "states_change",
+    "strip_version_marks",
     "supporting",
     "with_orphan_blocks",
 ]
@@ -628,6 +629,23 @@ def without_superseded_code(texts: list[str]) -> list[str]:
     return out
 
 
+def _identifiers(text: str) -> list[str]:
+    """Name-like specific tokens (a letter and one of - _ . / inside: db-billing-1, etl/config.py)."""
+    return [t.rstrip(".:") for t in _SPECIFIC.findall(text)
+            if re.search(r"[A-Za-z]", t) and re.search(r"\w[-_./]\w", t)]
+
+
+_VERSION_MARK = re.compile(r"^\s*---(?:\s*version\s+\d+.*?---)?\s*$", re.M | re.I)
+
+
+def strip_version_marks(merged: str, texts: list[str]) -> str:
+    """The merged text without the "--- version n of N ---" separators of the prompt (copied by
+    the 1.5B model as bare "---" lines), unless a version has such a line itself."""
+    if any(_VERSION_MARK.search(t) for t in texts):
+        return merged
+    return re.sub(r"\n{3,}", "\n\n", _VERSION_MARK.sub("", merged)).strip()
+
+
 def merge_problem(merged: str, texts: list[str]) -> str | None:
     """Why a model's merge of ``texts`` (oldest first) must not replace them, or None.
 
@@ -649,6 +667,15 @@ def merge_problem(merged: str, texts: list[str]) -> str | None:
     for code in code_needed:
         if code not in merged and re.sub(r"\s+", "", code) not in compact:
             return "code_lost"
+    prose_words = set().union(*(_content_words(_FENCED.sub(" ", t)) for t in texts))
+    if prose_words and _coverage(prose_words, _FENCED.sub(" ", merged)) < 0.5:
+        return "prose_lost"  # measured: the 1.5B answered a merge with the code block alone
+    for i, t in enumerate(older):
+        # An older name, host or path (db-billing-1) no newer version replaces is a unique fact.
+        newer_parts = set().union(*(_identifier_parts(" ".join(_identifiers(n))) for n in texts[i + 1:]))
+        for ident in _identifiers(t):
+            if ident.lower() not in merged.lower() and not (_identifier_parts(ident) & newer_parts):
+                return "older_fact_lost"
     new_values = novel_specifics(newest, "\n".join(older), small_numbers=True) if older else []
     low = merged.lower()
     for value in new_values:
@@ -679,4 +706,6 @@ def supporting(answer: str, memories: list[tuple[str, str]]) -> list[str]:
             scored.append((1.0 + len(shared) + overlap, mid))
         elif overlap >= 0.6:
             scored.append((overlap, mid))
+        elif words and len(words) <= 3 and words <= mwords:
+            scored.append((0.5, mid))  # a short answer ("Bob") that one memory holds whole
     return [mid for _, mid in sorted(scored, key=lambda x: -x[0])]

@@ -165,6 +165,9 @@ def test_ask_names_the_memory_an_uncited_answer_repeats(stored: tuple[Path, list
     llm_server.script(["Production deploys run `make deploy ENV=prod` once CI passes."])
     result = Cli(store, env=llm_env(llm_server.url))("ask", QUESTION)
     assert f"cites no memory id; it repeats what {ids[1]} say(s)" in result.stderr
+    llm_server.script(["Alice."])  # a short answer one memory holds whole (the 1.5B answered "Bob")
+    out = json.loads(Cli(store, env=llm_env(llm_server.url))("ask", "--json", "Who owns billing?").stdout)
+    assert out["cited"] == [] and out["matched"] == [ids[2]]
     llm_server.script(["Deploys happen by carrier pigeon on Fridays."])
     result = Cli(store, env=llm_env(llm_server.url))("ask", QUESTION)
     assert "matches none of the memories" in result.stderr

@@ -605,9 +605,10 @@ def test_merge_returns_plain_text(llm_server: FakeLLMServer) -> None:
 @pytest.mark.parametrize(("reply", "problem"), [
     # what the 0.5B model did: the OLDEST version back, the code block dropped
     ("Rotate the staging DB password with vault. It takes two minutes.", "code_lost"),
-    ("The API listens on port 8000.\n```sh\nvault write -f database/rotate-root/staging\n```", "newest_value_lost"),
-    ("The API listens on port 9000, the DB on 6543.\n```sh\nvault write -f database/rotate-root/staging\n```",
-     "invented"),
+    ("The API listens on port 8000. Rotate the staging DB password:\n```sh\n"
+     "vault write -f database/rotate-root/staging\n```", "newest_value_lost"),
+    ("The API listens on port 9000, the DB on 6543. Rotate the staging DB password:\n```sh\n"
+     "vault write -f database/rotate-root/staging\n```", "invented"),
     ("...", "placeholder"),
 ])
 def test_merge_refuses_a_text_that_loses_code_or_the_newest_value(llm_server: FakeLLMServer, reply: str,
@@ -617,6 +618,29 @@ def test_merge_refuses_a_text_that_loses_code_or_the_newest_value(llm_server: Fa
     llm_server.script([reply])
     with pytest.raises(LLMFormatError, match=f"rejected: {problem}"):
         make_llm(llm_server).merge(versions)
+
+
+@pytest.mark.parametrize(("versions", "reply", "problem"), [
+    # what the 1.5B model did on the real-model merge cases
+    (["Rotate the staging DB password:\n```sh\nvault write -f database/rotate-root/staging\n```",
+      "After a rotation, restart the API with `kubectl -n billing rollout restart deploy/api`."],
+     "```sh\nvault write -f database/rotate-root/staging\nkubectl -n billing rollout restart deploy/api\n```",
+     "prose_lost"),
+    (["Billing uses PostgreSQL 16 on db-billing-1.", "Billing runs PostgreSQL 17 since the March upgrade."],
+     "---\nBilling uses PostgreSQL 17 since the March upgrade.\n---", "older_fact_lost"),
+])
+def test_merge_refuses_a_text_that_drops_the_prose_or_an_older_fact(llm_server: FakeLLMServer, versions: list[str],
+                                                                    reply: str, problem: str) -> None:
+    llm_server.script([reply])
+    with pytest.raises(LLMFormatError, match=f"rejected: {problem}"):
+        make_llm(llm_server).merge(versions)
+
+
+def test_merge_drops_the_prompts_version_separators(llm_server: FakeLLMServer) -> None:
+    llm_server.script(["---\nBilling runs PostgreSQL 17 on db-billing-1 since the March upgrade.\n---"])
+    merged = make_llm(llm_server).merge(["Billing uses PostgreSQL 16 on db-billing-1.",
+                                         "Billing runs PostgreSQL 17 since the March upgrade."])
+    assert merged == "Billing runs PostgreSQL 17 on db-billing-1 since the March upgrade."
 
 
 def test_merge_keeps_a_good_text_and_a_superseded_command_may_go(llm_server: FakeLLMServer) -> None:

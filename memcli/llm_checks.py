@@ -176,10 +176,38 @@ _SPEAKER_PREFIX = re.compile(r"^\s*(?:\*\*|__)?[A-Za-z][\w -]{0,20}(?:\*\*|__)?\
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 
 
+_CODE_CHARS = re.compile(r"[=(){}\[\];]|^\s*(?:return|raise|import|from|def|class|await|yield)\b")
+
+
+def _machine_lines(source: str) -> dict[str, str]:
+    """Input lines that are not prose, by their normalised text: a command's output (the lines
+    after a ``$`` line, up to a blank line or the next command) and indented code (a traceback's
+    source lines). A fact copied from one restates output or code, not a statement."""
+    out: dict[str, str] = {}
+    after_command = False
+    for raw in source.splitlines():
+        line = raw.strip()
+        if not line:
+            after_command = False
+            continue
+        if line.startswith("$ "):
+            after_command = True
+            continue
+        if after_command:
+            out[normalise(line)] = "tool_output"
+        elif raw[:2] in ("  ", "\t") and _CODE_CHARS.search(line):
+            out[normalise(line)] = "bare_code"
+    return out
+
+
 def _source_pieces(source: str) -> list[tuple[str, str | None]]:
     """Each sentence of the input with the junk rule it trips (None for a plain statement)."""
     pieces: list[tuple[str, str | None]] = []
+    machine = _machine_lines(source)
     for line in source.splitlines():
+        if normalise(line.strip()) in machine:
+            pieces.append((line.strip(), machine[normalise(line.strip())]))
+            continue
         line = _SPEAKER_PREFIX.sub("", line.strip(), count=1)
         if not line:
             continue
@@ -234,6 +262,9 @@ def fact_problem(
     invented = novel_specifics(text, source)
     if invented:
         return "invented"
+    machine = _machine_lines(source).get(normalise(text.strip().rstrip(".")))
+    if machine:
+        return machine  # "Error response from daemon: ...", "payload = json.loads(msg.body)"
     if words and len(words) >= 2:
         # The fact's only source is a sentence the gates reject (a question restated as a fact,
         # a pasted search result): the same verdict as that sentence.
@@ -287,7 +318,8 @@ _CHATTER_EXTRA = (
                 r"(?:look|check|read|start|investigate|take\s+a\s+look|try|see|examine|inspect|dig)\b", re.I),
      "status"),
     (re.compile(r"^\W*(?:still\s+)?blocked\s+on\b|^\W*will\s+look\s+into\b", re.I), "reported_chatter"),
-    (re.compile(r"^\s*(?:File\s+\"[^\"]+\",\s+line\s+\d+|Traceback\s+\(most\s+recent\s+call\s+last\))"), "traceback"),
+    (re.compile(r"^\s*(?:File\s+[\"'][^\"']+[\"'],\s+line\s+\d+|Traceback\s+\(most\s+recent\s+call\s+last\))"),
+     "traceback"),
 )
 
 
@@ -533,6 +565,7 @@ def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
     "the following commands", needs fewer), and the code goes with the best match.
     """
     carriers = [f for f in heuristic_extract(_mark_command_lines(source)).facts if f.code_pattern]
+    machine = _machine_lines(source)
     code_of: dict[int, list[tuple[str, str]]] = {}
     extra: list[Fact] = []
     for i, code, rendered in orphan_blocks(texts, source, "\n".join(f.code_pattern or "" for f in carriers)):
@@ -554,7 +587,7 @@ def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
                 best, best_score = i, score
         if best is not None and best_score >= 0.4:
             code_of.setdefault(best, []).append((code, rendered))
-        elif _says_something(prose, code):
+        elif _says_something(prose, code) and normalise(prose.strip().rstrip(".")) not in machine:
             extra.append(carrier)
         # else: a command line no sentence introduces (shell history: "$ docker compose up -d db"):
         # alone it is no statement, and the model's facts did not claim it

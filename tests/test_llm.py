@@ -247,6 +247,11 @@ ROUND2 = {
     "agent": ("> fix the flaky test\n\n⏺ Read(tests/test_export.py)\n  ⎿  Read 84 lines\n\n"
               "⏺ Bash(pytest tests/test_export.py -q)\n  ⎿  12 passed in 0.84s\n\n"
               "> remember that time-dependent tests must use the frozen_time fixture from conftest.py"),
+    "trace": ("Traceback (most recent call last):\n  File \"app/worker.py\", line 88, in handle\n"
+              "    payload = json.loads(msg.body)\njson.decoder.JSONDecodeError: Expecting value\n\n"
+              "Cause: the worker must skip messages with an empty body before decoding."),
+    "history": ("$ docker compose up -d db\nError response from daemon: port is already allocated\n"
+                "$ brew services stop postgresql@15\n\nThe local Homebrew Postgres must be stopped first."),
     "search": ("memcli search 'api port' gave:\n[0.83] The API listens on port 8000 [01J9Z3K5Q8X2W4V6B7N8M9P0QA]\n"
                "Based on that we decided to move the API to port 9000 next sprint."),
 }
@@ -264,6 +269,13 @@ ROUND2 = {
      "recalled_memory"),
     ("agent", "Time-dependent tests must use the frozen_time fixture from conftest.py.",
      "$ pytest tests/test_export.py -q", "bare_code"),
+    # what the 0.5B model did (blind run)
+    ("trace", "The worker must skip messages with an empty body before decoding.",
+     "payload = json.loads(msg.body)", "bare_code"),
+    ("trace", "The worker must skip messages with an empty body before decoding.",
+     "File 'app/worker.py', line 88, in handle", "traceback"),
+    ("history", "The local Homebrew Postgres must be stopped first.",
+     "Error response from daemon: port is already allocated", "tool_output"),
 ])
 def test_round2_junk_from_a_real_model_is_refused(llm_server: FakeLLMServer, source: str, good: str, junk: str,
                                                   rule: str) -> None:

@@ -333,7 +333,7 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> E
 
         fallback = _without_injected(heuristic_extract(text, default_type=type), text)
         fallback.note = f"LLM extraction unusable ({e}); used the heuristic extractor"
-        gated = [(f, fallback_problem(f)) for f in fallback.facts]
+        gated = [(f, fallback_problem(f, text)) for f in fallback.facts]
         fallback.facts = with_orphan_blocks([f for f, rule in gated if rule is None], text)
         fallback.invalid += [f"{rule}: {f.text[:80]!r}" for f, rule in gated if rule]
         return fallback

@@ -606,13 +606,17 @@ def as_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def fallback_problem(fact: Fact) -> str | None:
+def fallback_problem(fact: Fact, source: str = "") -> str | None:
     """Why a heuristic fact must not be stored when it stands in for a model's unusable reply, or
     None. The LLM path stores nothing that fails the gates its own facts pass: the heuristic keeps
     a chat turn whole ("priya: done, updated etl/config.py."), an agent's tool lines, metadata."""
     prose = fact.text.split("\n```")[0].split("\n$ ")[0].strip()
     if fact.code_pattern and prose.rstrip().endswith(":"):
         return None  # an intro with its code: the code is the fact
+    if prose.startswith("$ ") or (fact.code_pattern and not _says_something(prose, fact.code_pattern)):
+        return "bare_code"  # a shell-history line alone
+    if source and normalise(prose.rstrip(".")) in _machine_lines(source):
+        return _machine_lines(source)[normalise(prose.rstrip("."))]
     said = _SPEAKER_PREFIX.sub("", prose, count=1)
     for text in (prose, said):
         if _TOOL_CALL_RE.search(text) or text[:1] in "⏺●⎿" and junk_reason(text):

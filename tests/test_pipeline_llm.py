@@ -507,6 +507,22 @@ def test_the_heuristic_standing_in_for_the_model_passes_the_models_gates(tmp_pat
     assert {"pleasantry", "reported_chatter"} <= rules, out["memory"]
 
 
+def test_shell_history_output_is_not_stored_by_the_fallback(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    """The 0.5B model's reply for a shell history was unusable; the heuristic then stored a lone
+    history line and the commands' output. Only the statement, with its command, stays."""
+    cli = make_cli(tmp_path, llm_server)
+    history = ("$ docker compose up -d db\nError response from daemon: port is already allocated\n"
+               "$ brew services stop postgresql@15\n$ docker compose up -d db\n"
+               "[+] Running 1/1 ✔ Container web-db-1 Started\n\n"
+               "The local Homebrew Postgres must be stopped before the dev database container can start: "
+               "`brew services stop postgresql@15`.")
+    llm_server.script([facts_reply("...", "type:")])
+    out = add_json(cli, history)
+    assert out["extraction"]["method"] == "heuristic"
+    stored = [e["text"] for e in out["memory"] if e["verdict"] == "accepted"]
+    assert len(stored) == 1 and "brew services stop postgresql@15" in stored[0], stored
+
+
 def test_a_pr_diff_survives_the_heuristic_fallback(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     """The 1.5B model's reply for a PR description was unusable (mostly invalid items) and the
     heuristic keeps no fact for a block under a heading: the diff was lost (code 0/1)."""

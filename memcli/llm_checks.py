@@ -700,6 +700,14 @@ def merge_problem(merged: str, texts: list[str]) -> str | None:
         # test -j4"); any other older code must survive the merge.
         newer = {_first_word(c) for n in texts[i + 1:] for c in _code_spans(n)}
         code_needed += [c for c in _code_spans(t) if _first_word(c) not in newer]
+    for i, t in enumerate(older):
+        # ... and an older block a newer one replaces must not come back ("line-length = 100" beside
+        # "line-length = 110": the 0.5B model kept both, the stale value read as current).
+        newer_spans = [c for n in texts[i + 1:] for c in _code_spans(n)]
+        newer = {_first_word(c) for c in newer_spans}
+        for c in _code_spans(t):
+            if _first_word(c) in newer and c not in newer_spans and "\n" in c and c in merged:
+                return "stale_code"
     compact = re.sub(r"\s+", "", merged)
     for code in code_needed:
         if code not in merged and re.sub(r"\s+", "", code) not in compact:

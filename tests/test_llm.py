@@ -640,6 +640,10 @@ def test_merge_refuses_a_text_that_loses_code_or_the_newest_value(llm_server: Fa
      "prose_lost"),
     (["Billing uses PostgreSQL 16 on db-billing-1.", "Billing runs PostgreSQL 17 since the March upgrade."],
      "---\nBilling uses PostgreSQL 17 since the March upgrade.\n---", "older_fact_lost"),
+    (["Ruff config:\n```toml\n[tool.ruff]\nline-length = 100\n```",
+      "Ruff config (line length raised):\n```toml\n[tool.ruff]\nline-length = 110\n```"],
+     "Ruff config:\n```toml\n[tool.ruff]\nline-length = 100\n```\nRuff config (line length raised):\n```toml\n"
+     "[tool.ruff]\nline-length = 110\n```", "stale_code"),
 ])
 def test_merge_refuses_a_text_that_drops_the_prose_or_an_older_fact(llm_server: FakeLLMServer, versions: list[str],
                                                                     reply: str, problem: str) -> None:

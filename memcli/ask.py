@@ -63,6 +63,13 @@ class Answer:
             self._counted = True
         return ids
 
+    def header_echo(self, answer: str | None = None) -> bool:
+        """Whether the answer only repeats a memory's header (its id and "(type: ..., tags: ...,
+        created: ...)") and says nothing: measured, the 0.5B model did so for 2 of 4 questions."""
+        text = self.text if answer is None else answer
+        rest = _META.sub(" ", _CITATION.sub(" ", text))
+        return bool(text.strip()) and not re.search(r"[^\W_]{2,}", rest)
+
     def unknown_citations(self, answer: str | None = None) -> list[str]:
         """Bracketed id-like strings in the answer that match no memory it was given (invented)."""
         text = self.text if answer is None else answer
@@ -88,6 +95,8 @@ class Answer:
 
 
 _CITATION = re.compile(r"\[([0-9A-Za-z]{8,26})\]")
+# The metadata memcli puts after each memory's id in the prompt: "(type: semantic, tags: a, b, ...)".
+_META = re.compile(r"\((?:\s*(?:type|tags|created|updated)\s*:[^()]*)+\)", re.I)
 
 
 def _mention(text: str, mid: str, others: list[str]) -> int:

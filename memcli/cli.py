@@ -1390,6 +1390,7 @@ def ask(
         text = "".join(spinner.wrap(answer.stream())).strip()
         cited = answer.cited(text)
         emit_json({"question": answer.question, "answer": text, "cited": cited,
+                   "header_echo": answer.header_echo(text),
                    "matched": [] if cited else answer.matched(text),
                    "unknown_citations": answer.unknown_citations(text), "memories": records, "llm": answer.usage()})
         return
@@ -1405,6 +1406,11 @@ def ask(
             sys.stdout.flush()
         raise
     sys.stdout.write("\n")
+    if answer.header_echo():
+        first = next((h for h in hits if h.id in answer.text), hits[0])
+        note(f"the model only repeated a memory's header instead of answering; that memory says: "
+             f"{short(first.record['text'], 300)}")
+        return
     unknown = answer.unknown_citations()
     if unknown:
         note(f"the answer cites id(s) it was not given: {', '.join(unknown)}; do not trust those citations")

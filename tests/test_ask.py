@@ -171,3 +171,19 @@ def test_ask_names_the_memory_an_uncited_answer_repeats(stored: tuple[Path, list
     llm_server.script(["Deploys happen by carrier pigeon on Fridays."])
     result = Cli(store, env=llm_env(llm_server.url))("ask", QUESTION)
     assert "matches none of the memories" in result.stderr
+
+
+def test_an_answer_that_only_repeats_a_memory_header_is_called_out(stored: tuple[Path, list[str]],
+                                                                   llm_server: FakeLLMServer) -> None:
+    """The 0.5B model answered "Which PostgreSQL version does billing use?" with the prompt's
+    header of the right memory and nothing else: memcli says so and shows what that memory says."""
+    store, ids = stored
+    echo = f"[{ids[1]}] (type: semantic, tags: deploy, created: 2026-11-30T03:34:16Z, updated: 2026-11-30T03:34:16Z)"
+    llm_server.script([echo])
+    result = Cli(store, env=llm_env(llm_server.url))("ask", QUESTION)
+    assert "only repeated a memory's header" in result.stderr and MEMORIES[1] in result.stderr
+    llm_server.script([echo])
+    out = json.loads(Cli(store, env=llm_env(llm_server.url))("ask", "--json", QUESTION).stdout)
+    assert out["header_echo"] is True
+    llm_server.script([answer_for(ids[1])])
+    assert json.loads(Cli(store, env=llm_env(llm_server.url))("ask", "--json", QUESTION).stdout)["header_echo"] is False

@@ -542,7 +542,7 @@ def test_decide_a_reminder_updated_into_the_memory_is_none(llm_server: FakeLLMSe
     memory = [{"id": ULID_A, "text": "The admin dashboard is served on port 8443.", "similarity": 0.91}]
     fact = Fact(text="Reminder: port 8443 is where the admin dashboard listens.")
     (decision,), invalid = make_llm(llm_server).decide([fact], [memory])
-    assert (decision.event, decision.target_id) == ("NONE", ULID_A) and invalid == []
+    assert (decision.event, decision.target) == ("NONE", ULID_A) and invalid == []
 
 
 @pytest.mark.parametrize("event, text", [("NONE", ""), ("DELETE", ""), ("UPDATE", "The API listens on port 8000."),

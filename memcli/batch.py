@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from memcli.changes import ChangeSet
-from memcli.errors import Conflict, InvalidInput
+from memcli.changes import ChangeSet, commit_planned
+from memcli.errors import InvalidInput
 from memcli.store import Store
 
 #: lines planned per commit: big enough that the per-commit cost (fsyncs, vector file, index
@@ -147,6 +147,15 @@ def _plan_chunk(store: Store, items: list[tuple[int, Any]]
     return cs, outputs, None
 
 
+def preview_chunks(store: Store, items: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """`add --batch --dry-run`: every line planned as the real run would plan it (one change set for
+    the whole input, so a later line sees what earlier ones would write), and nothing committed."""
+    _, outputs, error = _plan_chunk(store, list(items))
+    yield from outputs
+    if error is not None:
+        raise error
+
+
 def add_chunks(store: Store, items: Iterable[tuple[int, Any]], chunk: int = CHUNK) -> Iterator[tuple[int, Any]]:
     """Plan and commit `batch_items` a chunk at a time; yield each line's output once written.
     A chunk whose memories changed on disk meanwhile is re-planned (at most twice), as `add` does."""
@@ -159,15 +168,11 @@ def add_chunks(store: Store, items: Iterable[tuple[int, Any]], chunk: int = CHUN
                 break
         if not part:
             return
-        for attempt in range(3):
+        def plan(part: list = part) -> tuple[ChangeSet, tuple[list, BaseException | None]]:
             cs, outputs, error = _plan_chunk(store, part)
-            try:
-                cs.commit()
-            except Conflict:
-                if attempt == 2:
-                    raise
-                continue
-            break
+            return cs, (outputs, error)
+
+        outputs, error = commit_planned(plan)
         yield from outputs
         if error is not None:
             raise error

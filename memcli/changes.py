@@ -27,7 +27,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memcli import journal
 from memcli.errors import Conflict, MemcliError, NotFound, StoreError
@@ -37,6 +37,26 @@ from memcli.store import Store, fsync_dir, stage_file
 PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
 REINFORCE = 0.05
 CONFIDENCE_CAP = 0.95
+
+
+T = TypeVar("T")
+PLAN_ATTEMPTS = 3  # plan -> commit rounds when a file changed between planning and commit
+
+
+def commit_planned(plan: Callable[[], tuple[ChangeSet, T]]) -> T:
+    """Plan (no lock, any LLM call), then commit; when a file the plan rewrites changed meanwhile
+    beyond what commit() re-plans itself, plan again from the new files, at most PLAN_ATTEMPTS
+    times, then let the `Conflict` reach the caller. Returns what the last plan returned."""
+    for attempt in range(PLAN_ATTEMPTS):
+        cs, result = plan()
+        try:
+            cs.commit()
+        except Conflict:
+            if attempt == PLAN_ATTEMPTS - 1:
+                raise
+            continue
+        return result
+    raise AssertionError("unreachable")
 
 
 def file_hash(raw: bytes) -> str:

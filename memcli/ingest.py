@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memcli.changes import ChangeSet, Feedback, Reinforce, Supersede, Update
+from memcli.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
 from memcli.config import default_user, git_project
 from memcli.decision import Decision, Event
-from memcli.errors import Conflict, InputRejected, InvalidInput, LLMNotConfigured, NotFound
+from memcli.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.extract import heuristic_extract, infer_tags
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.memory import Memory, new_ulid, now_iso
@@ -144,18 +144,9 @@ def add(store: Store, text: str, *, dry_run: bool = False, **options: Any) -> Ad
     half written: an OSError (full disk, read-only store) raised by the commit left the store as
     it was.
     """
-    for attempt in range(3):
-        cs, result = plan_add(store, text, dry_run=dry_run, **options)
-        if dry_run:
-            return result
-        try:
-            cs.commit()
-        except Conflict:
-            if attempt == 2:
-                raise
-            continue
-        return result
-    raise AssertionError("unreachable")
+    if dry_run:
+        return plan_add(store, text, dry_run=True, **options)[1]
+    return commit_planned(lambda: plan_add(store, text, **options))
 
 
 def plan_add(
@@ -655,9 +646,12 @@ def add_batch(store: Store, lines: Any, **options: Any) -> Any:
     Lines are decided exactly as one `add` each after the other, but written a chunk at a time
     (memcli/batch.py): a result is yielded once its chunk is written.
     """
-    from memcli.batch import add_chunks
+    from memcli.batch import add_chunks, preview_chunks
 
-    if options.get("dry_run"):  # nothing is written: each line is planned on its own
+    if options.get("dry_run") and store.exists():  # planned as a real run would, never committed
+        yield from preview_chunks(store, batch_items(lines, options))
+        return
+    if options.get("dry_run"):  # a store still to be created: nothing to decide against but the input
         for n, item in batch_items(lines, options):
             if isinstance(item, str):
                 yield n, item

@@ -401,15 +401,15 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
     (abbreviated to the same length), so origins name commits that exist; a memory of an old
     commit in `replaced` (old sha -> the new message's memories) is marked superseded by the
     first of them. One ChangeSet; returns how many memories changed."""
-    from memcli.changes import ChangeSet, Retarget, Supersede
-    from memcli.errors import Conflict
+    from memcli.changes import ChangeSet, Retarget, Supersede, commit_planned
 
     pairs = {o.lower(): n.lower() for o, n in mapping.items() if len(o) >= 7 and len(n) >= 7}
     if not pairs:
         return 0
     replaced = {k.lower(): v for k, v in (replaced or {}).items() if v}
     rewrites = _save_rewrites(store.path, pairs)  # also for inputs of these commits not processed yet
-    for attempt in range(3):
+
+    def plan() -> tuple[ChangeSet, int]:
         index = store.index
         index.sync()
         cs = ChangeSet(store)
@@ -427,14 +427,9 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
             if by:
                 cs.edit(rec["id"], Supersede(by=by), detail="the commit message was reworded")
             changed += bool(moves or by)
-        try:
-            cs.commit()
-        except Conflict:
-            if attempt == 2:
-                raise
-            continue
-        return changed
-    return 0
+        return cs, changed
+
+    return commit_planned(plan)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,3 +87,19 @@ def test_a_bad_line_is_reported_in_its_place_and_the_rest_is_written(real_store:
     assert third.supersedes == first.id
     live = [m.text for m in real_store.list(Filters(current=True))]  # what `memcli list` shows
     assert live == ["The API server listens on port 9090 now."]
+
+
+def test_a_dry_run_batch_shows_the_real_runs_decisions_and_writes_nothing(stores, tmp_path):
+    """`add --batch --dry-run` must not drift from the real run: later lines see earlier ones."""
+    one, _, results, _ = stores
+    fresh = Store(tmp_path / "dry")
+    fresh.init()
+    fresh.index.embedder = one.index.embedder
+    before = sorted(p.name for p in fresh.facts_dir.iterdir())
+    from memcli.ingest import add_batch
+
+    preview = list(add_batch(fresh, _lines(), llm=False, project="p", dry_run=True))
+    assert sorted(p.name for p in fresh.facts_dir.iterdir()) == before == []
+    assert [(e.event, e.text, bool(e.supersedes)) for r in results for e in r.events] == \
+        [(e.event, e.text, bool(e.supersedes)) for _, o in preview for e in o.events]
+    assert all(o.dry_run for _, o in preview)

@@ -22,6 +22,7 @@ from memcli import __version__, render, safety
 from memcli.api import Store
 from memcli.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.index import Filters
+from memcli.memory import encodable
 from memcli.vocab import ExportFormat, MemoryType, SortKey
 
 # Flag advice the CLI adds to a library error, by error type and command (the library's messages
@@ -165,7 +166,7 @@ class _Group(typer.core.TyperGroup):
         state.stdin_text = None
         safety.drain()  # notices are per command: none left over from library calls before this one
         # Python hands undecodable argv bytes over as lone surrogates, which no file or JSON can hold
-        bad = next((i for i, a in enumerate(args, 1) if isinstance(a, str) and not _encodable(a)), None)
+        bad = next((i for i, a in enumerate(args, 1) if isinstance(a, str) and not encodable(a)), None)
         if bad is not None:
             render.error(f"argument {bad} is not valid UTF-8", code=render.USAGE)
             if not standalone_mode:
@@ -244,14 +245,6 @@ class _Group(typer.core.TyperGroup):
             for message in safety.drain():  # repairs made on the way (a damaged index rebuilt, ...)
                 sys.stderr.write(f"memcli: {message}\n")
 
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 

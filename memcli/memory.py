@@ -379,12 +379,12 @@ def check_value(value: Any, name: str = "value") -> None:
         if depth > MAX_DEPTH:
             raise MalformedMemory(f"{where} is nested too deeply (over {MAX_DEPTH} levels)")
         if isinstance(v, str):
-            if not _encodable(v):
+            if not encodable(v):
                 raise MalformedMemory(f"{where} is not valid UTF-8 text (it holds a lone surrogate)")
         elif isinstance(v, dict):
             for k, x in v.items():
                 walk(k, depth + 1, where)
-                walk(x, depth + 1, str(k) if depth == 0 and isinstance(k, str) and _encodable(k) else where)
+                walk(x, depth + 1, str(k) if depth == 0 and isinstance(k, str) and encodable(k) else where)
         elif isinstance(v, (list, tuple)):
             for x in v:
                 walk(x, depth + 1, where)
@@ -405,7 +405,7 @@ def _clone(v: Any) -> Any:
     return v
 
 
-def _encodable(text: str) -> bool:
+def encodable(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -22,7 +22,7 @@ import json
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
     from memcli.api import Store
@@ -86,9 +86,9 @@ def claude_code_turn(event: Any) -> tuple[str, str] | None:
     return role, text
 
 
-def claude_code_lines(lines: Iterable[str | bytes]) -> list[tuple[str, str]]:
-    """Turns from transcript lines; a line that is not JSON (a partial write) is skipped."""
-    out = []
+def _claude_code_events(lines: Iterable[str | bytes]) -> Iterator[tuple[dict[str, Any], tuple[str, str]]]:
+    """(event, turn) for each transcript line that holds a turn; a line that is not JSON (a
+    partial write) is skipped."""
     for line in lines:
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
@@ -100,23 +100,18 @@ def claude_code_lines(lines: Iterable[str | bytes]) -> list[tuple[str, str]]:
             continue
         turn = claude_code_turn(event)
         if turn is not None:
-            out.append(turn)
-    return out
+            yield event, turn
+
+
+def claude_code_lines(lines: Iterable[str | bytes]) -> list[tuple[str, str]]:
+    """Turns from transcript lines; a line that is not JSON (a partial write) is skipped."""
+    return [turn for _, turn in _claude_code_events(lines)]
 
 
 def read_claude_code(text: str, name: str = "transcript") -> list[Conversation]:
     """A Claude Code transcript file: one conversation per session id found in it."""
     by_session: dict[str, Conversation] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        turn = claude_code_turn(event)
-        if turn is None:
-            continue
+    for event, turn in _claude_code_events(text.splitlines()):
         sid = str(event.get("sessionId") or name)
         conv = by_session.setdefault(sid, Conversation(sid, cwd=event.get("cwd")))
         conv.turns.append(turn)

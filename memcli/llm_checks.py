@@ -237,13 +237,7 @@ def fact_problem(
     reason = junk_reason(text)
     if reason and reason != "dangling":  # an intro to code is judged once the input's code is attached
         return reason
-    if _TOOL_CALL_RE.search(text):
-        return "tool_output"  # "Bash(pytest -q) passed with 12 tests": an agent's tool call restated
-    if _METADATA_RE.search(text):
-        return "metadata"
-    if _REPORTED_CHATTER_RE.search(text):
-        return "reported_chatter"
-    extra = _chatter(text)
+    extra = _chat_rule(text)
     if extra:
         return extra
     bare = re.sub(r"^\$\s*", "", text.strip().strip("`"))
@@ -606,6 +600,19 @@ def as_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _chat_rule(text: str) -> str | None:
+    """The rules a model's fact and the heuristic fallback share: a line that restates an agent's
+    tool call ("Bash(pytest -q) passed with 12 tests"), metadata, reported chatter or chit-chat is
+    no memory whichever extractor produced it. One place, so the two gates cannot drift apart."""
+    if _TOOL_CALL_RE.search(text):
+        return "tool_output"
+    if _METADATA_RE.search(text):
+        return "metadata"
+    if _REPORTED_CHATTER_RE.search(text):
+        return "reported_chatter"
+    return _chatter(text)
+
+
 def fallback_problem(fact: Fact, source: str = "") -> str | None:
     """Why a heuristic fact must not be stored when it stands in for a model's unusable reply, or
     None. The LLM path stores nothing that fails the gates its own facts pass: the heuristic keeps
@@ -619,13 +626,9 @@ def fallback_problem(fact: Fact, source: str = "") -> str | None:
         return _machine_lines(source)[normalise(prose.rstrip("."))]
     said = _SPEAKER_PREFIX.sub("", prose, count=1)
     for text in (prose, said):
-        if _TOOL_CALL_RE.search(text) or text[:1] in "⏺●⎿" and junk_reason(text):
-            return "tool_output"
-        if _METADATA_RE.search(text):
-            return "metadata"
-        if _REPORTED_CHATTER_RE.search(text):
-            return "reported_chatter"
-        rule = _chatter(text)
+        if text[:1] in "⏺●⎿" and junk_reason(text):
+            return "tool_output"  # a transcript's tool glyph in front of a junk line
+        rule = _chat_rule(text)
         if rule:
             return rule
         rule = junk_reason(text)

@@ -372,7 +372,17 @@ def _save_rewrites(store_path: Path, mapping: dict[str, str]) -> dict[str, str]:
     return known
 
 
-def _rewrite_ref(ref: str, rewrites: dict[str, str]) -> str:
+def _by_prefix(rewrites: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """The rewrites grouped by their first 7 characters, in the order they were recorded. Two refs
+    that abbreviate one another share those 7 (both are at least 7 long), so a lookup reads one
+    short bucket instead of every rewrite ever recorded (up to MAX_REWRITES, per origin)."""
+    buckets: dict[str, list[tuple[str, str]]] = {}
+    for old, new in rewrites.items():
+        buckets.setdefault(old[:7], []).append((old, new))
+    return buckets
+
+
+def _rewrite_ref(ref: str, buckets: dict[str, list[tuple[str, str]]]) -> str:
     """`ref` (a full or abbreviated sha) after every known rewrite, abbreviated like `ref`."""
     ref = ref.lower()
     if len(ref) < 7:
@@ -380,8 +390,8 @@ def _rewrite_ref(ref: str, rewrites: dict[str, str]) -> str:
     seen = set()
     current = ref
     while True:
-        nxt = next((new for old, new in rewrites.items() if old.startswith(current) or current.startswith(old)),
-                   None)
+        nxt = next((new for old, new in buckets.get(current[:7], ())
+                    if old.startswith(current) or current.startswith(old)), None)
         if nxt is None or nxt in seen:
             break
         seen.add(nxt)
@@ -389,10 +399,14 @@ def _rewrite_ref(ref: str, rewrites: dict[str, str]) -> str:
     return current[: len(ref)]
 
 
-def translate_origins(origins: list[str], rewrites: dict[str, str]) -> list[str]:
+def translate_origins(origins: list[str], rewrites: dict[str, str],
+                      buckets: dict[str, list[tuple[str, str]]] | None = None) -> list[str]:
+    """`origins` with every `git:<sha>` moved through the recorded rewrites (`buckets`, from
+    `_by_prefix(rewrites)`, when the caller translates many)."""
     if not rewrites:
         return origins
-    out = [f"git:{_rewrite_ref(o[4:], rewrites)}" if o.startswith("git:") else o for o in origins]
+    buckets = buckets if buckets is not None else _by_prefix(rewrites)
+    out = [f"git:{_rewrite_ref(o[4:], buckets)}" if o.startswith("git:") else o for o in origins]
     return list(dict.fromkeys(out))
 
 
@@ -408,6 +422,7 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
         return 0
     replaced = {k.lower(): v for k, v in (replaced or {}).items() if v}
     rewrites = _save_rewrites(store.path, pairs)  # also for inputs of these commits not processed yet
+    buckets = _by_prefix(rewrites)
 
     def plan() -> tuple[ChangeSet, int]:
         index = store.index
@@ -416,7 +431,7 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
         changed = 0
         for rec in index.select():
             origins = list(rec.get("origins") or [])
-            moves = {o: t for o in origins if (t := translate_origins([o], rewrites)[0]) != o}
+            moves = {o: t for o in origins if (t := translate_origins([o], rewrites, buckets)[0]) != o}
             by = None
             if not rec.get("superseded_by"):
                 refs = [o[4:].lower() for o in origins if o.startswith("git:") and len(o) >= 11]

@@ -295,3 +295,17 @@ def test_a_reworded_amend_replaces_the_old_message_memory(tmp_path):
     log = [json.loads(x) for x in (store / "log.jsonl").read_text().splitlines()]
     assert any(e["event"] == "REMAP" and e["id"] == old["id"] for e in log)
     assert not (store / "inbox" / "errors.log").exists() or not (store / "inbox" / "errors.log").read_text()
+
+
+def test_origins_follow_chained_rewrites_at_any_abbreviation():
+    """An amend of an amend: git:<A> goes to the newest commit, abbreviated like the original;
+    refs nobody rewrote stay as they are, among thousands of recorded rewrites."""
+    from memcli.spool import translate_origins
+
+    a, b, c = "1a2b3c4d5e6f" + "0" * 28, "9f8e7d6c5b4a" + "1" * 28, "77aa88bb99cc" + "2" * 28
+    noise = {f"{i:07x}" + "3" * 33: f"{i:07x}" + "4" * 33 for i in range(5000)}
+    rewrites = {**noise, a: b, b[:12]: c}
+    assert translate_origins(["git:1a2b3c4", "note:x", f"git:{a}"], rewrites) == [
+        "git:77aa88b", "note:x", f"git:{c}"]
+    assert translate_origins(["git:fedcba9876"], rewrites) == ["git:fedcba9876"]
+    assert translate_origins(["git:0000001333"], rewrites) == ["git:0000001444"]

@@ -133,6 +133,35 @@ def test_pruning_keeps_the_exact_top_k_on_a_skewed_vocabulary():
             assert [round(s, 9) for _, s in want] == [round(s, 9) for _, s, _ in got]
 
 
+def test_words_in_most_memories_are_deferred_only_when_they_cannot_change_the_top_k():
+    """A word held by over a quarter of the memories is summed last, for the candidates only, when
+    the other words' k-th best score is out of its reach; when it is not (the other words are
+    rare, or weak), every list is summed. Either way the top k is FTS5's."""
+    rng = random.Random(17)
+    docs = {}
+    for lab in range(1, 601):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(3, 12))]
+        if lab % 3:
+            words.append("acme")  # two thirds of the memories: idf at its floor
+        if lab % 10 < 3:
+            words.append("widget")  # 30%: a low but real weight
+        if lab % 40 == 0:
+            words.append("zeta")  # 15 memories
+        if lab in (7, 300):
+            words.append("omega")  # fewer than k
+        rng.shuffle(words)
+        docs[lab] = " ".join(words)
+    kw, db = build(docs), fts5(docs)
+    queries = [["acme", "widget", "zeta"], ["acme", "widget", "omega"], ["acme", "omega"], ["widget", "acme"],
+               ["acme"], ["zeta", "widget", "deploy", "cache", "acme"], ["omega", "zeta"]]
+    for terms in queries:
+        for k in (5, 20, 100):
+            want = fts5_top(db, terms, k)
+            got = kw.search(terms, k)
+            assert [round(s, 9) for _, s in want] == [round(s, 9) for _, s, _ in got], (terms, k)
+            assert [lab for lab, _ in want] == [lab for lab, _, _ in got], (terms, k)
+
+
 def test_incremental_adds_updates_and_deletes_end_where_a_fresh_build_does():
     rng = random.Random(5)
     pool = texts(600, seed=9)

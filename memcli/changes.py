@@ -8,8 +8,12 @@ a `ChangeSet`. `--dry-run` is `preview()` of that same plan; the real run is `co
    changed meanwhile (a person's edit, another writer) is re-planned when every change to it is
    a pure function of its current state (reinforce, link, supersede, detach an origin); any
    other change to it stops the commit with `Conflict` before anything is written;
-3. write every file to a temporary name (each fsynced), then rename them all into place and fsync
-   each directory once: a failure before the renames leaves the store as it was;
+3. write every file to a temporary name, durable before any rename (a few are fsynced one by one;
+   a batch of BATCH or more is written without fsyncs and flushed with one syncfs), then rename
+   them all into place and fsync each directory once: a failure before the renames leaves the
+   store as it was. What a batch trashes is moved (renamed) into `.trash/` as it is, its time and
+   reason noted in `.trash/trashed.jsonl`; a few trashed files are copied with that note in their
+   front matter instead;
 4. append the whole log in one write (the log is part of the commit);
 5. update the index once, for the files written and removed (no rescan of `facts/`).
 
@@ -32,7 +36,7 @@ from typing import Any, TypeVar
 from memcli import journal
 from memcli.errors import Conflict, MemcliError, NotFound, StoreError
 from memcli.memory import Memory, now_iso
-from memcli.store import Store, fsync_dir, stage_file
+from memcli.store import Store, fsync_dir, stage_file, stage_many
 
 PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
 REINFORCE = 0.05
@@ -395,7 +399,11 @@ class ChangeSet:
             if self._trash:
                 store.trash_dir.mkdir(exist_ok=True)
             store.facts_dir.mkdir(parents=True, exist_ok=True)
-            unlinks = [store.fact_path(mid) for mid in self._trash]
+            # A bulk trash moves the files as they are (a rename each, no copy) and notes when and
+            # why in the trash's own log; a few are copied with that note in their front matter.
+            move = len(self._trash) >= BATCH
+            moves = [(str(store.fact_path(mid)), store.trash_dir / f"{mid}.md") for mid in self._trash] if move else []
+            unlinks = [] if move else [store.fact_path(mid) for mid in self._trash]
             unlinks += [store.trash_dir / f"{mid}.md" for mid in self._restore]
 
             def publish(staged: list[tuple[str, Path]]) -> None:
@@ -404,18 +412,24 @@ class ChangeSet:
                 # The journal lets the next writer finish the renames and unlinks if we are killed.
                 self._recheck()
                 store.log_many(self._log)
-                journal.begin(store, staged, unlinks)
+                if moves:
+                    at = now_iso()
+                    store.note_trashed([(mid, at, tr.reason) for mid, tr in self._trash.items()])
+                journal.begin(store, staged + moves, unlinks)
 
             for attempt in range(PUBLISH_ATTEMPTS):
                 self._verify(report)  # re-plans what can be re-planned, else Conflict
-                writes, fresh = self._render()
+                writes, fresh = self._render(copy_trash=not move)
                 try:
                     _write_all(writes, publish)
                     break
                 except Conflict:  # edited while staging: verify (and re-plan) again
                     if attempt == PUBLISH_ATTEMPTS - 1:
                         raise
-            _unlink_all([store.fact_path(mid) for mid in self._trash])
+            for src, dst in moves:
+                os.replace(src, dst)
+            if not move:
+                _unlink_all([store.fact_path(mid) for mid in self._trash])
             for mid in self._restore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(store.trash_dir / f"{mid}.md")
@@ -443,8 +457,9 @@ class ChangeSet:
         report.restored = list(self._restore)
         return report
 
-    def _render(self) -> tuple[list[tuple[Path, bytes]], dict[str, Memory]]:
-        """Every file the commit writes (facts and trash), and the memories written to `facts/`."""
+    def _render(self, copy_trash: bool = True) -> tuple[list[tuple[Path, bytes]], dict[str, Memory]]:
+        """Every file the commit writes (facts, and the trash copies unless the trashed files are
+        moved), and the memories written to `facts/`."""
         store = self.store
         writes: list[tuple[Path, bytes]] = []
         fresh: dict[str, Memory] = {}
@@ -459,7 +474,7 @@ class ChangeSet:
             writes.append((store.fact_path(mid), m.to_markdown().encode("utf-8")))
             fresh[f"{mid}.md"] = m
         at = now_iso()
-        for mid, tr in self._trash.items():
+        for mid, tr in self._trash.items() if copy_trash else ():
             writes.append((store.trash_dir / f"{mid}.md", _trashed_bytes(tr, at)))
         return writes, fresh
 
@@ -549,19 +564,11 @@ def _trashed_bytes(tr: _Trash, at: str) -> bytes:
 
 
 def _unlink_all(paths: list[Path]) -> None:
-    """Remove files (already copied to the trash); a few threads let the unlinks overlap."""
-    def unlink(path: Path) -> None:
+    """Remove files (already copied to the trash). No threads: without an fsync each, an unlink
+    is a few microseconds and a thread pool costs more than it overlaps."""
+    for p in paths:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-
-    if len(paths) < 16:
-        for p in paths:
-            unlink(p)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(unlink, paths))
+            os.unlink(p)
 
 
 def _detail(change: Edit) -> str:
@@ -581,30 +588,23 @@ def _detail(change: Edit) -> str:
 
 
 # ---------------------------------------------------------------- writing
+BATCH = 64  # from this many files a commit stages them without an fsync each, then flushes once
+
+
 def _write_all(writes: Iterable[tuple[Path, bytes]],
                before_publish: Callable[[list[tuple[str, Path]]], None] | None = None) -> None:
-    """Stage every file (in a few threads: their fsyncs overlap), call `before_publish`, then
-    rename them all. A failure while staging, or raised by `before_publish`, removes the staged
-    files: nothing was applied."""
+    """Stage every file, call `before_publish`, then rename them all. A few files are fsynced one
+    by one; a batch is written without fsyncs and flushed once (`stage_many`): either way every
+    staged file is durable before the journal and the first rename. A failure while staging, or
+    raised by `before_publish`, removes the staged files: nothing was applied."""
     writes = list(writes)
     staged: list[tuple[str, Path]] = []
     try:
-        if len(writes) < 16:
+        if len(writes) < BATCH:
             for path, data in writes:
                 staged.append((stage_file(path, data), path))
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                futures = [(pool.submit(stage_file, path, data), path) for path, data in writes]
-                errors: list[BaseException] = []
-                for fut, path in futures:
-                    try:
-                        staged.append((fut.result(), path))
-                    except BaseException as e:  # noqa: BLE001 - re-raised after cleanup
-                        errors.append(e)
-                if errors:
-                    raise errors[0]
+            stage_many(writes, staged)
         if before_publish is not None:
             before_publish(staged)
     except BaseException:

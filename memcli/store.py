@@ -13,10 +13,11 @@ import os
 
 from memcli.config import Config
 from memcli.errors import NotFound, StoreError
-from memcli.files import GITIGNORE, Files, atomic_write, fsync_dir, stage_file
+from memcli.files import GITIGNORE, Files, atomic_write, fsync_dir, stage_file, stage_many
 from memcli.index import Index
 
-__all__ = ["GITIGNORE", "Files", "NotFound", "Store", "StoreError", "atomic_write", "fsync_dir", "stage_file"]
+__all__ = ["GITIGNORE", "Files", "NotFound", "Store", "StoreError", "atomic_write", "fsync_dir", "stage_file",
+           "stage_many"]
 
 
 class Store(Files):

@@ -16,6 +16,7 @@ import sqlite3
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -264,20 +265,28 @@ class Sync:
         self.catalog.forget_count()
         db.execute("BEGIN IMMEDIATE")
         try:
+            # In bulk: one statement per kind of row change, not one per file (a prune removes
+            # thousands; a curation commit writes thousands).
+            dead: list[int] = []
             for fname in gone:
                 row = existing.get(fname)
                 if row and row[0] in reused:
                     report.removed += 1
                     row = None
                 if row:
-                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
-                    kw_removed.append(row[0])
+                    dead.append(row[0])
                     with contextlib.suppress(RuntimeError):
                         hnsw.mark_deleted(row[0])
                     report.removed += 1
-                db.execute("DELETE FROM bad WHERE fname=?", (fname,))
+            db.executemany("DELETE FROM mem WHERE label=?", [(lab,) for lab in dead])
+            kw_removed += dead
+            cleared = [(f,) for f in (*gone, *(f for f, _ in parsed)) if f in old_bad]
+            if cleared:
+                db.executemany("DELETE FROM bad WHERE fname=?", cleared)
             new_labels: list[int] = []
             new_vecs: list[np.ndarray] = []
+            updates: list[tuple[Any, ...]] = []
+            vec_updates: list[tuple[bytes, int]] = []
             for fname, m in parsed:
                 h = text_hash(m.text)
                 mtime, size = disk[fname]
@@ -286,31 +295,31 @@ class Sync:
                     m.created, m.updated, m.confidence, tags_col(m.tags),
                     json.dumps(m.to_dict(), ensure_ascii=False),
                 )
-                db.execute("DELETE FROM bad WHERE fname=?", (fname,))
                 if fname in existing:
                     label, old_hash = existing[fname]
-                    db.execute(
-                        "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
-                        " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?",
-                        (*cols, label),
-                    )
+                    updates.append((*cols, label))
                     report.changed += 1
                     if old_hash == h:
                         kw_docs[label] = fts_body(m)
                         continue
+                    vec = vectors[h]
+                    vec_updates.append((vec.astype(np.float32).tobytes(), label))
                 else:
+                    vec = vectors[h]
                     cur = db.execute(
                         "INSERT INTO mem (id, fname, mtime_ns, size, hash, norm, type, user, project,"
-                        " created, updated, confidence, tags, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        cols,
+                        " created, updated, confidence, tags, record, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (*cols, vec.astype(np.float32).tobytes()),
                     )
                     label = int(cur.lastrowid)
                     report.added += 1
-                vec = vectors[h]
-                db.execute("UPDATE mem SET vec=? WHERE label=?", (vec.astype(np.float32).tobytes(), label))
                 kw_docs[label] = fts_body(m)
                 new_labels.append(label)
                 new_vecs.append(vec)
+            db.executemany(
+                "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
+                " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?", updates)
+            db.executemany("UPDATE mem SET vec=? WHERE label=?", vec_updates)
             for fname, error in bad:
                 mtime, size = disk[fname]
                 row = existing.get(fname)

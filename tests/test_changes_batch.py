@@ -1,0 +1,125 @@
+"""The batched commit (a change set of `changes.BATCH` files or more, what prune, merge --auto and
+consolidate write at scale): staged without an fsync per file and flushed once, trashed files
+moved as they are with their reason in `.trash/trashed.jsonl`. What a user would check: the trash
+still says when and why, restore brings a memory back as it was, a kill between the renames is
+finished by the next command, and a flush that fails applies nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import HASH, Cli
+
+import memcli.changes as changes
+import memcli.files as files
+from memcli.memory import Memory
+
+N = 2 * changes.BATCH + 4  # enough for a batch of merged files too (one per pair)
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Cli:
+    """N memories from two years ago, none ever returned by a search: prune trashes them all."""
+    cli = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": HASH})
+    records = [{"text": f"release note {i}: the train for module m{i} leaves at {i % 24}:00",
+                "created": "2024-01-15T10:00:00Z"} for i in range(N)]
+    cli("import", "-", input="\n".join(json.dumps(r) for r in records))
+    return cli
+
+
+def _facts(cli: Cli) -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in (cli.store / "facts").glob("*.md")}
+
+
+def test_a_bulk_prune_moves_the_files_and_the_trash_says_when_and_why(old_store: Cli) -> None:
+    before = _facts(old_store)
+    out = json.loads(old_store("prune", "--older-than", "180d", "--json").stdout)
+    assert len(out["trashed"]) == N
+    assert _facts(old_store) == {}
+    trash = old_store.store / ".trash"
+    # moved as they were: byte for byte the file that left facts/
+    assert {p.stem: p.read_bytes() for p in trash.glob("*.md")} == before
+    listed = json.loads(old_store("trash", "--json").stdout)["memories"]
+    assert len(listed) == N
+    assert {m["reason"] for m in listed} == {out["trashed"][0]["reason"]}
+    assert all(m["trashed_at"][:2] == "20" and m["trashed_at"].endswith("Z") for m in listed)
+    assert not [n for n in os.listdir(old_store.store / "facts") if n.endswith(".tmp")]
+    # restore brings one back as it was; the others stay listed with their reason
+    mid = listed[0]["id"]
+    old_store("restore", mid)
+    back = Memory.parse((old_store.store / "facts" / f"{mid}.md").read_bytes(), file_id=mid)
+    assert back.to_dict() == Memory.parse(before[mid], file_id=mid).to_dict()
+    assert "trashed" not in back.extra
+    assert mid in {m["id"] for m in json.loads(old_store("list", "--json").stdout)["memories"]}
+    assert len(json.loads(old_store("trash", "--json").stdout)["memories"]) == N - 1
+
+
+def _store(cli: Cli):
+    from memcli.config import load_config
+    from memcli.store import Store
+
+    return Store(cli.store, load_config(cli.store).with_overrides(embed_model=HASH))
+
+
+def test_a_bulk_merge_killed_between_its_renames_is_finished_by_the_next_command(
+        old_store: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcli.curate import merge_groups
+
+    before = _facts(old_store)
+    ids = sorted(before)
+    groups = [ids[i:i + 2] for i in range(0, N, 2)]  # N/2 merges: a batch of new files, N moves
+    real = os.replace
+    calls = [0]
+
+    def dies_half_way(src: str, dst: str) -> None:
+        calls[0] += 1
+        if calls[0] > len(groups) + 10:  # the merged files are in place, a few sources moved
+            raise KeyboardInterrupt  # what a kill looks like from inside: nothing after this runs
+        real(src, dst)
+
+    monkeypatch.setattr(changes.os, "replace", dies_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        merge_groups(_store(old_store), groups, use_llm=False)
+    monkeypatch.undo()
+    assert (old_store.store / ".journal.json").exists()
+    r = old_store("list", "--json")
+    assert "interrupted" in r.stderr
+    live = _facts(old_store)
+    trashed = {p.stem: p.read_bytes() for p in (old_store.store / ".trash").glob("*.md")}
+    assert trashed == before  # every source moved, as it was
+    assert len(live) == len(groups) and not set(live) & set(before)
+    texts = {Memory.parse(raw, file_id=m).text for m, raw in live.items()}
+    assert len(texts) == len(groups)  # whole files, one per merge
+    assert not [n for n in os.listdir(old_store.store / "facts") if n.endswith(".tmp")]
+    assert len(json.loads(r.stdout)["memories"]) == len(groups)
+    reasons = {m["reason"] for m in json.loads(old_store("trash", "--json").stdout)["memories"]}
+    assert {r.split()[0] for r in reasons} == {"merged"} and len(reasons) == len(groups)
+
+
+def test_a_failed_flush_applies_nothing(old_store: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """syncfs reports an error (or is missing): each file is fsynced instead, and an fsync that
+    fails stops the commit before any rename, the staged files removed."""
+    from memcli.curate import prune
+    from memcli.io import import_memories
+
+    before = _facts(old_store)
+    monkeypatch.setattr(files, "_syncfs", lambda dirs: False)
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(files.os, "fsync", broken_fsync)
+    new = [Memory(id=f"NEW{i:04d}", text=f"a new note {i} about the cache warm-up") for i in range(changes.BATCH)]
+    with pytest.raises(OSError):
+        import_memories(_store(old_store), new)
+    monkeypatch.undo()
+    assert _facts(old_store) == before
+    assert not [n for n in os.listdir(old_store.store / "facts") if n.endswith(".tmp")]
+    assert not (old_store.store / ".journal.json").exists()
+    # with a working disk the same store takes the import, and prunes as usual
+    import_memories(_store(old_store), new)
+    assert len(_facts(old_store)) == N + changes.BATCH
+    assert len(prune(_store(old_store), older_than="2025-01-01T00:00:00Z").trashed) == N

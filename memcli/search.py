@@ -180,6 +180,10 @@ class Usage:
         out: dict[str, tuple[int, str | None]] = {}
         ids = list(ids)
         try:
+            # Most stores have a state file (every search counts) but no use recorded yet: one
+            # probe instead of a lookup of every candidate's id (~150 bound values, ~30 us a query).
+            if db.execute("SELECT 1 FROM uses LIMIT 1").fetchone() is None:
+                return out
             for i in range(0, len(ids), 900):
                 chunk = ids[i : i + 900]
                 q = f"SELECT id, count, last FROM uses WHERE id IN ({','.join('?' * len(chunk))})"

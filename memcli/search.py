@@ -397,24 +397,23 @@ def search_many(
         if allowed_set is not None:
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         kws.append(kw)
-    # Similarities: hnswlib's for its own candidates; the vectors of the keyword-only ones in one
-    # read. Then the ranking's fields of the candidates that pass the floor in one read, and the
-    # vectors MMR compares (its pool, the best few of each query) in one more.
+    # One read of every candidate's row: the ranking's fields and the vector (similarities are
+    # hnswlib's for its own candidates; the keyword-only ones, and MMR's pool, need the vector).
     cands, sims_of = [], []
     for qi in range(len(queries)):
         known = dict(knn[qi])
         cands.append(list(dict.fromkeys([*known, *kws[qi]])))
         sims_of.append(known)
-    missing = list(dict.fromkeys(lab for qi, c in enumerate(cands) for lab in c if lab not in sims_of[qi]))
-    vec_of = dict(zip(missing, index.vectors(missing)))
+    vec_of: dict[int, np.ndarray] = {}
+    fields = index.rank_fields(list(dict.fromkeys(lab for c in cands for lab in c)), vectors=vec_of)
+    zero = np.zeros(qvecs.shape[1], np.float32)
     passed = []
     for qi, labels in enumerate(cands):
         known = sims_of[qi]
-        sims = np.array([known[lab] if lab in known else float(vec_of[lab] @ qvecs[qi]) for lab in labels])
+        sims = np.array([known[lab] if lab in known else float(vec_of.get(lab, zero) @ qvecs[qi]) for lab in labels])
         kwe = keyword_evidence(kws[qi], labels)
         keep = [i for i in range(len(labels)) if sims[i] >= floor or kwe[i] >= 0.5]
         passed.append(([labels[i] for i in keep], sims[keep], kwe[keep]))
-    fields = index.rank_fields(lab for labels, *_ in passed for lab in labels)
     usage = _usage_reader(store)
     use = usage.uses(list(dict.fromkeys(f["id"] for f in fields.values())))
     now = time.time()
@@ -426,12 +425,10 @@ def search_many(
         scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
         pool = mmr_pool(scores, k)
         ranked.append((labels, sims, scores, parts, pool))
-    pool_labels = list(dict.fromkeys(labels[i] for labels, *_, pool in ranked for i in pool))
-    pool_vecs = dict(zip(pool_labels, index.vectors(pool_labels)))
     picks = []
     full = weights.similarity + weights.keyword + weights.recency + weights.reliability
     for labels, sims, scores, parts, pool in ranked:
-        vecs = np.stack([pool_vecs[labels[i]] for i in pool]) if pool else np.zeros((0, 1), np.float32)
+        vecs = np.stack([vec_of[labels[i]] for i in pool]) if pool else np.zeros((0, 1), np.float32)
         sub, values = mmr(scores[pool], vecs, k, weights.mmr_lambda)
         picked = [pool[i] for i in sub]
         for i, value in zip(picked, values):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
@@ -121,6 +122,8 @@ OPPOSITES = (
     ("must", "must not"), ("should", "should not"), ("can", "cannot"), ("do", "don't"), ("include", "exclude"),
     ("required", "optional"), ("increase", "decrease"),
 )
+_OPPOSITE_WORDS = frozenset(w for pair in OPPOSITES for w in pair if " " not in w)
+_OPPOSITE_PHRASES = frozenset(w for pair in OPPOSITES for w in pair if " " in w)
 _NEGATION_RE = re.compile(
     r"\b(?:never|no longer|cannot|can't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|won't|shouldn't|mustn't"
     r"|(?:do|does|did|is|are|was|were|will|should|must|can|could|would|may|need|has|have) not)\b"
@@ -213,6 +216,20 @@ class _Tok:
     specific: bool  # carries a value or identifies something: number, identifier, name, code, tool...
     scope: int | None  # index into SCOPES
     cap: bool = False  # written with a capital (a name, wherever it stands)
+    # derived from the fields above once per token (tokens are cached and shared between texts), so
+    # that `parse` does not work them out again for every text a curation pass meets the word in
+    kept: bool = field(init=False, compare=False)  # a content word (see `Parsed.content`)
+    parts: frozenset[str] = field(init=False, compare=False)  # see `Parsed.parts`
+    verb: bool = field(init=False, compare=False)  # a known verb
+    s_form: bool = field(init=False, compare=False)  # a word in -s that may be a verb (see `_is_verb`)
+
+    def __post_init__(self) -> None:
+        low = self.low
+        self.kept = not ((low in STOPWORDS and self.scope is None) or self.stem in _CHANGE_STEMS
+                         or low in _CHANGE_WORDS or (len(low) == 1 and not low.isdigit()))
+        self.parts = _word_parts(low) - STOPWORDS
+        self.verb = low in _VERBS
+        self.s_form = low.endswith("s") and not low.endswith("ss") and low.isalpha()
 
 
 @dataclass
@@ -226,18 +243,19 @@ class Parsed:
     change: bool  # states a change
     negated: bool
     scopes: dict[int, set[str]] = field(default_factory=dict)
-    parts: set[str] = field(default_factory=set)  # word parts of its identifiers, see _parts
-
-    @functools.cached_property
-    def spaced(self) -> str:
-        """The lowered tokens joined by single spaces, with a space at each end: where a phrase
-        ("must not") is looked up word-aligned. Built once per text, not once per comparison."""
-        return f" {' '.join(t.low for t in self.tokens)} "
-
-    @functools.cached_property
-    def words(self) -> frozenset[str]:
-        """The lowered tokens, as a set."""
-        return frozenset(t.low for t in self.tokens)
+    #: the word parts of its identifiers, paths and URLs ("gs://ml-ckpt/resnet" -> ml, ckpt, resnet;
+    #: "NDCG@10" -> ndcg, 10), stemmed, less the identifiers themselves and stopwords
+    parts: set[str] = field(default_factory=set)
+    # Built once per text by `parse`, not once per comparison (a curation pass compares each text
+    # with several others):
+    #: the lowered tokens joined by single spaces, with a space at each end: where a phrase
+    #: ("must not") is looked up word-aligned
+    spaced: str = ""
+    words: frozenset[str] = frozenset()  # the lowered tokens, as a set
+    keys: frozenset[str] = frozenset()  # the stems of `content`
+    specific_keys: frozenset[str] = frozenset()  # the stems of `content` whose token is specific
+    opposites: frozenset[str] = frozenset()  # the words of OPPOSITES found in `spaced`
+    change_words: frozenset[str] = frozenset()  # `words` that are change words
 
 
 _TECH: frozenset[str] | None = None
@@ -265,7 +283,6 @@ _POSSESSIVE_RE = re.compile(r"['’]s$")
 _JOINED_RE = re.compile(r"[a-z0-9][._/][a-z0-9]")
 _CAMEL_RE = re.compile(r"[a-z][A-Z]")
 _HYPHENATED_RE = re.compile(r"[a-z]+(?:-[a-z]+)+")
-_SENTENCE_END_RE = re.compile(r"\s*[.!?;:]")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -303,39 +320,63 @@ def _tokens_of(raw: str, sentence_start: bool) -> tuple[_Tok, ...]:
 def parse(text: str) -> Parsed:
     """Tokens of `text` with their roles (see the module docstring). Cached: a stored memory is
     compared with many new facts (one `add --batch` of a chat log compares the same few hundred)."""
-    toks: list[_Tok] = []
-    sentence_start = True
-    spelled = _normalise_phrases(text)
-    for m in _TOKEN_RE.finditer(spelled):
-        toks.extend(_tokens_of(m.group(), sentence_start))
-        # a new sentence starts after . ! ? ; or : (the capital that follows is not a name)
-        after = spelled[m.end():m.end() + 2]
-        sentence_start = bool(_SENTENCE_END_RE.match(after)) or after.startswith(("\n",))
+    spelled = _normalise_phrases(text) if _PHRASE_HINT_RE.search(text) else text
+    # each word with what follows it: a new sentence starts after . ! ? ; or : (or a space and one
+    # of them, or a line break), and the capital that follows is not a name
+    found = _TOKEN_END_RE.findall(spelled)
+    starts = [True]
+    starts += [bool(after) for _, after in found]
+    toks: list[_Tok] = list(chain.from_iterable(map(_tokens_of, [raw for raw, _ in found], starts)))
     lowered = " ".join(text.lower().split())
     content: dict[str, _Tok] = {}
     for t in toks:
-        if (t.low in STOPWORDS and t.scope is None) or t.stem in _CHANGE_STEMS or t.low in _CHANGE_WORDS:
-            continue
-        if len(t.low) == 1 and not t.low.isdigit():
-            continue
-        content.setdefault(t.stem, t)
+        if t.kept:
+            content.setdefault(t.stem, t)
+    parts: set[str] = set().union(*[t.parts for t in toks])
     subject: set[str] = set()
-    words = [t for t in toks]
-    for i, t in enumerate(words):
-        if _is_verb(words, i):
+    for i, t in enumerate(toks):
+        if (t.verb or (i and t.s_form)) and _is_verb(toks, i):
             break
         if t.stem in content:
             subject.add(t.stem)
     else:
         subject = set()  # no verb found: a fragment, whose "subject" cannot be told
     scopes: dict[int, set[str]] = {}
-    for t in toks:
-        if t.scope is not None and not (t.low == "test" and not _scope_noun_follows(t, toks)):
+    for t in [t for t in toks if t.scope is not None]:
+        if not (t.low == "test" and not _scope_noun_follows(t, toks)):
             scopes.setdefault(t.scope, set()).add(t.low)
-    parsed = Parsed(text, toks, content, subject, bool(_CHANGE_RE.search(lowered)),
-                    bool(_NEGATION_RE.search(lowered)), scopes)
-    parsed.parts = _parts(parsed)
-    return parsed
+    spaced = f" {' '.join([t.low for t in toks])} "
+    words = frozenset([t.low for t in toks])
+    # the phrase regexes run only when a word they need is in the text (most texts state no change)
+    runs = frozenset(_WORD_RUN_RE.findall(lowered))
+    change = not runs.isdisjoint(_CHANGE_KEYS) and bool(_CHANGE_RE.search(lowered))
+    negated = not runs.isdisjoint(_NEGATION_KEYS) and bool(_NEGATION_RE.search(lowered))
+    return Parsed(text, toks, content, subject, change, negated, scopes, parts, spaced=spaced, words=words,
+                  keys=frozenset(content), specific_keys=frozenset([s for s, t in content.items() if t.specific]),
+                  opposites=_opposites(spaced, words, len(toks)),
+                  change_words=words & _CHANGE_WORDS)
+
+
+def _opposites(spaced: str, words: frozenset[str], n: int) -> frozenset[str]:
+    """The words and phrases of OPPOSITES that `spaced` holds word-aligned. When no token holds a
+    space (one separator per token), a word is there exactly when it is a token."""
+    if n and spaced.count(" ") == n + 1:
+        found = words & _OPPOSITE_WORDS
+        if "not" in words:
+            found |= {w for w in _OPPOSITE_PHRASES if f" {w} " in spaced}
+        return found
+    return frozenset(w for w in _OPPOSITE_WORDS | _OPPOSITE_PHRASES if f" {w} " in spaced)
+
+
+#: `_TOKEN_RE` and, for each word, what ends a sentence right after it (empty when nothing does)
+_TOKEN_END_RE = re.compile(f"({_TOKEN_RE.pattern})" + r"(?=(\s?[.!?;:]|\n)?)")
+_WORD_RUN_RE = re.compile(r"\w+")
+#: one word (a run of \w) of each phrase of _CHANGE_RE / _NEGATION_RE: a text without any of them
+#: cannot match the regex ("can't" ends in the run "t")
+_CHANGE_KEYS = frozenset(max(_WORD_RUN_RE.findall(p), key=len) for p in CHANGE_PHRASES)
+_NEGATION_KEYS = frozenset({"never", "longer", "cannot", "t", "not"})
+#: `_normalise_phrases` rewrites only phrases with one of these words: a text without any is left as it is
+_PHRASE_HINT_RE = re.compile(r"every|each|once", re.I)
 
 
 def _is_verb(words: list[_Tok], i: int) -> bool:
@@ -416,15 +457,16 @@ def _short(words: set[str] | list[str], limit: int = 3) -> str:
 
 def _polarity_flip(a: Parsed, b: Parsed) -> str | None:
     """The predicate negated between two texts ("always" vs "never", "can" vs "cannot")."""
-    la, lb = a.spaced, b.spaced
-    for x, y in OPPOSITES:
-        if " " in y:  # "must" / "must not"
-            if (f" {y} " in la) != (f" {y} " in lb) and f" {x} " in la and f" {x} " in lb:
+    la, lb = a.opposites, b.opposites  # which of the words of OPPOSITES each text holds, word-aligned
+    if la or lb:
+        for x, y in OPPOSITES:
+            if " " in y:  # "must" / "must not"
+                if (y in la) != (y in lb) and x in la and x in lb:
+                    return f"'{x}' vs '{y}'"
+                continue
+            if (x in la and y in lb and y not in la and x not in lb) or (
+                    y in la and x in lb and x not in la and y not in lb):
                 return f"'{x}' vs '{y}'"
-            continue
-        if (f" {x} " in la and f" {y} " in lb and f" {y} " not in la and f" {x} " not in lb) or (
-                f" {y} " in la and f" {x} " in lb and f" {x} " not in la and f" {y} " not in lb):
-            return f"'{x}' vs '{y}'"
     if a.negated != b.negated:
         plain = a if b.negated else b
         other = {t.stem for t in (b if b.negated else a).tokens}
@@ -473,25 +515,25 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     # a word that is a part of an identifier of the other text is not gone: "NDCG" -> "NDCG@10",
     # "resnet checkpoints" -> "gs://ml-ckpt/resnet"
     parts_o, parts_n = po.parts, pn.parts
-    removed = {s: t for s, t in po.content.items() if s not in pn.content and s not in parts_n}
-    added = {s: t for s, t in pn.content.items() if s not in po.content and s not in parts_o}
-    r_spec = {s for s, t in removed.items() if t.specific}
-    a_spec = {s for s, t in added.items() if t.specific}
-    r_gen, a_gen = set(removed) - r_spec, set(added) - a_spec
-    shared = set(po.content) & set(pn.content)
+    keys_o, keys_n = po.keys, pn.keys
+    removed_keys, added_keys = keys_o - keys_n - parts_n, keys_n - keys_o - parts_o
+    removed = {s: po.content[s] for s in removed_keys}
+    added = {s: pn.content[s] for s in added_keys}
+    r_spec, a_spec = removed_keys & po.specific_keys, added_keys & pn.specific_keys
+    r_gen, a_gen = removed_keys - r_spec, added_keys - a_spec
+    shared = keys_o & keys_n
     # the subject: words before the verb, missing from the other text
-    old_gone = po.subject - set(pn.content) - parts_n
-    new_gone = pn.subject - set(po.content) - parts_o
+    old_gone = po.subject - keys_n - parts_n
+    new_gone = pn.subject - keys_o - parts_o
     # an identifier or a number in one subject that the other lacks names another thing ("orders.created",
     # "service-1"); a plain name or acronym may just be reworded away ("the cache TTL ..." -> "... cached")
     specific_gone = {s for s in old_gone if _identifying(po.content[s])} | \
         {s for s in new_gone if _identifying(pn.content[s])}
     subj_missing = (old_gone | new_gone) if (old_gone and new_gone) or specific_gone else set()
-    fresh = (pn.words & _CHANGE_WORDS) - po.words
+    fresh = pn.change_words - po.words
     # a change word counts when it bears on the old text: a value of it named near the word, or
     # the texts otherwise parallel (one or two words replaced: "is master" -> "was renamed to main")
     change = pn.change and bool(fresh) and (bool(r_spec) or 0 < len(removed) <= 2 or _change_about(pn, po))
-    flip = _polarity_flip(po, pn)
     single_slot = len(r_spec) <= 1 and len(a_spec) <= 2 and not (r_gen and a_gen and r_spec)
     if subj_missing:
         # "Priya is the lead ..." -> "Ahmed is the lead ... now": a stated change of one name is a new value
@@ -520,10 +562,11 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
             return Relation(DISTINCT, f"another slot: {_short(r_spec)} vs {_short(a_spec)}")
     # 3. one value replaced by another; when both texts deny it ("does not support IE11" / "... Safari 13")
     # both can be true
-    if r_spec and a_spec and po.negated and pn.negated and not flip:
+    if r_spec and a_spec and po.negated and pn.negated and not _polarity_flip(po, pn):
         return Relation(DISTINCT, f"both say not, of {_short(r_spec)} and {_short(a_spec)}")
     if r_spec and a_spec:
         return Relation(SUPERSEDES, f"new value: {_short(r_spec)} -> {_short(a_spec)}", contradiction=True)
+    flip = _polarity_flip(po, pn)
     negated_extra = added if pn.negated and not po.negated else removed
     if flip and overlap >= 0.6 and _small(removed, added) and not (
             flip == "one says not" and any(t.specific for t in negated_extra.values())):
@@ -543,15 +586,6 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     if not r_spec and not a_spec and similarity >= threshold - 0.05 and len(added) <= 2 and len(removed) <= 2:
         return Relation(SAME, f"rewording ({similarity:.2f})")
     return Relation(DISTINCT, f"says something else ({_short(set(removed))} vs {_short(set(added))})")
-
-
-def _parts(p: Parsed) -> set[str]:
-    """The word parts of the identifiers, paths and URLs of a text ("gs://ml-ckpt/resnet" -> ml, ckpt,
-    resnet; "NDCG@10" -> ndcg, 10), stemmed, less the identifiers themselves."""
-    out: set[str] = set()
-    for t in p.tokens:
-        out.update(_word_parts(t.low))
-    return out - STOPWORDS
 
 
 @functools.lru_cache(maxsize=65536)

@@ -84,6 +84,12 @@ class Index(Catalog):
         """Every memory's `k` nearest others, by id (see `Vectors.neighbours`)."""
         return self.vec.neighbours(k, ef=ef, batch=batch)
 
+    def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024
+                         ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids
+        (-1: none), similarities) (see `Vectors.neighbour_arrays`)."""
+        return self.vec.neighbour_arrays(k, ef=ef, batch=batch)
+
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""
         return self.vec.knn(qvecs, k, allowed)

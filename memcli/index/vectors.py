@@ -123,31 +123,46 @@ class Vectors:
     # ------------------------------------------------------------ queries
     def neighbours(self, k: int, *, ef: int = 64, batch: int = 1024
                    ) -> tuple[list[str], np.ndarray, list[list[tuple[str, float]]]]:
-        """Every memory's `k` nearest others, by id: (ids, their vectors, neighbour lists).
+        """Every memory's `k` nearest others, by id: (ids, their vectors, neighbour lists); see
+        `neighbour_arrays`, of which these are the lists."""
+        ids, vecs, nbr, sims = self.neighbour_arrays(k, ef=ef, batch=batch)
+        return ids, vecs, [[(ids[j], s) for j, s in zip(prow, srow) if j >= 0]
+                           for prow, srow in zip(nbr.tolist(), sims.tolist())]
 
-        For curation (near-duplicate groups, contradiction candidates, recurring episodes): one
-        approximate kNN pass over the vector index in batches, never an n x n matrix. `ef` is
-        lower than search's: pairs at >= 0.8 cosine are found at any reasonable ef.
+    def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024
+                         ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).
+
+        `nbr[i]` holds the positions in `ids` of row i's neighbours, nearest first, -1 where a slot
+        is empty (the memory itself, or a label the catalog no longer has); `sims[i]` their cosine
+        similarities (float64 holding the graph's float32 values, so a threshold compares as it
+        would on Python floats). For curation (near-duplicate groups, contradiction candidates,
+        recurring episodes): one approximate kNN pass over the vector index in batches, never an
+        n x n matrix, and the callers pick the pairs above a threshold with numpy instead of
+        walking every neighbour in Python. `ef` is lower than search's: pairs at >= 0.8 cosine are
+        found at any reasonable ef.
         """
-        rows = self.catalog.vector_ids()
-        labels = [r[0] for r in rows]
-        ids = dict(rows)
-        vecs = self.catalog.vectors(labels)
-        h = self.load() if labels else None
-        out: list[list[tuple[str, float]]] = []
-        if h is None or len(labels) < 2:
-            return [ids[lab] for lab in labels], vecs, [[] for _ in labels]
-        kk = min(k + 1, len(labels))
+        rows = self.catalog.vector_ids()  # in label order
+        labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        ids = [r[1] for r in rows]
+        vecs = self.catalog.vectors(labels.tolist())
+        h = self.load() if len(rows) else None
+        if h is None or len(rows) < 2:
+            return ids, vecs, np.full((len(rows), 0), -1, np.int64), np.zeros((len(rows), 0))
+        n, kk = len(rows), min(k + 1, len(rows))
+        found = np.empty((n, kk), np.int64)
+        dists = np.empty((n, kk), np.float32)
         h.set_ef(max(ef, kk))
         try:
-            for i in range(0, len(labels), batch):
-                found, dists = h.knn_query(vecs[i : i + batch], k=kk)
-                for lab, lrow, drow in zip(labels[i : i + batch], found, dists):
-                    out.append([(ids[int(o)], float(1.0 - d)) for o, d in zip(lrow, drow)
-                                if int(o) != lab and int(o) in ids])
+            for i in range(0, n, batch):
+                f, d = h.knn_query(vecs[i : i + batch], k=kk)
+                found[i : i + len(f)], dists[i : i + len(f)] = f, d
         finally:
             h.set_ef(HNSW_EF_SEARCH)
-        return [ids[lab] for lab in labels], vecs, out
+        at = np.minimum(np.searchsorted(labels, found), n - 1)  # labels are sorted: label -> position
+        known = (labels[at] == found) & (found != labels[:, None])
+        nbr = np.where(known, at, -1)
+        return ids, vecs, nbr, (1.0 - dists).astype(np.float64)
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

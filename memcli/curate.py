@@ -381,8 +381,10 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     def record(i: str) -> dict[str, Any]:
         if i not in merged_ids:
             return recs[i]
-        if i not in views:
-            views[i] = cs.memory(i).to_dict()
+        if i not in views:  # the fields read below, straight from the planned memory (no to_dict)
+            m = cs.memory(i)
+            views[i] = {"id": m.id, "text": m.text, "type": m.type, "created": m.created, "links": list(m.links),
+                        "superseded_by": m.extra.get("superseded_by")}
         return views[i]
 
     flagged: list[tuple[str, str, float, str]] = []

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -320,18 +321,19 @@ def _tokens_of(raw: str, sentence_start: bool) -> tuple[_Tok, ...]:
 def parse(text: str) -> Parsed:
     """Tokens of `text` with their roles (see the module docstring). Cached: a stored memory is
     compared with many new facts (one `add --batch` of a chat log compares the same few hundred)."""
-    spelled = _normalise_phrases(text) if _PHRASE_HINT_RE.search(text) else text
+    lowered = " ".join(text.lower().split())
+    # `_normalise_phrases` rewrites only phrases with "every", "each" or "once": a text without any
+    # (lowered: the regexes ignore case) is left as it is
+    hint = "every" in lowered or "each" in lowered or "once" in lowered
+    spelled = _normalise_phrases(text) if hint else text
     # each word with what follows it: a new sentence starts after . ! ? ; or : (or a space and one
     # of them, or a line break), and the capital that follows is not a name
     found = _TOKEN_END_RE.findall(spelled)
     starts = [True]
     starts += [bool(after) for _, after in found]
     toks: list[_Tok] = list(chain.from_iterable(map(_tokens_of, [raw for raw, _ in found], starts)))
-    lowered = " ".join(text.lower().split())
-    content: dict[str, _Tok] = {}
-    for t in toks:
-        if t.kept:
-            content.setdefault(t.stem, t)
+    # stem -> its first content token (built from the last, so the first one stays)
+    content: dict[str, _Tok] = {t.stem: t for t in reversed([t for t in toks if t.kept])}
     parts: set[str] = set().union(*[t.parts for t in toks])
     subject: set[str] = set()
     for i, t in enumerate(toks):
@@ -375,8 +377,6 @@ _WORD_RUN_RE = re.compile(r"\w+")
 #: cannot match the regex ("can't" ends in the run "t")
 _CHANGE_KEYS = frozenset(max(_WORD_RUN_RE.findall(p), key=len) for p in CHANGE_PHRASES)
 _NEGATION_KEYS = frozenset({"never", "longer", "cannot", "t", "not"})
-#: `_normalise_phrases` rewrites only phrases with one of these words: a text without any is left as it is
-_PHRASE_HINT_RE = re.compile(r"every|each|once", re.I)
 
 
 def _is_verb(words: list[_Tok], i: int) -> bool:
@@ -403,13 +403,34 @@ def _scope_noun_follows(t: _Tok, toks: list[_Tok]) -> bool:
                                                         "instance", "stack", "account", "region", "bucket"}
 
 
-@dataclass
 class Relation:
-    """How a new text relates to a stored one, and why (one line, for the user)."""
+    """How a new text relates to a stored one, and why (one line, for the user).
 
-    kind: str  # SAME | REFINES | SUPERSEDES | DISTINCT
-    reason: str
-    contradiction: bool = False  # a value or polarity conflict between same-subject texts
+    `kind`: SAME | REFINES | SUPERSEDES | DISTINCT; `contradiction`: a value or polarity conflict
+    between same-subject texts. The reason may be given as a function that writes it, called when
+    the reason is first read: a curation pass asks for ~20k relations and reads a few hundred reasons.
+    """
+
+    __slots__ = ("kind", "contradiction", "_reason")
+
+    def __init__(self, kind: str, reason: str | Callable[[], str], contradiction: bool = False) -> None:
+        self.kind, self.contradiction, self._reason = kind, contradiction, reason
+
+    @property
+    def reason(self) -> str:
+        if not isinstance(self._reason, str):
+            self._reason = self._reason()
+        return self._reason
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Relation):
+            return NotImplemented
+        return (self.kind, self.reason, self.contradiction) == (other.kind, other.reason, other.contradiction)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as the dataclass it was)
+
+    def __repr__(self) -> str:
+        return f"Relation(kind={self.kind!r}, reason={self.reason!r}, contradiction={self.contradiction!r})"
 
 
 _AFTER_MARKERS = frozenset("replaced replaces replacing longer switched migrated moved".split())
@@ -505,7 +526,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
     if similarity < min(CANDIDATE_FLOOR, threshold):
-        return Relation(DISTINCT, f"not similar ({similarity:.2f})")
+        return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
     po, pn = parse(old), parse(new)
     # 1. scope words: staging vs production, EU vs US, iOS vs Android ...
     for scope, words in po.scopes.items():
@@ -543,49 +564,49 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
         if _holder_swapped(po, pn, old_gone, new_gone, removed, added):
             return Relation(SUPERSEDES, f"new holder: {_short(old_gone)} -> {_short(new_gone)}", contradiction=True)
         if not (change and single_slot and subj_missing <= names and len(shared) >= 2):
-            return Relation(DISTINCT, f"different subject: {_short(subj_missing)}")
+            return Relation(DISTINCT, lambda: f"different subject: {_short(subj_missing)}")
     if not shared:
         return Relation(DISTINCT, "nothing in common")
     overlap = len(shared) / max(1, min(len(po.content), len(pn.content)))
     # 2. a stated change about the same subject
     if change and overlap >= 0.4:
         what = f"{_short(r_spec)} -> {_short(a_spec)}" if r_spec and a_spec else _short(a_spec or set(added)) or "it"
-        return Relation(SUPERSEDES, f"states a change ({what})", contradiction=bool(r_spec and a_spec))
+        return Relation(SUPERSEDES, lambda: f"states a change ({what})", contradiction=bool(r_spec and a_spec))
     # 3. several specific slots changed at once: another thing, not another value
     if r_spec and a_spec and (len(r_spec) >= 2 and len(a_spec) >= 2 or (r_gen and a_gen)):
-        return Relation(DISTINCT, f"differs in {_short(r_spec)} vs {_short(a_spec)}")
+        return Relation(DISTINCT, lambda: f"differs in {_short(r_spec)} vs {_short(a_spec)}")
     # 3. a value of one kind swapped for one of another kind (a frequency for a weekday): other slots
     if r_spec and a_spec and not change:
         kinds_r = {_value_class(removed[x]) for x in r_spec}
         kinds_a = {_value_class(added[x]) for x in a_spec}
         if None not in kinds_r and None not in kinds_a and not (kinds_r & kinds_a):
-            return Relation(DISTINCT, f"another slot: {_short(r_spec)} vs {_short(a_spec)}")
+            return Relation(DISTINCT, lambda: f"another slot: {_short(r_spec)} vs {_short(a_spec)}")
     # 3. one value replaced by another; when both texts deny it ("does not support IE11" / "... Safari 13")
     # both can be true
     if r_spec and a_spec and po.negated and pn.negated and not _polarity_flip(po, pn):
-        return Relation(DISTINCT, f"both say not, of {_short(r_spec)} and {_short(a_spec)}")
+        return Relation(DISTINCT, lambda: f"both say not, of {_short(r_spec)} and {_short(a_spec)}")
     if r_spec and a_spec:
-        return Relation(SUPERSEDES, f"new value: {_short(r_spec)} -> {_short(a_spec)}", contradiction=True)
+        return Relation(SUPERSEDES, lambda: f"new value: {_short(r_spec)} -> {_short(a_spec)}", contradiction=True)
     flip = _polarity_flip(po, pn)
     negated_extra = added if pn.negated and not po.negated else removed
     if flip and overlap >= 0.6 and _small(removed, added) and not (
             flip == "one says not" and any(t.specific for t in negated_extra.values())):
-        return Relation(SUPERSEDES, f"negates it ({flip})", contradiction=True)
+        return Relation(SUPERSEDES, lambda: f"negates it ({flip})", contradiction=True)
     # 4. novelty
     if not removed:
         if not added:
-            return Relation(SAME, f"says the same ({similarity:.2f})")
-        return Relation(REFINES, f"adds {_short(set(a.text for a in added.values()))}")
+            return Relation(SAME, lambda: f"says the same ({similarity:.2f})")
+        return Relation(REFINES, lambda: f"adds {_short(set(a.text for a in added.values()))}")
     if r_spec and not added:
         return Relation(SAME if similarity >= threshold else DISTINCT,
-                        f"says less ({similarity:.2f})" if similarity >= threshold else "says something else")
+                        (lambda: f"says less ({similarity:.2f})") if similarity >= threshold else "says something else")
     if similarity >= threshold and not r_spec:
         if a_spec or len(added) > len(removed):
-            return Relation(REFINES, f"rewording that adds {_short(set(a.text for a in added.values()))}")
-        return Relation(SAME, f"rewording ({similarity:.2f})")
+            return Relation(REFINES, lambda: f"rewording that adds {_short(set(a.text for a in added.values()))}")
+        return Relation(SAME, lambda: f"rewording ({similarity:.2f})")
     if not r_spec and not a_spec and similarity >= threshold - 0.05 and len(added) <= 2 and len(removed) <= 2:
-        return Relation(SAME, f"rewording ({similarity:.2f})")
-    return Relation(DISTINCT, f"says something else ({_short(set(removed))} vs {_short(set(added))})")
+        return Relation(SAME, lambda: f"rewording ({similarity:.2f})")
+    return Relation(DISTINCT, lambda: f"says something else ({_short(set(removed))} vs {_short(set(added))})")
 
 
 @functools.lru_cache(maxsize=65536)

@@ -306,12 +306,15 @@ def code_pattern_of(text: str) -> str | None:
     return None
 
 
-_TRAILING_PUNCT_RE = re.compile(r"[\s.!?,;:…]+$")
+#: what `normalise` strips from the end: after the split and join the only whitespace left is " ", so
+#: this is what the regex [\s.!?,;:…]+$ removed, without trying a match at every position (curation
+#: normalises every text it compares)
+_TRAILING_PUNCT = " .!?,;:…"
 
 
 def normalise(text: str) -> str:
     """Canonical form for exact-duplicate detection: casefold, single spaces, no trailing punctuation."""
-    return _TRAILING_PUNCT_RE.sub("", " ".join(text.casefold().split()))
+    return " ".join(text.casefold().split()).rstrip(_TRAILING_PUNCT)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -60,7 +60,10 @@ def heuristic_merge(texts: list[str]) -> str:
 
 
 def _key(s: str) -> str:
-    return " ".join(re.findall(r"\w+", s.lower()))
+    return " ".join(_WORD.findall(s.lower()))
+
+
+_WORD = re.compile(r"\w+")
 
 
 def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm_model: str | None = None,

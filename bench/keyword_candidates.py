@@ -6,7 +6,7 @@ Each engine indexes the same generated notes (bench/_common.py:make_texts) and a
 queries (other generated notes, through `search.query_terms`) for the top 100, one query at a time:
   fts5      SQLite FTS5 `porter unicode61`, `ORDER BY bm25() LIMIT 100` (memcli before issue 12; its
             coverage step, which read every query word's whole posting list, is left out here)
-  memcli    memcli.index.keyword (numpy, MaxScore): cold = posting lists read from SQLite for each
+  memcli    memcli.index.keyword (numpy bincount): cold = posting lists read from SQLite for each
             query, warm = this process's decoded posting lists kept (a batch, a server)
   bm25s     bm25s (scipy sparse matrix), fed memcli's own tokens        (skipped if not installed)
   tantivy   tantivy `en_stem` tokenizer, BooleanQuery of should-terms   (skipped if not installed)

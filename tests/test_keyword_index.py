@@ -119,7 +119,7 @@ def test_scores_and_coverage_equal_a_brute_force_bm25():
 
 
 def test_pruning_keeps_the_exact_top_k_on_a_skewed_vocabulary():
-    """MaxScore stops reading common words early; the top k must still be the exhaustive one."""
+    """Words in most memories are deferred to the candidates (`_top`); the top k must still be the exhaustive one."""
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(300)]
     weights = [1 / (i + 1) for i in range(300)]  # Zipf: a few words are everywhere

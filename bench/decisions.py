@@ -54,11 +54,11 @@ def main() -> None:
             (old,) = store.add(pair["old"], raw=True, project="p").events
             embedder = store.index.embedder
             new_ids = {e.id for e in store.add(pair["new"], project="p").events}
-            live = {r["id"] for r in store.index.select(Filters(current=True))}
-            every = {r["id"]: r for r in store.index.select()}
+            live = {r.id for r in store.index.select(Filters(current=True))}
+            every = {r.id: r for r in store.index.select()}
             if old.id in new_ids and len(every) == 1:
                 outcome = "merged"
-            elif every[old.id].get("superseded_by") in new_ids:
+            elif every[old.id].superseded_by in new_ids:
                 outcome = "superseded"
             elif old.id in live and len(live) >= 2:
                 outcome = "separate"

@@ -36,12 +36,12 @@ def stats(store: Store) -> dict[str, Any]:
     projects: Counter[str] = Counter()
     users: Counter[str] = Counter()
     oldest = newest = None
-    for rec in index.select():
-        types[rec.get("type", "?")] += 1
-        tags.update(rec.get("tags") or [])
-        projects[rec.get("project") or "(none)"] += 1
-        users[rec.get("user") or "(none)"] += 1
-        created = rec.get("created")
+    for m in index.select():
+        types[m.type or "?"] += 1
+        tags.update(m.tags)
+        projects[m.project or "(none)"] += 1
+        users[m.user or "(none)"] += 1
+        created = m.created
         oldest = created if oldest is None or (created and created < oldest) else oldest
         newest = created if newest is None or (created and created > newest) else newest
     return {

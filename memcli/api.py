@@ -15,17 +15,19 @@ loaded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memcli.ask import Answer
-from memcli.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
 from memcli.index import Filters
-from memcli.ingest import AddResult
-from memcli.io import ImportReport
 from memcli.memory import Memory
-from memcli.search import SearchResponse
 from memcli.store import Store as _StoreHandle
 from memcli.vocab import ExportFormat, MemoryType, SortKey
+
+if TYPE_CHECKING:  # each method imports the module it calls: `list` or `export` never loads extraction
+    from memcli.ask import Answer
+    from memcli.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
+    from memcli.ingest import AddResult
+    from memcli.io import ImportReport
+    from memcli.search import SearchResponse
 
 __all__ = ["Filters", "Store"]
 
@@ -73,7 +75,7 @@ class Store(_StoreHandle):
              limit: int | None = None) -> list[Memory]:
         """Memories matching `filters`, sorted (from the catalog, no file read)."""
         self.index.sync()
-        return [Memory.from_dict(r) for r in self.index.select(filters, order=str(sort), limit=limit, desc=desc)]
+        return self.index.select(filters, order=str(sort), limit=limit, desc=desc)
 
     def remove(self, ids: Iterable[str], *, reason: str = "removed by user", dry_run: bool = False) -> list[str]:
         """Move memories to the trash (restorable); returns their ids."""

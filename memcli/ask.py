@@ -7,6 +7,7 @@ exactly like `memcli ask`; the CLI only streams `Answer.pieces` and prints.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ class Answer:
         from memcli.llm_checks import supporting
 
         text = self.text if answer is None else answer
-        return supporting(text, [(h.id, str(h.record.get("text") or "")) for h in self.hits])
+        return supporting(text, [(h.id, h.memory.text) for h in self.hits])
 
     def usage(self) -> dict[str, Any] | None:
         if self._client is None:
@@ -125,12 +126,12 @@ def ask(store: Store, question: str, *, k: int = 8, llm_model: str | None = None
         return Answer(question, hits, model=model, error="no matching memories")
     from memcli.ingest import llm_client
 
-    sent = [h.record for h in hits]
+    sent = [h.memory for h in hits]
     if redact:  # the question and the memories: hand-written or imported ones were never scrubbed
         from memcli.redact import redact as scrub
 
         question = scrub(question)[0]
-        sent = [{**r, "text": scrub(r.get("text") or "")[0]} for r in sent]
+        sent = [dataclasses.replace(m, text=scrub(m.text)[0]) for m in sent]
     client = llm_client(store, model=model)
     return Answer(question, hits, model=model, pieces=client.answer(question, sent),
                   _client=client, _store=store)

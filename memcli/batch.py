@@ -17,6 +17,8 @@ import numpy as np
 
 from memcli.changes import ChangeSet, commit_planned
 from memcli.errors import InvalidInput
+from memcli.index import Index
+from memcli.memory import Memory
 from memcli.store import Store
 
 #: lines planned per commit: big enough that the per-commit cost (fsyncs, vector file, index
@@ -29,13 +31,13 @@ class PendingView:
     set planned so far leaves it. Memories the plan added or changed are served from the plan,
     with their vectors computed here (exact cosine); the rest from the index, synced once."""
 
-    def __init__(self, index: Any, cs: ChangeSet) -> None:
+    def __init__(self, index: Index, cs: ChangeSet) -> None:
         self.index = index
         self.cs = cs
         self.embedder = index.embedder
         self._ids: list[str] = []  # pending memories, in the order first seen
         self._pos: dict[str, int] = {}
-        self._recs: dict[str, dict[str, Any]] = {}
+        self._recs: dict[str, Memory] = {}  # as the plan leaves them (a snapshot, not its working copy)
         self._vecs: dict[str, np.ndarray] = {}
         self._store_labels: set[int] = set()  # index labels the plan shadows (changed memories)
 
@@ -52,13 +54,13 @@ class PendingView:
                 self._recs.pop(mid, None)
                 self._vecs.pop(mid, None)
                 continue
-            rec = m.to_dict()
+            rec = m.clone()
             old = self._recs.get(mid)
             if mid not in self._pos:
                 self._pos[mid] = len(self._ids)
                 self._ids.append(mid)
                 self._store_labels.update(self.index.labels_of([mid]).values())
-            if old is None or old.get("text") != rec.get("text"):
+            if old is None or old.text != rec.text:
                 self._vecs[mid] = self.embedder.embed([m.text])[0]
             self._recs[mid] = rec
 
@@ -77,7 +79,7 @@ class PendingView:
             out.append(hits[:k])
         return out
 
-    def records(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
+    def records(self, labels: Iterable[int]) -> dict[int, Memory]:
         labels = list(labels)
         out = self.index.records([lab for lab in labels if lab >= 0 and lab not in self._store_labels])
         for lab in labels:
@@ -94,9 +96,9 @@ class PendingView:
         if mid and mid not in self._recs:
             return mid  # a memory the plan did not touch: as the index says
         norm = normalise(text)
-        if mid and normalise(self._recs[mid]["text"]) == norm:
+        if mid and normalise(self._recs[mid].text) == norm:
             return mid
-        return next((i for i in self._ids if i in self._recs and normalise(self._recs[i]["text"]) == norm), None)
+        return next((i for i in self._ids if i in self._recs and normalise(self._recs[i].text) == norm), None)
 
     def labels_of(self, ids: Iterable[str]) -> dict[str, int]:
         ids = list(ids)

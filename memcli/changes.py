@@ -242,14 +242,15 @@ class ChangeSet:
         self._log: list[dict[str, Any]] = []
         self._order: list[tuple[str, str, str]] = []  # (op, id, detail) for preview
         self._after: list[Callable[[], None]] = []
-        self._known: dict[str, tuple[dict[str, Any], tuple[int, int]]] = {}
+        self._known: dict[str, tuple[Memory, tuple[int, int]]] = {}
         self.committed = False
 
     # ------------------------------------------------------------ reading
-    def known(self, entries: dict[str, tuple[dict[str, Any], tuple[int, int]]]) -> None:
-        """Catalog records with the file signature (mtime_ns, size) they were read from: a file
-        whose signature still matches is taken from its record instead of parsing its YAML again
-        (what `Index.sync` trusts too). Its bytes are still read and hashed for `commit()`."""
+    def known(self, entries: dict[str, tuple[Memory, tuple[int, int]]]) -> None:
+        """Memories from the catalog with the file signature (mtime_ns, size) they were read from: a
+        file whose signature still matches is taken from the catalog instead of parsing its YAML
+        again (what `Index.sync` trusts too). Its bytes are still read and hashed for `commit()`.
+        The memory is used as this plan's base copy (never edited: edits go to a clone)."""
         self._known.update(entries)
 
     def _read(self, mid: str) -> tuple[Memory, str, bytes]:
@@ -262,7 +263,7 @@ class ChangeSet:
             raise NotFound(f"no memory with id {mid}") from None
         entry = self._known.get(mid)
         if entry is not None and entry[1] == (st.st_mtime_ns, st.st_size):
-            return Memory.from_dict(entry[0], checked=True), file_hash(raw), raw
+            return entry[0], file_hash(raw), raw
         return Memory.parse(raw, file_id=mid), file_hash(raw), raw
 
     def memory(self, mid: str) -> Memory:

@@ -759,7 +759,7 @@ def search(
     for n, h in enumerate(r.hits):
         if n:
             lines.append("")
-        lines.extend(render.search_hit(h.score, h.record, shorts[h.id], width, colour,
+        lines.extend(render.search_hit(h.score, h.memory, shorts[h.id], width, colour,
                                        explain=h.parts if explain else None))
     sys.stdout.write("\n".join(lines) + "\n")
 
@@ -838,7 +838,7 @@ def list_(
     desc = sort.startswith("-")
     records = store.index.select(filters, order=sort.lstrip("-"), limit=limit, desc=desc)
     if as_json:
-        emit_json({"count": len(records), "memories": records})
+        emit_json({"count": len(records), "memories": [m.to_dict() for m in records]})
         return
     if not render.stdout_is_terminal():  # a pipe or a file: every memory, full ids, tab-separated
         sys.stdout.write("".join(line + "\n" for line in render.list_tsv(records)))
@@ -848,7 +848,7 @@ def list_(
 
     cap = len(records) if limit else max(10, shutil.get_terminal_size((80, 24)).lines - 3)
     shown = records[:cap]
-    lines = render.list_rows(shown, render.terminal_width(), short_ids(store, [r["id"] for r in shown]),
+    lines = render.list_rows(shown, render.terminal_width(), short_ids(store, [r.id for r in shown]),
                              render.colour_enabled())
     if len(records) > len(shown):
         lines.append(f"… {len(records) - len(shown)} more (use --limit N, or pipe the output)")
@@ -1195,7 +1195,7 @@ def merge(
     # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
     groups = similar_groups(store, threshold, apart=_opposed) if auto else [resolve_ids(store, ids or [])]
     wanted = {i for g in groups for i in g}  # the texts, for the report (the sources leave the index)
-    texts = {m["id"]: m["text"] for m in store.index.select() if m["id"] in wanted} if wanted else {}
+    texts = {mid: m.text for mid, m in store.index.records_of(wanted).items()} if wanted else {}
     if any(len(set(group)) < 2 for group in groups):
         fail("merge needs at least two different memories", ExitStatus.USAGE)
     results = merge_groups(store, groups, use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
@@ -1259,8 +1259,8 @@ def prune(
         emit_json({**result.to_dict(), "dry_run": dry_run})
         return
     width = render.terminal_width() if render.stdout_is_terminal() else 10_000
-    for r in result.trashed:
-        sys.stdout.write(render.clip(f"{r['id']}  {' '.join(r['text'].split())}  ({r['_reason']})", width) + "\n")
+    for p in result.trashed:
+        sys.stdout.write(render.clip(f"{p.memory.id}  {' '.join(p.memory.text.split())}  ({p.reason})", width) + "\n")
     note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)} memories")
 
 
@@ -1274,9 +1274,9 @@ def rollback(
     from memcli.curate import rollback as do_rollback
 
     store = synced(get_store())
-    involved = {r["id"]: r for r in store.index.select() if origin in (r.get("origins") or [])}
+    involved = {r.id: r.text for r in store.index.select() if origin in r.origins}
     if not involved and not _origin_in_log(store, origin):  # rolled back already: nothing to do, not an error
-        known = sorted({o for r in store.index.select() for o in r.get("origins") or []
+        known = sorted({o for r in store.index.select() for o in r.origins
                         if o.split(":")[0] == origin.split(":")[0]})
         fail(f"no memory comes from {origin}",
              hint=f"origins of that kind: {', '.join(known[:6])}{' ...' if len(known) > 6 else ''}" if known
@@ -1288,7 +1288,7 @@ def rollback(
     width = render.terminal_width() if render.stdout_is_terminal() else 10_000
     for verb, ids_ in (("trash ", result.trashed), ("detach", result.detached)):
         for mid in ids_:
-            text = " ".join(str(involved.get(mid, {}).get("text", "")).split())
+            text = " ".join(involved.get(mid, "").split())
             sys.stdout.write(render.clip(f"{verb}  {mid}  {text}", width) + "\n")
     note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)}, "
          f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}")
@@ -1368,7 +1368,7 @@ def ask(
             note("no LLM model configured (set MEMCLI_LLM_MODEL or llm_model in config.toml, or pass --model); "
                  "the memories that match:")
             for h in hits:
-                sys.stdout.write(f"[{h.id}] {short(h.record['text'], 300)}\n")
+                sys.stdout.write(f"[{h.id}] {short(h.memory.text, 300)}\n")
             if not hits:
                 note("no matching memories")
         return
@@ -1402,7 +1402,7 @@ def ask(
     if answer.header_echo():
         first = next((h for h in hits if h.id in answer.text), hits[0])
         note(f"the model only repeated a memory's header instead of answering; that memory says: "
-             f"{short(first.record['text'], 300)}")
+             f"{short(first.memory.text, 300)}")
         return
     unknown = answer.unknown_citations()
     if unknown:

@@ -8,11 +8,12 @@ count as using it: usage counts are left alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memcli.index import Filters
 
 if TYPE_CHECKING:
+    from memcli.memory import Memory
     from memcli.store import Store
 
 CHARS_PER_TOKEN = 4
@@ -25,8 +26,8 @@ def _one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[dict[str, Any]]:
-    """Candidate records, best first: search hits for a query, else the project's memories
+def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[Memory]:
+    """Candidate memories, best first: search hits for a query, else the project's memories
     (procedural first, then most recently updated). Falls back to the whole store when the
     project has no memories (a global store used from a new repository)."""
     index = store.index
@@ -38,17 +39,17 @@ def select(store: Store, query: str | None, project: str | None, limit: int = 60
 
             hits = search_many(store, [query], k=min(limit, 50), filters=filters, record_usage=False,
                                sync=False)[0].hits
-            records = [h.record for h in hits]
+            records = [h.memory for h in hits]
         else:
             records = index.select(filters, order="updated", desc=True, limit=limit * 4)
-            records.sort(key=lambda r: _TYPE_ORDER.get(r.get("type", ""), 3))
+            records.sort(key=lambda r: _TYPE_ORDER.get(r.type, 3))
             records = records[:limit]
         if records:
             return records
     return []
 
 
-def render(records: list[dict[str, Any]], *, project: str | None, query: str | None, budget: int) -> str:
+def render(records: list[Memory], *, project: str | None, query: str | None, budget: int) -> str:
     """Markdown within `budget` tokens; empty when there is nothing to say."""
     if not records:
         return ""
@@ -61,8 +62,7 @@ def render(records: list[dict[str, Any]], *, project: str | None, query: str | N
     shown = 0
     more = "- … {n} more: `memcli search` or the memcli MCP tools"
     for i, r in enumerate(records):
-        tag = r.get("type", "")
-        line = f"- {_one_line(r.get('text', ''))} ({tag}, {str(r.get('created', ''))[:10]}, `{r['id'][:10]}`)"
+        line = f"- {_one_line(r.text)} ({r.type}, {str(r.created)[:10]}, `{r.id[:10]}`)"
         reserve = 0 if i == len(records) - 1 else len(more) + 6  # room to say that more exist
         if used + len(line) + 1 + reserve > cap:
             break

@@ -8,7 +8,7 @@ import gc
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -158,11 +158,11 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,
-                   recs: dict[str, dict[str, Any]] | None = None,
-                   apart: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> list[list[str]]:
+                   recs: dict[str, Memory] | None = None,
+                   apart: Callable[[Memory, Memory], bool] | None = None) -> list[list[str]]:
     """Single-linkage clusters (union-find) over the neighbour pairs at >= `threshold` (arrays of
     `Index.neighbour_arrays`), taken row by row, nearest first; a pair for which
-    `apart(record, record)` is true is not linked. Groups come in the order of their first member."""
+    `apart(memory, memory)` is true is not linked. Groups come in the order of their first member."""
     parent = list(range(len(ids)))
 
     def find(x: int) -> int:
@@ -186,9 +186,9 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
 
 @_gc_paused()
 def similar_groups(store: Store, threshold: float, *,
-                   apart: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> list[list[str]]:
+                   apart: Callable[[Memory, Memory], bool] | None = None) -> list[list[str]]:
     """Clusters of memories whose pairwise links reach `threshold` (single linkage, union-find);
-    a pair for which `apart(record, record)` is true is not linked. Only the records of memories
+    a pair for which `apart(memory, memory)` is true is not linked. Only the memories
     with a neighbour that close are read."""
     ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS)
     if len(ids) < 2:
@@ -227,12 +227,19 @@ def _close_pairs(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: f
 
 
 # ---------------------------------------------------------------- prune
+class Pruned(NamedTuple):
+    """A memory prune trashes (or would, in a dry run), and why."""
+
+    memory: Memory
+    reason: str
+
+
 @dataclass
 class PruneResult:
-    trashed: list[dict[str, Any]] = field(default_factory=list)
+    trashed: list[Pruned] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"trashed": [{"id": r["id"], "text": r["text"], "reason": r["_reason"]} for r in self.trashed]}
+        return {"trashed": [{"id": p.memory.id, "text": p.memory.text, "reason": p.reason} for p in self.trashed]}
 
 
 def plan_prune(store: Store, *, older_than: str | None = None, unused: bool = False,
@@ -244,25 +251,25 @@ def plan_prune(store: Store, *, older_than: str | None = None, unused: bool = Fa
     from memcli.search import Usage
 
     records = store.index.select(Filters(type=type, until=older_than))
-    used = Usage(store).get([r["id"] for r in records]) if unused else {}
+    used = Usage(store).get([r.id for r in records]) if unused else {}
     out = PruneResult()
     cs = ChangeSet(store)
-    cs.known(store.index.catalog_entries(r["id"] for r in records))
+    cs.known(store.index.catalog_entries(r.id for r in records))
     for r in records:
         reasons = []
         if older_than:
             reasons.append(f"created before {older_than[:10]}")
         if unused:
-            if r["id"] in used:
+            if r.id in used:
                 continue
             reasons.append("never returned by a search")
         if min_confidence is not None:
-            if r.get("confidence", 0) >= min_confidence:
+            if r.confidence >= min_confidence:
                 continue
-            reasons.append(f"confidence {r.get('confidence')} < {min_confidence}")
+            reasons.append(f"confidence {r.confidence} < {min_confidence}")
         reason = "pruned: " + ", ".join(reasons)
-        out.trashed.append({**r, "_reason": reason})
-        cs.trash(r["id"], reason, event="PRUNE")
+        out.trashed.append(Pruned(r, reason))
+        cs.trash(r.id, reason, event="PRUNE")
     return cs, out
 
 
@@ -291,14 +298,14 @@ def plan_rollback(store: Store, origin: str) -> tuple[ChangeSet, RollbackResult]
     out = RollbackResult(origin)
     cs = ChangeSet(store)
     for r in store.index.select():
-        if origin not in (r.get("origins") or []):
+        if origin not in r.origins:
             continue
-        if r.get("origins") == [origin]:
-            out.trashed.append(r["id"])
-            cs.trash(r["id"], f"rollback of {origin}", event="ROLLBACK", origin=origin)
+        if r.origins == [origin]:
+            out.trashed.append(r.id)
+            cs.trash(r.id, f"rollback of {origin}", event="ROLLBACK", origin=origin)
         else:
-            out.detached.append(r["id"])
-            cs.edit(r["id"], Detach(origin), origin=origin, detail="origin removed")
+            out.detached.append(r.id)
+            cs.edit(r.id, Detach(origin), origin=origin, detail="origin removed")
     return cs, out
 
 
@@ -322,18 +329,18 @@ def opposing(a: str, b: str, similarity: float = 0.9) -> str | None:
     return rel.reason if rel.contradiction else None
 
 
-def mergeable(a: dict[str, Any], b: dict[str, Any], similarity: float = 0.9) -> bool:
+def mergeable(a: Memory, b: Memory, similarity: float = 0.9) -> bool:
     """May two memories be merged into one? Only the same fact (a rewording or a refinement) about
     the same subject; never a superseded memory, another subject or a contradiction."""
     from memcli.decide import REFINES, SAME, relate
 
-    if a.get("superseded_by") or b.get("superseded_by"):
+    if a.superseded_by or b.superseded_by:
         return False
-    return relate(a["text"], b["text"], similarity, threshold=0.0).kind in (SAME, REFINES) and \
-        relate(b["text"], a["text"], similarity, threshold=0.0).kind in (SAME, REFINES)
+    return relate(a.text, b.text, similarity, threshold=0.0).kind in (SAME, REFINES) and \
+        relate(b.text, a.text, similarity, threshold=0.0).kind in (SAME, REFINES)
 
 
-def _opposed(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _opposed(a: Memory, b: Memory) -> bool:
     """`similar_groups`' veto: only mergeable pairs are linked."""
     return not mergeable(a, b)
 
@@ -379,34 +386,27 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
 
     # contradictions: similar pairs with opposing wording (precision over recall)
     merged_ids = set(survivor.values())
-    views: dict[str, dict[str, Any]] = {}  # a merged memory's record, built once (not once per pair)
 
-    def record(i: str) -> dict[str, Any]:
-        if i not in merged_ids:
-            return recs[i]
-        if i not in views:  # the fields read below, straight from the planned memory (no to_dict)
-            m = cs.memory(i)
-            views[i] = {"id": m.id, "text": m.text, "type": m.type, "created": m.created, "links": list(m.links),
-                        "superseded_by": m.extra.get("superseded_by")}
-        return views[i]
+    def record(i: str) -> Memory:  # a merged memory straight from the plan
+        return recs[i] if i not in merged_ids else cs.memory(i)
 
     flagged: list[tuple[str, str, float, str]] = []
     for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, survivor):
         ra, rb = record(a), record(b)
-        if ra.get("type") == rb.get("type") == "episodic":
+        if ra.type == rb.type == "episodic":
             continue  # events recur (on other dates, with other numbers): they are distilled
-        if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.get("links") or []):
+        if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.links):
             continue  # related already: flagged by an earlier pass, or distilled one from the other
-        if ra.get("superseded_by") or rb.get("superseded_by"):
+        if ra.superseded_by or rb.superseded_by:
             continue  # a replaced value is history, not a contradiction
-        why = opposing(ra["text"], rb["text"], sim)
+        why = opposing(ra.text, rb.text, sim)
         if why:
             flagged.append((a, b, sim, why))
             report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
-                                          "texts": [ra["text"], rb["text"]]})
+                                          "texts": [ra.text, rb.text]})
     for (a, b, _, why), c in zip(flagged, report.contradictions):
         if supersede_older:
-            older, newer = sorted((a, b), key=lambda i: (str(record(i).get("created")), i))
+            older, newer = sorted((a, b), key=lambda i: (str(record(i).created), i))
             c["superseded"] = {"old": older, "new": newer}
             cs.edit(older, Supersede(newer), quiet=True)
             cs.edit(newer, Link("supersedes", older), quiet=True)
@@ -430,14 +430,14 @@ def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = N
 
 
 def _plan_distil(store: Store, cs: ChangeSet, ids: list[str], nbr: np.ndarray, sims: np.ndarray,
-                 recs: dict[str, dict[str, Any]], merged: set[str]) -> list[dict[str, Any]]:
+                 recs: dict[str, Memory], merged: set[str]) -> list[dict[str, Any]]:
     """Three or more similar episodic memories become one semantic memory linked to them.
 
     Greedy over the neighbour lists: each unused episode with at least two unused episodic
     neighbours at >= decide_threshold starts a group; the member most similar to the others
     gives the text."""
     threshold = store.config.decide_threshold
-    epi = {mid for mid in ids if recs[mid].get("type") == "episodic" and mid not in merged}
+    epi = {mid for mid in ids if recs[mid].type == "episodic" and mid not in merged}
     if len(epi) < 3:
         return []
     rows = [i for i, mid in enumerate(ids) if mid in epi]
@@ -453,20 +453,20 @@ def _plan_distil(store: Store, cs: ChangeSet, ids: list[str], nbr: np.ndarray, s
             continue
         used.update(group)
         members = [recs[g] for g in group]
-        if any(lk.get("rel") == "distilled_into" for m in members for lk in m.get("links") or []):
+        if any(lk.get("rel") == "distilled_into" for m in members for lk in m.links):
             continue
         between = {g: {o: s for o, s in near[g]} for g in group}
         centre = max(group, key=lambda g: sum(between[g].get(o, 0.0) for o in group if o != g))
         distilled = Memory(
-            id=new_ulid(), text=f"Recurring ({len(group)} times): {recs[centre]['text']}", type="semantic",
-            tags=list(dict.fromkeys(t for m in members for t in m.get("tags") or [])),
+            id=new_ulid(), text=f"Recurring ({len(group)} times): {recs[centre].text}", type="semantic",
+            tags=list(dict.fromkeys(t for m in members for t in m.tags)),
             confidence=min(0.95, 0.6 + 0.05 * len(group)), source="heuristic",
-            origins=list(dict.fromkeys(o for m in members for o in m.get("origins") or [])),
-            user=members[-1].get("user") or "default", project=members[-1].get("project"),
-            links=[{"rel": "derived_from", "id": m["id"]} for m in members],
+            origins=list(dict.fromkeys(o for m in members for o in m.origins)),
+            user=members[-1].user or "default", project=members[-1].project,
+            links=[{"rel": "derived_from", "id": m.id} for m in members],
         )
-        cs.add(distilled, event="DISTIL", sources=[m["id"] for m in members])
+        cs.add(distilled, event="DISTIL", sources=[m.id for m in members])
         for m in members:
-            cs.edit(m["id"], Link("distilled_into", distilled.id), quiet=True)
-        out.append({"id": distilled.id, "text": distilled.text, "from": [m["id"] for m in members]})
+            cs.edit(m.id, Link("distilled_into", distilled.id), quiet=True)
+        out.append({"id": distilled.id, "text": distilled.text, "from": [m.id for m in members]})
     return out

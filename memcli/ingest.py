@@ -401,8 +401,8 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             continue
         exact = _live_exact(index, fact.text)
         if exact:
-            out.append(Decision("NONE", exact["id"], reasoning="same text as an existing memory", similarity=1.0,
-                                exact=True, matched=_matched(exact)))
+            out.append(Decision("NONE", exact.id, reasoning="same text as an existing memory", similarity=1.0,
+                                exact=True, matched=_matched({"id": exact.id, "text": exact.text})))
             neighbours.append([])
             continue
         if raw:
@@ -416,9 +416,9 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         close = [(lab, s) for lab, s in hits if s >= low_floor]
         recs = index.records([lab for lab, _ in close])
         close = [(lab, s) for lab, s in close
-                 if s >= floor or (lab in recs and change_related(fact.text, str(recs[lab].get("text") or "")))]
-        live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].get("superseded_by")][:5]
-        nb = [{"id": recs[lab]["id"], "text": recs[lab]["text"], "similarity": round(s, 4)} for lab, s in live]
+                 if s >= floor or (lab in recs and change_related(fact.text, recs[lab].text))]
+        live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:5]
+        nb = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)
         out.append(heuristic_decision(fact.text, nb, threshold))
         neighbours.append(nb)
@@ -490,17 +490,17 @@ def _matched(rec: dict[str, Any]) -> dict[str, str]:
     return {"id": str(rec["id"]), "text": text if len(text) <= 80 else text[:79] + "…"}
 
 
-def _live_exact(index: Index, text: str) -> dict[str, Any] | None:
-    """The record of a memory with exactly this (normalised) text, unless it was superseded: saying
-    a replaced value again is a change back, decided by the rules against the live memories."""
+def _live_exact(index: Index, text: str) -> Memory | None:
+    """The memory with exactly this (normalised) text, unless it was superseded: saying a replaced
+    value again is a change back, decided by the rules against the live memories."""
     mid = index.find_exact(text)
     if not mid:
         return None
     labels = index.labels_of([mid])
     rec = index.records(labels.values()).get(labels.get(mid, -1)) if labels else None
     if rec is None:
-        return {"id": mid, "text": text}
-    return None if rec.get("superseded_by") else rec
+        return Memory(id=mid, text=text)
+    return None if rec.superseded_by else rec
 
 
 def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float) -> Decision:

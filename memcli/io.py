@@ -18,6 +18,7 @@ from typing import Any
 
 from memcli.changes import ChangeSet
 from memcli.errors import InputRejected
+from memcli.index import Filters, Index
 from memcli.memory import Memory
 from memcli.records import CSV_COLUMNS, Record, to_memory
 from memcli.render import JSON_SCHEMA
@@ -42,26 +43,30 @@ class ImportReport:
 
 
 # ---------------------------------------------------------------- export
-def export(records: Iterable[dict[str, Any]], fmt: str) -> str:
-    """Render catalog records (Memory.to_dict shape) in one of FORMATS, as one string."""
-    return "".join(export_chunks(records, fmt))
+_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder, not one per record (json.dumps)
 
 
-def export_chunks(records: Iterable[dict[str, Any]], fmt: str) -> Iterator[str]:
+def export(memories: Iterable[Memory], fmt: str) -> str:
+    """Render memories in one of FORMATS, as one string."""
+    return "".join(export_chunks(memories, fmt))
+
+
+def export_chunks(memories: Iterable[Memory], fmt: str) -> Iterator[str]:
     """The export, piece by piece (a 100k-memory store is written without holding it twice).
 
     Every format imports back: json and jsonl are the records as they are; md puts each record
     (without its text) as JSON in an HTML comment under a heading, invisible when rendered; csv
     has one column per common field plus `more`, a JSON object with the rest (history, links,
-    code pattern, flags, your own keys)."""
+    code pattern, flags, your own keys). Each memory is written as `Memory.to_dict` gives it."""
+    records = (m.to_dict() for m in memories)
     if fmt == "json":
         yield f'{{"schema": {JSON_SCHEMA}, "memories": ['
         for n, r in enumerate(records):
-            yield ("\n " if n == 0 else ",\n ") + json.dumps(r, ensure_ascii=False)
+            yield ("\n " if n == 0 else ",\n ") + _JSON(r)
         yield "\n]}\n"
     elif fmt == "jsonl":
         for r in records:
-            yield json.dumps(r, ensure_ascii=False) + "\n"
+            yield _JSON(r) + "\n"
     elif fmt == "md":
         yield "# memcli export\n"
         for r in records:
@@ -87,9 +92,9 @@ def export_chunks(records: Iterable[dict[str, Any]], fmt: str) -> Iterator[str]:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def iter_records(index: Any, filters: Any) -> Iterator[dict[str, Any]]:
-    """Catalog records matching `filters`, by id, from a cursor: an export of 100k memories never
-    holds them all."""
+def iter_records(index: Index, filters: Filters) -> Iterator[Memory]:
+    """Memories matching `filters`, by id, from a cursor: an export of 100k memories never holds
+    them all."""
     yield from index.iter_select(filters)
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from memcli.decision import Decision
 from memcli.errors import LLMError, LLMFormatError, LLMUnavailable
 from memcli.facts import Extraction, Fact
+from memcli.memory import Memory
 
 __all__ = [
     "DECIDE_SYSTEM",
@@ -1051,7 +1052,7 @@ class LLM:
             raise LLMFormatError(f"rejected: {problem}")
         return text
 
-    def answer(self, question: str, memories: list[dict]) -> Iterator[str]:
+    def answer(self, question: str, memories: list[Memory]) -> Iterator[str]:
         """Stream an answer to ``question`` from ``memories``, citing their ids as ``[id]``.
 
         The request is made when iteration starts. Retries happen only before the first chunk:
@@ -1062,10 +1063,10 @@ class LLM:
         for m in memories:
             meta = ", ".join(
                 f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
-                for k in ("type", "tags", "created", "updated")
-                if (v := m.get(k))
+                for k, v in (("type", m.type), ("tags", m.tags), ("created", m.created), ("updated", m.updated))
+                if v
             )
-            blocks.append(f"[{m.get('id')}]{f' ({meta})' if meta else ''}\n{str(m.get('text', '')).strip()}")
+            blocks.append(f"[{m.id}]{f' ({meta})' if meta else ''}\n{str(m.text).strip()}")
         data = "\n\n".join(blocks) if blocks else "(no memories found)"
         messages = [
             {"role": "system", "content": ANSWER_SYSTEM},

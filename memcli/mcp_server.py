@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from memcli.api import Store
+from memcli.memory import Memory as Record
 
 FULL_SYNC_SECONDS = 2.0
 
@@ -86,11 +87,11 @@ class Memory:
         except LookupError as e:
             raise ValueError(str(e.args[0]) if e.args else f"no memory {ref!r}") from None
 
-    def brief(self, rec: dict[str, Any], score: float | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.short_id(rec["id"]), "date": str(rec.get("created", ""))[:10],
-                               "text": rec.get("text", ""), "origins": rec.get("origins") or []}
-        if rec.get("tags"):
-            out["tags"] = rec["tags"]
+    def brief(self, rec: Record, score: float | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.short_id(rec.id), "date": str(rec.created)[:10],
+                               "text": rec.text, "origins": list(rec.origins)}
+        if rec.tags:
+            out["tags"] = list(rec.tags)
         if score is not None:
             out["score"] = round(score, 3)
         return out
@@ -183,7 +184,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
             except ValueError as e:
                 raise ValueError(f"since: {e}") from None
             hits = search_many(s, [query], k=k, filters=filters, sync=False)[0].hits
-            return {"results": [mem.brief(h.record, h.score) for h in hits]}
+            return {"results": [mem.brief(h.memory, h.score) for h in hits]}
 
         return await run(work)
 

@@ -17,9 +17,12 @@ import sys
 import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcli.errors import ExitStatus
+
+if TYPE_CHECKING:
+    from memcli.memory import Memory
 
 # The version of the JSON shapes the CLI prints (README "JSON output"). Bump when a key changes
 # meaning or disappears; adding a key is not a new version.
@@ -296,23 +299,23 @@ def style(text: str, name: str, enabled: bool) -> str:
 
 
 # ---------------------------------------------------------------- list
-def list_rows(records: Sequence[dict[str, Any]], width: int, short: dict[str, str], colour: bool = False) -> list[str]:
+def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colour: bool = False) -> list[str]:
     """One row per memory that fits `width` columns: short id, date, type, text clipped at a word
     boundary, tags. A memory's code blocks follow its row as code (indented), never flattened."""
     if not records:
         return []
-    id_w = max(cell_width(short.get(r["id"], r["id"])) for r in records)
-    type_w = max(len(str(r.get("type") or "")) for r in records)
+    id_w = max(cell_width(short.get(r.id, r.id)) for r in records)
+    type_w = max(len(str(r.type or "")) for r in records)
     fixed = id_w + 2 + 10 + 2 + type_w + 2  # id, date, type and the gaps between them
     room = max(12, width - fixed)
     lines = []
     for r in records:
-        pieces = blocks(str(r.get("text") or ""))
+        pieces = blocks(str(r.text or ""))
         prose = " ".join(p for k, p in pieces if k == "text")
         code = [p for k, p in pieces if k == "code"]
         if not prose and code:  # a memory that is only code: its first code line stands for it
             prose = next((x.strip() for x in code[0].splitlines() if x.strip() and not _FENCE.match(x)), "(code)")
-        tags = " ".join("#" + t for t in r.get("tags") or [])
+        tags = " ".join("#" + t for t in r.tags)
         text_room = room
         if tags:
             tag_room = min(cell_width(tags), room // 3)
@@ -320,8 +323,8 @@ def list_rows(records: Sequence[dict[str, Any]], width: int, short: dict[str, st
             text_room = room - (cell_width(tags) + 2 if tags else 0)
         text = clip(prose, text_room)
         gap = " " * (text_room - cell_width(text) + 2) if tags else ""
-        sid = style(short.get(r["id"], r["id"]).ljust(id_w), "dim", colour)
-        row = (f"{sid}  {str(r.get('created') or '')[:10]:<10}  {str(r.get('type') or ''):<{type_w}}  "
+        sid = style(short.get(r.id, r.id).ljust(id_w), "dim", colour)
+        row = (f"{sid}  {str(r.created or '')[:10]:<10}  {str(r.type or ''):<{type_w}}  "
                f"{text}{gap}{style(tags, 'cyan', colour)}")
         lines.append(row.rstrip())
         indent = " " * fixed
@@ -334,24 +337,24 @@ def list_rows(records: Sequence[dict[str, Any]], width: int, short: dict[str, st
     return lines
 
 
-def list_tsv(records: Sequence[dict[str, Any]]) -> list[str]:
+def list_tsv(records: Sequence[Memory]) -> list[str]:
     """The listing for a pipe: full ids, tab-separated, one memory per line (text on one line)."""
-    return ["\t".join([r["id"], str(r.get("created") or ""), str(r.get("type") or ""),
-                       " ".join(str(r.get("text") or "").split()), ",".join(r.get("tags") or [])]) for r in records]
+    return ["\t".join([r.id, str(r.created or ""), str(r.type or ""),
+                       " ".join(str(r.text or "").split()), ",".join(r.tags)]) for r in records]
 
 
 # ---------------------------------------------------------------- search
-def search_hit(score: float, rec: dict[str, Any], short_id: str, width: int, colour: bool = False,
+def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: bool = False,
                explain: dict[str, float] | None = None) -> list[str]:
     """One search result: a header line (score, id, type, tags) and the text, wrapped at words,
     code blocks kept as code. Literal text: nothing in it is markup."""
-    tags = " ".join("#" + t for t in rec.get("tags") or [])
-    head_plain = f"{score:.3f}  {short_id}  {rec.get('type', '')}"
+    tags = " ".join("#" + t for t in rec.tags)
+    head_plain = f"{score:.3f}  {short_id}  {rec.type}"
     tags = clip(tags, max(0, width - cell_width(head_plain) - 2)) if tags else ""
-    head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  {rec.get('type', '')}"
+    head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  {rec.type}"
             + (f"  {style(tags, 'cyan', colour)}" if tags else ""))
     lines = [head]
-    lines.extend(body_lines(str(rec.get("text") or ""), width, "  ", max_lines=12))
+    lines.extend(body_lines(str(rec.text or ""), width, "  ", max_lines=12))
     if explain:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in explain.items())
         lines.extend(style(x, "dim", colour) for x in wrap(parts, width, "  "))

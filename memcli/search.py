@@ -24,7 +24,7 @@ import numpy as np
 
 from memcli import safety
 from memcli.config import Ranking
-from memcli.index import Filters
+from memcli.index import Filters, RankFields
 from memcli.memory import Memory, now_iso, parse_time
 
 if TYPE_CHECKING:
@@ -55,24 +55,19 @@ def query_terms(query: str) -> list[str]:
 
 @dataclass
 class Hit:
-    """One ranked memory: its record (front matter + text) and the parts of its score."""
+    """One ranked memory (`hit.memory.text`) and the parts of its score."""
 
-    record: dict[str, Any]
+    memory: Memory
     score: float
     similarity: float
     parts: dict[str, float] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
-        return str(self.record["id"])
-
-    @property
-    def memory(self) -> Memory:
-        """The hit as a `Memory` (the library's one record type): `hit.memory.text`."""
-        return Memory.from_dict(self.record)
+        return self.memory.id
 
     def to_dict(self, explain: bool = False) -> dict[str, Any]:
-        d = {**self.record, "score": round(self.score, 4), "similarity": round(self.similarity, 4)}
+        d = {**self.memory.to_dict(), "score": round(self.score, 4), "similarity": round(self.similarity, 4)}
         if explain:
             d["explain"] = {k: round(v, 4) for k, v in self.parts.items()}
         return d
@@ -290,15 +285,16 @@ def reliability(confidence: float, usage_count: int) -> float:
 
 
 def rank(
-    sims: np.ndarray, keyword: np.ndarray, records: list[dict[str, Any]], usage: dict[str, tuple[int, str | None]],
-    weights: Ranking, now: float,
+    sims: np.ndarray, keyword: np.ndarray, records: Sequence[RankFields | Memory],
+    usage: dict[str, tuple[int, str | None]], weights: Ranking, now: float,
 ) -> tuple[np.ndarray, list[dict[str, float]]]:
-    """The one scoring function. `keyword` is BM25 already scaled to [0, 1] within the query."""
+    """The one scoring function. `keyword` is BM25 already scaled to [0, 1] within the query;
+    `records` are the candidates' `RankFields` (what the catalog reads for ranking) or memories."""
     scores = np.zeros(len(records))
     parts = []
     for i, rec in enumerate(records):
-        rec_ = recency(rec.get("updated") or rec.get("created"), now, weights.recency_days)
-        rel = reliability(rec.get("confidence", 0.8), usage.get(rec["id"], (0, None))[0])
+        rec_ = recency(rec.updated or rec.created, now, weights.recency_days)
+        rel = reliability(rec.confidence, usage.get(rec.id, (0, None))[0])
         p = {
             "similarity": float(sims[i]), "keyword": float(keyword[i]), "recency": rec_, "reliability": rel,
         }
@@ -415,12 +411,12 @@ def search_many(
         keep = [i for i in range(len(labels)) if sims[i] >= floor or kwe[i] >= 0.5]
         passed.append(([labels[i] for i in keep], sims[keep], kwe[keep]))
     usage = _usage_reader(store)
-    use = usage.uses(list(dict.fromkeys(f["id"] for f in fields.values())))
+    use = usage.uses(list(dict.fromkeys(f.id for f in fields.values())))
     now = time.time()
     ranked = []
     for labels, sims, kwe in passed:
         keep = [i for i, lab in enumerate(labels)
-                if lab in fields and (include_superseded or not fields[lab].get("superseded"))]
+                if lab in fields and (include_superseded or not fields[lab].superseded)]
         labels, sims, kwe = [labels[i] for i in keep], sims[keep], kwe[keep]
         scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
         pool = mmr_pool(scores, k)

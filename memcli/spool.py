@@ -327,7 +327,7 @@ def apply_rewrite(store: Store, mapping: dict[str, str], reworded: dict[str, dic
     replaced: dict[str, list[str]] = {}
     if reworded:  # only commits that left a memory (not a fixup! squashed away): no pointless add
         store.index.sync()
-        refs = {o[4:].lower() for rec in store.index.select() for o in rec.get("origins") or []
+        refs = {o[4:].lower() for m in store.index.select() for o in m.origins
                 if o.startswith("git:") and len(o) >= 11}
         reworded = {old: info for old, info in reworded.items() if any(old.lower().startswith(r) for r in refs)}
     for old, info in reworded.items():
@@ -429,18 +429,18 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
         index.sync()
         cs = ChangeSet(store)
         changed = 0
-        for rec in index.select():
-            origins = list(rec.get("origins") or [])
+        for m in index.select():
+            origins = list(m.origins)
             moves = {o: t for o in origins if (t := translate_origins([o], rewrites, buckets)[0]) != o}
             by = None
-            if not rec.get("superseded_by"):
+            if not m.superseded_by:
                 refs = [o[4:].lower() for o in origins if o.startswith("git:") and len(o) >= 11]
                 by = next((ids[0] for old, ids in replaced.items() for ref in refs
-                           if old.startswith(ref) and rec["id"] not in ids), None)
+                           if old.startswith(ref) and m.id not in ids), None)
             if moves:
-                cs.edit(rec["id"], Retarget(moves), origin=list(moves.values()), detail="git history rewritten")
+                cs.edit(m.id, Retarget(moves), origin=list(moves.values()), detail="git history rewritten")
             if by:
-                cs.edit(rec["id"], Supersede(by=by), detail="the commit message was reworded")
+                cs.edit(m.id, Supersede(by=by), detail="the commit message was reworded")
             changed += bool(moves or by)
         return cs, changed
 

@@ -41,8 +41,8 @@ def _lines() -> list[str]:
 def _content(store: Store) -> set[tuple]:
     """What a user sees: each memory's text, origins, confidence, and the text that superseded it."""
     recs = store.index.select()
-    text_of = {r["id"]: r["text"] for r in recs}
-    return {(r["text"], tuple(sorted(r["origins"])), round(r["confidence"], 3), text_of.get(r.get("superseded_by")))
+    text_of = {r.id: r.text for r in recs}
+    return {(r.text, tuple(sorted(r.origins)), round(r.confidence, 3), text_of.get(r.superseded_by))
             for r in recs}
 
 

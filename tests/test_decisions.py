@@ -47,12 +47,12 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, str, 
         embedder = store.index.embedder
         (old_ev,) = first.events
         second = store.add(pair["new"], project="p")
-        live = {r["id"]: r for r in store.index.select(Filters(current=True))}
-        every = {r["id"]: r for r in store.index.select()}
+        live = {r.id: r for r in store.index.select(Filters(current=True))}
+        every = {r.id: r for r in store.index.select()}
         new_ids = {e.id for e in second.events}
         if old_ev.id in new_ids and len(every) == 1:
             outcome = "merged"
-        elif every[old_ev.id].get("superseded_by") in new_ids and old_ev.id not in live:
+        elif every[old_ev.id].superseded_by in new_ids and old_ev.id not in live:
             outcome = "superseded"
         elif old_ev.id in live and len(live) == 1 + len(new_ids - {old_ev.id}) and old_ev.id not in new_ids:
             outcome = "separate"

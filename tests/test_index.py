@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from conftest import Cli
 
@@ -183,7 +184,7 @@ def test_changing_the_model_rebuilds_with_the_new_dimension(hash_store):
         assert vector_dims(small) == {128}
         assert small.index.meta("dim") == "128" and small.index.meta("model") == "hash:128"
         hits = small.search(NOTES[1], record_usage=False)
-        assert hits.hits[0].record["text"] == NOTES[1]
+        assert hits.hits[0].memory.text == NOTES[1]
         assert abs(hits.hits[0].similarity - 1.0) < 1e-4
         assert small.index.count() == len(NOTES) + 1
     finally:
@@ -291,7 +292,7 @@ def test_many_deletions_compact_the_vector_index(hash_store):
     assert index.count() == 301
     assert index.vec.load().element_count == 301  # rebuilt without the 1,200 tombstones
     (hit, *_) = hash_store.search("service s9999 port 6379", k=3).hits
-    assert hit.record["text"] == "The cache service s9999 runs on port 6379."
+    assert hit.memory.text == "The cache service s9999 runs on port 6379."
 
 
 def test_a_sync_reports_only_what_it_embedded_itself(hash_store):
@@ -299,3 +300,68 @@ def test_a_sync_reports_only_what_it_embedded_itself(hash_store):
     assert hash_store.index.embedder.computed == 1
     report = hash_store.index.sync(force=True)  # same process, same embedder: everything is cached
     assert report.rebuilt == "reindex requested" and report.embedded == 0
+
+
+# --- what the catalog returns -------------------------------------------------------------------
+
+HAND_WRITTEN = {
+    # a hand-made file: no id, a bare date, camelCase flags of 0.1, a key of your own holding a date
+    "hand-made": "---\ntype: procedural\ntags: deploy, ci\ncreated: 2026-01-05\nhasCommand: true\n"
+                 "reviewed: 2026-02-01T08:00:00Z\njira: {key: OPS-1, points: 2}\n---\nRun `make deploy` from main.\n",
+    # a declared id that is not the file name, history, links, confidence with many decimals
+    "renamed": "---\nid: OTHER\nconfidence: 0.123456\nhistory:\n- event: UPDATE\n  at: 2026-03-01T00:00:00Z\n"
+               "  old: before\nlinks:\n- {rel: contradicts, id: hand-made}\nsuperseded_by: hand-made\n---\nAfter.\n",
+    "bom": "\ufeff---\ntags: [a]\n---\nA file saved with a BOM.\n",
+    "no-front-matter": "Just a line of text, no front matter at all.\n",
+}
+
+
+def test_the_catalog_returns_the_memory_its_file_holds(tmp_path):
+    """Every read of the catalog gives the `Memory` that parsing `facts/<id>.md` gives, on every
+    field the catalog keeps (confidence as the file writes it, to 4 decimals)."""
+    from memcli.memory import Memory
+
+    root = Path(__file__).resolve().parent.parent / "sample_memories"
+    store = Store(tmp_path / "store", Config(embed_model="hash:64"))
+    store.init()
+    for p in (root / "facts").glob("*.md"):
+        shutil.copy(p, store.facts_dir / p.name)
+    for name, text in HAND_WRITTEN.items():
+        (store.facts_dir / f"{name}.md").write_bytes(text.encode("utf-8"))
+    try:
+        store.index.sync()
+        expected = {}
+        for p in sorted(store.facts_dir.glob("*.md")):
+            m = Memory.parse(p.read_bytes(), file_id=p.stem)
+            m.confidence = round(m.confidence, 4)
+            expected[m.id] = m
+        assert len(expected) == len(list((root / "facts").glob("*.md"))) + len(HAND_WRITTEN)
+        index = store.index
+        ids = list(expected)
+        labels = index.labels_of(ids)
+        reads = {
+            "select": {m.id: m for m in index.select()},
+            "iter_select": {m.id: m for m in index.iter_select()},
+            "records_of": index.records_of(ids),
+            "records": {m.id: m for m in index.records(labels.values()).values()},
+            "catalog_entries": {mid: e[0] for mid, e in index.catalog_entries(ids).items()},
+        }
+        for name, got in reads.items():
+            assert set(got) == set(expected), name
+            for mid, m in got.items():
+                assert isinstance(m, Memory), name
+                if mid in ("bom", "no-front-matter"):  # no `created` in the file: each reading says "now"
+                    expected[mid].created, expected[mid].updated = m.created, m.updated
+                assert m == expected[mid], (name, mid)
+                assert m.to_dict() == expected[mid].to_dict(), (name, mid)
+                assert m.to_markdown() == expected[mid].to_markdown(), (name, mid)  # dates stay unquoted
+        assert reads["select"]["renamed"].superseded_by == "hand-made"
+        assert reads["select"]["hand-made"].flags == {"hasCommand": True}
+        fields = index.rank_fields(labels.values())
+        for mid, lab in labels.items():
+            f, m = fields[lab], expected[mid]
+            assert (f.id, f.created, f.updated) == (m.id, m.created, m.updated)
+            assert f.superseded == (m.superseded_by is not None)
+            assert abs(f.confidence - m.confidence) <= 5e-5  # the column keeps the file's own decimals
+    finally:
+        store.close()

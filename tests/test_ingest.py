@@ -167,7 +167,7 @@ def test_library_add_and_search(real_store):
     r = real_store.add(f"{DEPLOY}\n\n{UNRELATED}", origins=["git:abc"])
     assert [e.event for e in r.events] == ["ADD", "ADD"]
     hits = real_store.search("when is the staging DB wiped?")
-    assert hits.hits[0].record["text"] == UNRELATED
+    assert hits.hits[0].memory.text == UNRELATED
     again = Store(real_store.path)
     try:
         assert {m.text for m in (again.read(p.stem) for p in again.facts_dir.glob("*.md"))} == {DEPLOY, UNRELATED}

@@ -312,7 +312,7 @@ def test_empty_and_odd_queries():
 def _store_keyword(store, q: str, k: int = 10) -> list[tuple[str, float]]:
     index = store.index
     index.sync()
-    ids = {lab: rid for rid, lab in index.labels_of(r["id"] for r in index.select()).items()}
+    ids = {lab: rid for rid, lab in index.labels_of(r.id for r in index.select()).items()}
     return [(ids[lab], round(s, 9)) for lab, s, _ in index.keyword(query_terms(q), k)]
 
 

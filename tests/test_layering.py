@@ -126,3 +126,27 @@ def test_the_public_api_is_typed_and_documented() -> None:
         for p in sig.parameters.values():
             if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
                 assert p.annotation is not inspect.Parameter.empty, (name, p.name)
+
+
+def test_the_index_hands_out_memories_not_record_dicts() -> None:
+    """One vocabulary: what the index returns about a memory is a `Memory` (or, for ranking, the
+    typed `RankFields`), never the JSON record dict its catalog rows keep, read with `.get()`."""
+    import inspect
+    import typing
+
+    from memcli.index import Index
+    from memcli.memory import Memory
+
+    readers = {"records", "records_of", "select", "iter_select", "catalog_entries"}
+    for name, fn in inspect.getmembers(Index, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        returns = str(inspect.signature(fn).return_annotation)
+        assert "dict[str, Any]" not in returns, f"Index.{name} returns {returns}"
+        if name in readers:
+            assert "Memory" in returns, f"Index.{name} returns {returns}"
+    assert typing.get_type_hints(Index.select)["return"] == list[Memory]
+    # outside the index nobody parses the catalog's JSON records (a `record` column read)
+    offenders = [me for me, p in modules().items() if not me.startswith("index")
+                 and "Memory.from_dict(r" in p.read_text(encoding="utf-8")]
+    assert offenders == []

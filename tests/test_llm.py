@@ -37,6 +37,7 @@ from memcli.llm import (  # noqa: E402
     escape_data,
     parse_json_reply,
 )
+from memcli.memory import Memory  # noqa: E402
 
 llm_server = fake_llm.llm_server  # the pytest fixture, made visible to this module
 
@@ -699,8 +700,8 @@ def test_answer_streams_chunks(llm_server: FakeLLMServer) -> None:
     llm_server.script([answer])
     llm = make_llm(llm_server)
     memories = [
-        {"id": ULID_A, "text": "Deploys go through GitHub Actions.", "type": "semantic", "tags": ["ci"]},
-        {"id": ULID_B, "text": "The API listens on port 9000."},
+        Memory(id=ULID_A, text="Deploys go through GitHub Actions.", type="semantic", tags=["ci"]),
+        Memory(id=ULID_B, text="The API listens on port 9000."),
     ]
     chunks = list(llm.answer("How do we deploy?", memories))
     assert len(chunks) > 1 and "".join(chunks) == answer

@@ -230,3 +230,42 @@ def test_emoji_and_accents_stay_readable_in_the_front_matter(hash_store):
     text = hash_store.write(m).read_text(encoding="utf-8")
     assert "\\U" not in text and "🚀" in text and "café" in text and "🙂" in text
     assert hash_store.read(m.id).to_dict() == m.to_dict()
+
+
+# --- the catalog's form -------------------------------------------------------------------------
+
+
+def odd_memories() -> list[Memory]:
+    """Memories whose JSON form has the corners: timestamps in your own keys, flags, a history
+    entry without a time, links, no optional field at all, non-ASCII text."""
+    full = full_memory()
+    full.flags = {"hasCodeBlock": True, "hasCommand": True}
+    full.extra = {"jira": {"key": "WEB-12", "due": "2026-12-01T10:00:00Z"}, "reviewed": "2026-11-01",
+                  "superseded_by": "01JDQ8ZK4M6V3XW7T2B9C5N1RB", "note": None, "score": 3}
+    full.history.append({"event": "MERGE", "old": "x", "at": None})
+    bare = Memory(id="bare", text="Nothing but text: ünïcödé, 日本語, emoji 🚀.", domain=None, project=None)
+    return [full, bare, Memory.parse(full.to_markdown().encode(), file_id=full.id)]
+
+
+@pytest.mark.parametrize("m", odd_memories(), ids=["full", "bare", "parsed"])
+def test_to_dict_is_the_front_matter_and_the_text_as_json(m):
+    """`to_dict` (export, --json, the catalog's record) is built directly, not through the YAML
+    front matter: it must stay exactly that mapping, key order included (export output)."""
+    from memcli.memory import _jsonable
+
+    reference = _jsonable({**m.front_matter(), "text": m.text})
+    assert m.to_dict() == reference
+    assert list(m.to_dict()) == list(reference)
+
+
+@pytest.mark.parametrize("m", odd_memories(), ids=["full", "bare", "parsed"])
+def test_from_catalog_gives_what_from_dict_gives(m):
+    """The trusted constructor (catalog rows were validated when indexed) builds the same memory
+    as the validating one, and the same JSON back."""
+    import json
+
+    row = json.dumps(m.to_dict(), ensure_ascii=False)
+    fast, checked = Memory.from_catalog(json.loads(row)), Memory.from_dict(json.loads(row))
+    assert fast == checked
+    assert fast.to_dict() == m.to_dict() and fast.to_markdown() == checked.to_markdown()
+    assert fast.superseded_by == m.extra.get("superseded_by")

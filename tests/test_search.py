@@ -99,7 +99,7 @@ def ids_by_text(path) -> dict[str, str]:
     s = Store(path)
     try:
         s.index.sync()
-        return {r["text"]: r["id"] for r in s.index.select()}
+        return {r.text: r.id for r in s.index.select()}
     finally:
         s.close()
 
@@ -117,30 +117,30 @@ def run_queries(path, queries, **kw):
 
 def test_a_paraphrased_query_finds_its_memory_first(notes):
     responses = run_queries(notes, PARAPHRASES)
-    misses = {q: (r.hits[0].record["text"] if r.hits else None)
+    misses = {q: (r.hits[0].memory.text if r.hits else None)
               for (q, i), r in zip(PARAPHRASES.items(), responses)
-              if not r.hits or r.hits[0].record["text"] != TEXTS[i]}
+              if not r.hits or r.hits[0].memory.text != TEXTS[i]}
     assert misses == {}
 
 
 def test_an_incidental_shared_word_does_not_beat_meaning(notes):
     # threshold 0: this is about ranking, not about the similarity floor (one right answer is below 0.3)
     responses = run_queries(notes, INCIDENTAL, threshold=0.0)
-    misses = {q: (r.hits[0].record["text"] if r.hits else None)
+    misses = {q: (r.hits[0].memory.text if r.hits else None)
               for (q, i), r in zip(INCIDENTAL.items(), responses)
-              if not r.hits or r.hits[0].record["text"] != TEXTS[i]}
+              if not r.hits or r.hits[0].memory.text != TEXTS[i]}
     assert misses == {}
 
 
 def test_a_close_call_keeps_the_right_memory_near_the_top(notes):
     query, i = CLOSE_CALL
     (r,) = run_queries(notes, [query], threshold=0.0)
-    assert TEXTS[i] in [h.record["text"] for h in r.hits[:2]]
+    assert TEXTS[i] in [h.memory.text for h in r.hits[:2]]
 
 
 def test_an_exact_identifier_is_found_by_keyword(notes):
     (r,) = run_queries(notes, ["PgBouncer"])
-    assert r.hits[0].record["text"] == TEXTS[7]
+    assert r.hits[0].memory.text == TEXTS[7]
 
 
 # --- filters -------------------------------------------------------------------------------------

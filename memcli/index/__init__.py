@@ -8,10 +8,11 @@ Four modules, one job each:
 - `sync`     brings catalog and graph in step with `facts/` (or with what a commit just wrote).
 
 `Index` puts them together for the rest of memcli. What crosses this package's boundary is memory
-ids, labels, records and vectors; nobody outside it runs SQL against the catalog
-(tests/test_layering.py). Writes take the store's writer lock; the vector file is written under a
-new generation name and switched in the same SQLite transaction that records it, so readers never
-load a vector file that disagrees with the catalog.
+ids, labels, `Memory` objects (and `RankFields`, search's narrow view for ranking) and vectors;
+nobody outside it runs SQL against the catalog or sees its JSON records (tests/test_layering.py).
+Writes take the store's writer lock; the vector file is written under a new generation name and
+switched in the same SQLite transaction that records it, so readers never load a vector file that
+disagrees with the catalog.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ import numpy as np
 from memcli.embed import Embedder
 from memcli.errors import IndexUnavailable
 from memcli.files import Files
-from memcli.index.catalog import SCHEMA_VERSION, SORT_KEYS, Catalog, Filters, fts_body
+from memcli.index.catalog import SCHEMA_VERSION, SORT_KEYS, Catalog, Filters, RankFields, fts_body
 from memcli.index.sync import Sync, SyncReport
 from memcli.index.vectors import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, Vectors
 from memcli.memory import Memory
 
 __all__ = [
     "HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_M", "SCHEMA_VERSION", "SORT_KEYS", "Filters", "Index",
-    "IndexError_", "SyncReport", "fts_body",
+    "IndexError_", "RankFields", "SyncReport", "fts_body",
 ]
 
 IndexError_ = IndexUnavailable  # the old name

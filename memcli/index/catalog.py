@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -110,8 +110,26 @@ def fts_body(m: Memory) -> str:
 
 
 
+class RankFields(NamedTuple):
+    """What `search.rank` reads of a candidate: the id, the times, the confidence, whether it was
+    replaced. A search ranks ~100-200 candidates to return a handful, so these five columns are
+    read without parsing whole records (a `Memory` would cost a JSON parse and a construction per
+    candidate, ~10 us each, on the latency bench/search_latency.py measures). The names are
+    `Memory`'s, so `rank` reads either."""
+
+    id: str
+    created: str | None
+    updated: str | None
+    confidence: float
+    superseded: bool
+
+
 class Catalog:
-    """The catalog of one store. Opened lazily, on the first query."""
+    """The catalog of one store. Opened lazily, on the first query.
+
+    Its reads of memories return `Memory` (built by `Memory.from_catalog`, without validating a row
+    again: it was validated when its file was indexed); nothing outside `memcli.index` sees the
+    JSON records the rows keep."""
 
     def __init__(self, store: Files, dim: Callable[[], int]) -> None:
         self.store = store
@@ -311,15 +329,15 @@ class Catalog:
     def bad_files(self) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]
 
-    def records(self, labels: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """Full records by label, in one query."""
+    def records(self, labels: Iterable[int]) -> dict[int, Memory]:
+        """Memories by label, in one query."""
         q = "SELECT label, record FROM mem WHERE label IN (SELECT value FROM json_each(?))"
-        return {label: json.loads(rec) for label, rec in self.db.execute(q, (_json_ints(labels),))}
+        return {label: _memory(rec) for label, rec in self.db.execute(q, (_json_ints(labels),))}
 
     def rank_fields(self, labels: Iterable[int], vectors: dict[int, np.ndarray] | None = None
-                    ) -> dict[int, dict[str, Any]]:
-        """What `search.rank` reads of each memory (id, times, confidence), in one query and without
-        parsing whole records: a search ranks ~100-200 candidates to return a handful.
+                    ) -> dict[int, RankFields]:
+        """What `search.rank` reads of each memory (`RankFields`), by label, in one query and
+        without parsing whole records: a search ranks ~100-200 candidates to return a handful.
 
         `vectors`, if given, receives each memory's vector from the same rows (zeros if it has
         none): a search needs those of its keyword-only candidates and of MMR's pool, and reading
@@ -327,11 +345,10 @@ class Catalog:
         rows are spread over a 500 MB catalog)."""
         q = ("SELECT label, id, created, updated, confidence, json_extract(record, '$.superseded_by') IS NOT NULL, "
              + ("vec" if vectors is not None else "NULL") + " FROM mem WHERE label IN (SELECT value FROM json_each(?))")
-        out: dict[int, dict[str, Any]] = {}
+        out: dict[int, RankFields] = {}
         zero = None
         for label, mid, created, updated, conf, sup, vec in self.db.execute(q, (_json_ints(labels),)):
-            out[label] = {"id": mid, "created": created, "updated": updated, "confidence": conf,
-                          "superseded": bool(sup)}
+            out[label] = RankFields(mid, created, updated, 0.8 if conf is None else conf, bool(sup))
             if vectors is not None:
                 if vec is None:
                     zero = np.zeros(self._dim(), np.float32) if zero is None else zero
@@ -350,8 +367,8 @@ class Catalog:
         return np.frombuffer(blob, dtype=np.float32).reshape(len(labels), dim)
 
     def select(self, filters: Filters | None = None, *, order: str = "created", limit: int | None = None,
-               desc: bool = False) -> list[dict[str, Any]]:
-        """Catalog records matching `filters`, sorted — for list, export, prune."""
+               desc: bool = False) -> list[Memory]:
+        """Memories matching `filters`, sorted — for list, export, prune."""
         where, args = (filters or Filters()).sql()
         if order not in SORT_KEYS:
             raise ValueError(f"cannot sort by {order!r}; use one of {', '.join(SORT_KEYS)}")
@@ -359,14 +376,14 @@ class Catalog:
         q = f"SELECT record FROM mem WHERE {where} ORDER BY {col} {'DESC' if desc else 'ASC'}, id"
         if limit:
             q += f" LIMIT {min(int(limit), 2**63 - 1)}"  # SQLite's integers are 64-bit
-        return [json.loads(r[0]) for r in self.db.execute(q, args)]
+        return [_memory(r[0]) for r in self.db.execute(q, args)]
 
-    def iter_select(self, filters: Filters | None = None) -> Iterator[dict[str, Any]]:
-        """Catalog records matching `filters`, by id, from a cursor: an export of 100k memories
-        never holds them all (`select` returns a list)."""
+    def iter_select(self, filters: Filters | None = None) -> Iterator[Memory]:
+        """Memories matching `filters`, by id, from a cursor: an export of 100k memories never
+        holds them all (`select` returns a list)."""
         where, args = (filters or Filters()).sql()
         for (rec,) in self.db.execute(f"SELECT record FROM mem WHERE {where} ORDER BY id", args):
-            yield json.loads(rec)
+            yield _memory(rec)
 
     def filtered_labels(self, filters: Filters) -> list[int]:
         where, args = filters.sql()
@@ -401,27 +418,32 @@ class Catalog:
         row = self.db.execute("SELECT id FROM mem WHERE norm = ? LIMIT 1", (norm_hash(text),)).fetchone()
         return row[0] if row else None
 
-    def catalog_entries(self, ids: Iterable[str]) -> dict[str, tuple[dict[str, Any], tuple[int, int]]]:
-        """Records by id with the file signature (mtime_ns, size) they were read from."""
+    def catalog_entries(self, ids: Iterable[str]) -> dict[str, tuple[Memory, tuple[int, int]]]:
+        """Memories by id with the file signature (mtime_ns, size) they were read from."""
         ids = list(ids)
-        out: dict[str, tuple[dict[str, Any], tuple[int, int]]] = {}
+        out: dict[str, tuple[Memory, tuple[int, int]]] = {}
         for i in range(0, len(ids), 900):
             chunk = ids[i : i + 900]
             q = f"SELECT id, record, mtime_ns, size FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
             for mid, rec, mtime, size in self.db.execute(q, chunk):
-                out[str(mid)] = (json.loads(rec), (int(mtime), int(size)))
+                out[str(mid)] = (_memory(rec), (int(mtime), int(size)))
         return out
 
-    def records_of(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """Catalog records (Memory.to_dict shape) by memory id."""
+    def records_of(self, ids: Iterable[str]) -> dict[str, Memory]:
+        """Memories by id."""
         ids = list(ids)
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, Memory] = {}
         for i in range(0, len(ids), 900):
             chunk = ids[i : i + 900]
             q = f"SELECT id, record FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
             for mid, rec in self.db.execute(q, chunk):
-                out[str(mid)] = json.loads(rec)
+                out[str(mid)] = _memory(rec)
         return out
+
+
+def _memory(rec: str) -> Memory:
+    """A row's record as a `Memory`: validated when its file was indexed, so not again."""
+    return Memory.from_catalog(json.loads(rec))
 
 
 def _json_ints(labels: Iterable[int]) -> str:

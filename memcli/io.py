@@ -100,13 +100,25 @@ def iter_records(index: Index, filters: Filters) -> Iterator[Memory]:
 
 def write_stream(path: Path, chunks: Iterable[str]) -> None:
     """Write chunks to a temporary file beside `path`, fsync, rename: readers see the old file or
-    the whole new one, and nothing is held in memory."""
+    the whole new one, and nothing is held in memory. A `path` that is a device or a pipe
+    (`-o /dev/null`, `-o /dev/stdout`, a FIFO) is written to as it is: the rename would put a
+    regular file in its place (it did, for /dev/null, when run as root)."""
     import contextlib
     import os
+    import stat
     import tempfile
 
     from memcli.files import fsync_dir
 
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = stat.S_IFREG  # not there yet (or not reachable: the temporary file says why)
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:

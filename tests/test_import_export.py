@@ -60,6 +60,25 @@ def test_every_export_format_round_trips_losslessly(filled, tmp_path, fmt):
     assert again["unchanged"] == 4 and again["added"] == again["updated"] == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_export_to_a_pipe_writes_into_it_and_leaves_it_a_pipe(filled, tmp_path):
+    """`-o /dev/null`, `-o /dev/stdout` or a named pipe are written to, never replaced by a regular
+    file (the atomic rename of a normal export did that to /dev/null)."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    filled("export", "--format", "jsonl", "-o", str(fifo))
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert len(got) == 1 and len(got[0].decode().splitlines()) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "store"]  # no temporary file left
+
+
 def test_md_export_reads_as_markdown(filled):
     md = filled("export", "--format", "md").stdout
     assert md.startswith("# memcli export\n")

@@ -92,7 +92,8 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
         from memcli.llm import LLMFormatError
 
         try:
-            text = llm_client(store, model=model).merge(texts)
+            with _gc_running():  # an HTTP request and its reply make cyclic garbage: collected as usual
+                text = llm_client(store, model=model).merge(texts)
             method = "llm"
         except LLMFormatError as e:
             text = heuristic_merge(texts)
@@ -155,6 +156,20 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@contextlib.contextmanager
+def _gc_running() -> Iterator[None]:
+    """The collector on for a while inside `_gc_paused` (an LLM request: one consolidate may make
+    a thousand, each leaving cycles behind), paused again after."""
+    paused = not gc.isenabled()
+    if paused:
+        gc.enable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.disable()
 
 
 def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,

@@ -5,11 +5,13 @@ what `consolidate` and `merge --auto` merge)."""
 
 from __future__ import annotations
 
+import gc
 import random
 
 import numpy as np
+import pytest
 
-from memcli.curate import _close_pairs, _linked_groups
+from memcli.curate import _close_pairs, _gc_paused, _gc_running, _linked_groups
 
 
 def _lists(ids: list[str], nbr: np.ndarray, sims: np.ndarray) -> list[list[tuple[str, float]]]:
@@ -97,3 +99,25 @@ def test_linked_groups_match_the_plain_walk_with_a_veto():
         threshold = rng.choice([0.7, 0.9])
         expected = _walk_groups(ids, nbr, sims, threshold, apart_ids)
         assert _linked_groups(ids, nbr, sims, threshold, recs, apart) == expected
+
+
+def test_the_collector_is_paused_only_while_planning_and_runs_during_llm_requests():
+    """Planning pauses the cyclic GC (speed); the caller's process gets it back, error or not, and an
+    LLM request inside the plan runs with it on (each leaves cycles behind)."""
+    assert gc.isenabled()
+    with _gc_paused():
+        assert not gc.isenabled()
+        with _gc_running():
+            assert gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError), _gc_paused():
+        raise ValueError("planning failed")
+    assert gc.isenabled()
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        with _gc_paused(), _gc_running():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

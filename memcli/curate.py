@@ -155,6 +155,11 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if not gc.get_freeze_count():  # (a caller that froze objects itself keeps them frozen)
+                # what the plan made and still holds goes to the oldest generation as it is;
+                # otherwise the first young collection after the pause traverses all of it
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

@@ -121,3 +121,14 @@ def test_the_collector_is_paused_only_while_planning_and_runs_during_llm_request
         assert not gc.isenabled()
     finally:
         gc.enable()
+    gc.freeze()  # a caller that froze its objects keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with _gc_paused():
+            kept = [[] for _ in range(100)]
+        assert gc.get_freeze_count() == frozen and gc.isenabled() and kept
+    finally:
+        gc.unfreeze()
+    with _gc_paused():  # what the plan holds afterwards is not frozen (a later collection may free it)
+        kept = [[] for _ in range(100)]
+    assert gc.get_freeze_count() == 0 and kept

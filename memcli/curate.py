@@ -262,6 +262,7 @@ class PruneResult:
         return {"trashed": [{"id": p.memory.id, "text": p.memory.text, "reason": p.reason} for p in self.trashed]}
 
 
+@_gc_paused()
 def plan_prune(store: Store, *, older_than: str | None = None, unused: bool = False,
                min_confidence: float | None = None, type: str | None = None) -> tuple[ChangeSet, PruneResult]:
     """Plan trashing stale memories: created before `older_than` (ISO), never returned by a

@@ -21,6 +21,7 @@ from typing import Any
 import frontmatter
 import yaml
 
+from memcli import yaml_fast
 from memcli.facts import MEMORY_TYPES
 
 SOURCES = ("llm", "heuristic", "manual", "import")
@@ -186,9 +187,12 @@ class Memory:
 
     def to_markdown(self) -> str:
         fm = self.front_matter()
-        head = _dump(fm, _Dumper)
-        if "\\U" in head:  # libyaml escapes characters beyond the BMP (emoji): keep them readable
-            head = _dump(fm, _PyDumper)
+        # the usual shapes are written by memcli's own writer, byte for byte what libyaml writes
+        head = yaml_fast.dump(fm, stamp=_Stamp, block=_Block)
+        if head is None:
+            head = _dump(fm, _Dumper)
+            if "\\U" in head:  # libyaml escapes characters beyond the BMP (emoji): keep them readable
+                head = _dump(fm, _PyDumper)
         body = self.text.strip("\n")
         return f"---\n{head}---\n{body}\n"
 

@@ -32,7 +32,7 @@ def chain(store: Any, memory: Memory) -> list[dict[str, Any]]:
             if isinstance(h, dict) and h.get("old"):
                 steps.append({"id": h.get("id") or m.id, "event": str(h.get("event", "UPDATE")),
                               "at": h.get("at"), "text": str(h["old"]), "current": False})
-        newer = m.extra.get("superseded_by")
+        newer = m.superseded_by
         steps.append({"id": m.id, "event": "SUPERSEDED" if newer else "CURRENT", "at": m.updated,
                       "text": m.text, "current": not newer})
         try:

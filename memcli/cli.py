@@ -784,15 +784,15 @@ def show(
             emit_json({"memories": [m.to_dict() for m in memories]})
             return
         for m in memories:
-            if m.extra.get("superseded_by"):
-                note(f"{m.id} is superseded by {m.extra['superseded_by']}")
+            if m.superseded_by:
+                note(f"{m.id} is superseded by {m.superseded_by}")
         sys.stdout.write("\n".join(m.to_markdown() for m in memories))
         return
     if len(full) > 1:
         fail("--history shows one memory's chain", ExitStatus.USAGE)
     (mid,) = full
     memory = store.read(mid)
-    newer = memory.extra.get("superseded_by")
+    newer = memory.superseded_by
     if history:
         steps = chain(store, memory)
         if as_json:

@@ -251,17 +251,15 @@ class Memory:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None, checked: bool = False) -> Memory:
+    def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None) -> Memory:
         """Build from a front-matter mapping (or an export record with `text`).
 
         Every field is checked for its type here, because both hand-edited front matter and
         import records reach this point: a wrong type is a `MalformedMemory` naming the field,
         never an AttributeError deep in a later command (one bad record must not poison a store).
-        `checked`: the record is a catalog record (`to_dict` of a memory that passed these checks
-        when its file was read), so the walk over every value for size and encoding is skipped.
+        A catalog row, validated when its file was indexed, is read with `from_catalog` instead.
         """
-        if not checked:
-            check_value(data, "record")
+        check_value(data, "record")
         d = dict(data)
         text = d.pop("text", None)
         if text is not None and not isinstance(text, str):

@@ -1,11 +1,11 @@
-"""The keyword (BM25) index: an inverted index in the catalog, scored in numpy (one bincount a query).
+"""The keyword (BM25) index: an inverted index in the catalog, scored in numpy (one dense sum a query).
 
 Why not SQLite FTS5 any more: `ORDER BY bm25() LIMIT k` scores every row that holds any query word,
 one call per row, so at 100k memories the keyword part was ~60 ms of a ~70 ms search and grew with
 the store. Here each term's posting list is a few numpy arrays (labels, term frequencies, document
 lengths, positions) stored as blobs in the catalog, so they change in the same SQLite transaction as
 the rest of `.index/` and are rebuilt with it. A query sums the per-memory BM25 impacts of its
-words' posting lists in one `np.bincount` (~2 ns a posting) and takes the top k of that; a word held
+words' posting lists into one accumulator (~2-3 ns a posting) and takes the top k of that; a word held
 by a large share of the memories is only looked up for the candidates when it cannot matter (`_top`).
 Adding, editing or trashing a note does not rewrite the long lists of its common words: changes go
 to a small delta (tail lists and hidden labels), merged into the main lists in bulk (`update`).
@@ -22,6 +22,7 @@ Only memory labels (the catalog's integer keys) and texts cross this module's bo
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sqlite3
@@ -436,9 +437,9 @@ class KeywordIndex:
         (ties: lower label first). `cache`, if given, holds the decoded posting lists instead of
         the process's shared cache.
 
-        Scoring: every word's posting list into one `np.bincount` (its per-memory BM25 impacts as
-        weights), in a fixed word order so a memory's score is the same float whatever else the
-        query holds; then the top k of that. Words held by more than a quarter of the memories (a
+        Scoring: every word's per-memory BM25 impacts added into one accumulator, in a fixed word
+        order so a memory's score is the same float whatever else the query holds; then the top k
+        of that. Words held by more than a quarter of the memories (a
         project's name, say) are deferred when they cannot matter: see `_top`.
         """
         cache = self._shared_cache() if cache is None else cache
@@ -478,15 +479,46 @@ class KeywordIndex:
 DEFER_SHARE = 4  # a word in more than 1/DEFER_SHARE of the memories may be deferred (see `_top`)
 
 
+class _Scratch:
+    """A zeroed float array kept between searches and zeroed again after each: the sum's
+    accumulator (a fresh 800 KB array a query at 100k is memory traffic for nothing). A second
+    thread searching at the same time gets a fresh one."""
+
+    def __init__(self) -> None:
+        self._buf = np.zeros(0)
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def zeros(self, size: int) -> Iterator[np.ndarray]:
+        if not self._lock.acquire(blocking=False):
+            yield np.zeros(size)
+            return
+        try:
+            if len(self._buf) < size:
+                self._buf = np.zeros(size + size // 4)
+            acc = self._buf[:size]
+            try:
+                yield acc
+            finally:
+                acc.fill(0.0)
+        finally:
+            self._lock.release()
+
+
+_SCRATCH = _Scratch()
+
+
 def _top(posts: list[Posting], idfs: list[float], ubs: list[float], order: list[int], k: int, avgdl: float,
          n_docs: int) -> tuple[np.ndarray, np.ndarray]:
     """The candidates for the top k (every memory that could tie the k-th) and their BM25 scores.
 
-    One `np.bincount` over the posting lists of the query's words, concatenated in `order`, sums
-    each memory's impacts in that order (bit for bit what adding the lists one by one gives), at
-    ~2 ns a posting. It replaced MaxScore over a dense accumulator: on notes that share a few
-    hundred words nearly every list was "essential", and the pruning's own passes over the
-    accumulator and the candidates (~15k at 100k notes) cost three times the plain sum.
+    Every posting list of the query's words is added, in `order`, into one dense accumulator
+    (`np.add.at`, ~2-3 ns a posting), so each memory's impacts are summed in that order, bit for
+    bit whatever else the query holds. It replaced MaxScore: on notes that share a few hundred
+    words nearly every list was "essential", and the pruning's own passes over the accumulator
+    and the candidates (~15k at 100k notes) cost three times the plain sum. (`np.bincount` over the
+    concatenated lists sums alike but writes the concatenation and a new output: ~30% slower at
+    100k notes.)
 
     A word held by more than 1/DEFER_SHARE of the memories has a long list and a low weight: it
     is left out of the sum when the others' k-th best partial score (a lower bound of the k-th
@@ -496,19 +528,20 @@ def _top(posts: list[Posting], idfs: list[float], ubs: list[float], order: list[
     deferred = [i for i in order if len(posts[i]) * DEFER_SHARE > n_docs]
     summed = [i for i in order if i not in deferred] or order
     deferred = [i for i in deferred if i not in summed]
-    while True:
-        acc = np.bincount(np.concatenate([posts[i].labels for i in summed]),
-                          np.concatenate([posts[i].impact(idfs[i], avgdl) for i in summed]))
+    with _SCRATCH.zeros(max(int(posts[i].labels[-1]) for i in order) + 1) as acc:
+        for i in summed:
+            np.add.at(acc, posts[i].labels, posts[i].impact(idfs[i], avgdl))
         # A lower bound of the k-th best score: the k-th best (partial) score among the memories
         # of the shortest list with k of them (the rarest word's: the likeliest top hits), cheap.
         probe = min((posts[i].labels for i in summed if len(posts[i]) >= k), key=len, default=None)
         theta = float(np.partition(acc[probe], len(probe) - k)[len(probe) - k]) if probe is not None else 0.0
         lift = sum(ubs[i] for i in deferred)
-        if not deferred or theta > lift:
-            break
-        summed, deferred = order, []  # the deferred words could matter: sum them all
-    cand = np.flatnonzero(acc >= theta - lift) if theta > lift else np.flatnonzero(acc)
-    score = acc[cand]
+        if deferred and theta <= lift:  # the deferred words could matter: sum them too
+            for i in deferred:
+                np.add.at(acc, posts[i].labels, posts[i].impact(idfs[i], avgdl))
+            deferred, lift = [], 0.0
+        cand = np.flatnonzero(acc >= theta - lift) if theta > lift else np.flatnonzero(acc)
+        score = acc[cand]  # a copy: the accumulator is zeroed on the way out
     for i in deferred:
         p = posts[i]
         hit, at = _member(p.labels, cand)

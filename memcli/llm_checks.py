@@ -22,11 +22,20 @@ parsed, and the content was often wrong. The model is therefore asked for as lit
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from memcli.extract import _fenced_blocks, fact_from_text, heuristic_extract, junk_reason, normalise
+from memcli.extract import (
+    _FENCED_RE,
+    _fenced_blocks,
+    _strip_fences,
+    fact_from_text,
+    heuristic_extract,
+    junk_reason,
+    normalise,
+)
 from memcli.facts import Fact
 
 __all__ = [
@@ -179,10 +188,12 @@ _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 _CODE_CHARS = re.compile(r"[=(){}\[\];]|^\s*(?:return|raise|import|from|def|class|await|yield)\b")
 
 
-def _machine_lines(source: str) -> dict[str, str]:
+@functools.lru_cache(maxsize=4)
+def _machine_lines(source: str) -> Mapping[str, str]:
     """Input lines that are not prose, by their normalised text: a command's output (the lines
     after a ``$`` line, up to a blank line or the next command) and indented code (a traceback's
-    source lines). A fact copied from one restates output or code, not a statement."""
+    source lines). A fact copied from one restates output or code, not a statement. Cached: every
+    fact of one reply is checked against the same input (read-only to callers)."""
     out: dict[str, str] = {}
     after_command = False
     for raw in source.splitlines():
@@ -337,7 +348,7 @@ def translated(text: str, source: str) -> bool:
     """Whether a fact is the model's English translation of an input in another language (a German
     note came back in English: its own words, "Montag", were lost). The input's prose must have
     almost no English function words, the fact many, and the two few content words in common."""
-    prose = _FENCED.sub(" ", source)
+    prose = _strip_fences(source)
     if len(_WORDS_RE.findall(prose)) < 6 or _english_share(prose) >= 0.06 or _english_share(text) < 0.15:
         return False
     words = _content_words(text)
@@ -622,8 +633,9 @@ def fallback_problem(fact: Fact, source: str = "") -> str | None:
         return None  # an intro with its code: the code is the fact
     if prose.startswith("$ ") or (fact.code_pattern and not _says_something(prose, fact.code_pattern)):
         return "bare_code"  # a shell-history line alone
-    if source and normalise(prose.rstrip(".")) in _machine_lines(source):
-        return _machine_lines(source)[normalise(prose.rstrip("."))]
+    machine = _machine_lines(source).get(normalise(prose.rstrip("."))) if source else None
+    if machine:
+        return machine
     said = _SPEAKER_PREFIX.sub("", prose, count=1)
     for text in (prose, said):
         if text[:1] in "⏺●⎿" and junk_reason(text):
@@ -640,14 +652,13 @@ def fallback_problem(fact: Fact, source: str = "") -> str | None:
 # ---------------------------------------------------------------------------------------------
 # Merge: what the merged text must keep
 # ---------------------------------------------------------------------------------------------
-_FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
 _INLINE = re.compile(r"(?<!`)`([^`\n]{2,200})`(?!`)")
 
 
 def _code_spans(text: str) -> list[str]:
     """The code of ``text``: each fenced block's body, and each inline `span` outside them."""
-    blocks = [m.group(2).strip("\n") for m in _FENCED.finditer(text)]
-    prose = _FENCED.sub(" ", text)
+    blocks = [m.group(3).strip("\n") for m in _FENCED_RE.finditer(text)]
+    prose = _strip_fences(text)
     return [b for b in blocks if b.strip()] + [m.group(1) for m in _INLINE.finditer(prose)]
 
 
@@ -663,7 +674,7 @@ def without_superseded_code(texts: list[str]) -> list[str]:
     for i, text in enumerate(texts):
         newer = {_first_word(c) for n in texts[i + 1:] for c in _code_spans(n)}
         if newer:
-            text = _FENCED.sub(lambda m, newer=newer: "" if _first_word(m.group(2)) in newer else m.group(0),
+            text = _FENCED_RE.sub(lambda m, newer=newer: "" if _first_word(m.group(3)) in newer else m.group(0),
                                text).strip()
         out.append(text)
     return out
@@ -715,8 +726,8 @@ def merge_problem(merged: str, texts: list[str]) -> str | None:
     for code in code_needed:
         if code not in merged and re.sub(r"\s+", "", code) not in compact:
             return "code_lost"
-    prose_words = set().union(*(_content_words(_FENCED.sub(" ", t)) for t in texts))
-    if prose_words and _coverage(prose_words, _FENCED.sub(" ", merged)) < 0.5:
+    prose_words = set().union(*(_content_words(_strip_fences(t)) for t in texts))
+    if prose_words and _coverage(prose_words, _strip_fences(merged)) < 0.5:
         return "prose_lost"  # measured: the 1.5B answered a merge with the code block alone
     for i, t in enumerate(older):
         # An older name, host or path (db-billing-1) no newer version replaces is a unique fact.

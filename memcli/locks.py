@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 
 
 @contextlib.contextmanager
-def item_lock(path: Path, *, create: bool = False) -> Iterator[int | None]:
+def item_lock(path: Path) -> Iterator[int | None]:
     """An exclusive non-blocking lock on `path`: yields the fd, or None if someone else holds it
     (or the file is gone). The lock is checked to be on the file still at `path`."""
     try:
-        fd = os.open(path, (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY, 0o644)
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         yield None
         return

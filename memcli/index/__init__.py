@@ -80,11 +80,6 @@ class Index(Catalog):
         """Record what a commit has just written and removed, without a scan (see `Sync.apply_files`)."""
         return self._sync.apply_files(fresh, gone)
 
-    def neighbours(self, k: int, *, ef: int = 64, batch: int = 1024
-                   ) -> tuple[list[str], np.ndarray, list[list[tuple[str, float]]]]:
-        """Every memory's `k` nearest others, by id (see `Vectors.neighbours`)."""
-        return self.vec.neighbours(k, ef=ef, batch=batch)
-
     def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids

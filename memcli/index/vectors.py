@@ -121,14 +121,6 @@ class Vectors:
                 p.unlink()
 
     # ------------------------------------------------------------ queries
-    def neighbours(self, k: int, *, ef: int = 64, batch: int = 1024
-                   ) -> tuple[list[str], np.ndarray, list[list[tuple[str, float]]]]:
-        """Every memory's `k` nearest others, by id: (ids, their vectors, neighbour lists); see
-        `neighbour_arrays`, of which these are the lists."""
-        ids, vecs, nbr, sims = self.neighbour_arrays(k, ef=ef, batch=batch)
-        return ids, vecs, [[(ids[j], s) for j, s in zip(prow, srow) if j >= 0]
-                           for prow, srow in zip(nbr.tolist(), sims.tolist())]
-
     def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).

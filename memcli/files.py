@@ -149,6 +149,21 @@ def _syncfs(dirs: list[str]) -> bool:
     return True
 
 
+def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
+    """Append `data` to `path` in one write: never through a symlink planted in its place, with the
+    mode a new store file gets, whole even when os.write writes less than asked (a bulk import
+    logs megabytes); fsynced when `sync`."""
+    fd = safety.open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _file_mode(path))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
     tmp = stage_file(path, data)
@@ -334,15 +349,7 @@ class Files:
             return
         data = "".join(json.dumps({"id": mid, "at": at, "reason": reason}, ensure_ascii=False) + "\n"
                        for mid, at, reason in entries).encode("utf-8")
-        path = self.trash_notes_path
-        fd = safety.open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _file_mode(path))
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append(self.trash_notes_path, data, sync=True)
 
     def trash_notes(self) -> dict[str, dict[str, str]]:
         """id -> {at, reason} from `.trash/trashed.jsonl` (the last line of each id); unreadable
@@ -376,11 +383,4 @@ class Files:
             for r in records
         ).encode("utf-8")
         self.ensure()
-        # never through a symlink planted in place of the log; private like the facts
-        fd = safety.open_no_follow(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _file_mode(self.log_path))
-        try:
-            view = memoryview(data)
-            while view:  # os.write may write less than asked (a bulk import logs megabytes)
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+        _append(self.log_path, data)

@@ -623,7 +623,8 @@ def _arrays(row: Any) -> tuple[np.ndarray, ...]:
     if row is None:
         z = np.zeros(0, np.int64)
         return z, z, z, z
-    return tuple(None if x is None else (_i32(x) if isinstance(x, bytes) else x).astype(np.int64) for x in row)
+    return tuple(None if x is None else (_i32(x) if isinstance(x, bytes) else x).astype(np.int64, copy=False)
+                 for x in row)
 
 
 def _merge(row: Any, drop: Any, add: Any) -> tuple[np.ndarray, ...]:

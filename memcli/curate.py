@@ -177,6 +177,12 @@ def _gc_running() -> Iterator[None]:
             gc.disable()
 
 
+def _close(nbr: np.ndarray, sims: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the neighbour arrays' entries at >= `threshold`, row by row, nearest
+    first (a -1 position, no neighbour, never counts): the pairs every curation pass starts from."""
+    return np.nonzero((sims >= threshold) & (nbr >= 0))
+
+
 def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,
                    recs: dict[str, Memory] | None = None,
                    apart: Callable[[Memory, Memory], bool] | None = None) -> list[list[str]]:
@@ -191,7 +197,7 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
             x = parent[x]
         return x
 
-    rows, cols = np.nonzero((sims >= threshold) & (nbr >= 0))
+    rows, cols = _close(nbr, sims, threshold)
     for i, j in zip(rows.tolist(), nbr[rows, cols].tolist()):
         ri, rj = find(i), find(j)
         if ri == rj:
@@ -215,8 +221,8 @@ def similar_groups(store: Store, threshold: float, *,
         return []
     recs = None
     if apart:
-        close = (sims >= threshold) & (nbr >= 0)
-        recs = store.index.records_of(ids[i] for i in np.union1d(np.nonzero(close)[0], nbr[close]).tolist())
+        rows, cols = _close(nbr, sims, threshold)
+        recs = store.index.records_of(ids[i] for i in np.union1d(rows, nbr[rows, cols]).tolist())
     return _linked_groups(ids, nbr, sims, threshold, recs, apart)
 
 
@@ -226,7 +232,7 @@ def _close_pairs(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: f
     first occurrence in the neighbour lists (row by row, nearest first). A merged memory stands for
     its sources (`survivor`: source id -> merged id); a pair inside one merge is left out. Numpy
     picks and de-duplicates the pairs; only the pairs themselves reach Python."""
-    rows, cols = np.nonzero((sims >= threshold) & (nbr >= 0))
+    rows, cols = _close(nbr, sims, threshold)
     if not len(rows):
         return []
     names = ids + list(dict.fromkeys(survivor.values()))

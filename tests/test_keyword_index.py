@@ -9,10 +9,11 @@ import shutil
 import sqlite3
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from memcli.index import fts_body
-from memcli.index.keyword import KeywordIndex, coverage_idf, fts5_idf, tokenize
+from memcli.index.keyword import KeywordIndex, Posting, coverage_idf, fts5_idf, tokenize
 from memcli.memory import Memory
 from memcli.search import query_terms
 
@@ -295,6 +296,30 @@ def test_coverage_is_the_idf_weighted_share_of_the_query():
     assert hits[2] == pytest.approx(w_redis / total)
     assert hits[5] == pytest.approx(w_cache / total)
     assert w_cache > w_redis  # the rarer word weighs more
+
+
+def test_a_long_list_looked_up_again_answers_membership_from_a_bitmap_as_the_binary_search_did():
+    rng = np.random.default_rng(3)
+    labels = np.unique(rng.integers(1, 5000, 2000)).astype(np.intp)  # a long list: ~1 label in 3
+    p = Posting(labels, np.ones(len(labels), np.int32), np.ones(len(labels), np.int32), 1, 1)
+    cand = np.r_[rng.integers(0, 6000, 300), labels[:5], labels[-1], labels[-1] + 1, 10**6].astype(np.intp)
+    expected = np.isin(cand, labels)
+    assert (p.holds(cand) == expected).all() and p._dense is None  # the first lookup: a binary search
+    assert (p.holds(cand) == expected).all() and p._dense is not None  # then the bitmap
+    assert (p.holds(cand[:0]) == expected[:0]).all()
+    short = Posting(labels[::50], np.ones(len(labels[::50]), np.int32), np.ones(len(labels[::50]), np.int32), 1, 1)
+    for _ in range(3):  # a short list never gets one: a binary search of it is cheap
+        assert (short.holds(cand) == np.isin(cand, labels[::50])).all()
+    assert short._dense is None and short.dense_bytes() == 0
+    assert not Posting.empty().holds(cand).any()
+
+
+def test_a_warm_reader_returns_what_a_cold_one_does():
+    docs = dict(enumerate(texts(3000), 1))
+    kw = build(docs, merged=True)
+    cold = [kw.search(query_terms(q), 50, {}) for q in QUERIES]  # a fresh cache each: binary searches
+    for _ in range(3):  # the shared cache: its long lists get bitmaps from the second use on
+        assert [kw.search(query_terms(q), 50) for q in QUERIES] == cold
 
 
 def test_empty_and_odd_queries():

@@ -119,11 +119,16 @@ class Embedder:
             from fastembed import TextEmbedding
 
             fe_cache = str(self.cache_root / "fastembed")
+            # MEMCLI_EMBED_THREADS=1 on a shared or busy machine (the test suite sets it): onnxruntime's
+            # idle threads spin, so one text at a time costs ~2x the CPU with its default pool.
+            wanted = os.environ.get("MEMCLI_EMBED_THREADS", "")
+            threads = int(wanted) if wanted.isdigit() and int(wanted) > 0 else None  # None: onnxruntime's choice
             if self.model == DEFAULT_EMBED_MODEL:
                 return TextEmbedding(
-                    self.model, specific_model_path=str(default_model_dir(self.cache_root)), cache_dir=fe_cache
+                    self.model, specific_model_path=str(default_model_dir(self.cache_root)), cache_dir=fe_cache,
+                    threads=threads,
                 )
-            return TextEmbedding(self.model, cache_dir=fe_cache)
+            return TextEmbedding(self.model, cache_dir=fe_cache, threads=threads)
         except EmbedError:
             raise
         except Exception as e:  # fastembed raises ValueError, OSError, requests errors...

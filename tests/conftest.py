@@ -6,6 +6,7 @@ distinct text once per run; nothing touches the user's own stores or cache.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,9 @@ from memcli.config import Config
 from memcli.memory import Memory
 
 HASH = "hash:256"  # deterministic embedder: plumbing tests only, never search quality or dedup
+# `MEMCLI_STRESS=long pytest`: the seeded stress tests run their longer sizes (CI runs the bounded
+# ones; read at import, before the session fixture clears MEMCLI_* from the environment)
+STRESS_LONG = os.environ.get("MEMCLI_STRESS") == "long"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -34,6 +38,9 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
     os.environ["XDG_CACHE_HOME"] = str(base / "xdg-cache")
     os.environ["XDG_CONFIG_HOME"] = str(base / "xdg-config")  # the user's trust list (memcli trust)
     os.environ["MEMCLI_LOCK_TIMEOUT"] = "30"
+    # One onnxruntime thread, in this process and every memcli subprocess: its idle pool threads
+    # spin, which doubled the CPU of embedding one text at a time (same vectors either way).
+    os.environ["MEMCLI_EMBED_THREADS"] = "1"
     yield
     os.environ.clear()
     os.environ.update(saved)
@@ -92,6 +99,15 @@ def run_memcli(*args: str, input: str | bytes | None = None, env: dict[str, str]
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "memcli", *args], input=input, capture_output=True,
                           env=full_env, cwd=cwd, text=isinstance(input, str) or input is None, timeout=300)
+
+
+def listed(store: Path, *flags: str, env: dict[str, str] | None = None) -> list[dict]:
+    """`memcli --store STORE list --json FLAGS` in-process: for tests that poll a store while real
+    processes (hooks, workers) write to it, where a subprocess per poll cost ~0.5 s CPU each."""
+    result = CliRunner().invoke(app, ["--store", str(store), "list", "--json", *flags],
+                                env={"MEMCLI_EMBED_MODEL": HASH, **(env or {})}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["memories"]
 
 
 def fill(cli: Cli, rich: Memory) -> Cli:

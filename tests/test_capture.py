@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import HASH, run_memcli
+from conftest import HASH, listed, run_memcli
 
 from memcli.store import Store
 from memcli.transcripts import read_chatgpt, read_claude_code
@@ -34,9 +34,8 @@ def run_hook(command: str, stdin: str, cwd: Path) -> tuple[subprocess.CompletedP
 
 
 def memories(store: Path) -> list[dict]:
-    r = run_memcli("--store", str(store), "list", "--json", env=ENV)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)["memories"]
+    """What `memcli list` shows (in-process: the hooks under test run as real processes)."""
+    return listed(store, env=ENV)
 
 
 def settle(store: Path, timeout: float = 120) -> None:

@@ -3,8 +3,10 @@ writers: afterwards (once the next command has run) no file is half written, no 
 left, no memory is both live and trashed, and every memory in `facts/` has its line in
 `log.jsonl` (logging is part of the write).
 
-Real subprocesses, since a kill is the point. `MEMCLI_GAUNTLET_KILLS` sets the number of kills
-per command (default 4 in CI; a longer run: 50).
+Real subprocesses for what is killed and for the concurrent writers, since a kill and processes
+racing are the point; the command that runs next (and finishes an interrupted commit) runs
+in-process. `MEMCLI_GAUNTLET_KILLS` sets the number of kills per command (default 4 in CI;
+`MEMCLI_STRESS=long` makes it 50 and doubles the concurrent writers).
 """
 
 from __future__ import annotations
@@ -19,16 +21,21 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import HASH, STRESS_LONG
+from typer.testing import CliRunner
 
+from memcli.cli import app
 from memcli.memory import Memory
 
-KILLS = int(os.environ.get("MEMCLI_GAUNTLET_KILLS") or 4)
-ENV = {**os.environ, "MEMCLI_EMBED_MODEL": "hash:256", "MEMCLI_LOCK_TIMEOUT": "30"}
+KILLS = int(os.environ.get("MEMCLI_GAUNTLET_KILLS") or (50 if STRESS_LONG else 4))
+WRITERS = 16 if STRESS_LONG else 8  # concurrent `add` processes (each pays a ~0.5 s CPU start-up)
+ENV = {**os.environ, "MEMCLI_EMBED_MODEL": HASH, "MEMCLI_LOCK_TIMEOUT": "30"}
 
 
-def memcli(store: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), *args], input=input,
-                          capture_output=True, env=ENV, timeout=120)
+def memcli(store: Path, *args: str, input: bytes | None = None):
+    """The next command, in-process (what it does to the store is the same as from a shell)."""
+    return CliRunner().invoke(app, ["--store", str(store), *args], input=input,
+                                env={"MEMCLI_EMBED_MODEL": HASH}, catch_exceptions=False)
 
 
 def start(store: Path, *args: str, input: bytes | None = None) -> subprocess.Popen:
@@ -59,7 +66,7 @@ def logged_ids(store: Path) -> set[str]:
 def check_whole(store: Path) -> None:
     """The invariants after a kill, once the next command ran."""
     r = memcli(store, "list", "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     facts = store / "facts"
     names = os.listdir(facts)
     assert not [n for n in names if n.endswith(".tmp")], "temp files left"
@@ -90,7 +97,7 @@ def wait_for_writes(store: Path, p: subprocess.Popen, timeout: float = 30.0) -> 
 def seed_store(store: Path, n: int = 40) -> None:
     records = "\n".join(json.dumps({"text": f"deploy note {i}: the release train leaves at {i % 24}:00"})
                         for i in range(n))
-    assert memcli(store, "import", "--create", "-", input=records.encode()).returncode == 0
+    assert memcli(store, "import", "--create", "-", input=records.encode()).exit_code == 0
 
 
 SCENARIOS = {
@@ -123,12 +130,13 @@ def test_kill_9_at_random_points_leaves_a_whole_logged_store(tmp_path: Path, com
 def test_concurrent_writers_all_land(tmp_path: Path) -> None:
     store = tmp_path / "C"
     seed_store(store, 5)
+    each = WRITERS // 4
     procs = [start(store, "add", "--raw", f"writer {w} fact {i}: service {w}-{i} listens on port {8000 + i}")
-             for w in range(4) for i in range(4)]
+             for w in range(4) for i in range(each)]
     for p in procs:
         assert p.wait(timeout=300) == 0
     listed = json.loads(memcli(store, "list", "--json").stdout)["memories"]
     texts = {m["text"] for m in listed}
     assert all(f"writer {w} fact {i}: service {w}-{i} listens on port {8000 + i}" in texts
-               for w in range(4) for i in range(4))
+               for w in range(4) for i in range(each))
     check_whole(store)

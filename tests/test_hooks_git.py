@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import HASH, run_memcli
+from conftest import HASH, listed, run_memcli
 
 from memcli.store import Store
 
@@ -91,9 +91,8 @@ def worker_running(store: Path) -> bool:
 
 
 def memories(store: Path) -> list[dict]:
-    r = run_memcli("--store", str(store), "list", "--json", env={"MEMCLI_EMBED_MODEL": HASH})
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)["memories"]
+    """What `memcli list` shows (in-process: it is polled while the hooks' processes work)."""
+    return listed(store)
 
 
 WANTED = [
@@ -286,8 +285,7 @@ def test_a_reworded_amend_replaces_the_old_message_memory(tmp_path):
     assert sorted(m["text"] for m in mems) == sorted([WANTED[0], new_text]), [m["text"] for m in mems]
     new = next(m for m in mems if m["text"] == new_text)
     assert [o for o in new["origins"] if o.startswith("git:")] == [f"git:{new_sha[:7]}"]
-    r = run_memcli("--store", str(store), "list", "--all", "--json", env={"MEMCLI_EMBED_MODEL": HASH})
-    everything = json.loads(r.stdout)["memories"]
+    everything = listed(store, "--all")
     (old,) = [m for m in everything if m["text"] == old_text]
     assert old["superseded_by"] == new["id"]
     assert old["origins"] == [f"git:{new_sha[:7]}"]  # no origin names the commit that is gone

@@ -1,7 +1,8 @@
 """Never block a caller on a slow model: with an LLM configured, MCP `remember` and `add` run by git
 return once the input is spooled and a background worker calls the model; `inbox retry` and the
 worker never process one item twice. The model is tests/llm_server.py's FakeLLMServer over real
-HTTP, scripted to be slow; every memcli runs as a real subprocess (the worker is detached)."""
+HTTP, scripted to be slow; every memcli under test runs as a real subprocess (the worker is
+detached); the store is read back in-process."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ for _p in (str(_TESTS), str(_TESTS.parent)):
         sys.path.insert(0, _p)
 
 import llm_server as fake_llm  # noqa: E402
-from conftest import HASH, run_memcli  # noqa: E402
+from conftest import HASH, Cli, listed, run_memcli  # noqa: E402
 from llm_server import FakeLLMServer  # noqa: E402
 from test_pipeline_llm import facts_reply, llm_env  # noqa: E402
 
@@ -43,9 +44,8 @@ def env_for(server: FakeLLMServer) -> dict[str, str]:
 
 
 def texts(store: Path, env: dict[str, str]) -> list[str]:
-    r = run_memcli("--store", str(store), "list", "--json", env=env)
-    assert r.returncode == 0, r.stderr
-    return [m["text"] for m in json.loads(r.stdout)["memories"]]
+    """What `memcli list` shows (in-process: it is polled while the real processes work)."""
+    return [m["text"] for m in listed(store, env=env)]
 
 
 def wait_for(condition, what: str, timeout: float = 180) -> None:
@@ -141,8 +141,8 @@ def test_inbox_retry_leaves_an_item_another_worker_holds(tmp_path, llm_server):
         assert "another worker" in r.stderr
         assert item.exists() and json.loads(item.read_text())["attempts"] == 0  # untouched
         assert llm_server.requests == [] and texts(store, env) == []
-    r = run_memcli("--store", str(store), "inbox", "retry", env=env)  # released: now it is processed
-    assert r.returncode == 0, r.stderr
+    # released: now it is processed (in-process: a second process would only re-import litellm)
+    r = Cli(store, env=env)("inbox", "retry")
     assert not item.exists() and texts(store, env) == ["The staging database is Postgres 16 on port 5433"]
 
 

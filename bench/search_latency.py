@@ -25,6 +25,8 @@ exact numpy top-k over the same vectors, and that exact top-k; the whole path ru
 after the exact scan (150 MB at 100k) and the cold reads, which leave CPU caches cold (printed for
 information). Each row has wall and CPU time (time.thread_time: what other processes' load does
 not stretch).
+The whole path runs once more with `memcli.search.STEP_HOOK` set: each of its steps' CPU time, printed
+side by side for the 10k and 100k test-embedder stores with each step's growth (where the ratio goes).
 A 10k store built with the same test embedder gives the like-for-like growth ratio (the verdict);
 the ratio against the real-model 10k store is printed too, for information.
 Part 2c, keyword index upkeep on the largest store: adding, editing, trashing one note
@@ -126,11 +128,14 @@ def bench_index(name: str, X: np.ndarray, Q: np.ndarray, k: int, ef: int, M: int
             f"{pct(el, .95):.3f}", f"{ep50 / hp50:.1f}x", f"{recall:.4f}", target]
 
 
-def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]], tuple[float, float]]:
-    """Part 2 on one store: the whole `search_many` path in a loop of its own, then its parts per
-    query, interleaved (wall and CPU time of this thread for each), and hnswlib's recall@10."""
+def bench_store(n: int, nq: int, model: str | None
+                ) -> tuple[list[list[object]], tuple[float, float], dict[str, list[float]]]:
+    """Part 2 on one store: the whole `search_many` path in a loop of its own, then again step by
+    step (CPU time of each of its steps, from `memcli.search.STEP_HOOK`), then its parts per query,
+    interleaved (wall and CPU time of this thread for each), and hnswlib's recall@10."""
     store_path, cache = build_store(n, model=model)
     os.environ["MEMCLI_CACHE_DIR"] = str(cache)
+    import memcli.search as search_mod
     from memcli.index import HNSW_EF_SEARCH
     from memcli.search import query_terms, search_many
     from memcli.store import Store
@@ -164,6 +169,22 @@ def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]],
         search_many(store, [q], k=5, record_usage=False)
     for q in queries:
         timed("full", lambda q: search_many(store, [q], k=5, record_usage=False), q)
+    # The same loop again, each step's CPU time taken as it ends (a clock read per step: ~0.3 us each).
+    steps: dict[str, list[float]] = {}
+    last = [0.0]
+
+    def mark(step: str) -> None:
+        now = time.thread_time()
+        if step != "start":
+            steps.setdefault(step, []).append((now - last[0]) * 1000)
+        last[0] = now
+
+    search_mod.STEP_HOOK = mark
+    try:
+        for q in queries:
+            search_many(store, [q], k=5, record_usage=False)
+    finally:
+        search_mod.STEP_HOOK = None
     h.set_ef(max(HNSW_EF_SEARCH, cand * 2))
     hits = []
     for q, qv in zip(queries, Qv):
@@ -196,7 +217,14 @@ def bench_store(n: int, nq: int, model: str | None) -> tuple[list[list[object]],
         row(f"hnswlib knn_query alone (recall@10 vs exact, ties counted: {float(np.mean(hits)):.4f})", "hnsw"),
         row("baseline: exact numpy top-k over the store's vectors", "exact", True),
     ]
-    return rows, (pct(wall["full"], 0.5), pct(cpu["full"], 0.5))
+    return rows, (pct(wall["full"], 0.5), pct(cpu["full"], 0.5)), steps
+
+
+def step_means(steps: dict[str, list[float]]) -> dict[str, float]:
+    """Mean CPU ms per query of each step, and of all of them (means add up; medians do not)."""
+    out = {step: sum(v) / len(v) for step, v in steps.items()}
+    out["whole path (sum of the steps)"] = sum(out.values())
+    return out
 
 
 def bench_upkeep(n: int, model: str | None, reps: int = 15) -> list[list[object]]:
@@ -344,9 +372,9 @@ def main() -> None:
     hash_sizes = [int(s) for s in args.hash_sizes.split(",") if s]
     plan = ([] if args.no_store else [(n, None) for n in store_sizes]) + [(n, HASH_MODEL) for n in hash_sizes]
     if plan:
-        srows, p50s = [], {}
+        srows, p50s, steps = [], {}, {}
         for n, model in plan:
-            r, p50s[(n, model)] = bench_store(n, args.queries, model)
+            r, p50s[(n, model)], steps[(n, model)] = bench_store(n, args.queries, model)
             srows.extend(r)
             print(f"# part 2 at {n} ({model or 'default model'}) done", file=sys.stderr, flush=True)
         print()
@@ -370,6 +398,15 @@ def main() -> None:
                       f"(target <= {GROWTH}x)"
                       + (f": {verdict(b50 <= GROWTH * v)}" if same else " (different embedders: information only)"))
             print(f"target at {big:,}: p50 <= {FULL_P50_MS} ms, p95 <= {FULL_P95_MS} ms: {verdict(absolute)}")
+            small = [key for key in steps if key[0] == 10_000 and key[1] == bmodel]
+            if small:  # where the growth is: the same steps at both sizes, same embedder
+                a, b = step_means(steps[small[0]]), step_means(steps[(bn, bmodel)])
+                grow = [[step, f"{a[step]:.3f}", f"{b[step]:.3f}", f"{b[step] - a[step]:+.3f}"]
+                        for step in b if step in a]
+                print()
+                print(f"## Part 2, step by step: search_many's steps, CPU ms per query (mean), 10,000 vs {big:,} "
+                      f"({bmodel or 'default'}): what grows with the store")
+                print(table(["step", "10,000", f"{big:,}", "growth"], grow))
         print()
         print(f"## Part 2c: keyword index upkeep on the {big:,} store, one note at a time (ms, CPU of this thread)")
         print(table(["change", "p50", "p95", "what"], bench_upkeep(*[key for key in p50s if key[0] == big][0])))

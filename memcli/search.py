@@ -16,7 +16,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -348,6 +348,17 @@ def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> n
 
 
 # ---------------------------------------------------------------- search
+# Per-step timing for bench/search_latency.py: when set, called with each step's name as the step
+# ends (the bench takes the CPU time between calls), so the whole path a user's search takes is
+# broken down without a second copy of it to drift. None: a test per step, nothing else.
+STEP_HOOK: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if STEP_HOOK is not None:
+        STEP_HOOK(name)
+
+
 def search(
     store: Store, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
     record_usage: bool = True, sync: bool = True, include_superseded: bool = False,
@@ -372,6 +383,7 @@ def search_many(
     Being returned is recorded (for `prune --unused`) but never changes a ranking: reliability
     counts uses (see `Usage`), so the same query on an unchanged store scores the same every time.
     """
+    _step("start")
     index = store.index
     if sync and not index.synced:
         index.sync()
@@ -381,18 +393,21 @@ def search_many(
     t0 = time.perf_counter()
     qvecs = index.embedder.embed(list(queries)) if queries else np.zeros((0, 1))
     embed_time = time.perf_counter() - t0
+    _step("query vectors (embedding cache)")
     allowed = index.filtered_labels(filters) if filters.active else None
     allowed_set = set(allowed) if allowed is not None else None
     per_query_embed = embed_time / max(1, len(queries))
     n_cand = max(weights.candidates, k * 4)
     t1 = time.perf_counter()
     knn = index.knn(qvecs, n_cand, allowed)
+    _step("Index.knn")
     kws: list[dict[int, tuple[float, float]]] = []
     for query in queries:
         kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand)}
         if allowed_set is not None:
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         kws.append(kw)
+    _step("Index.keyword")
     # One read of every candidate's row: the ranking's fields and the vector (similarities are
     # hnswlib's for its own candidates; the keyword-only ones, and MMR's pool, need the vector).
     cands, sims_of = [], []
@@ -402,6 +417,7 @@ def search_many(
         sims_of.append(known)
     vec_of: dict[int, np.ndarray] = {}
     fields = index.rank_fields(list(dict.fromkeys(lab for c in cands for lab in c)), vectors=vec_of)
+    _step("candidates' fields and vectors (Index.rank_fields)")
     zero = np.zeros(qvecs.shape[1], np.float32)
     passed = []
     for qi, labels in enumerate(cands):
@@ -410,8 +426,10 @@ def search_many(
         kwe = keyword_evidence(kws[qi], labels)
         keep = [i for i in range(len(labels)) if sims[i] >= floor or kwe[i] >= 0.5]
         passed.append(([labels[i] for i in keep], sims[keep], kwe[keep]))
+    _step("similarities, keyword evidence, threshold")
     usage = _usage_reader(store)
     use = usage.uses(list(dict.fromkeys(f.id for f in fields.values())))
+    _step("uses (Usage.uses)")
     now = time.time()
     ranked = []
     for labels, sims, kwe in passed:
@@ -421,6 +439,7 @@ def search_many(
         scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
         pool = mmr_pool(scores, k)
         ranked.append((labels, sims, scores, parts, pool))
+    _step("rank")
     picks = []
     full = weights.similarity + weights.keyword + weights.recency + weights.reliability
     for labels, sims, scores, parts, pool in ranked:
@@ -434,7 +453,9 @@ def search_many(
             parts[i]["diversity_penalty"] = float(scores[i]) - value
         picks.append([(labels[i], min(1.0, max(0.0, value / full)) if full > 0 else 0.0, float(sims[i]), parts[i])
                       for i, value in zip(picked, values)])
+    _step("MMR")
     records = index.records(lab for p in picks for lab, *_ in p)
+    _step("results' records (Index.records)")
     per_query = (time.perf_counter() - t1) / max(1, len(queries))
     out = []
     returned: list[str] = []
@@ -446,6 +467,7 @@ def search_many(
         writer = Usage(store)
         writer.bump(returned)
         writer.close()
+    _step("hits, metadata, usage counts")
     return out
 
 

@@ -365,3 +365,19 @@ def test_the_catalog_returns_the_memory_its_file_holds(tmp_path):
             assert abs(f.confidence - m.confidence) <= 5e-5  # the column keeps the file's own decimals
     finally:
         store.close()
+
+
+def test_the_step_hook_sees_every_step_of_a_search_and_changes_nothing(hash_store, monkeypatch):
+    import memcli.search as search
+
+    for t in NOTES:
+        hash_store.add(t, raw=True)
+    now = search.time.time()
+    monkeypatch.setattr(search.time, "time", lambda: now)  # recency: the same "now" for both searches
+    plain = [(h.id, h.score) for h in hash_store.search(NOTES[0], k=3, record_usage=False)]
+    seen: list[str] = []
+    monkeypatch.setattr(search, "STEP_HOOK", seen.append)
+    hooked = [(h.id, h.score) for h in hash_store.search(NOTES[0], k=3, record_usage=False)]
+    assert hooked == plain and plain
+    assert seen[0] == "start" and seen[-1] == "hits, metadata, usage counts"
+    assert {"Index.knn", "Index.keyword", "rank", "MMR"} <= set(seen) and len(seen) == len(set(seen))

@@ -23,6 +23,14 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 512  # at least; a query for k neighbours searches with max(this, 2k). 512: recall@10
 # 0.987 on 100k realistic vectors at p50 1.3 ms (was 200: 0.93 at 0.5 ms); see bench/search_latency.py
+# M = 32 buys nothing there: on gauss-100k (part 1's realistic set) M=32/ef=200 gave recall@10 0.989 at
+# the CPU time of M=16/ef=512 (0.9865), and its graph is ~8% larger and took 1.7x as long to build.
+# Why a query costs more at 100k than at 10k at the same ef (0.8 -> 1.4 ms CPU, the largest share of
+# search_many's growth): the search is memory-bound. The 10k graph (17 MB) fits the 32 MB L3 cache,
+# the 100k one (168 MB) does not, and every distance a query computes reads a 1.5 kB vector.
+# Transparent huge pages on the graph cut 100k queries by ~20% (fewer TLB misses), but hnswlib
+# allocates the graph itself, so they can only be had by MADV_COLLAPSE after loading: ~380 ms CPU at
+# 100k per process, more than a batch of 200 queries saves.
 
 
 class Vectors:

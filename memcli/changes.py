@@ -28,14 +28,15 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from memcli import journal
 from memcli.errors import Conflict, MemcliError, NotFound, StoreError
-from memcli.memory import Memory, now_iso
+from memcli.memory import Memory, now_iso, valid_id
 from memcli.store import Store, fsync_dir, stage_file, stage_many
 
 PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
@@ -66,6 +67,65 @@ def commit_planned(plan: Callable[[], tuple[ChangeSet, T]]) -> T:
 def file_hash(raw: bytes) -> str:
     """What `commit` compares: the whole file, front matter included."""
     return hashlib.sha256(raw).hexdigest()
+
+
+RACY_NS = 2_000_000_000  # a file changed less than this before it was read is compared by content
+
+
+class Seen(NamedTuple):
+    """A file's identity when it was read: enough to know later, with one `stat`, that it still
+    holds the bytes that were hashed, without reading and hashing it again (a prune of 7k
+    memories read each file three times: planning, the check under the lock, the recheck before
+    the renames).
+
+    Any write to a file sets its ctime to the (coarse) clock, which no user call can set back; an
+    editor's atomic save gives it a new inode too. So the same inode, size, mtime and ctime prove
+    the same bytes, provided the ctime was already older than the read by more than the clock's
+    granularity: a write landing in the same tick as the read could leave the times as they were
+    (git's "racy" files). Such a recent file is compared by content instead."""
+
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    read_ns: int  # the clock just before the read
+
+    @classmethod
+    def of(cls, st: os.stat_result, read_ns: int) -> Seen:
+        return cls(st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, read_ns)
+
+    @property
+    def settled(self) -> bool:
+        """Changed long enough before it was read that any later write shows in its ctime."""
+        return self.ctime_ns < self.read_ns - RACY_NS
+
+    def still(self, st: os.stat_result) -> bool:
+        """`st` (a stat taken now) proves the file unchanged since it was read."""
+        return (self.settled and st.st_ctime_ns == self.ctime_ns and st.st_ino == self.ino
+                and st.st_size == self.size and st.st_mtime_ns == self.mtime_ns)
+
+
+def stat_seen(path: str) -> Seen:
+    """A file's identity now, without reading it (FileNotFoundError if it is gone)."""
+    read_ns = time.time_ns()
+    return Seen.of(os.stat(path), read_ns)
+
+
+def read_seen(path: str) -> tuple[bytes, Seen]:
+    """A file's bytes and its identity as they were read (FileNotFoundError if it is gone)."""
+    read_ns = time.time_ns()
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        data = os.read(fd, st.st_size + 1)  # a regular file reads short only at its end
+        if len(data) > st.st_size:  # it grew meanwhile: read the rest
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    return data, Seen.of(st, read_ns)
 
 
 def touch(m: Memory, when: str | None) -> None:
@@ -200,6 +260,7 @@ class _Target:
     working: Memory
     edits: list[Edit] = field(default_factory=list)
     raw: bytes = b""
+    seen: Seen | None = None
 
 
 @dataclass
@@ -209,6 +270,7 @@ class _Trash:
     reason: str
     event: str
     raw: bytes = b""
+    seen: Seen | None = None
 
 
 @dataclass
@@ -219,6 +281,7 @@ class _Put:
     memory: Memory
     hash: str | None
     exists: bool = False
+    seen: Seen | None = None
 
 
 @dataclass
@@ -243,28 +306,41 @@ class ChangeSet:
         self._order: list[tuple[str, str, str]] = []  # (op, id, detail) for preview
         self._after: list[Callable[[], None]] = []
         self._known: dict[str, tuple[Memory, tuple[int, int]]] = {}
+        self._facts = os.fspath(store.facts_dir)
         self.committed = False
+
+    def _path(self, mid: str) -> str:
+        """`facts/<id>.md` as a string: a `Path` per memory cost more than its file work at 10k."""
+        if not valid_id(mid):
+            raise NotFound(f"invalid memory id {mid!r}")
+        return f"{self._facts}/{mid}.md"
 
     # ------------------------------------------------------------ reading
     def known(self, entries: dict[str, tuple[Memory, tuple[int, int]]]) -> None:
         """Memories from the catalog with the file signature (mtime_ns, size) they were read from: a
         file whose signature still matches is taken from the catalog instead of parsing its YAML
-        again (what `Index.sync` trusts too). Its bytes are still read and hashed for `commit()`.
-        The memory is used as this plan's base copy (never edited: edits go to a clone)."""
+        again (what `Index.sync` trusts too). Its bytes are read and hashed for `commit()` unless
+        the file is settled (see `_read`). The memory is used as this plan's base copy (never
+        edited: edits go to a clone)."""
         self._known.update(entries)
 
-    def _read(self, mid: str) -> tuple[Memory, str, bytes]:
-        path = self.store.fact_path(mid)
+    def _read(self, mid: str) -> tuple[Memory, str, bytes, Seen]:
+        """(memory, file hash, bytes, identity). A file the catalog knows as it is now and that is
+        settled (`Seen`) is not even read: its identity proves at commit that it did not change
+        (no hash then: any sign of a change counts as one), and a trash copy reads it then."""
+        path = self._path(mid)
+        entry = self._known.get(mid)
         try:
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                raw = f.read()
+            if entry is not None:
+                seen = stat_seen(path)
+                if seen.settled and entry[1] == (seen.mtime_ns, seen.size):
+                    return entry[0], "", b"", seen
+            raw, seen = read_seen(path)
         except FileNotFoundError:
             raise NotFound(f"no memory with id {mid}") from None
-        entry = self._known.get(mid)
-        if entry is not None and entry[1] == (st.st_mtime_ns, st.st_size):
-            return entry[0], file_hash(raw), raw
-        return Memory.parse(raw, file_id=mid), file_hash(raw), raw
+        if entry is not None and entry[1] == (seen.mtime_ns, seen.size):
+            return entry[0], file_hash(raw), raw, seen
+        return Memory.parse(raw, file_id=mid), file_hash(raw), raw, seen
 
     def memory(self, mid: str) -> Memory:
         """The memory as this plan leaves it (a planned new memory, or an edited working copy)."""
@@ -273,8 +349,8 @@ class ChangeSet:
         if mid in self._trash:
             raise NotFound(f"memory {mid} is trashed by this change set")
         if mid not in self._targets:
-            base, h, raw = self._read(mid)
-            self._targets[mid] = _Target(base, h, base.clone(), raw=raw)
+            base, h, raw, seen = self._read(mid)
+            self._targets[mid] = _Target(base, h, base.clone(), raw=raw, seen=seen)
         return self._targets[mid].working
 
     # ------------------------------------------------------------ planning
@@ -288,9 +364,8 @@ class ChangeSet:
     def put(self, memory: Memory, *, event: str = "IMPORT", **log: Any) -> str:
         """Write a memory as given (import): 'added', 'updated' (old text to history) or
         'unchanged' (nothing planned)."""
-        path = self.store.fact_path(memory.id)
         try:
-            raw = path.read_bytes()
+            raw, seen = read_seen(self._path(memory.id))
         except FileNotFoundError:
             self._puts[memory.id] = _Put(memory, None)
             self._order.append((event, memory.id, memory.text))
@@ -306,7 +381,7 @@ class ChangeSet:
             return "unchanged"
         if old is not None and old.text != memory.text:
             memory.history = [*old.history, {"event": "UPDATE", "at": memory.updated, "old": old.text}]
-        self._puts[memory.id] = _Put(memory, file_hash(raw), exists=True)
+        self._puts[memory.id] = _Put(memory, file_hash(raw), exists=True, seen=seen)
         self._order.append((event, memory.id, memory.text))
         self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
         return "updated"
@@ -335,11 +410,11 @@ class ChangeSet:
         if mid not in self._targets and mid not in self._puts and mid not in self._trash:
             # not read by this plan yet: it leaves as it is, so no working copy is made (prune
             # trashes thousands)
-            base, h, raw = self._read(mid)
-            self._targets[mid] = _Target(base, h, base, raw=raw)
+            base, h, raw, seen = self._read(mid)
+            self._targets[mid] = _Target(base, h, base, raw=raw, seen=seen)
         m = self.memory(mid)
         target = self._targets.pop(mid)
-        self._trash[mid] = _Trash(target.base, target.hash, reason, event, target.raw)
+        self._trash[mid] = _Trash(target.base, target.hash, reason, event, target.raw, target.seen)
         self._order.append((event, mid, reason))
         self._log.append({"event": event, "id": mid, "old": m.text, "reason": reason, **log})
         return m
@@ -403,20 +478,22 @@ class ChangeSet:
             # A bulk trash moves the files as they are (a rename each, no copy) and notes when and
             # why in the trash's own log; a few are copied with that note in their front matter.
             move = len(self._trash) >= BATCH
-            moves = [(str(store.fact_path(mid)), store.trash_dir / f"{mid}.md") for mid in self._trash] if move else []
-            unlinks = [] if move else [store.fact_path(mid) for mid in self._trash]
+            trash_dir = os.fspath(store.trash_dir)
+            moves = [(self._path(mid), f"{trash_dir}/{mid}.md") for mid in self._trash] if move else []
+            unlinks: list[str | Path] = [] if move else [self._path(mid) for mid in self._trash]
             unlinks += [store.trash_dir / f"{mid}.md" for mid in self._restore]
 
             def publish(staged: list[tuple[str, Path]]) -> None:
                 # The log line goes out with the write, before the renames (issue 9): a commit
                 # killed after this point is logged; a full disk fails here with nothing applied.
                 # The journal lets the next writer finish the renames and unlinks if we are killed.
-                self._recheck()
+                if staged:  # else nothing happened since _verify: the files are as it found them
+                    self._recheck()
                 store.log_many(self._log)
                 if moves:
                     at = now_iso()
                     store.note_trashed([(mid, at, tr.reason) for mid, tr in self._trash.items()])
-                journal.begin(store, staged + moves, unlinks)
+                journal.begin(store, [*staged, *moves], unlinks)
 
             for attempt in range(PUBLISH_ATTEMPTS):
                 self._verify(report)  # re-plans what can be re-planned, else Conflict
@@ -430,7 +507,7 @@ class ChangeSet:
             for src, dst in moves:
                 os.replace(src, dst)
             if not move:
-                _unlink_all([store.fact_path(mid) for mid in self._trash])
+                _unlink_all([self._path(mid) for mid in self._trash])
             for mid in self._restore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(store.trash_dir / f"{mid}.md")
@@ -476,6 +553,14 @@ class ChangeSet:
             fresh[f"{mid}.md"] = m
         at = now_iso()
         for mid, tr in self._trash.items() if copy_trash else ():
+            if not tr.hash:  # planned from its identity alone (see `trash`): read it now
+                try:
+                    raw, seen = read_seen(self._path(mid))
+                except FileNotFoundError:
+                    raise Conflict(f"memory {mid} was removed while this command ran; nothing was written") from None
+                if tr.seen is None or seen[:4] != tr.seen[:4]:
+                    raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+                tr.raw, tr.hash = raw, file_hash(raw)
             writes.append((store.trash_dir / f"{mid}.md", _trashed_bytes(tr, at)))
         return writes, fresh
 
@@ -483,64 +568,81 @@ class ChangeSet:
         """Right before the renames: no file changed while the new ones were being staged (a
         person's editor does not take the writer lock). Keeps the window for a lost edit to the
         time it takes to rename."""
-        for mid, expected in self._expected():
-            try:
-                raw = self.store.fact_path(mid).read_bytes()
-            except FileNotFoundError:
-                raw = b""
-            if file_hash(raw) != expected:
+        for mid, expected, seen in self._expected():
+            if not self._unchanged(mid, expected, seen)[0]:
                 raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
 
-    def _expected(self) -> Iterable[tuple[str, str]]:
+    def _expected(self) -> Iterable[tuple[str, str, Seen | None]]:
         for mid, t in self._targets.items():
             if t.edits:
-                yield mid, t.hash
+                yield mid, t.hash, t.seen
         for mid, tr in self._trash.items():
-            yield mid, tr.hash
+            yield mid, tr.hash, tr.seen
         for mid, put in self._puts.items():
             if put.hash is not None:
-                yield mid, put.hash
+                yield mid, put.hash, put.seen
+
+    def _unchanged(self, mid: str, expected: str, seen: Seen | None) -> tuple[bool, bytes | None, Seen | None]:
+        """Whether `facts/<mid>.md` still holds the bytes hashed `expected`: proved by one stat
+        when `seen` can (`Seen.still`), else by reading and hashing it. Returns (unchanged, the
+        bytes if they were read (None: not read, or the file is gone), what this check saw)."""
+        path = self._path(mid)
+        if seen is not None:
+            try:
+                if seen.still(os.stat(path)):
+                    return True, None, seen
+            except FileNotFoundError:
+                return False, None, None
+        try:
+            raw, now = read_seen(path)
+        except FileNotFoundError:
+            return False, None, None
+        return file_hash(raw) == expected, raw, now
 
     def _verify(self, report: CommitReport) -> None:
         """Under the lock: every file read at planning is as it was, or is re-planned, or the
         commit stops before writing anything."""
         store = self.store
 
-        def current(mid: str) -> bytes | None:
-            try:
-                return store.fact_path(mid).read_bytes()
-            except FileNotFoundError:
-                return None
+        def changed(mid: str) -> Conflict:
+            return Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+
+        def removed(mid: str) -> Conflict:
+            return Conflict(f"memory {mid} was removed while this command ran; nothing was written")
 
         for mid, t in self._targets.items():
             if not t.edits:
                 continue
-            raw = current(mid)
-            if raw is None:
-                raise Conflict(f"memory {mid} was removed while this command ran; nothing was written")
-            if file_hash(raw) == t.hash:
+            same, raw, seen = self._unchanged(mid, t.hash, t.seen)
+            if same:
+                t.seen = seen
                 continue
+            if raw is None:
+                raise removed(mid)
             if not all(e.rebasable for e in t.edits):
-                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+                raise changed(mid)
             fresh = Memory.parse(raw, file_id=mid)
             for e in t.edits:
                 e.apply(fresh)
             t.base, t.hash, t.working, t.raw = Memory.parse(raw, file_id=mid), file_hash(raw), fresh, raw
+            t.seen = seen
             report.rebased.append(mid)
         for mid, tr in self._trash.items():
-            raw = current(mid)
-            if raw is None:
-                raise Conflict(f"memory {mid} was removed while this command ran; nothing was written")
-            if file_hash(raw) != tr.hash:
-                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+            same, raw, seen = self._unchanged(mid, tr.hash, tr.seen)
+            if not same:
+                raise removed(mid) if raw is None else changed(mid)
+            tr.seen = seen
         for mid, put in self._puts.items():
-            raw = current(mid)
-            if put.hash is None and raw is not None:
-                raise Conflict(f"memory {mid} appeared while this command ran; nothing was written")
-            if put.hash is not None and (raw is None or file_hash(raw) != put.hash):
-                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+            if put.hash is None:
+                if os.path.exists(self._path(mid)):
+                    raise Conflict(f"memory {mid} appeared while this command ran; nothing was written")
+                continue
+            same, raw, seen = self._unchanged(mid, put.hash, put.seen)
+            if not same:
+                raise changed(mid)
+            put.seen = seen
         for mid in self._restore:
-            if current(mid) is not None:
+            if os.path.exists(self._path(mid)):
                 raise StoreError(f"memory {mid} exists already; not overwriting it")
             if not (store.trash_dir / f"{mid}.md").is_file():
                 raise Conflict(f"memory {mid} left the trash while this command ran; nothing was written")

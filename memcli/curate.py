@@ -277,12 +277,12 @@ def plan_prune(store: Store, *, older_than: str | None = None, unused: bool = Fa
         raise StoreError("prune needs a criterion: older than a date, unused, or below a confidence")
     from memcli.search import Usage
 
-    records = store.index.select(Filters(type=type, until=older_than))
-    used = Usage(store).get([r.id for r in records]) if unused else {}
+    entries = store.index.select_entries(Filters(type=type, until=older_than))
+    used = Usage(store).get(list(entries)) if unused else {}
     out = PruneResult()
     cs = ChangeSet(store)
-    cs.known(store.index.catalog_entries(r.id for r in records))
-    for r in records:
+    cs.known(entries)
+    for r, _ in entries.values():
         reasons = []
         if older_than:
             reasons.append(f"created before {older_than[:10]}")

@@ -157,6 +157,12 @@ class Catalog:
                     # Reads through a memory map: a search touches ~200 scattered rows and a few
                     # posting lists; mapped, that is half the time of one read() per page at 100k.
                     db.execute("PRAGMA mmap_size=1073741824")
+                    # This SQLite is built with secure_delete on: every freed page was zeroed and
+                    # written, so a prune of 7k rows wrote 4x the pages it changed (43 MB of WAL at
+                    # 10k). The catalog is a derived copy of facts/ in the private .index/ (trashed
+                    # memories stay in .trash/, an update keeps the old text in history): zeroing
+                    # its free pages protects next to nothing the store's own files do not hold.
+                    db.execute("PRAGMA secure_delete=0")
                     db.executescript(SCHEMA)
                     break
                 except sqlite3.OperationalError as e:
@@ -377,6 +383,14 @@ class Catalog:
         if limit:
             q += f" LIMIT {min(int(limit), 2**63 - 1)}"  # SQLite's integers are 64-bit
         return [_memory(r[0]) for r in self.db.execute(q, args)]
+
+    def select_entries(self, filters: Filters | None = None) -> dict[str, tuple[Memory, tuple[int, int]]]:
+        """`select(filters)` (in created order) by id, each with the file signature it was read
+        from, as `catalog_entries` gives them: what a plan that trashes or edits most of what it
+        selects (prune) hands to its change set, from one query instead of two."""
+        where, args = (filters or Filters()).sql()
+        q = f"SELECT id, record, mtime_ns, size FROM mem WHERE {where} ORDER BY created ASC, id"
+        return {str(mid): (_memory(rec), (int(mtime), int(size))) for mid, rec, mtime, size in self.db.execute(q, args)}
 
     def iter_select(self, filters: Filters | None = None) -> Iterator[Memory]:
         """Memories matching `filters`, by id, from a cursor: an export of 100k memories never

@@ -202,10 +202,14 @@ class Sync:
         fresh: dict[str, Memory],
     ) -> None:
         db = self.catalog.db
-        existing = {
-            fname: (label, h)
-            for fname, label, h in db.execute("SELECT fname, label, hash FROM mem")
-        }
+        # the rows of the files involved only: a commit at 100k touches a few thousand of them
+        wanted = [*todo, *gone]
+        if len(wanted) * 4 < self.catalog.count():
+            q = "SELECT fname, label, hash FROM mem WHERE fname IN (SELECT value FROM json_each(?))"
+            rows = db.execute(q, (json.dumps(wanted),))
+        else:
+            rows = db.execute("SELECT fname, label, hash FROM mem")
+        existing = {fname: (label, h) for fname, label, h in rows}
         old_bad = {r[0]: r[1] for r in db.execute("SELECT fname, error FROM bad")}
         parsed: list[tuple[str, Memory]] = []
         bad: list[tuple[str, str]] = []
@@ -278,7 +282,8 @@ class Sync:
                     with contextlib.suppress(RuntimeError):
                         hnsw.mark_deleted(row[0])
                     report.removed += 1
-            db.executemany("DELETE FROM mem WHERE label=?", [(lab,) for lab in dead])
+            if dead:  # one statement (a prune removes thousands)
+                db.execute("DELETE FROM mem WHERE label IN (SELECT value FROM json_each(?))", (json.dumps(dead),))
             kw_removed += dead
             cleared = [(f,) for f in (*gone, *(f for f, _ in parsed)) if f in old_bad]
             if cleared:

@@ -8,7 +8,9 @@ Each request pops the next entry of a script queue. An entry is one of:
 
 * a string: the assistant message content;
 * ``{"content": "..."}``: same, optionally with ``"delay": seconds`` to simulate a slow model
-  (and, for streamed replies, ``"chunk_size"`` and ``"chunk_delay"`` between chunks);
+  (and, for streamed replies, ``"chunk_size"`` and ``"chunk_delay"`` between chunks, and
+  ``"gate"``: a ``threading.Event`` the rest waits for after the first chunk, so a test can see
+  the first words arrive before the model has produced the others, whatever the machine's load);
 * ``{"status": 500}`` (or 429, 400, ...): an HTTP error with an OpenAI-style error body;
 * ``{"raw": "not json at all"}``: a 200 whose body is the given bytes verbatim;
 * ``{"content": "...", "finish_reason": "length"}``: a reply the server cut at ``max_tokens``.
@@ -34,6 +36,7 @@ from typing import Any
 import pytest
 
 ScriptEntry = str | dict[str, Any]
+GATE_TIMEOUT = 60.0  # seconds a gated stream holds back its rest (then sends it: a test never hangs)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -100,12 +103,12 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "fake-model")
         if body.get("stream"):
             self._stream(content, model, body, chunk_size=int(entry.get("chunk_size", 7)),
-                         chunk_delay=float(entry.get("chunk_delay", 0) or 0))
+                         chunk_delay=float(entry.get("chunk_delay", 0) or 0), gate=entry.get("gate"))
         else:
             self._send_json(200, _completion(content, model, body, entry.get("finish_reason", "stop")))
 
     def _stream(self, content: str, model: str, body: dict[str, Any], chunk_size: int,
-                chunk_delay: float = 0.0) -> None:
+                chunk_delay: float = 0.0, gate: threading.Event | None = None) -> None:
         """SSE chunks of ``choices[0].delta.content``, a usage chunk if asked for, then ``[DONE]``.
 
         ``chunk_delay`` (entry key ``"chunk_delay"``) sleeps between chunks, like a model
@@ -125,6 +128,8 @@ class _Handler(BaseHTTPRequestHandler):
         pieces = [content[i : i + chunk_size] for i in range(0, len(content), chunk_size)] or [""]
         first = True
         for n, piece in enumerate(pieces):
+            if n == 1 and gate is not None:
+                gate.wait(GATE_TIMEOUT)
             if n and chunk_delay:
                 time.sleep(chunk_delay)
             delta: dict[str, Any] = {"content": piece}

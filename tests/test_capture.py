@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -26,11 +27,16 @@ def payload(event: str, transcript: Path, cwd: Path) -> str:
     return json.dumps({**data, "transcript_path": str(transcript), "cwd": str(cwd)})
 
 
-def run_hook(command: str, stdin: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
+def run_hook(command: str, stdin: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run a hook's command as Claude Code does: (its result, wall seconds, CPU seconds of what the
+    caller waits for; a detached worker is not waited for, so not counted)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(["sh", "-c", command], input=stdin, capture_output=True, text=True, cwd=cwd,
                          env={**os.environ, **ENV}, timeout=60)
-    return out, time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return out, wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def memories(store: Path) -> list[dict]:
@@ -72,9 +78,12 @@ def test_claude_code_hooks_capture_only_new_text_and_context_prints_it(tmp_path)
     transcript = tmp_path / "claude" / f"{SESSION}.jsonl"
     transcript.parent.mkdir()
     shutil.copy(FIXTURES / "claude_code_session.jsonl", transcript)
-    out, took = run_hook(commands["Stop"][0], payload("Stop", transcript, project), project)
+    out, took, cpu = run_hook(commands["Stop"][0], payload("Stop", transcript, project), project)
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out
-    assert took < 1.0, took  # a hook's budget; bench/capture.py measures the < 100 ms target
+    # a hook's budget, judged by CPU (~0.05 s; a busy machine barely moves it) and, loosely, by wall
+    # time (a hook that waited for the worker would take its whole run); bench/capture.py measures
+    # the < 100 ms target on a quiet machine
+    assert cpu < 0.4 and took < 5.0, (cpu, took)
     settle(store)
     mems = memories(store)
     texts = " | ".join(m["text"] for m in mems)
@@ -87,7 +96,7 @@ def test_claude_code_hooks_capture_only_new_text_and_context_prints_it(tmp_path)
     # the session goes on; the next Stop takes only the new lines
     with open(transcript, "a") as f:
         f.write((FIXTURES / "claude_code_session_more.jsonl").read_text())
-    out, took = run_hook(commands["SessionEnd"][0], payload("SessionEnd", transcript, project), project)
+    out, _, _ = run_hook(commands["SessionEnd"][0], payload("SessionEnd", transcript, project), project)
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out
     settle(store)
     mems = memories(store)
@@ -96,14 +105,14 @@ def test_claude_code_hooks_capture_only_new_text_and_context_prints_it(tmp_path)
     assert not [e for e in log if e["event"] == "NONE"], "earlier lines were sent again"
     # nothing new: nothing spooled
     done_before = sum(e["event"] == "INBOX_DONE" for e in log)
-    out, _ = run_hook(commands["PreCompact"][0], payload("PreCompact", transcript, project), project)
+    out, _, _ = run_hook(commands["PreCompact"][0], payload("PreCompact", transcript, project), project)
     assert out.returncode == 0
     time.sleep(0.5)
     log = [json.loads(x) for x in (store / "log.jsonl").read_text().splitlines()]
     assert sum(e["event"] == "INBOX_DONE" for e in log) == done_before and not list((store / "inbox").glob("*.json"))
 
     # SessionStart: its stdout is what Claude Code adds to the session
-    out, _ = run_hook(commands["SessionStart"][0], payload("SessionStart", transcript, project), project)
+    out, _, _ = run_hook(commands["SessionStart"][0], payload("SessionStart", transcript, project), project)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("## What memcli remembers") and "half to even" in out.stdout and "5433" in out.stdout
     small = run_memcli("context", "--budget", "100", env=ENV, cwd=project)

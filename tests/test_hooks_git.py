@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import resource
 import statistics
 import subprocess
 import time
@@ -43,17 +44,40 @@ def new_repo(tmp_path: Path, name: str) -> Path:
     return repo
 
 
+def _running_under(root: Path) -> bool | None:
+    """Whether a process whose command line names a path under `root` runs: the hooks' shells (git
+    waits for them, and they fork their background child before exiting), `nice` and the capture
+    workers (`--store` under root). None where /proc cannot tell."""
+    proc = Path("/proc")
+    if not (proc / "self" / "cmdline").exists():
+        return None
+    needle = str(root).encode()
+    for pid in proc.iterdir():
+        if not pid.name.isdigit() or pid.name == str(os.getpid()):
+            continue
+        try:
+            if needle in (pid / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue  # gone meanwhile
+    return False
+
+
 def drain(store: Path, timeout: float = 180, quiet: float = 3.0, empty: bool = True) -> None:
     """Wait until the hooks' background processes are done: no worker running and nothing spooled
-    for `quiet` seconds (and, with `empty`, the inbox emptied)."""
+    for `quiet` seconds (and, with `empty`, the inbox emptied). Where /proc lists processes, none
+    left that names the test's directory (`store`'s parent) is the signal, and `quiet` shrinks to a
+    moment: no process left, nothing more can arrive."""
     inbox = store / "inbox"
+    if _running_under(store.parent) is not None:
+        quiet = min(quiet, 0.2)
     deadline = time.monotonic() + timeout
     last, quiet_since = None, time.monotonic()
     while time.monotonic() < deadline:
         items = sorted(p.name for p in [*inbox.glob("*.json"), *inbox.glob("*.remap")]) if inbox.is_dir() else []
-        running = False
+        running = bool(_running_under(store.parent))
         lock = inbox / ".worker.lock"
-        if lock.exists():
+        if not running and lock.exists():
             with open(lock) as f:
                 try:
                     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -65,7 +89,7 @@ def drain(store: Path, timeout: float = 180, quiet: float = 3.0, empty: bool = T
             last, quiet_since = state, time.monotonic()
         elif time.monotonic() - quiet_since > quiet:
             return
-        time.sleep(0.1)
+        time.sleep(0.05)
     raise AssertionError(f"inbox not drained: {sorted(p.name for p in inbox.glob('*'))}")
 
 
@@ -190,21 +214,25 @@ def test_twenty_commits_each_wanted_one_remembered_once_with_a_live_origin(tmp_p
     assert not (repo / ".git" / "hooks" / "post-rewrite").exists()
 
 
-def _commit_times(repo: Path, n: int, tag: str, settle=None) -> list[float]:
-    """Wall time of `git commit`, each commit made once the previous one's background work is
-    done (a developer does not commit every 100 ms; on two shared cores a still-running worker
-    would slow the next commit of either repository alike)."""
-    times = []
+def _commit_costs(repo: Path, n: int, tag: str, settle=None) -> list[tuple[float, float]]:
+    """(wall seconds, CPU seconds) of `git commit`, each commit made once the previous one's
+    background work is done (a developer does not commit every 100 ms). The CPU is git's and that
+    of every process git waits for (the hook's shell), from the children's rusage: a detached
+    background process is not waited for, so it is not counted, which is the point."""
+    costs = []
     for i in range(n):
         if settle:
             settle()
         (repo / f"{tag}-{i}.txt").write_text(f"{tag} {i}\n")
         git(repo, "add", f"{tag}-{i}.txt")
-        t0 = time.perf_counter()
         words = " ".join(uuid.uuid4().hex[:6 + k % 3] for k in range(7))  # unrelated texts: no dedup
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
         git(repo, "commit", "-q", "-m", f"{tag}{i} {words}")
-        times.append(time.perf_counter() - t0)
-    return times
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        costs.append((wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime))
+    return costs
 
 
 @pytest.mark.parametrize("llm", ["none", "unreachable"])
@@ -227,15 +255,21 @@ def test_the_hook_does_not_slow_commits_and_an_unreachable_llm_leaves_inputs_wai
     def settle() -> None:
         drain(store, quiet=0.7, empty=llm == "none")
 
-    _commit_times(plain, 1, "warm", settle), _commit_times(hooked, 1, "warm", settle)
+    _commit_costs(plain, 1, "warm", settle), _commit_costs(hooked, 1, "warm", settle)
     without, with_hook = [], []
     rounds = 3 if llm == "none" else 1  # the unreachable case pays litellm's import in every worker
     for round_ in range(rounds):  # interleaved, so a busy machine slows both alike
-        without += _commit_times(plain, 3, f"p{round_}", settle)
-        with_hook += _commit_times(hooked, 3, f"h{round_}", settle)
-    base, hooked_t = statistics.median(without), statistics.median(with_hook)
-    # bench/git_hook.py measures the 1.1x target on many commits; here a looser bound against noise
-    assert hooked_t <= base * 1.5 + 0.015, (base, hooked_t)
+        without += _commit_costs(plain, 3, f"p{round_}", settle)
+        with_hook += _commit_costs(hooked, 3, f"h{round_}", settle)
+    # What the commit waits for, by CPU (a busy machine barely moves it): the hook adds a shell and
+    # one fork (~1.5 ms over git's ~5 ms); any Python started in the foreground costs >= 20 ms.
+    base_cpu, hooked_cpu = (statistics.median(c for _, c in xs) for xs in (without, with_hook))
+    assert hooked_cpu <= base_cpu * 1.5 + 0.008, (base_cpu, hooked_cpu)
+    # And by wall time, with room for a busy machine: a commit that waited for the background
+    # worker (a Python start-up, the store, the model) would take far longer. bench/git_hook.py
+    # measures the 1.1x target on many commits on a quiet machine.
+    base, hooked_t = (statistics.median(w for w, _ in xs) for xs in (without, with_hook))
+    assert hooked_t <= base * 3 + 0.25, (base, hooked_t)
     expected = 1 + 3 * rounds
     inbox = store / "inbox"
     if llm == "none":

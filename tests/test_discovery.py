@@ -1,4 +1,5 @@
-"""Store discovery, project identity, `where`, and no store created by accident (real git, real processes)."""
+"""Store discovery, project identity, `where`, and no store created by accident (real git, real
+processes; a store named by --store is read back in-process)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import HASH, run_memcli
+from conftest import HASH, listed, run_memcli
 
 from memcli.discovery import normalise_remote
 
@@ -71,8 +72,8 @@ def test_clones_and_worktrees_share_a_project_and_the_main_worktrees_store(tmp_p
     # and what is added from the worktree lands in the main store, stamped with the project
     r = run_memcli("add", "--raw", "The ledger service rounds half to even in every currency.", env=ENV, cwd=wt)
     assert r.returncode == 0, r.stderr
-    listed = json.loads(run_memcli("list", "--json", env=ENV, cwd=a).stdout)["memories"]
-    assert [m["project"] for m in listed] == ["github.com/acme/ledger"]
+    found = json.loads(run_memcli("list", "--json", env=ENV, cwd=a).stdout)["memories"]
+    assert [m["project"] for m in found] == ["github.com/acme/ledger"]
     assert not (wt / ".memcli").exists()
 
 
@@ -98,8 +99,7 @@ def test_user_defaults_to_the_git_email(tmp_path):
     assert run_memcli("init", str(store), env=ENV, cwd=repo).returncode == 0
     r = run_memcli("--store", str(store), "add", "--raw", "Invoices are numbered per tenant.", env=ENV, cwd=repo)
     assert r.returncode == 0, r.stderr
-    listed = json.loads(run_memcli("--store", str(store), "list", "--json", env=ENV).stdout)["memories"]
-    assert listed[0]["user"] == "ana@acme.dev"
+    assert listed(store)[0]["user"] == "ana@acme.dev"
     assert _where(repo, "--store", str(store))["user"] == "ana@acme.dev"
     info = json.loads(run_memcli("where", "--json", env={**ENV, "MEMCLI_USER": "bo"}, cwd=repo).stdout)
     assert info["user"] == "bo"
@@ -128,8 +128,7 @@ def test_a_bulk_load_fills_a_new_store_and_says_so(tmp_path):
         r = run_memcli("--store", str(new), *args, env=ENV, cwd=tmp_path)
         assert r.returncode == 0, (args, r.stderr)
         assert f"creating a new store at {new}" in r.stderr, args
-        listed = json.loads(run_memcli("--store", str(new), "list", "--json", env=ENV).stdout)["memories"]
-        assert [m["text"] for m in listed] == ["We tag releases with vX.Y.Z."], args
+        assert [m["text"] for m in listed(new)] == ["We tag releases with vX.Y.Z."], args
     missing = tmp_path / "never"
     r = run_memcli("--store", str(missing), "import", str(tmp_path / "nope.jsonl"), env=ENV, cwd=tmp_path)
     assert r.returncode != 0 and not missing.exists()  # a failed load creates nothing

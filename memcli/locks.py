@@ -18,6 +18,18 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
+def try_flock(fd: int) -> bool:
+    """Take an exclusive flock on `fd` without waiting: False if another process holds it; any
+    other failure (EBADF, ENOLCK...) raises, since it is not "someone else is working on it"."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
 @contextlib.contextmanager
 def item_lock(path: Path) -> Iterator[int | None]:
     """An exclusive non-blocking lock on `path`: yields the fd, or None if someone else holds it
@@ -28,13 +40,9 @@ def item_lock(path: Path) -> Iterator[int | None]:
         yield None
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EACCES):
-                yield None
-                return
-            raise
+        if not try_flock(fd):
+            yield None
+            return
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:

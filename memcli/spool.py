@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import subprocess
@@ -30,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from memcli.locks import item_lock
+from memcli.locks import item_lock, try_flock
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 
@@ -161,12 +160,13 @@ def _try_lock(path: Path) -> int | None:
     """An exclusive non-blocking flock on `path` (created): the fd, or None if another holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
+        taken = try_flock(fd)
+    except OSError:
         os.close(fd)
-        if e.errno in (errno.EAGAIN, errno.EACCES):
-            return None
         raise
+    if not taken:
+        os.close(fd)
+        return None
     return fd
 
 

@@ -8,9 +8,10 @@ Each request pops the next entry of a script queue. An entry is one of:
 
 * a string: the assistant message content;
 * ``{"content": "..."}``: same, optionally with ``"delay": seconds`` to simulate a slow model
-  (and, for streamed replies, ``"chunk_size"`` and ``"chunk_delay"`` between chunks, and
-  ``"gate"``: a ``threading.Event`` the rest waits for after the first chunk, so a test can see
-  the first words arrive before the model has produced the others, whatever the machine's load);
+  (and, for streamed replies, ``"chunk_size"`` and ``"chunk_delay"`` between chunks);
+* ``"gate"`` in such an entry: a ``threading.Event`` the reply waits for (a streamed reply: after
+  its first chunk), so a test decides when the model "answers" (e.g. once the first words have
+  reached the terminal, or once a concurrent command is done), whatever the machine's load;
 * ``{"status": 500}`` (or 429, 400, ...): an HTTP error with an OpenAI-style error body;
 * ``{"raw": "not json at all"}``: a 200 whose body is the given bytes verbatim;
 * ``{"content": "...", "finish_reason": "length"}``: a reply the server cut at ``max_tokens``.
@@ -36,7 +37,7 @@ from typing import Any
 import pytest
 
 ScriptEntry = str | dict[str, Any]
-GATE_TIMEOUT = 60.0  # seconds a gated stream holds back its rest (then sends it: a test never hangs)
+GATE_TIMEOUT = 60.0  # seconds a gated reply is held back at most (then sent: a test never hangs)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -91,6 +92,8 @@ class _Handler(BaseHTTPRequestHandler):
         delay = float(entry.get("delay", 0) or 0)
         if delay:
             time.sleep(delay)
+        if entry.get("gate") is not None and not body.get("stream"):
+            entry["gate"].wait(GATE_TIMEOUT)
         if "status" in entry and int(entry["status"]) != 200:
             status = int(entry["status"])
             message = entry.get("message", f"fake error {status}")

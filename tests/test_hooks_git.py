@@ -89,7 +89,7 @@ def drain(store: Path, timeout: float = 180, quiet: float = 3.0, empty: bool = T
             last, quiet_since = state, time.monotonic()
         elif time.monotonic() - quiet_since > quiet:
             return
-        time.sleep(0.05)
+        time.sleep(0.1)
     raise AssertionError(f"inbox not drained: {sorted(p.name for p in inbox.glob('*'))}")
 
 

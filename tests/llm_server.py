@@ -82,6 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = {"_unparsed": raw.decode("utf-8", "replace")}
         entry = self.owner._record_and_pop(body)
         self._reply(entry, body)
+        with self.owner._lock:
+            self.owner.replies += 1
 
     def _reply(self, entry: ScriptEntry | None, body: dict[str, Any]) -> None:
         if entry is None:
@@ -198,6 +200,7 @@ class FakeLLMServer:
     def __init__(self, default: ScriptEntry | None = None) -> None:
         self.default = default
         self.requests: list[dict[str, Any]] = []
+        self.replies = 0  # replies written in full (a gated one counts once its gate opened)
         self._queue: deque[ScriptEntry] = deque()
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -216,6 +219,7 @@ class FakeLLMServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.replies = 0
 
     def _record_and_pop(self, body: dict[str, Any]) -> ScriptEntry | None:
         with self._lock:

@@ -294,10 +294,15 @@ class CommitReport:
 
 class ChangeSet:
     """Planned changes to one store. Build it with the planning functions, then `preview()` or
-    `commit()`. Reading through the change set (`memory(id)`) sees the plan's own changes."""
+    `commit()`. Reading through the change set (`memory(id)`) sees the plan's own changes.
 
-    def __init__(self, store: Store) -> None:
+    A `preview` change set is only ever shown (a dry run): a memory the catalog knows (`known`)
+    is taken from it without opening its file, since no commit will compare the file's hash, and
+    `commit()` refuses."""
+
+    def __init__(self, store: Store, *, preview: bool = False) -> None:
         self.store = store
+        self.preview_only = preview
         self._puts: dict[str, _Put] = {}
         self._targets: dict[str, _Target] = {}
         self._trash: dict[str, _Trash] = {}
@@ -324,10 +329,13 @@ class ChangeSet:
         edited: edits go to a clone)."""
         self._known.update(entries)
 
-    def _read(self, mid: str) -> tuple[Memory, str, bytes, Seen]:
+    def _read(self, mid: str) -> tuple[Memory, str, bytes, Seen | None]:
         """(memory, file hash, bytes, identity). A file the catalog knows as it is now and that is
         settled (`Seen`) is not even read: its identity proves at commit that it did not change
-        (no hash then: any sign of a change counts as one), and a trash copy reads it then."""
+        (no hash then: any sign of a change counts as one), and a trash copy reads it then. A
+        preview (dry run) takes what the catalog knows without a look at the file."""
+        if self.preview_only and mid in self._known:
+            return self._known[mid][0], "", b"", None
         path = self._path(mid)
         entry = self._known.get(mid)
         try:
@@ -458,6 +466,8 @@ class ChangeSet:
         a change set commits once."""
         if self.committed:
             raise StoreError("this change set was committed already")
+        if self.preview_only:
+            raise StoreError("a preview (dry-run) change set cannot be committed; plan it again to commit")
         report = CommitReport()
         store = self.store
         if self.empty and not self._log:

@@ -1193,13 +1193,13 @@ def merge(
     from memcli.curate import _opposed
 
     # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
-    groups = similar_groups(store, threshold, apart=_opposed) if auto else [resolve_ids(store, ids or [])]
-    wanted = {i for g in groups for i in g}  # the texts, for the report (the sources leave the index)
-    texts = {mid: m.text for mid, m in store.index.records_of(wanted).items()} if wanted else {}
+    known: dict[str, Any] = {}  # the catalog entries --auto read, for the merges
+    groups = similar_groups(store, threshold, apart=_opposed, known=known) if auto else [
+        resolve_ids(store, ids or [])]
     if any(len(set(group)) < 2 for group in groups):
         fail("merge needs at least two different memories", ExitStatus.USAGE)
     results = merge_groups(store, groups, use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
-                           llm_model=model)
+                           llm_model=model, known=known if auto else None)
     for r in results:
         if r.note:
             note(r.note)
@@ -1211,8 +1211,8 @@ def merge(
     for n, r in enumerate(results, 1):  # one labelled block per group, all on stdout
         verb = "would merge" if dry_run else "merged"
         lines = [f"group {n}: {verb} {len(r.sources)} memories into {r.merged.id} ({r.method})"]
-        for sid in r.sources:
-            lines.append(f"  from {sid}  {render.clip(texts.get(sid, ''), max(20, width - 34))}")
+        for sid, text in zip(r.sources, r.texts):
+            lines.append(f"  from {sid}  {render.clip(text, max(20, width - 34))}")
         lines.append("  into:")
         lines.extend(render.body_lines(r.merged.text, width, "    "))
         blocks.append("\n".join(lines))
@@ -1317,7 +1317,7 @@ def consolidate(
     from memcli.curate import consolidate as run
 
     report = run(synced(get_store()), dry_run=dry_run, use_llm=False if no_llm else None,
-                 supersede_older=supersede_older)
+                 supersede_older=supersede_older, sync=False)
     if as_json:
         emit_json(report.to_dict())
         return

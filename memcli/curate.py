@@ -28,6 +28,7 @@ class MergeResult:
     sources: list[str]
     method: str  # "llm" | "heuristic"
     note: str | None = None  # e.g. the LLM's reply was unusable and the heuristic merge was used
+    texts: list[str] = field(default_factory=list)  # the sources' texts, in `sources` order
 
     def to_dict(self) -> dict[str, Any]:
         d = {"id": self.merged.id, "text": self.merged.text, "merged_from": self.sources, "method": self.method}
@@ -119,24 +120,26 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
     cs.add(merged, event="MERGE", sources=[m.id for m in mems], method=method)
     for m in mems:
         cs.trash(m.id, f"merged into {merged.id}", event="MERGED")
-    return cs, MergeResult(merged, [m.id for m in mems], method, note)
+    return cs, MergeResult(merged, [m.id for m in mems], method, note, [m.text for m in mems])
 
 
 def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run: bool = False,
           llm_model: str | None = None) -> MergeResult:
     """Merge memories into a new one (see `plan_merge`); a dry run plans and writes nothing."""
-    cs, result = plan_merge(store, ids, use_llm=use_llm, llm_model=llm_model)
+    cs, result = plan_merge(store, ids, use_llm=use_llm, llm_model=llm_model, changes=ChangeSet(store, preview=dry_run))
     if not dry_run:
         cs.commit()
     return result
 
 
 def merge_groups(store: Store, groups: list[list[str]], *, use_llm: bool | None = None, dry_run: bool = False,
-                 llm_model: str | None = None) -> list[MergeResult]:
-    """Merge each group into one memory; every merge is planned first, then one commit."""
-    cs = ChangeSet(store)
+                 llm_model: str | None = None,
+                 known: dict[str, tuple[Memory, tuple[int, int]]] | None = None) -> list[MergeResult]:
+    """Merge each group into one memory; every merge is planned first, then one commit. `known`:
+    catalog entries already read for the members (see `similar_groups`), else they are read here."""
+    cs = ChangeSet(store, preview=dry_run)
     with _gc_paused():
-        cs.known(store.index.catalog_entries(mid for g in groups for mid in g))
+        cs.known(store.index.catalog_entries(mid for g in groups for mid in g) if known is None else known)
         results = [plan_merge(store, g, use_llm=use_llm, llm_model=llm_model, changes=cs)[1] for g in groups]
     if not dry_run:
         cs.commit()
@@ -211,18 +214,22 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
 
 
 @_gc_paused()
-def similar_groups(store: Store, threshold: float, *,
-                   apart: Callable[[Memory, Memory], bool] | None = None) -> list[list[str]]:
+def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, Memory], bool] | None = None,
+                   known: dict[str, tuple[Memory, tuple[int, int]]] | None = None) -> list[list[str]]:
     """Clusters of memories whose pairwise links reach `threshold` (single linkage, union-find);
     a pair for which `apart(memory, memory)` is true is not linked. Only the memories
-    with a neighbour that close are read."""
+    with a neighbour that close are read; their catalog entries are added to `known` when given
+    (for `merge_groups`, which would otherwise read them again)."""
     ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS)
     if len(ids) < 2:
         return []
     recs = None
     if apart:
         rows, cols = _close(nbr, sims, threshold)
-        recs = store.index.records_of(ids[i] for i in np.union1d(rows, nbr[rows, cols]).tolist())
+        entries = store.index.catalog_entries(ids[i] for i in np.union1d(rows, nbr[rows, cols]).tolist())
+        if known is not None:
+            known.update(entries)
+        recs = {mid: e[0] for mid, e in entries.items()}
     return _linked_groups(ids, nbr, sims, threshold, recs, apart)
 
 
@@ -386,19 +393,24 @@ class ConsolidateReport:
 
 @_gc_paused()
 def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: str | None = None,
-                     supersede_older: bool = False) -> tuple[ChangeSet, ConsolidateReport]:
+                     supersede_older: bool = False, preview: bool = False,
+                     sync: bool = True) -> tuple[ChangeSet, ConsolidateReport]:
     """One maintenance pass, planned: merge near-duplicates, flag contradictions, distil
     recurring episodes. One approximate kNN pass over the vector index feeds all three (no n x n
     matrix); LLM merges happen here, with no lock held.
 
     A contradiction (same subject, another value or a negated predicate) is never merged: it is
     flagged to resolve (`contradicts` links both ways), or with `supersede_older` the older memory
-    is marked `superseded_by` the newer one (kept, hidden from default results)."""
+    is marked `superseded_by` the newer one (kept, hidden from default results).
+
+    `preview`: the plan is only shown (a dry run; see `ChangeSet`). `sync=False`: the caller has
+    just synced the index (the CLI does, with a progress bar)."""
     cfg = store.config
     report = ConsolidateReport()
-    cs = ChangeSet(store)
+    cs = ChangeSet(store, preview=preview)
     index = store.index
-    index.sync()
+    if sync:
+        index.sync()
     ids, _, nbr, sims = index.neighbour_arrays(NEIGHBOURS)
     if len(ids) < 2:
         return cs, report
@@ -447,9 +459,10 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
 
 
 def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = None,
-                llm_model: str | None = None, supersede_older: bool = False) -> ConsolidateReport:
+                llm_model: str | None = None, supersede_older: bool = False, sync: bool = True) -> ConsolidateReport:
     """One maintenance pass (see `plan_consolidate`): planned without the lock, then one commit."""
-    cs, report = plan_consolidate(store, use_llm=use_llm, llm_model=llm_model, supersede_older=supersede_older)
+    cs, report = plan_consolidate(store, use_llm=use_llm, llm_model=llm_model, supersede_older=supersede_older,
+                                  preview=dry_run, sync=sync)
     report.dry_run = dry_run
     if not dry_run:
         cs.commit()

@@ -17,7 +17,7 @@ from memcli.api import Store
 from memcli.changes import ChangeSet, Link, Reinforce, Update
 from memcli.config import Config
 from memcli.curate import consolidate, plan_consolidate
-from memcli.errors import Conflict
+from memcli.errors import Conflict, StoreError
 from memcli.index.sync import Sync
 from memcli.memory import Memory
 
@@ -103,6 +103,23 @@ def test_a_dry_run_is_the_plan_and_writes_nothing(pair) -> None:
     assert set(_facts(cli.store)) == {f"{merged}.md", f"{ids[2]}.md"}
     listed = json.loads(cli("list", "--json").stdout)["memories"]  # the index was updated by the commit itself
     assert sorted(r["id"] for r in listed) == sorted([merged, ids[2]])
+
+
+def test_a_dry_run_plan_is_the_real_plan_and_cannot_be_committed(pair) -> None:
+    """A dry run takes the memories the catalog knows without opening their files (nothing will
+    compare their hashes): its plan is the real run's, and it refuses to be committed."""
+    store, cli, ids = pair
+    before = _facts(cli.store)
+    real, real_report = plan_consolidate(store, use_llm=False)
+    dry, dry_report = plan_consolidate(store, use_llm=False, preview=True)
+    assert dry_report.merged and [m["merged_from"] for m in dry_report.merged] == \
+        [m["merged_from"] for m in real_report.merged]
+    assert [m["text"] for m in dry_report.merged] == [m["text"] for m in real_report.merged]
+    assert [(c["op"], c["id"]) for c in dry.preview() if c["op"] != "MERGE"] == \
+        [(c["op"], c["id"]) for c in real.preview() if c["op"] != "MERGE"]
+    with pytest.raises(StoreError, match="dry-run"):
+        dry.commit()
+    assert _facts(cli.store) == before
 
 
 def test_a_stale_update_is_refused_and_nothing_is_written(pair) -> None:

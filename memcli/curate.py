@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from memcli.background import background
 from memcli.changes import ChangeSet, Detach, Link, Supersede
 from memcli.errors import InvalidInput, LLMNotConfigured, StoreError
 from memcli.index import Filters
@@ -418,31 +419,38 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     recs = {mid: e[0] for mid, e in entries.items()}
     cs.known(entries)
     survivor: dict[str, str] = {}
-    for group in _linked_groups(ids, nbr, sims, cfg.consolidate_threshold, recs, _opposed):
-        _, r = plan_merge(store, group, use_llm=use_llm, llm_model=llm_model, changes=cs)
-        report.merged.append(r.to_dict())
-        survivor.update({mid: r.merged.id for mid in r.sources})
+    groups = _linked_groups(ids, nbr, sims, cfg.consolidate_threshold, recs, _opposed)
+    # The contradiction candidates between memories no merge touches do not depend on the merges:
+    # they are judged on another core (`background`) while the merges are planned here.
+    merging = {mid for g in groups for mid in g}
+    untouched = [(a, b, sim) for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, {})
+                 if a not in merging and b not in merging]
+    with background(lambda: _judge_pairs(untouched, recs), fork=len(untouched) >= BACKGROUND_PAIRS) as judged:
+        for group in groups:
+            _, r = plan_merge(store, group, use_llm=use_llm, llm_model=llm_model, changes=cs)
+            report.merged.append(r.to_dict())
+            survivor.update({mid: r.merged.id for mid in r.sources})
 
-    # contradictions: similar pairs with opposing wording (precision over recall)
-    merged_ids = set(survivor.values())
+        # contradictions: similar pairs with opposing wording (precision over recall)
+        merged_ids = set(survivor.values())
 
-    def record(i: str) -> Memory:  # a merged memory straight from the plan
-        return recs[i] if i not in merged_ids else cs.memory(i)
+        def record(i: str) -> Memory:  # a merged memory straight from the plan
+            return recs[i] if i not in merged_ids else cs.memory(i)
 
-    flagged: list[tuple[str, str, float, str]] = []
-    for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, survivor):
-        ra, rb = record(a), record(b)
-        if ra.type == rb.type == "episodic":
-            continue  # events recur (on other dates, with other numbers): they are distilled
-        if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.links):
-            continue  # related already: flagged by an earlier pass, or distilled one from the other
-        if ra.superseded_by or rb.superseded_by:
-            continue  # a replaced value is history, not a contradiction
-        why = opposing(ra.text, rb.text, sim)
-        if why:
-            flagged.append((a, b, sim, why))
-            report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
-                                          "texts": [ra.text, rb.text]})
+        flagged: list[tuple[str, str, float, str]] = []
+        for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, survivor):
+            ra, rb = record(a), record(b)
+            if not _may_contradict(a, b, ra, rb):
+                continue
+            if a in merged_ids or b in merged_ids:
+                why = opposing(ra.text, rb.text, sim)
+            else:  # judged in the background, from the same texts and similarity
+                hit = judged().get((a, b))
+                why = hit[1] if hit is not None and hit[0] == sim else opposing(ra.text, rb.text, sim)
+            if why:
+                flagged.append((a, b, sim, why))
+                report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,
+                                              "texts": [ra.text, rb.text]})
     for (a, b, _, why), c in zip(flagged, report.contradictions):
         if supersede_older:
             older, newer = sorted((a, b), key=lambda i: (str(record(i).created), i))
@@ -456,6 +464,32 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
         cs.log("CONTRADICTION", ids=[a, b], reason=why)
     report.distilled = _plan_distil(store, cs, ids, nbr, sims, recs, set(survivor))
     return cs, report
+
+
+#: from this many contradiction candidates outside the merges, they are judged in a forked process
+BACKGROUND_PAIRS = 2000
+
+
+def _may_contradict(a: str, b: str, ra: Memory, rb: Memory) -> bool:
+    """Is the similar pair (a, b) a contradiction candidate at all (before reading its words)?"""
+    if ra.type == rb.type == "episodic":
+        return False  # events recur (on other dates, with other numbers): they are distilled
+    if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.links):
+        return False  # related already: flagged by an earlier pass, or distilled one from the other
+    # a replaced value is history, not a contradiction
+    return not (ra.superseded_by or rb.superseded_by)
+
+
+def _judge_pairs(pairs: list[tuple[str, str, float]], recs: dict[str, Memory]
+                 ) -> dict[tuple[str, str], tuple[float, str | None]]:
+    """(a, b) -> (similarity, why they contradict or None) for each candidate of `pairs`: pure
+    string work on the memories' texts, so it can run in another process (`background`)."""
+    out: dict[tuple[str, str], tuple[float, str | None]] = {}
+    for a, b, sim in pairs:
+        ra, rb = recs[a], recs[b]
+        if _may_contradict(a, b, ra, rb):
+            out[a, b] = (sim, opposing(ra.text, rb.text, sim))
+    return out
 
 
 def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = None,

@@ -414,6 +414,29 @@ def test_consolidate_dry_run_reports_and_writes_nothing(messy):
     assert snapshot(cli) == before
 
 
+def test_consolidate_judges_contradictions_on_another_core_with_the_same_report(messy, monkeypatch):
+    """The contradiction candidates outside the merges are judged in a forked process (another
+    core) while the merges are planned; the report is the one a single process makes."""
+    from memcli import background, curate
+
+    cli, by_text = messy
+    monkeypatch.setattr(curate, "BACKGROUND_PAIRS", 0)  # fork even for this handful of pairs
+    forks: list[int] = []
+    start = background._start
+    monkeypatch.setattr(background, "_start", lambda work: forks.append(1) or start(work))
+    two = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
+    assert forks == ([1] if background.can_fork() else [])
+    monkeypatch.setenv("MEMCLI_WORKERS", "1")
+    one = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
+    assert len(forks) == 1
+    assert sorted(sorted(c["ids"]) for c in two["contradictions"]) == \
+        sorted(sorted(by_text[t] for t in pair) for pair in (MIGRATIONS, RATE))
+    assert two["contradictions"] == one["contradictions"]
+    assert [(m["merged_from"], m["text"]) for m in two["merged"]] == \
+        [(m["merged_from"], m["text"]) for m in one["merged"]]
+    assert [d["from"] for d in two["distilled"]] == [d["from"] for d in one["distilled"]]
+
+
 def test_consolidate_merges_flags_and_distils(messy):
     cli, by_text = messy
     report = json.loads(cli("consolidate", "--json").stdout)

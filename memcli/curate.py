@@ -214,6 +214,33 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
     return [g for g in groups.values() if len(g) > 1]
 
 
+class _Ahead:
+    """Work done on each batch of the kNN pass while the graph answers the next one (see
+    `Vectors.neighbour_arrays`): the catalog entries of the memories with a neighbour at >=
+    `threshold` (or of every memory, `every`), and their texts read ahead (`decide.warm`)."""
+
+    def __init__(self, store: Store, threshold: float, *, every: bool = False) -> None:
+        self.index, self.threshold, self.every = store.index, threshold, every
+        self.entries: dict[str, tuple[Memory, tuple[int, int]]] = {}
+        self.warmed = 0
+
+    def __call__(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
+        from memcli.decide import WARM_LIMIT, warm
+
+        rows, cols = _close(nbr, sims, self.threshold)
+        close = np.union1d(rows + start, nbr[rows, cols]).tolist()
+        if self.every:
+            if not self.entries:
+                self.entries = self.index.catalog_entries(ids)
+        else:
+            self.entries.update(self.index.catalog_entries(ids[p] for p in close if ids[p] not in self.entries))
+        for p in close:
+            if self.warmed >= WARM_LIMIT:
+                break
+            warm(self.entries[ids[p]][0].text)
+            self.warmed += 1
+
+
 @_gc_paused()
 def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, Memory], bool] | None = None,
                    known: dict[str, tuple[Memory, tuple[int, int]]] | None = None) -> list[list[str]]:
@@ -221,13 +248,13 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
     a pair for which `apart(memory, memory)` is true is not linked. Only the memories
     with a neighbour that close are read; their catalog entries are added to `known` when given
     (for `merge_groups`, which would otherwise read them again)."""
-    ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS)
+    ahead = _Ahead(store, threshold) if apart else None  # the candidates read while the kNN pass runs
+    ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead)
     if len(ids) < 2:
         return []
     recs = None
-    if apart:
-        rows, cols = _close(nbr, sims, threshold)
-        entries = store.index.catalog_entries(ids[i] for i in np.union1d(rows, nbr[rows, cols]).tolist())
+    if ahead is not None:
+        entries = ahead.entries  # every memory with a neighbour at >= threshold
         if known is not None:
             known.update(entries)
         recs = {mid: e[0] for mid, e in entries.items()}
@@ -412,10 +439,13 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     index = store.index
     if sync:
         index.sync()
-    ids, _, nbr, sims = index.neighbour_arrays(NEIGHBOURS)
+    # every memory's entry, and the texts with a neighbour close enough to be compared, read while
+    # the kNN pass runs
+    ahead = _Ahead(store, min(cfg.consolidate_threshold, cfg.contradiction_threshold), every=True)
+    ids, _, nbr, sims = index.neighbour_arrays(NEIGHBOURS, on_batch=ahead)
     if len(ids) < 2:
         return cs, report
-    entries = index.catalog_entries(ids)
+    entries = ahead.entries or index.catalog_entries(ids)
     recs = {mid: e[0] for mid, e in entries.items()}
     cs.known(entries)
     survivor: dict[str, str] = {}

@@ -517,6 +517,18 @@ def _normal(text: str) -> str:
     return normalise(text)
 
 
+def warm(text: str) -> None:
+    """Read `text` ahead (its tokens and normal form, into the caches `relate` reads them from):
+    a curation pass does it while the kNN pass still runs in another thread."""
+    _normal(text)
+    parse(text)
+
+
+#: how many texts `warm` may read ahead in one pass: fewer than `parse` keeps, so that reading
+#: ahead never pushes out a text before its comparisons
+WARM_LIMIT = 20_000
+
+
 def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) -> Relation:
     """The relation of `new` to the stored `old` (cosine `similarity` between them).
 

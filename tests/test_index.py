@@ -381,3 +381,34 @@ def test_the_step_hook_sees_every_step_of_a_search_and_changes_nothing(hash_stor
     assert hooked == plain and plain
     assert seen[0] == "start" and seen[-1] == "hits, metadata, usage counts"
     assert {"Index.knn", "Index.keyword", "rank", "MMR"} <= set(seen) and len(seen) == len(set(seen))
+
+
+def test_the_knn_pass_hands_out_each_batch_while_searching_the_next_with_the_same_result(tmp_path):
+    """Curation's one kNN pass (`neighbour_arrays`) may give each batch of rows to the caller while
+    the graph answers the next batch in a thread: the arrays are the same as without, every row is
+    handed out once, in order, and a failing caller stops the pass with its own error."""
+    import numpy as np
+    import pytest
+
+    cli = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": "hash:64"})
+    cli("import", "-", input=json.dumps([{"text": f"Note {i}: service-{i % 7} listens on port {8000 + i}."}
+                                         for i in range(50)]))
+    store = Store(cli.store, Config(embed_model="hash:64"))
+    store.index.sync()
+    plain = store.index.neighbour_arrays(4, batch=8)
+    seen: list[tuple[int, np.ndarray, np.ndarray]] = []
+    batched = store.index.neighbour_arrays(4, batch=8, on_batch=lambda ids, i, nbr, sims: seen.append((i, nbr, sims)))
+    assert batched[0] == plain[0] and len(plain[0]) == 50
+    for a, b in zip(plain[1:], batched[1:]):
+        assert np.array_equal(a, b)
+    assert [i for i, _, _ in seen] == list(range(0, 50, 8))
+    assert np.array_equal(np.concatenate([n for _, n, _ in seen]), plain[2])
+    assert np.array_equal(np.concatenate([s for _, _, s in seen]), plain[3])
+
+    def fail(ids, i, nbr, sims):
+        raise KeyError("the caller failed")
+
+    with pytest.raises(KeyError):
+        store.index.neighbour_arrays(4, batch=8, on_batch=fail)
+    assert np.array_equal(store.index.neighbour_arrays(4, batch=8)[2], plain[2])  # the graph is as it was
+    store.close()

@@ -80,11 +80,13 @@ class Index(Catalog):
         """Record what a commit has just written and removed, without a scan (see `Sync.apply_files`)."""
         return self._sync.apply_files(fresh, gone)
 
-    def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024
+    def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024,
+                         on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids
-        (-1: none), similarities) (see `Vectors.neighbour_arrays`)."""
-        return self.vec.neighbour_arrays(k, ef=ef, batch=batch)
+        (-1: none), similarities); `on_batch` sees each batch's rows while the next is searched
+        (see `Vectors.neighbour_arrays`)."""
+        return self.vec.neighbour_arrays(k, ef=ef, batch=batch, on_batch=on_batch)
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

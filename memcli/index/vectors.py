@@ -33,6 +33,16 @@ HNSW_EF_SEARCH = 512  # at least; a query for k neighbours searches with max(thi
 # 100k per process, more than a batch of 200 queries saves.
 
 
+def _catching(run: Callable[[], None], failed: list[BaseException]) -> Callable[[], None]:
+    """A thread's `run` that keeps its exception for the thread that joins it."""
+    def wrapped() -> None:
+        try:
+            run()
+        except BaseException as e:  # noqa: BLE001 - re-raised by the joining thread
+            failed.append(e)
+    return wrapped
+
+
 class Vectors:
     """The current vector file of one catalog, loaded once per process and generation."""
 
@@ -129,7 +139,8 @@ class Vectors:
                 p.unlink()
 
     # ------------------------------------------------------------ queries
-    def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024
+    def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024,
+                         on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).
 
@@ -141,6 +152,11 @@ class Vectors:
         n x n matrix, and the callers pick the pairs above a threshold with numpy instead of
         walking every neighbour in Python. `ef` is lower than search's: pairs at >= 0.8 cosine are
         found at any reasonable ef.
+
+        `on_batch(ids, start, nbr rows, sims rows)` is called with each batch's rows as soon as
+        they are known, while the graph answers the next batch in a thread (hnswlib releases the
+        GIL): a caller's Python work on the first rows overlaps the rest of the kNN pass. The
+        arrays returned are the same with or without it.
         """
         rows = self.catalog.vector_ids()  # in label order
         labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -153,16 +169,44 @@ class Vectors:
         found = np.empty((n, kk), np.int64)
         dists = np.empty((n, kk), np.float32)
         h.set_ef(max(ef, kk))
+
+        def rows(i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+            """Rows i..j as positions in `ids` (-1: none) and similarities."""
+            f = found[i:j]
+            at = np.minimum(np.searchsorted(labels, f), n - 1)  # labels are sorted: label -> position
+            known = (labels[at] == f) & (f != labels[i:j, None])
+            return np.where(known, at, -1), (1.0 - dists[i:j]).astype(np.float64)
+
+        def query(i: int) -> None:
+            f, d = h.knn_query(vecs[i : i + batch], k=kk)
+            found[i : i + len(f)], dists[i : i + len(f)] = f, d
+
         try:
-            for i in range(0, n, batch):
-                f, d = h.knn_query(vecs[i : i + batch], k=kk)
-                found[i : i + len(f)], dists[i : i + len(f)] = f, d
+            if on_batch is None:
+                for i in range(0, n, batch):
+                    query(i)
+            else:
+                import threading
+
+                starts = list(range(0, n, batch))
+                query(starts[0])
+                for i, nxt in zip(starts, [*starts[1:], None]):
+                    worker = threading.Thread(target=query, args=(nxt,)) if nxt is not None else None
+                    failed: list[BaseException] = []
+                    if worker is not None:
+                        worker.run = _catching(worker.run, failed)  # type: ignore[method-assign]
+                        worker.start()
+                    try:
+                        on_batch(ids, i, *rows(i, min(i + batch, n)))
+                    finally:
+                        if worker is not None:
+                            worker.join()
+                    if failed:
+                        raise failed[0]
         finally:
             h.set_ef(HNSW_EF_SEARCH)
-        at = np.minimum(np.searchsorted(labels, found), n - 1)  # labels are sorted: label -> position
-        known = (labels[at] == found) & (found != labels[:, None])
-        nbr = np.where(known, at, -1)
-        return ids, vecs, nbr, (1.0 - dists).astype(np.float64)
+        nbr, sims = rows(0, n)
+        return ids, vecs, nbr, sims
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

@@ -8,7 +8,9 @@ fresh copy of that store, and its time is divided by the time of `memcli export`
 store measured in the same run: wall time, and CPU time (user + system of the process, from
 wait4), which a busy machine inflates far less than wall time. The verdict reads the wall ratio on
 a quiet machine; pass `--by cpu` to judge by CPU time while others load the machine. Peak RSS is
-each process's own maximum (wait4).
+each process's own maximum (wait4). Curation uses a second core (the kNN pass's threads, and
+consolidate's contradiction candidates judged in a forked child): its CPU time includes the
+threads and the child (wait4 counts a reaped child); `MEMCLI_WORKERS=1` runs it on one core.
 
     .venv/bin/python bench/curate.py                      # 10k, real model
     .venv/bin/python bench/curate.py --sizes 10000,100000 # + 100k with the hash test embedder

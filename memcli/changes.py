@@ -352,14 +352,24 @@ class ChangeSet:
 
     def memory(self, mid: str) -> Memory:
         """The memory as this plan leaves it (a planned new memory, or an edited working copy)."""
+        m = self.peek(mid)
+        t = self._targets.get(mid)
+        if t is not None and t.working is t.base:  # read by `peek` only so far: edits go to a copy
+            t.working = m = t.base.clone()
+        return m
+
+    def peek(self, mid: str) -> Memory:
+        """The memory as this plan leaves it, to read only (never to modify): a memory the plan
+        has not edited is not copied (a merge reads its sources and trashes them as they are)."""
         if mid in self._puts:
             return self._puts[mid].memory
         if mid in self._trash:
             raise NotFound(f"memory {mid} is trashed by this change set")
-        if mid not in self._targets:
+        t = self._targets.get(mid)
+        if t is None:
             base, h, raw, seen = self._read(mid)
-            self._targets[mid] = _Target(base, h, base.clone(), raw=raw, seen=seen)
-        return self._targets[mid].working
+            t = self._targets[mid] = _Target(base, h, base, raw=raw, seen=seen)
+        return t.working
 
     # ------------------------------------------------------------ planning
     def add(self, memory: Memory, *, event: str = "ADD", **log: Any) -> Memory:
@@ -415,12 +425,7 @@ class ChangeSet:
         """Move a memory to `.trash/` with the reason (restorable)."""
         if mid in self._puts and self._puts[mid].hash is None:
             raise StoreError(f"memory {mid} is new in this change set; it cannot be trashed")
-        if mid not in self._targets and mid not in self._puts and mid not in self._trash:
-            # not read by this plan yet: it leaves as it is, so no working copy is made (prune
-            # trashes thousands)
-            base, h, raw, seen = self._read(mid)
-            self._targets[mid] = _Target(base, h, base, raw=raw, seen=seen)
-        m = self.memory(mid)
+        m = self.peek(mid)  # it leaves as it is: no working copy is made (prune trashes thousands)
         target = self._targets.pop(mid)
         self._trash[mid] = _Trash(target.base, target.hash, reason, event, target.raw, target.seen)
         self._order.append((event, mid, reason))

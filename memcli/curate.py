@@ -82,7 +82,7 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
     if len(set(ids)) < 2:
         raise InvalidInput("merge needs at least two different memories")
     cs = changes if changes is not None else ChangeSet(store)
-    mems = sorted((cs.memory(i) for i in dict.fromkeys(ids)), key=lambda m: (m.updated, m.id))
+    mems = sorted((cs.peek(i) for i in dict.fromkeys(ids)), key=lambda m: (m.updated, m.id))  # read, trashed as is
     texts = [m.text for m in mems]
     method = "heuristic"
     note = None
@@ -113,9 +113,9 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
         project=mems[-1].project, created=min(m.created for m in mems),
         code_pattern=next((m.code_pattern for m in reversed(mems) if m.code_pattern), None),
         flags={k: True for m in mems for k, v in m.flags.items() if v},
-        history=[h for m in mems for h in m.history]
+        history=[dict(h) for m in mems for h in m.history]  # copies: the sources are the plan's reads
         + [{"event": "MERGE", "at": at, "id": m.id, "old": m.text} for m in mems],
-        links=[link for m in mems for link in m.links],
+        links=[dict(link) for m in mems for link in m.links],
         extra={k: v for m in mems for k, v in m.extra.items() if k not in ("declared_id", "trashed")},
     )
     cs.add(merged, event="MERGE", sources=[m.id for m in mems], method=method)
@@ -222,7 +222,7 @@ class _Ahead:
     def __init__(self, store: Store, threshold: float, *, every: bool = False) -> None:
         self.index, self.threshold, self.every = store.index, threshold, every
         self.entries: dict[str, tuple[Memory, tuple[int, int]]] = {}
-        self.warmed = 0
+        self.warmed: set[int] = set()  # positions whose text was read ahead
 
     def __call__(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
         from memcli.decide import WARM_LIMIT, warm
@@ -235,10 +235,9 @@ class _Ahead:
         else:
             self.entries.update(self.index.catalog_entries(ids[p] for p in close if ids[p] not in self.entries))
         for p in close:
-            if self.warmed >= WARM_LIMIT:
-                break
-            warm(self.entries[ids[p]][0].text)
-            self.warmed += 1
+            if p not in self.warmed and len(self.warmed) < WARM_LIMIT:
+                self.warmed.add(p)
+                warm(self.entries[ids[p]][0].text)
 
 
 @_gc_paused()

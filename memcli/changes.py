@@ -730,5 +730,44 @@ def _write_all(writes: Iterable[tuple[Path, bytes]],
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
-    for tmp, path in staged:
-        os.replace(tmp, path)
+    aside = _set_aside([path for _, path in staged]) if len(staged) >= BATCH else []
+    try:
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        _release(aside)
+
+
+def _set_aside(paths: list[Path]) -> list[str]:
+    """A second name, `.<name>.<token>.old.tmp` beside it, for each existing file a batch is about
+    to replace; returns those names. Replacing a file frees the old one's blocks inside rename(2):
+    on ext4 that waits ~0.5 ms on the journal per file, one rename after the other (a consolidate
+    at 100k replaces ~26k files: most of its commit's wall time). With a second name the rename
+    only swaps names, and `_release` frees the old files afterwards, several at a time. A kill
+    leaves the second names behind as `.*.tmp` files, which the next sync removes under the lock."""
+    token = f"{os.getpid():x}{os.urandom(3).hex()}"
+    names = []
+    for path in paths:
+        old = f"{path.parent}/.{path.name}.{token}.old.tmp"
+        try:
+            os.link(path, old, follow_symlinks=False)
+        except OSError:  # a new file (nothing to free), or no hard links here: renamed over as is
+            continue
+        names.append(old)
+    return names
+
+
+def _release(names: list[str]) -> None:
+    """Unlink the second names of replaced files in parallel threads: each unlink frees a file's
+    blocks and mostly waits on the file system's journal, so the waits overlap."""
+    if not names:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    def unlink(name: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in pool.map(unlink, names):
+            pass

@@ -1,13 +1,14 @@
 """A fast writer for memcli's own front matter, byte for byte what `yaml.dump` (libyaml, the
 options of `memory._dump`) writes, for the shapes a memory usually has: a mapping of scalars,
-flow lists of strings (tags, origins) and the block list of history entries. Anything else (a
-link, an unknown key holding a mapping, a string with a line break, a control character or a
-character beyond the BMP) returns None and goes through `yaml.dump` as before.
+flow lists of strings (tags, origins), the block list of history entries and the block list of
+links (flow mappings of strings). Anything else (an unknown key holding a mapping, a string with
+a line break, a control character or a character beyond the BMP) returns None and goes through
+`yaml.dump` as before.
 
 Why: the representer, the resolver and the emitter cost ~130 µs per memory in Python; a merge
 of 1,600 groups writes ~1,900 memories whose history holds every merged text. The rules below
 are libyaml's (emitter.c: analyze_scalar, select_scalar_style, write_plain / write_single_quoted,
-the flow-sequence wrap); tests/test_yaml_fast.py checks the output against `yaml.dump` on
+the flow-sequence and flow-mapping wraps); tests/test_yaml_fast.py checks the output against `yaml.dump` on
 generated memories, odd strings included.
 """
 
@@ -178,6 +179,33 @@ def _flow_list(items: list[Any], col: int, indent: int) -> str:
     return "".join(parts)
 
 
+def _flow_map(d: dict[Any, Any], col: int, inner: int) -> str:
+    """`{k: v, ...}` of plain keys and string values (a link), starting at column `col`, wrapped
+    before a key once past the width (continuing at `inner`), as libyaml writes a flow mapping."""
+    parts = ["{"]
+    col += 1
+    for i, (k, v) in enumerate(d.items()):
+        if type(k) is not str or type(v) is not str or not k or len(k) >= 128 or _styles(k)[0] != "p":
+            raise _Decline  # a key libyaml would quote or not write as a simple key: left to yaml.dump
+        if i:
+            parts.append(",")
+            col += 1
+        if col > WIDTH:
+            parts.append("\n" + " " * inner)
+            col = inner
+        elif i:
+            parts.append(" ")
+            col += 1
+        parts.append(k + ":")
+        col += len(k) + 1
+        text = _scalar(v, _styles(v)[0], col + 1, inner + 2)
+        parts.append(" " + text)
+        nl = text.rfind("\n")
+        col = col + 1 + len(text) if nl < 0 else len(text) - nl - 1
+    parts.append("}")
+    return "".join(parts)
+
+
 _KEYS: dict[str, str] = {}
 
 
@@ -212,6 +240,9 @@ def dump(fm: dict[str, Any], *, stamp: type, block: type) -> str | None:
                             raise _Decline
                         lines.append(head + _value(hv, len(head), 2, stamp))
                         prefix = "  "
+            elif k == "links" and type(v) is list and v and all(type(lk) is dict and lk for lk in v):
+                lines.append(key)  # a block list of flow mappings: `- {rel: contradicts, id: ...}`
+                lines.extend("- " + _flow_map(lk, 2, 2) for lk in v)
             else:
                 lines.append(key + _value(v, len(key), 0, stamp))
     except _Decline:

@@ -123,3 +123,39 @@ def test_a_failed_flush_applies_nothing(old_store: Cli, monkeypatch: pytest.Monk
     import_memories(_store(old_store), new)
     assert len(_facts(old_store)) == N + changes.BATCH
     assert len(prune(_store(old_store), older_than="2025-01-01T00:00:00Z").trashed) == N
+
+
+def test_a_batch_replacing_files_leaves_no_second_name_even_when_killed(old_store: Cli,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that rewrites existing files gives each old file a second name before the renames
+    (freed after them): the normal path removes those names, and a kill before that leaves
+    `.*.tmp` files that the next command removes; the memories are the new ones either way."""
+    from memcli.changes import ChangeSet, Reinforce
+
+    ids = sorted(_facts(old_store))
+    facts = old_store.store / "facts"
+
+    def reinforce(origin: str) -> None:
+        cs = ChangeSet(_store(old_store))
+        for mid in ids:
+            cs.edit(mid, Reinforce([origin]), origin=[origin])
+        cs.commit()
+
+    reinforce("git:aaa1111")
+    assert not [n for n in os.listdir(facts) if n.endswith(".tmp")]
+    assert all(os.stat(facts / f"{mid}.md").st_nlink == 1 for mid in ids)
+
+    def killed(names: list[str]) -> None:
+        raise KeyboardInterrupt  # the process dies after the renames, before the old files are freed
+
+    monkeypatch.setattr(changes, "_release", killed)
+    with pytest.raises(KeyboardInterrupt):
+        reinforce("git:bbb2222")
+    monkeypatch.undo()
+    assert len([n for n in os.listdir(facts) if n.endswith(".old.tmp")]) == N
+    listed = json.loads(old_store("list", "--json", "--limit", str(2 * N)).stdout)["memories"]
+    assert not [n for n in os.listdir(facts) if n.endswith(".tmp")]
+    assert sorted(m["id"] for m in listed) == ids
+    assert all(m["origins"][-2:] == ["git:aaa1111", "git:bbb2222"] for m in listed)
+    for mid in ids:
+        assert Memory.parse((facts / f"{mid}.md").read_bytes(), file_id=mid).origins[-1] == "git:bbb2222"

@@ -33,6 +33,8 @@ def memories(draw: st.DrawFn) -> Memory:
 
     history = [{"event": draw(st.sampled_from(["MERGE", "UPDATE"])), "at": draw(STAMP), "id": line(), "old": line()}
                for _ in range(draw(st.integers(0, 3)))]
+    links = [{"rel": draw(st.sampled_from(["contradicts", "distilled_into", "derived_from", "supersedes", "a b"])),
+              "id": line()} for _ in range(draw(st.integers(0, 3)))]
     extra = {draw(st.sampled_from(["reviewed_by", "note", "a b", "yes", "x:y"])): draw(st.one_of(TEXT, st.integers(),
                                                                                                   st.booleans()))
              for _ in range(draw(st.integers(0, 2)))}
@@ -44,7 +46,7 @@ def memories(draw: st.DrawFn) -> Memory:
         origins=draw(st.lists(st.one_of(TEXT, WORDY), max_size=8)), user=line() or "default",
         project=draw(st.one_of(st.none(), TEXT)), created="2026-01-31T10:00:00Z", updated="2026-02-01T10:00:00Z",
         code_pattern=draw(st.one_of(st.none(), TEXT)), flags=draw(st.sampled_from([{}, {"hasCodeBlock": True}])),
-        history=history, extra=extra,
+        history=history, links=links, extra=extra,
     )
 
 
@@ -67,6 +69,7 @@ def test_the_writer_writes_what_yaml_dump_writes_or_declines(m: Memory) -> None:
     assert back.text == m.text.strip() and back.tags == [t for t in m.tags if t]
     assert back.origins == [o for o in m.origins if o] and back.code_pattern == m.code_pattern
     assert [h["old"] for h in back.history] == [h["old"] for h in m.history]
+    assert back.links == m.links
 
 
 def _strings(v: object) -> str:

@@ -19,6 +19,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -37,8 +38,16 @@ def cores() -> int:
 
 def can_fork() -> bool:
     """Forking a copy is cheap and safe here: Linux (macOS system libraries are not fork-safe
-    without an exec) with a second core to run it on."""
-    return sys.platform.startswith("linux") and hasattr(os, "fork") and cores() > 1
+    without an exec) with a second core to run it on, from a process running one Python thread.
+    Another thread (the MCP server's store thread, a library user's own) may hold a lock at the
+    instant of the fork that the child would then wait on forever. Native pools are left to
+    their own fork handlers (OpenBLAS has one; the child calls no native library that does not)."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork") and cores() > 1
+            and _one_thread())
+
+
+def _one_thread() -> bool:
+    return threading.active_count() == 1
 
 
 @contextlib.contextmanager

@@ -4,13 +4,24 @@ it, and nothing is left running behind."""
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 
 import pytest
 
+from memcli import background as background_mod
 from memcli.background import background, can_fork
 
-two_cores = pytest.mark.skipif(not can_fork(), reason="needs Linux and a second core")
+two_cores = pytest.mark.skipif(not (background_mod.cores() > 1 and sys.platform.startswith("linux")),
+                               reason="needs Linux and a second core")
+
+
+@pytest.fixture(autouse=True)
+def _alone(monkeypatch) -> None:
+    """This suite's process may run other tests' threads (fake model servers); the CLI forks from
+    a process with none. Tests that want the other case start a thread themselves."""
+    monkeypatch.setattr(background_mod, "_one_thread", lambda: True)
 
 
 @two_cores
@@ -58,3 +69,20 @@ def test_leaving_without_asking_stops_the_child(monkeypatch) -> None:
     assert time.monotonic() - t0 < 10 and len(started) == 1 and started[0] > 0
     with pytest.raises(ChildProcessError):  # reaped: no child left behind, not even a zombie
         os.waitpid(started[0], os.WNOHANG)
+
+
+@two_cores
+def test_a_process_running_another_thread_does_the_work_itself(monkeypatch) -> None:
+    """A thread may hold a lock at the instant of a fork (the MCP server's store thread, a library
+    user's own): the child could wait on it forever, so no child is forked then."""
+    monkeypatch.undo()  # the real thread count
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not can_fork()
+        with background(os.getpid) as result:
+            assert result() == os.getpid()
+    finally:
+        stop.set()
+        other.join()

@@ -424,6 +424,7 @@ def test_consolidate_judges_contradictions_on_another_core_with_the_same_report(
     forks: list[int] = []
     start = background._start
     monkeypatch.setattr(background, "_start", lambda work: forks.append(1) or start(work))
+    monkeypatch.setattr(background, "_one_thread", lambda: True)  # the suite's own threads aside
     two = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
     assert forks == ([1] if background.can_fork() else [])
     monkeypatch.setenv("MEMCLI_WORKERS", "1")

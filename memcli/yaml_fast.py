@@ -154,6 +154,21 @@ def _stamp_plain(s: str) -> bool:
     return ok
 
 
+def _separate(parts: list[str], i: int, col: int, inner: int) -> int:
+    """Before flow item `i`: libyaml's comma after the previous item, then a line break (to
+    column `inner`) once past the width, else a space. Returns the column after it."""
+    if i:
+        parts.append(",")
+        col += 1
+    if col > WIDTH:
+        parts.append("\n" + " " * inner)
+        return inner
+    if i:
+        parts.append(" ")
+        col += 1
+    return col
+
+
 def _flow_list(items: list[Any], col: int, indent: int) -> str:
     """`[a, b, ...]` of strings, wrapped before an item once past the width."""
     parts = [" ["]
@@ -162,15 +177,7 @@ def _flow_list(items: list[Any], col: int, indent: int) -> str:
     for i, s in enumerate(items):
         if type(s) is not str:
             raise _Decline
-        if i:
-            parts.append(",")
-            col += 1
-        if col > WIDTH:
-            parts.append("\n" + " " * inner)
-            col = inner
-        elif i:
-            parts.append(" ")
-            col += 1
+        col = _separate(parts, i, col, inner)
         text = _scalar(s, _styles(s)[0], col, inner + 2)
         parts.append(text)
         nl = text.rfind("\n")
@@ -187,15 +194,7 @@ def _flow_map(d: dict[Any, Any], col: int, inner: int) -> str:
     for i, (k, v) in enumerate(d.items()):
         if type(k) is not str or type(v) is not str or not k or len(k) >= 128 or _styles(k)[0] != "p":
             raise _Decline  # a key libyaml would quote or not write as a simple key: left to yaml.dump
-        if i:
-            parts.append(",")
-            col += 1
-        if col > WIDTH:
-            parts.append("\n" + " " * inner)
-            col = inner
-        elif i:
-            parts.append(" ")
-            col += 1
+        col = _separate(parts, i, col, inner)
         parts.append(k + ":")
         col += len(k) + 1
         text = _scalar(v, _styles(v)[0], col + 1, inner + 2)

@@ -11,7 +11,6 @@ hooks running `memcli add` at once both land.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -271,16 +270,15 @@ class Files:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
-                    raise
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise StoreError(f"store {self.path} is locked by another memcli process") from None
-                time.sleep(0.02)
+                if safety.try_flock(fd):
+                    break
+            except OSError:
+                os.close(fd)
+                raise
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise StoreError(f"store {self.path} is locked by another memcli process") from None
+            time.sleep(0.02)
         self._lock_fd, self._lock_depth = fd, 1
         try:
             from memcli import journal

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 import sqlite3
@@ -19,6 +18,8 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from memcli.locks import try_flock  # files.py takes it from here (its layer reaches safety, not locks)
 
 _notices: list[str] = []
 
@@ -92,14 +93,10 @@ def file_lock(path: Path, timeout: float = 60.0) -> Iterator[None]:
     fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + timeout
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
+        while not try_flock(fd):
+            if time.monotonic() > deadline:
+                raise BlockingIOError(errno.EAGAIN, f"{path} is locked by another process")
+            time.sleep(0.02)
         yield
     finally:
         os.close(fd)

@@ -99,10 +99,23 @@ class Seen(NamedTuple):
         """Changed long enough before it was read that any later write shows in its ctime."""
         return self.ctime_ns < self.read_ns - RACY_NS
 
+    def same_file(self, other: Seen) -> bool:
+        """The same inode, size, mtime and ctime as `other` (when each was taken aside)."""
+        return (self.ino, self.size, self.mtime_ns, self.ctime_ns) == (other.ino, other.size, other.mtime_ns,
+                                                                       other.ctime_ns)
+
     def still(self, st: os.stat_result) -> bool:
         """`st` (a stat taken now) proves the file unchanged since it was read."""
         return (self.settled and st.st_ctime_ns == self.ctime_ns and st.st_ino == self.ino
                 and st.st_size == self.size and st.st_mtime_ns == self.mtime_ns)
+
+
+def _changed(mid: str) -> Conflict:
+    return Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+
+
+def _removed(mid: str) -> Conflict:
+    return Conflict(f"memory {mid} was removed while this command ran; nothing was written")
 
 
 def stat_seen(path: str) -> Seen:
@@ -572,9 +585,9 @@ class ChangeSet:
                 try:
                     raw, seen = read_seen(self._path(mid))
                 except FileNotFoundError:
-                    raise Conflict(f"memory {mid} was removed while this command ran; nothing was written") from None
-                if tr.seen is None or seen[:4] != tr.seen[:4]:
-                    raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+                    raise _removed(mid) from None
+                if tr.seen is None or not seen.same_file(tr.seen):
+                    raise _changed(mid)
                 tr.raw, tr.hash = raw, file_hash(raw)
             writes.append((store.trash_dir / f"{mid}.md", _trashed_bytes(tr, at)))
         return writes, fresh
@@ -585,7 +598,7 @@ class ChangeSet:
         time it takes to rename."""
         for mid, expected, seen in self._expected():
             if not self._unchanged(mid, expected, seen)[0]:
-                raise Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
+                raise _changed(mid)
 
     def _expected(self) -> Iterable[tuple[str, str, Seen | None]]:
         for mid, t in self._targets.items():
@@ -619,12 +632,6 @@ class ChangeSet:
         commit stops before writing anything."""
         store = self.store
 
-        def changed(mid: str) -> Conflict:
-            return Conflict(f"facts/{mid}.md changed while this command ran; nothing was written (run it again)")
-
-        def removed(mid: str) -> Conflict:
-            return Conflict(f"memory {mid} was removed while this command ran; nothing was written")
-
         for mid, t in self._targets.items():
             if not t.edits:
                 continue
@@ -633,9 +640,9 @@ class ChangeSet:
                 t.seen = seen
                 continue
             if raw is None:
-                raise removed(mid)
+                raise _removed(mid)
             if not all(e.rebasable for e in t.edits):
-                raise changed(mid)
+                raise _changed(mid)
             fresh = Memory.parse(raw, file_id=mid)
             for e in t.edits:
                 e.apply(fresh)
@@ -645,7 +652,7 @@ class ChangeSet:
         for mid, tr in self._trash.items():
             same, raw, seen = self._unchanged(mid, tr.hash, tr.seen)
             if not same:
-                raise removed(mid) if raw is None else changed(mid)
+                raise _removed(mid) if raw is None else _changed(mid)
             tr.seen = seen
         for mid, put in self._puts.items():
             if put.hash is None:
@@ -654,7 +661,7 @@ class ChangeSet:
                 continue
             same, raw, seen = self._unchanged(mid, put.hash, put.seen)
             if not same:
-                raise changed(mid)
+                raise _changed(mid)
             put.seen = seen
         for mid in self._restore:
             if os.path.exists(self._path(mid)):

@@ -206,13 +206,13 @@ class Memory:
         for key, value in (("id", self.id), ("type", self.type)):
             if value is not None:
                 d[key] = value
-        d["tags"] = _strings(self.tags)
+        d["tags"] = _jsonable(self.tags)
         if self.domain is not None:
             d["domain"] = self.domain
         d["confidence"] = round(float(self.confidence), 4)
         if self.source is not None:
             d["source"] = self.source
-        d["origins"] = _strings(self.origins)
+        d["origins"] = _jsonable(self.origins)
         for key, value in (("user", self.user), ("project", self.project)):
             if value is not None:
                 d[key] = value
@@ -336,11 +336,7 @@ class Memory:
         Gives the memory `Memory.parse` gives for the file, on every field the catalog keeps
         (tests/test_memory.py and tests/test_index.py check it)."""
         pop = rec.pop
-        flags = {}
-        if pop("has_code_block", False):
-            flags["hasCodeBlock"] = True
-        if pop("has_command", False):
-            flags["hasCommand"] = True
+        flags = {name: True for name, key in FLAG_KEYS.items() if pop(key, False)}
         return cls(
             id=pop("id"), text=pop("text", ""), type=pop("type", "semantic"), tags=pop("tags", None) or [],
             domain=pop("domain", None), confidence=pop("confidence", 0.8), source=pop("source", "manual"),
@@ -481,13 +477,6 @@ def encodable(text: str) -> bool:
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # JSON values as they are
-
-
-def _strings(values: list[Any]) -> list[Any]:
-    """A copy of a list of strings (tags, origins) as `_jsonable` makes it, in the common case
-    without a call per item."""
-    out = list(values)
-    return out if all(type(v) is str for v in out) else _jsonable(out)
 
 
 def _jsonable(v: Any) -> Any:

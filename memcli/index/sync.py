@@ -24,7 +24,7 @@ from memcli import safety
 from memcli.embed import Embedder, text_hash
 from memcli.errors import MemcliError
 from memcli.files import Files
-from memcli.index.catalog import SCHEMA_VERSION, Catalog, fts_body, norm_hash, tags_col
+from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
 from memcli.index.vectors import Vectors
 from memcli.memory import MalformedMemory, Memory
 
@@ -283,7 +283,7 @@ class Sync:
                         hnsw.mark_deleted(row[0])
                     report.removed += 1
             if dead:  # one statement (a prune removes thousands)
-                db.execute("DELETE FROM mem WHERE label IN (SELECT value FROM json_each(?))", (json.dumps(dead),))
+                db.execute("DELETE FROM mem WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(dead),))
             kw_removed += dead
             cleared = [(f,) for f in (*gone, *(f for f, _ in parsed)) if f in old_bad]
             if cleared:

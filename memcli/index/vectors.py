@@ -33,16 +33,6 @@ HNSW_EF_SEARCH = 512  # at least; a query for k neighbours searches with max(thi
 # 100k per process, more than a batch of 200 queries saves.
 
 
-def _catching(run: Callable[[], None], failed: list[BaseException]) -> Callable[[], None]:
-    """A thread's `run` that keeps its exception for the thread that joins it."""
-    def wrapped() -> None:
-        try:
-            run()
-        except BaseException as e:  # noqa: BLE001 - re-raised by the joining thread
-            failed.append(e)
-    return wrapped
-
-
 class Vectors:
     """The current vector file of one catalog, loaded once per process and generation."""
 
@@ -186,23 +176,17 @@ class Vectors:
                 for i in range(0, n, batch):
                     query(i)
             else:
-                import threading
+                from concurrent.futures import ThreadPoolExecutor
 
                 starts = list(range(0, n, batch))
                 query(starts[0])
-                for i, nxt in zip(starts, [*starts[1:], None]):
-                    worker = threading.Thread(target=query, args=(nxt,)) if nxt is not None else None
-                    failed: list[BaseException] = []
-                    if worker is not None:
-                        worker.run = _catching(worker.run, failed)  # type: ignore[method-assign]
-                        worker.start()
-                    try:
+                # leaving the block waits for (and joins) the worker, also when on_batch raises
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    for i, nxt in zip(starts, [*starts[1:], None]):
+                        ahead = pool.submit(query, nxt) if nxt is not None else None
                         on_batch(ids, i, *rows(i, min(i + batch, n)))
-                    finally:
-                        if worker is not None:
-                            worker.join()
-                    if failed:
-                        raise failed[0]
+                        if ahead is not None:
+                            ahead.result()  # the next rows are in, or the graph's error is raised here
         finally:
             h.set_ef(HNSW_EF_SEARCH)
         nbr, sims = rows(0, n)

@@ -121,9 +121,7 @@ def run_memcli(*args: str, input: str | bytes | None = None, env: dict[str, str]
 def listed(store: Path, *flags: str, env: dict[str, str] | None = None) -> list[dict]:
     """`memcli --store STORE list --json FLAGS` in-process: for tests that poll a store while real
     processes (hooks, workers) write to it, where a subprocess per poll cost ~0.5 s CPU each."""
-    result = CliRunner().invoke(app, ["--store", str(store), "list", "--json", *flags],
-                                env={"MEMCLI_EMBED_MODEL": HASH, **(env or {})}, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    result = Cli(store, env={"MEMCLI_EMBED_MODEL": HASH, **(env or {})})("list", "--json", *flags)
     return json.loads(result.stdout)["memories"]
 
 

@@ -444,15 +444,8 @@ class Catalog:
         return out
 
     def records_of(self, ids: Iterable[str]) -> dict[str, Memory]:
-        """Memories by id."""
-        ids = list(ids)
-        out: dict[str, Memory] = {}
-        for i in range(0, len(ids), 900):
-            chunk = ids[i : i + 900]
-            q = f"SELECT id, record FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
-            for mid, rec in self.db.execute(q, chunk):
-                out[str(mid)] = _memory(rec)
-        return out
+        """Memories by id (`catalog_entries` without the file signatures)."""
+        return {mid: entry[0] for mid, entry in self.catalog_entries(ids).items()}
 
 
 def _memory(rec: str) -> Memory:

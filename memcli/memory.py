@@ -25,11 +25,6 @@ from memcli import yaml_fast
 from memcli.facts import MEMORY_TYPES
 
 SOURCES = ("llm", "heuristic", "manual", "import")
-# Field order in the front matter; anything else goes after, in its original order.
-KNOWN = (
-    "id", "type", "tags", "domain", "confidence", "source", "origins", "user", "project",
-    "created", "updated", "code_pattern", "has_code_block", "has_command", "history", "links",
-)
 # Extractor flags (camelCase in Fact.flags) and their front-matter / JSON keys.
 FLAG_KEYS = {"hasCodeBlock": "has_code_block", "hasCommand": "has_command"}
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # used with fullmatch: `$` lets "id\\n" through
@@ -162,18 +157,40 @@ class Memory:
     extra: dict[str, Any] = field(default_factory=dict)
 
     # -- serialisation
+    def _fields(self) -> dict[str, Any]:
+        """The record's fields in their one order (the front matter's and the JSON record's),
+        unset (None) optional fields left out, values as the record holds them. `front_matter` and
+        `to_dict` start from this and only convert values (assigning an existing key keeps its
+        place), so the file and the export cannot list the fields differently; `extra` follows,
+        in its own order."""
+        d: dict[str, Any] = {"id": self.id, "type": self.type, "tags": self.tags}
+        if self.domain is not None:
+            d["domain"] = self.domain
+        d["confidence"] = round(float(self.confidence), 4)
+        d["source"] = self.source
+        d["origins"] = self.origins
+        d["user"] = self.user
+        if self.project is not None:
+            d["project"] = self.project
+        d["created"], d["updated"] = self.created, self.updated
+        if self.code_pattern is not None:
+            d["code_pattern"] = self.code_pattern
+        if self.flags:
+            for name, key in FLAG_KEYS.items():  # snake_case on disk and in JSON, like every other key
+                if self.flags.get(name):
+                    d[key] = True
+        if self.history:
+            d["history"] = self.history
+        if self.links:
+            d["links"] = self.links
+        return d
+
     def front_matter(self) -> dict[str, Any]:
-        """Front-matter mapping in canonical key order; empty optional fields are left out."""
-        fm: dict[str, Any] = {
-            "id": self.id, "type": self.type, "tags": list(self.tags), "domain": self.domain,
-            "confidence": round(float(self.confidence), 4), "source": self.source,
-            "origins": list(self.origins), "user": self.user, "project": self.project,
-            "created": _Stamp(self.created), "updated": _Stamp(self.updated),
-            "code_pattern": self.code_pattern,
-        }
-        for name, key in FLAG_KEYS.items():  # snake_case on disk and in JSON, like every other key
-            if self.flags.get(name):
-                fm[key] = True
+        """Front-matter mapping in canonical key order (`_fields`), with the YAML wrappers that
+        keep timestamps as written."""
+        fm = self._fields()
+        fm["tags"], fm["origins"] = list(self.tags), list(self.origins)
+        fm["created"], fm["updated"] = _Stamp(self.created), _Stamp(self.updated)
         if self.history:
             fm["history"] = [
                 _Block({k: (_Stamp(v) if k == "at" and v else v) for k, v in h.items()}) if isinstance(h, dict) else h
@@ -181,7 +198,6 @@ class Memory:
             ]
         if self.links:
             fm["links"] = list(self.links)
-        fm = {k: v for k, v in fm.items() if v is not None}
         fm.update({k: _blockify(v) for k, v in self.extra.items()})
         return fm
 
@@ -200,29 +216,11 @@ class Memory:
         """JSON-ready record: the export / `--json` shape (text plus every front-matter field).
 
         The same mapping as `_jsonable({**front_matter(), "text": text})` (tests/test_memory.py
-        checks it), built directly: export and `list --json` call this once per memory, and the
-        front matter's YAML wrappers cost three times as much."""
-        d: dict[str, Any] = {}
-        for key, value in (("id", self.id), ("type", self.type)):
-            if value is not None:
-                d[key] = value
-        d["tags"] = _jsonable(self.tags)
-        if self.domain is not None:
-            d["domain"] = self.domain
-        d["confidence"] = round(float(self.confidence), 4)
-        if self.source is not None:
-            d["source"] = self.source
-        d["origins"] = _jsonable(self.origins)
-        for key, value in (("user", self.user), ("project", self.project)):
-            if value is not None:
-                d[key] = value
+        checks it), built from `_fields` directly: export and `list --json` call this once per
+        memory, and the front matter's YAML wrappers cost three times as much."""
+        d = self._fields()
+        d["tags"], d["origins"] = _jsonable(self.tags), _jsonable(self.origins)
         d["created"], d["updated"] = str(self.created), str(self.updated)
-        if self.code_pattern is not None:
-            d["code_pattern"] = self.code_pattern
-        if self.flags:
-            for name, key in FLAG_KEYS.items():
-                if self.flags.get(name):
-                    d[key] = True
         if self.history:
             d["history"] = [
                 {str(k): (str(v) if k == "at" and v else _jsonable(v)) for k, v in h.items()}

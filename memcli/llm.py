@@ -712,6 +712,8 @@ class LLM:
         """
         litellm = _litellm()
         self._model = self.settings.model
+        model: str
+        provider: str | None  # litellm's provider name (a str) or None when it could not place the model
         try:
             model, provider, _, _ = litellm.get_llm_provider(self._model)
         except Exception:  # noqa: BLE001 - litellm raises BadRequestError for unknown providers
@@ -724,7 +726,7 @@ class LLM:
             params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
         except Exception:  # noqa: BLE001 - best effort: unknown means "assume supported"
             params = None
-        self._provider = str(provider or "")
+        self._provider = provider or ""  # "" (not None): resolved, no provider named
         self._supported = set(params) if params else {"response_format", "stream_options"}
 
     def _supports(self, param: str) -> bool:

@@ -305,12 +305,12 @@ def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colo
     if not records:
         return []
     id_w = max(cell_width(short.get(r.id, r.id)) for r in records)
-    type_w = max(len(str(r.type or "")) for r in records)
+    type_w = max(len(r.type) for r in records)
     fixed = id_w + 2 + 10 + 2 + type_w + 2  # id, date, type and the gaps between them
     room = max(12, width - fixed)
     lines = []
     for r in records:
-        pieces = blocks(str(r.text or ""))
+        pieces = blocks(r.text)
         prose = " ".join(p for k, p in pieces if k == "text")
         code = [p for k, p in pieces if k == "code"]
         if not prose and code:  # a memory that is only code: its first code line stands for it
@@ -324,7 +324,7 @@ def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colo
         text = clip(prose, text_room)
         gap = " " * (text_room - cell_width(text) + 2) if tags else ""
         sid = style(short.get(r.id, r.id).ljust(id_w), "dim", colour)
-        row = (f"{sid}  {str(r.created or '')[:10]:<10}  {str(r.type or ''):<{type_w}}  "
+        row = (f"{sid}  {r.created[:10]:<10}  {r.type:<{type_w}}  "
                f"{text}{gap}{style(tags, 'cyan', colour)}")
         lines.append(row.rstrip())
         indent = " " * fixed
@@ -339,8 +339,7 @@ def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colo
 
 def list_tsv(records: Sequence[Memory]) -> list[str]:
     """The listing for a pipe: full ids, tab-separated, one memory per line (text on one line)."""
-    return ["\t".join([r.id, str(r.created or ""), str(r.type or ""),
-                       " ".join(str(r.text or "").split()), ",".join(r.tags)]) for r in records]
+    return ["\t".join([r.id, r.created, r.type, " ".join(r.text.split()), ",".join(r.tags)]) for r in records]
 
 
 # ---------------------------------------------------------------- search
@@ -354,7 +353,7 @@ def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: boo
     head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  {rec.type}"
             + (f"  {style(tags, 'cyan', colour)}" if tags else ""))
     lines = [head]
-    lines.extend(body_lines(str(rec.text or ""), width, "  ", max_lines=12))
+    lines.extend(body_lines(rec.text, width, "  ", max_lines=12))
     if explain:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in explain.items())
         lines.extend(style(x, "dim", colour) for x in wrap(parts, width, "  "))

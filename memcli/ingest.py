@@ -402,7 +402,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         exact = _live_exact(index, fact.text)
         if exact:
             out.append(Decision("NONE", exact.id, reasoning="same text as an existing memory", similarity=1.0,
-                                exact=True, matched=_matched({"id": exact.id, "text": exact.text})))
+                                exact=True, matched=_matched(exact.id, exact.text)))
             neighbours.append([])
             continue
         if raw:
@@ -455,7 +455,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                                dec.confidence, by_llm=True)
             target = next((n for n in neighbours[i] if n["id"] == dec.target), None)
             if target is not None:
-                llm_dec.matched = _matched(target)
+                llm_dec.matched = named = _matched(target["id"], target["text"])
                 from memcli.decide import check_llm, llm_supersedes
 
                 downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
@@ -463,11 +463,11 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
                                                                target["similarity"])
                 if downgrade:
                     llm_dec = Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
-                                       confidence=dec.confidence, by_llm=True, matched=_matched(target))
+                                       confidence=dec.confidence, by_llm=True, matched=named)
                 elif change:  # a new value: the fact becomes the current memory, the old one is kept
                     llm_dec = Decision("SUPERSEDE", target["id"], facts[i].text,
                                        f"LLM {dec.event} is a new value, so it supersedes: {change}",
-                                       dec.confidence, by_llm=True, matched=_matched(target))
+                                       dec.confidence, by_llm=True, matched=named)
             out[i] = llm_dec
         if llm_log is not None:
             llm_log.extend(invalid)
@@ -484,10 +484,10 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return out, notes
 
 
-def _matched(rec: dict[str, Any]) -> dict[str, str]:
+def _matched(mid: str, text: str) -> dict[str, str]:
     """The memory a decision names: its id and a short text, for the user."""
-    text = " ".join(str(rec.get("text", "")).split())
-    return {"id": str(rec["id"]), "text": text if len(text) <= 80 else text[:79] + "…"}
+    text = " ".join(text.split())
+    return {"id": mid, "text": text if len(text) <= 80 else text[:79] + "…"}
 
 
 def _live_exact(index: Index, text: str) -> Memory | None:
@@ -514,19 +514,20 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
         if rel.kind == DISTINCT:
             continue
         sim = float(n["similarity"])
+        named = _matched(n["id"], n["text"])
         if rel.kind == SAME:
-            return Decision("NONE", n["id"], similarity=sim, matched=_matched(n),
+            return Decision("NONE", n["id"], similarity=sim, matched=named,
                              reasoning=f"already known: {rel.reason}")
         if rel.kind == REFINES:
-            return Decision("UPDATE", n["id"], text, similarity=sim, matched=_matched(n),
+            return Decision("UPDATE", n["id"], text, similarity=sim, matched=named,
                              reasoning=f"same subject, {rel.reason}")
-        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=_matched(n), reasoning=rel.reason)
+        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason)
     if first is None:
         return Decision("ADD", reasoning="no similar memory")
     n, rel = first
     related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
     return Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
-                     matched=_matched(n), related=related)
+                     matched=_matched(n["id"], n["text"]), related=related)
 
 
 def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: list[tuple[np.ndarray, Memory]],
@@ -547,7 +548,7 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: li
                 return Event("NONE", "already_known", fact.text, bmem.id, confidence=bmem.confidence,
                              reasoning=f"repeats a fact of this input: {rel.reason}",
                              **{**base, "decided_by": "heuristic", "decision_confidence": None,
-                                "matched": _matched(bmem.to_dict())})
+                                "matched": _matched(bmem.id, bmem.text)})
     if d.event == "ADD":
         m = _new_memory(fact, src, origins, user, project, created)
         if d.related:

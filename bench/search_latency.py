@@ -54,13 +54,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import resource  # noqa: E402
 import subprocess  # noqa: E402
+
+if TYPE_CHECKING:
+    from memcli.store import Store
 
 from _common import ROOT, build_store, env_with, make_texts, median, memcli_cmd, pct, table, verdict  # noqa: E402
 
@@ -130,23 +133,49 @@ def bench_index(name: str, X: np.ndarray, Q: np.ndarray, k: int, ef: int, M: int
             f"{pct(el, .95):.3f}", f"{ep50 / hp50:.1f}x", f"{recall:.4f}", target]
 
 
+def open_warm(n: int, model: str | None, queries: list[str]) -> tuple[Store, Path]:
+    """The bench store of `n` memories opened and synced, with every query embedded into its cache
+    once (one batch), as part 2 and the growth rounds measure it. Returns (store, its path)."""
+    from memcli.search import search_many
+    from memcli.store import Store
+
+    store_path, cache = build_store(n, model=model)
+    os.environ["MEMCLI_CACHE_DIR"] = str(cache)  # each store's embedder keeps the cache it opened
+    store = Store(store_path)
+    store.index.sync()
+    search_many(store, queries, k=5, record_usage=False)
+    return store, store_path
+
+
+def whole_path_loop(store: Store, queries: list[str]) -> tuple[list[float], list[float]]:
+    """The whole search path, one query after another as a batch or a server runs them: 20
+    warm-up queries, then every query timed. Returns (wall ms, CPU ms of this thread) per query.
+    Part 2's first row and every growth round run this same loop."""
+    from memcli.search import search_many
+
+    for q in queries[:20]:
+        search_many(store, [q], k=5, record_usage=False)
+    wall, cpu = [], []
+    for q in queries:
+        c0, t0 = time.thread_time(), time.perf_counter()
+        search_many(store, [q], k=5, record_usage=False)
+        wall.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.thread_time() - c0) * 1000)
+    return wall, cpu
+
+
 def bench_store(n: int, nq: int, model: str | None
                 ) -> tuple[list[list[object]], tuple[float, float], dict[str, list[float]]]:
     """Part 2 on one store: the whole `search_many` path in a loop of its own, then again step by
     step (CPU time of each of its steps, from `memcli.search.STEP_HOOK`), then its parts per query,
     interleaved (wall and CPU time of this thread for each), and hnswlib's recall@10."""
-    store_path, cache = build_store(n, model=model)
-    os.environ["MEMCLI_CACHE_DIR"] = str(cache)
     import memcli.search as search_mod
     from memcli.index import HNSW_EF_SEARCH
     from memcli.search import query_terms, search_many
-    from memcli.store import Store
 
     queries = make_texts(nq, seed=4242)
-    store = Store(store_path)
+    store, store_path = open_warm(n, model, queries)
     index = store.index
-    index.sync()
-    search_many(store, queries, k=5, record_usage=False)  # embeds every query into the cache once
     # Every store measured as a used one: with its usage file (`.state.sqlite`, which any search that
     # counts creates and part 2b's runs leave on the largest store only), so the sizes compare alike.
     search_many(store, queries[:1], k=5, record_usage=True)
@@ -167,10 +196,7 @@ def bench_store(n: int, nq: int, model: str | None
     # The whole path in its own loop, as a batch or a server runs one query after another. In the
     # loop of parts below it also runs, but after a scan of every vector (the exact baseline: 150 MB
     # at 100k) and a cold read of every posting list, which leave the CPU caches cold for it.
-    for q in queries[:20]:
-        search_many(store, [q], k=5, record_usage=False)
-    for q in queries:
-        timed("full", lambda q: search_many(store, [q], k=5, record_usage=False), q)
+    wall["full"], cpu["full"] = whole_path_loop(store, queries)
     # The same loop again, each step's CPU time taken as it ends (a clock read per step: ~0.3 us each).
     steps: dict[str, list[float]] = {}
     last = [0.0]
@@ -231,35 +257,18 @@ def bench_growth(small: tuple[int, str | None], big: tuple[int, str | None], nq:
     of loops a few minutes apart (part 2's table) puts any passing load on one side of the ratio
     (quiet runs gave 1.44 to 1.64); the median of the rounds' ratios does not. Returns each
     round's (small wall p50, big wall p50, small CPU p50, big CPU p50)."""
-    from memcli.search import search_many
-    from memcli.store import Store
-
     queries = make_texts(nq, seed=4242)
-    stores = []
-    for n, model in (small, big):
-        store_path, cache = build_store(n, model=model)
-        os.environ["MEMCLI_CACHE_DIR"] = str(cache)  # each store's embedder keeps the cache it opened
-        store = Store(store_path)
-        store.index.sync()
-        search_many(store, queries, k=5, record_usage=False)  # warm, as in bench_store: every query once
-        stores.append((store, cache))
+    stores = [open_warm(n, model, queries)[0] for n, model in (small, big)]
     out = []
     try:
         for _ in range(rounds):
             row: list[float] = []
-            for store, _ in stores:
-                wall, cpu = [], []
-                for q in queries[:20]:
-                    search_many(store, [q], k=5, record_usage=False)
-                for q in queries:
-                    c0, t0 = time.thread_time(), time.perf_counter()
-                    search_many(store, [q], k=5, record_usage=False)
-                    wall.append((time.perf_counter() - t0) * 1000)
-                    cpu.append((time.thread_time() - c0) * 1000)
+            for store in stores:
+                wall, cpu = whole_path_loop(store, queries)
                 row.extend([pct(wall, 0.5), pct(cpu, 0.5)])
             out.append((row[0], row[2], row[1], row[3]))
     finally:
-        for store, _ in stores:
+        for store in stores:
             store.close()
     return out
 

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from memcli import journal
 from memcli.errors import Conflict, MemcliError, NotFound, StoreError
-from memcli.memory import Memory, now_iso, valid_id
+from memcli.memory import Memory, now_iso
 from memcli.store import Store, fsync_dir, stage_file, stage_many
 
 PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
@@ -324,14 +324,8 @@ class ChangeSet:
         self._order: list[tuple[str, str, str]] = []  # (op, id, detail) for preview
         self._after: list[Callable[[], None]] = []
         self._known: dict[str, tuple[Memory, tuple[int, int]]] = {}
-        self._facts = os.fspath(store.facts_dir)
+        self._path = store.fact_file  # `facts/<id>.md` as a string, the id checked
         self.committed = False
-
-    def _path(self, mid: str) -> str:
-        """`facts/<id>.md` as a string: a `Path` per memory cost more than its file work at 10k."""
-        if not valid_id(mid):
-            raise NotFound(f"invalid memory id {mid!r}")
-        return f"{self._facts}/{mid}.md"
 
     # ------------------------------------------------------------ reading
     def known(self, entries: dict[str, tuple[Memory, tuple[int, int]]]) -> None:
@@ -724,12 +718,13 @@ def _write_all(writes: Iterable[tuple[Path, bytes]],
     raised by `before_publish`, removes the staged files: nothing was applied."""
     writes = list(writes)
     staged: list[tuple[str, Path]] = []
+    replaced: list[Path] = []
     try:
         if len(writes) < BATCH:
             for path, data in writes:
                 staged.append((stage_file(path, data), path))
         else:
-            stage_many(writes, staged)
+            replaced = stage_many(writes, staged)
         if before_publish is not None:
             before_publish(staged)
     except BaseException:
@@ -737,7 +732,7 @@ def _write_all(writes: Iterable[tuple[Path, bytes]],
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
-    aside = _set_aside([path for _, path in staged]) if len(staged) >= BATCH else []
+    aside = _set_aside(replaced)
     try:
         for tmp, path in staged:
             os.replace(tmp, path)
@@ -747,7 +742,8 @@ def _write_all(writes: Iterable[tuple[Path, bytes]],
 
 def _set_aside(paths: list[Path]) -> list[str]:
     """A second name, `.<name>.<token>.old.tmp` beside it, for each existing file a batch is about
-    to replace; returns those names. Replacing a file frees the old one's blocks inside rename(2):
+    to replace (`paths`: `stage_many` knows which exist; a new file has nothing to free); returns
+    those names. Replacing a file frees the old one's blocks inside rename(2):
     on ext4 that waits ~0.5 ms on the journal per file, one rename after the other (a consolidate
     at 100k replaces ~26k files: most of its commit's wall time). With a second name the rename
     only swaps names, and `_release` frees the old files afterwards, several at a time. A kill
@@ -758,7 +754,7 @@ def _set_aside(paths: list[Path]) -> list[str]:
         old = f"{path.parent}/.{path.name}.{token}.old.tmp"
         try:
             os.link(path, old, follow_symlinks=False)
-        except OSError:  # a new file (nothing to free), or no hard links here: renamed over as is
+        except OSError:  # gone meanwhile (nothing to free), or no hard links here: renamed over as is
             continue
         names.append(old)
     return names

@@ -40,33 +40,51 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
-def _file_mode(path: Path) -> int:
-    """An existing file keeps its mode. A new one is private (0600), or group-readable (0640) in a
-    directory that is group-readable: a store is private unless it was made shared (`shared = true`
-    / MEMCLI_SHARED), which creates its directories 0750."""
+def _file_mode(path: Path, new_mode: dict[str, int] | None = None) -> tuple[int, bool]:
+    """(the mode `path` is written with, whether it exists). An existing file keeps its mode. A
+    new one is private (0600), or group-readable (0640) in a directory that is group-readable: a
+    store is private unless it was made shared (`shared = true` / MEMCLI_SHARED), which creates its
+    directories 0750. `new_mode` remembers a directory's answer for a batch."""
     try:
-        return path.stat().st_mode & 0o7777
+        return os.stat(path).st_mode & 0o7777, True
     except FileNotFoundError:
         pass
+    parent = os.path.dirname(path)
+    if new_mode is not None and parent in new_mode:
+        return new_mode[parent], False
     try:
-        shared = path.parent.stat().st_mode & 0o050 == 0o050
+        shared = os.stat(parent).st_mode & 0o050 == 0o050
     except OSError:
         shared = False
-    return (0o640 if shared else 0o600) & ~_UMASK
+    mode = (0o640 if shared else 0o600) & ~_UMASK
+    if new_mode is not None:
+        new_mode[parent] = mode
+    return mode, False
+
+
+def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> None:
+    """Give a new temp file (created 0600) its final `mode` and write all of `data` (os.write may
+    write less than asked); fsync it when `sync`. Closes `fd`."""
+    try:
+        if mode != 0o600:
+            os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def stage_file(path: Path, data: bytes) -> str:
     """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
     return its name. `os.replace(tmp, path)` then publishes it atomically (a change set stages
     all its files before it renames any)."""
-    mode = _file_mode(path)
+    mode = _file_mode(path)[0]
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _fill(fd, data, mode, sync=True)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -74,35 +92,27 @@ def stage_file(path: Path, data: bytes) -> str:
     return tmp
 
 
-def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]]) -> None:
+def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]]) -> list[Path]:
     """Stage many files at once: like `stage_file`, but without an fsync per file. Appends each
     `(temp name, final path)` to `staged` as it goes (the caller removes them on failure) and
     ends with one flush of their filesystems (`flush_files`), so that when this returns every
     temp file is as durable as after its own fsync. Thousands of fsyncs (one journal commit
-    each) were most of a large curation's cost; one syncfs writes the same data back once."""
+    each) were most of a large curation's cost; one syncfs writes the same data back once.
+    Returns the paths that exist now (the files the renames will replace)."""
     token = f"{os.getpid():x}{os.urandom(3).hex()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    new_mode: dict[Path, int] = {}  # per directory: the mode of a file that does not exist yet
+    new_mode: dict[str, int] = {}  # per directory: the mode of a file that does not exist yet
+    replaced: list[Path] = []
     for path, data in writes:
-        parent = path.parent
-        try:
-            mode = os.stat(path).st_mode & 0o7777  # an existing file keeps its mode
-        except FileNotFoundError:
-            mode = new_mode.get(parent, -1)
-            if mode < 0:
-                mode = new_mode[parent] = _file_mode(path)
-        tmp = f"{parent}/.{path.name}.{token}.tmp"
+        mode, exists = _file_mode(path, new_mode)
+        if exists:
+            replaced.append(path)
+        tmp = f"{path.parent}/.{path.name}.{token}.tmp"
         fd = os.open(tmp, flags, 0o600)
         staged.append((tmp, path))
-        try:
-            if mode != 0o600:
-                os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+        _fill(fd, data, mode, sync=False)
     flush_files(staged)
+    return replaced
 
 
 def flush_files(staged: list[tuple[str, Path]]) -> None:
@@ -152,7 +162,7 @@ def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
     """Append `data` to `path` in one write: never through a symlink planted in its place, with the
     mode a new store file gets, whole even when os.write writes less than asked (a bulk import
     logs megabytes); fsynced when `sync`."""
-    fd = safety.open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _file_mode(path))
+    fd = safety.open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _file_mode(path)[0])
     try:
         view = memoryview(data)
         while view:
@@ -190,6 +200,7 @@ class Files:
     def __init__(self, path: str | os.PathLike[str], config: Config | None = None) -> None:
         self.path = Path(path).expanduser().absolute()
         self.facts_dir = self.path / "facts"
+        self._facts = os.fspath(self.facts_dir)
         self.trash_dir = self.path / ".trash"
         self.index_dir = self.path / ".index"
         self.inbox_dir = self.path / "inbox"
@@ -297,9 +308,14 @@ class Files:
 
     # ------------------------------------------------------------ facts
     def fact_path(self, mid: str) -> Path:
+        return Path(self.fact_file(mid))
+
+    def fact_file(self, mid: str) -> str:
+        """`facts/<id>.md` as a string, after checking the id can be a file name (a `Path` per
+        memory cost more than its file work in a commit at 10k)."""
         if not valid_id(mid):
             raise NotFound(f"invalid memory id {mid!r}")
-        return self.facts_dir / f"{mid}.md"
+        return f"{self._facts}/{mid}.md"
 
     def read(self, mid: str) -> Memory:
         """Read a memory from its file (the source of truth, not the catalog)."""

@@ -159,3 +159,37 @@ def test_a_batch_replacing_files_leaves_no_second_name_even_when_killed(old_stor
     assert all(m["origins"][-2:] == ["git:aaa1111", "git:bbb2222"] for m in listed)
     for mid in ids:
         assert Memory.parse((facts / f"{mid}.md").read_bytes(), file_id=mid).origins[-1] == "git:bbb2222"
+
+
+def test_a_batch_gives_a_second_name_only_to_the_files_it_replaces(old_store: Cli,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """New files in a batch have no old blocks to free: only the rewritten ones get a second name
+    (seen when a kill leaves them behind), and the new memories are written all the same."""
+    from memcli.changes import ChangeSet, Reinforce
+
+    ids = sorted(_facts(old_store))[: changes.BATCH // 2]
+    facts = old_store.store / "facts"
+    linked: list[str] = []
+    real_link = os.link
+
+    def link(src: str, dst: str, **kw: object) -> None:
+        linked.append(os.path.basename(src))
+        real_link(src, dst, **kw)
+
+    def killed(names: list[str]) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(changes.os, "link", link)
+    monkeypatch.setattr(changes, "_release", killed)
+    cs = ChangeSet(_store(old_store))
+    for mid in ids:
+        cs.edit(mid, Reinforce(["git:ccc3333"]), origin=["git:ccc3333"])
+    new = [cs.add(Memory(id=f"NEW{i:04d}", text=f"a new note {i} about the cache warm-up")).id
+           for i in range(changes.BATCH)]
+    with pytest.raises(KeyboardInterrupt):
+        cs.commit()
+    monkeypatch.undo()
+    assert sorted(linked) == sorted(f"{mid}.md" for mid in ids)
+    aside = sorted(n.split(".")[1] for n in os.listdir(facts) if n.endswith(".old.tmp"))
+    assert aside == sorted(ids)
+    assert all((facts / f"{mid}.md").is_file() for mid in new)

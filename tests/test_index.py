@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import Cli
 
 from memcli.api import Store
@@ -293,6 +294,30 @@ def test_many_deletions_compact_the_vector_index(hash_store):
     assert index.vec.load().element_count == 301  # rebuilt without the 1,200 tombstones
     (hit, *_) = hash_store.search("service s9999 port 6379", k=3).hits
     assert hit.memory.text == "The cache service s9999 runs on port 6379."
+
+
+def test_a_graph_that_fails_while_the_rows_are_written_leaves_the_catalog_as_it_was(hash_store, monkeypatch):
+    """The vectors go into the graph in a thread while the commit writes its rows: when the graph
+    fails there, the rows are rolled back with it (the catalog never lists a memory its graph lacks),
+    and the next command indexes the files that were written."""
+    from memcli.index.vectors import Vectors
+
+    hash_store.add("The weekly restore drill runs on Tuesdays.", raw=True)
+    index = hash_store.index
+    real_insert = Vectors.insert
+
+    def broken(self, h, vecs, labels):
+        raise RuntimeError("graph broke")
+
+    monkeypatch.setattr(Vectors, "insert", broken)
+    with pytest.raises(RuntimeError, match="graph broke"):  # the file is written, the index not
+        hash_store.add("Deploys freeze on Fridays after 15:00.", raw=True)
+    assert index.count() == 1 and len(list(hash_store.facts_dir.glob("*.md"))) == 2
+    monkeypatch.setattr(Vectors, "insert", real_insert)
+    index.sync()
+    assert index.count() == 2 and index.vec.load().element_count == 2
+    (hit, *_) = hash_store.search("deploy freeze friday", k=1).hits
+    assert hit.memory.text == "Deploys freeze on Fridays after 15:00."
 
 
 def test_a_sync_reports_only_what_it_embedded_itself(hash_store):

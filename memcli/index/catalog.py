@@ -321,6 +321,13 @@ class Catalog:
         after = self.db.execute("SELECT id FROM mem WHERE id > ? ORDER BY id LIMIT 1", (mid,)).fetchone()
         return [str(r[0]) for r in (before, after) if r]
 
+    def next_label(self) -> int:
+        """The label AUTOINCREMENT gives the next row inserted without one: past the largest label
+        the table ever held (so a removed memory's label is never handed to another)."""
+        seq = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name='mem'").fetchone()
+        top = self.db.execute("SELECT max(label) FROM mem").fetchone()[0]
+        return max(int(seq[0]) if seq else 0, int(top or 0)) + 1
+
     def vector_count(self) -> int:
         """Memories that have a vector (every indexed one, when the index is consistent)."""
         return int(self.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0])

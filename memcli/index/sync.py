@@ -15,6 +15,7 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,6 +269,7 @@ class Sync:
         kw_docs: dict[int, str] = {}
         self.catalog.forget_count()
         db.execute("BEGIN IMMEDIATE")
+        adding: Future[Any] | None = None
         try:
             # In bulk: one statement per kind of row change, not one per file (a prune removes
             # thousands; a curation commit writes thousands).
@@ -288,8 +290,24 @@ class Sync:
             cleared = [(f,) for f in (*gone, *(f for f, _ in parsed)) if f in old_bad]
             if cleared:
                 db.executemany("DELETE FROM bad WHERE fname=?", cleared)
+            for fname, error in bad:
+                mtime, size = disk[fname]
+                row = existing.get(fname)
+                if row:  # a good file turned bad: it leaves the index until it is fixed
+                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
+                    kw_removed.append(row[0])
+                    with contextlib.suppress(RuntimeError):
+                        hnsw.mark_deleted(row[0])
+                    report.removed += 1
+                db.execute("INSERT OR REPLACE INTO bad VALUES (?,?,?,?)", (fname, mtime, size, error))
+                if old_bad.get(fname) != error or row:
+                    report.new_bad.append((fname, error))
+            # A new row gets the label AUTOINCREMENT would give it (inserted one by one, in this
+            # order), known before the rows are written: the graph takes the vectors meanwhile.
+            next_label = self.catalog.next_label()
             new_labels: list[int] = []
             new_vecs: list[np.ndarray] = []
+            inserts: list[tuple[Any, ...]] = []
             updates: list[tuple[Any, ...]] = []
             vec_updates: list[tuple[bytes, int]] = []
             for fname, m in parsed:
@@ -311,40 +329,41 @@ class Sync:
                     vec_updates.append((vec.astype(np.float32).tobytes(), label))
                 else:
                     vec = vectors[h]
-                    cur = db.execute(
-                        "INSERT INTO mem (id, fname, mtime_ns, size, hash, norm, type, user, project,"
-                        " created, updated, confidence, tags, record, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (*cols, vec.astype(np.float32).tobytes()),
-                    )
-                    label = int(cur.lastrowid)
+                    label, next_label = next_label, next_label + 1
+                    inserts.append((label, *cols, vec.astype(np.float32).tobytes()))
                     report.added += 1
                 kw_docs[label] = fts_body(m)
                 new_labels.append(label)
                 new_vecs.append(vec)
+            compact = bool(new_labels) and self.vec.compacts(hnsw, self.catalog.vector_count() + len(inserts))
+            if new_labels and not compact:
+                # hnswlib releases the GIL while it inserts: the rows and the keyword postings are
+                # written meanwhile, and the graph is joined before it is saved (same transaction)
+                # (a pool of its own: a module-wide one would be a dead thread in a forked child)
+                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-graph")
+                adding = pool.submit(self.vec.insert, hnsw, np.stack(new_vecs), new_labels)
+                pool.shutdown(wait=False)  # its worker ends with this one task (joined by result())
+            db.executemany(
+                "INSERT INTO mem (label, id, fname, mtime_ns, size, hash, norm, type, user, project,"
+                " created, updated, confidence, tags, record, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                inserts)
             db.executemany(
                 "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
                 " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?", updates)
             db.executemany("UPDATE mem SET vec=? WHERE label=?", vec_updates)
-            for fname, error in bad:
-                mtime, size = disk[fname]
-                row = existing.get(fname)
-                if row:  # a good file turned bad: it leaves the index until it is fixed
-                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
-                    kw_removed.append(row[0])
-                    with contextlib.suppress(RuntimeError):
-                        hnsw.mark_deleted(row[0])
-                    report.removed += 1
-                db.execute("INSERT OR REPLACE INTO bad VALUES (?,?,?,?)", (fname, mtime, size, error))
-                if old_bad.get(fname) != error or row:
-                    report.new_bad.append((fname, error))
             kw.update(kw_removed, kw_docs)
-            if new_labels:
-                hnsw = self.vec.add(hnsw, np.stack(new_vecs), new_labels)
+            if adding is not None:
+                adding.result()
+            elif compact:  # too many tombstones: rebuilt from the catalog, which holds the new rows
+                hnsw = self.vec.rebuild()
             if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
                 self.vec.save(hnsw)
             self.catalog.set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
             db.execute("COMMIT")
         except BaseException:
+            if adding is not None:  # the graph is being changed in the thread: let it finish first
+                with contextlib.suppress(BaseException):
+                    adding.result()
             db.execute("ROLLBACK")
             self.vec.forget()
             raise

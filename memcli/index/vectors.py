@@ -90,19 +90,33 @@ class Vectors:
     def add(self, h: Any, vecs: np.ndarray, labels: list[int]) -> Any:
         """Insert (or replace) vectors, inside the caller's catalog transaction; returns the graph,
         rebuilt compactly from the catalog when tombstones outnumber live entries."""
+        if self.compacts(h, self.catalog.vector_count()):
+            return self.rebuild()  # catalog already holds the new vectors
+        self.insert(h, vecs, labels)
+        return h
+
+    def compacts(self, h: Any, live: int) -> bool:
+        """Whether the graph has more tombstones than is worth keeping, with `live` vectors in
+        the catalog once the caller's rows are written (then `rebuild` rather than `insert`)."""
+        deleted = h.element_count - live
+        return bool(deleted > max(1000, h.element_count // 2))
+
+    def rebuild(self) -> Any:
+        """A compact graph built from the catalog's vectors (the caller's rows included)."""
+        self.forget()
+        self.catalog.set_meta(hnsw_file="")
+        return self.load(create=True)
+
+    def insert(self, h: Any, vecs: np.ndarray, labels: list[int]) -> None:
+        """Put `vecs` under `labels` into `h` (a label already there is replaced). No catalog
+        access: a commit runs this in a thread while it writes its rows (hnswlib releases the GIL)."""
         need = h.element_count + len(labels)
-        deleted = h.element_count - self.catalog.vector_count()
-        if deleted > max(1000, h.element_count // 2):  # too many tombstones: rebuild compactly
-            self.forget()
-            self.catalog.set_meta(hnsw_file="")
-            return self.load(create=True)  # catalog already holds the new vectors
         if need > h.get_max_elements():
             h.resize_index(max(need, h.get_max_elements() * 2))
         for lab in labels:
             with contextlib.suppress(RuntimeError):
                 h.unmark_deleted(lab)
         h.add_items(vecs, labels)
-        return h
 
     def save(self, h: Any) -> None:
         """Write the graph as the next generation and record it (inside the caller's transaction)."""

@@ -1,7 +1,8 @@
 """A fast writer for memcli's own front matter, byte for byte what `yaml.dump` (libyaml, the
 options of `memory._dump`) writes, for the shapes a memory usually has: a mapping of scalars,
-flow lists of strings (tags, origins), the block list of history entries and the block list of
-links (flow mappings of strings). Anything else (an unknown key holding a mapping, a string with
+flow lists of strings (tags, origins), block lists of block mappings (history entries) and block
+lists of flow mappings of strings (links), told apart by the value's shape, under any key, as
+yaml.dump tells them. Anything else (an unknown key holding a mapping, a string with
 a line break, a control character or a character beyond the BMP) returns None and goes through
 `yaml.dump` as before.
 
@@ -227,7 +228,10 @@ def dump(fm: dict[str, Any], *, stamp: type, block: type) -> str | None:
     try:
         for k, v in fm.items():
             key = _key(k)
-            if k == "history" and type(v) is list and v and all(type(h) is block for h in v):
+            # chosen by the value's shape, as yaml.dump chooses: a list of `block` mappings
+            # (history) is a block list of block mappings; a list of plain mappings (links) a block
+            # list of flow mappings; anything else a scalar or a flow list after the key
+            if type(v) is list and v and all(type(h) is block for h in v):
                 lines.append(key)
                 for h in v:
                     if not h:
@@ -239,7 +243,7 @@ def dump(fm: dict[str, Any], *, stamp: type, block: type) -> str | None:
                             raise _Decline
                         lines.append(head + _value(hv, len(head), 2, stamp))
                         prefix = "  "
-            elif k == "links" and type(v) is list and v and all(type(lk) is dict and lk for lk in v):
+            elif type(v) is list and v and all(type(lk) is dict and lk for lk in v):
                 lines.append(key)  # a block list of flow mappings: `- {rel: contradicts, id: ...}`
                 lines.extend("- " + _flow_map(lk, 2, 2) for lk in v)
             else:

@@ -38,6 +38,12 @@ def memories(draw: st.DrawFn) -> Memory:
     extra = {draw(st.sampled_from(["reviewed_by", "note", "a b", "yes", "x:y"])): draw(st.one_of(TEXT, st.integers(),
                                                                                                   st.booleans()))
              for _ in range(draw(st.integers(0, 2)))}
+    # keys of its own with the shapes of history and links: the writer goes by the value's shape
+    if draw(st.booleans()):
+        extra["reviews"] = [{"at": _Stamp(draw(STAMP)), "by": line()} for _ in range(draw(st.integers(1, 2)))]
+    if draw(st.booleans()):
+        extra["refs"] = [{"rel": draw(st.sampled_from(["see_also", "a b"])), "id": line()}
+                         for _ in range(draw(st.integers(1, 2)))]
     return Memory(
         id="01JDQ8ZK4M6V3XW7T2B9C5N1RA", text="the body " + line(),
         type=draw(st.sampled_from(["semantic", "episodic"])),
@@ -58,8 +64,9 @@ def test_the_writer_writes_what_yaml_dump_writes_or_declines(m: Memory) -> None:
     if fast is not None:
         assert fast == _dump(fm, _Dumper)
     if all(c.isascii() and c.isprintable() for c in _strings(fm)):  # nothing needs double quotes or escapes
-        keys_ok = all(k in ("reviewed_by", "note") for k in m.extra)
-        stamps_ok = all(h["at"] != "yesterday" and " " not in h["at"] for h in m.history)
+        keys_ok = all(k in ("reviewed_by", "note", "reviews", "refs") for k in m.extra)
+        entries = [*m.history, *m.extra.get("reviews", [])]
+        stamps_ok = all(h["at"] != "yesterday" and " " not in h["at"] for h in entries)
         if keys_ok and stamps_ok:
             assert fast is not None  # the usual shapes take the fast path
     if fast is None:

@@ -128,8 +128,8 @@ _memcli_spec() {
             ;;
         'memcli trash')
             _memcli_subs=''
-            _memcli_opts='--json --store -s --debug --help -h'
-            _memcli_vopts='--store -s'
+            _memcli_opts='--empty --older-than --dry-run --json --store -s --debug --help -h'
+            _memcli_vopts='--older-than --store -s'
             _memcli_nargs=0
             ;;
         'memcli edit')

@@ -31,7 +31,7 @@ function __memcli_value_options
         case 'memcli restore'
             printf '%s\n' '--store' '-s'
         case 'memcli trash'
-            printf '%s\n' '--store' '-s'
+            printf '%s\n' '--older-than' '--store' '-s'
         case 'memcli edit'
             printf '%s\n' '--store' '-s'
         case 'memcli log'
@@ -304,6 +304,9 @@ complete -c memcli -n '__memcli_at "memcli restore"' -l 'help' -s 'h' -d 'Show t
 complete -c memcli -n '__memcli_at "memcli restore"' -a '(__memcli_dynamic trash)'
 
 # memcli trash
+complete -c memcli -n '__memcli_at "memcli trash"' -l 'empty' -d 'Delete what is in the trash for good (no restore).'
+complete -c memcli -n '__memcli_at "memcli trash"' -l 'older-than' -x -d 'With --empty: only what was trashed before: 90d, 6m, 2026-01-01.'
+complete -c memcli -n '__memcli_at "memcli trash"' -l 'dry-run' -d 'With --empty: list what would be deleted, delete nothing.'
 complete -c memcli -n '__memcli_at "memcli trash"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli trash"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli trash"' -l 'debug' -d 'Show tracebacks on errors.'

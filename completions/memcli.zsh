@@ -261,6 +261,9 @@ _memcli__restore() {
 
 _memcli__trash() {
     _arguments -s -S \
+        '--empty[Delete what is in the trash for good (no restore).]' \
+        '--older-than=[With --empty: only what was trashed before: 90d, 6m, 2026-01-01.]:duration: ' \
+        '--dry-run[With --empty: list what would be deleted, delete nothing.]' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \

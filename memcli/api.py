@@ -96,6 +96,20 @@ class Store(_StoreHandle):
         cs.commit()
         return done
 
+    def empty_trash(self, *, older_than: str | None = None, dry_run: bool = False) -> list[Memory]:
+        """Delete trashed memories for good (they cannot be restored): all of them, or those
+        trashed before `older_than` (an age such as `30d`, or a date; one whose trash time cannot
+        be read is kept). Returns them as they were in the trash (`extra["trashed"]`: at, reason);
+        `dry_run` deletes nothing."""
+        from memcli.memory import parse_when
+
+        cutoff = parse_when(older_than) if older_than else None
+        chosen = [m for m in self.trashed() if cutoff is None or _trashed_before(m, cutoff)]
+        if dry_run:
+            return chosen
+        purged = set(self.purge_trash([m.id for m in chosen]))
+        return [m for m in chosen if m.id in purged]
+
     def merge(self, ids: Sequence[str], *, use_llm: bool | None = None, llm_model: str | None = None,
               dry_run: bool = False) -> MergeResult:
         """Merge memories into one; the originals go to the trash, their texts into history."""
@@ -140,3 +154,14 @@ class Store(_StoreHandle):
         self.ensure()
         self.index.sync()
         return import_memories(self, to_memories(records, name, f"import:{name}"))
+
+
+def _trashed_before(memory: Memory, cutoff: str) -> bool:
+    """Whether a trashed memory (`Files.trashed`) went to the trash before `cutoff` (ISO, UTC)."""
+    from memcli.memory import iso
+
+    try:
+        at = iso(str(memory.extra["trashed"].get("at") or ""))
+    except ValueError:
+        return False
+    return at is not None and at < cutoff

@@ -450,6 +450,8 @@ class ChangeSet:
             raise StoreError(f"memory {mid} exists already; not overwriting it")
         memory = Memory.parse(raw, file_id=mid)
         memory.extra.pop("trashed", None)
+        if not self._restore:  # once committed, the restored memories' notes leave trashed.jsonl
+            self.on_commit(self.store.compact_trash_notes)
         self._restore[mid] = memory
         self._order.append(("RESTORE", mid, memory.text))
         self._log.append({"event": "RESTORE", "id": mid, "text": memory.text})

@@ -903,10 +903,23 @@ def restore(
             note(f"restored {mid}")
 
 
-@app.command("trash", epilog=examples("memcli trash", "memcli trash --json | jq '.memories[].id'"))
-def trash_(as_json: bool = JSON_FLAG) -> None:
-    """List the trash: what was removed, when, why (`memcli restore ID` brings one back)."""
+@app.command("trash", epilog=examples("memcli trash", "memcli trash --json | jq '.memories[].id'",
+                                      "memcli trash --empty --older-than 90d --dry-run"))
+def trash_(
+    empty: bool = typer.Option(False, "--empty", help="Delete what is in the trash for good (no restore)."),
+    older_than: str | None = typer.Option(None, "--older-than", metavar="DURATION",
+                                          help="With --empty: only what was trashed before: 90d, 6m, 2026-01-01."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --empty: list what would be deleted, delete nothing."),
+    as_json: bool = JSON_FLAG,
+) -> None:
+    """List the trash: what was removed, when, why (`memcli restore ID` brings one back); or empty it."""
     store = get_store()
+    if empty:
+        _empty_trash(store, older_than, dry_run, as_json)
+        return
+    if older_than or dry_run:
+        fail("--older-than and --dry-run go with --empty", ExitStatus.USAGE,
+             hint="memcli trash --empty --older-than 90d --dry-run")
     items = []
     for m in store.trashed():
         info = m.extra.get("trashed") if isinstance(m.extra.get("trashed"), dict) else {}
@@ -929,6 +942,22 @@ def trash_(as_json: bool = JSON_FLAG) -> None:
         text = render.clip(i["text"], max(8, width - len(head) - render.cell_width(why) - 2))
         sys.stdout.write(f"{head}{why}  {text}\n")
     note(render.plural(len(items), "memory", "memories") + " in the trash" + (" (memcli restore ID)" if items else ""))
+
+
+def _empty_trash(store: Store, older_than: str | None, dry_run: bool, as_json: bool) -> None:
+    try:
+        gone = store.empty_trash(older_than=older_than, dry_run=dry_run)
+    except ValueError as e:
+        fail(str(e), ExitStatus.USAGE)
+    if as_json:
+        emit_json({"purged": [m.id for m in gone], "dry_run": dry_run})
+        return
+    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
+    for m in gone:
+        why = m.extra["trashed"].get("reason") or "no reason noted"
+        sys.stdout.write(render.clip(f"{m.id}  {' '.join(m.text.split())}  ({why})", width) + "\n")
+    note(f"{'would delete' if dry_run else 'deleted'} {render.plural(len(gone), 'memory', 'memories')} "
+         "from the trash" + ("" if dry_run else ", for good"))
 
 
 @app.command(epilog=examples("memcli edit 01JDQ8ZK", "EDITOR=nano memcli edit 01JDQ8ZK"))

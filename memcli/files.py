@@ -185,6 +185,11 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def _stamp(seconds: float) -> str:
+    """A file time as the trash's `at` (UTC, to the second)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
 def fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -335,10 +340,18 @@ class Files:
         atomic_write(path, memory.to_markdown().encode("utf-8"))
         return path
 
+    # ------------------------------------------------------------ trash
+    # The trash holds a memory in one of two forms: a copy with `trashed: {at, reason}` in its
+    # front matter (a small commit), or the file as it was with that note in `.trash/trashed.jsonl`
+    # (a bulk commit moves thousands of files; rewriting each would cost as much as the move).
+    # `trashed()` lists both, `restore` brings either back, `purge_trash` deletes either for good;
+    # a note lives as long as its file is in the trash (`compact_trash_notes`).
     def trashed(self) -> list[Memory]:
         """The memories in `.trash/`, each with `extra["trashed"]` = {at, reason}: from its front
-        matter (a copy made by a small commit) or from `.trash/trashed.jsonl` (a file moved by a
-        bulk one, left as it was)."""
+        matter (a copy made by a small commit), else from `.trash/trashed.jsonl` (a file moved by
+        a bulk one, left as it was), else from the file itself (a move whose note was lost, a
+        file put there by hand): the time it entered the trash (its inode's change time, which a
+        rename sets), no reason. A note whose file is gone is not listed."""
         out = []
         notes: dict[str, dict[str, str]] | None = None
         for p in sorted(self.trash_dir.glob("*.md")) if self.trash_dir.is_dir() else []:
@@ -346,8 +359,7 @@ class Files:
                 m = Memory.parse(safety.read_regular(p), file_id=p.stem)
                 if not isinstance(m.extra.get("trashed"), dict):
                     notes = self.trash_notes() if notes is None else notes
-                    if m.id in notes:
-                        m.extra["trashed"] = dict(notes[m.id])
+                    m.extra["trashed"] = dict(notes.get(m.id) or {"at": _stamp(p.stat().st_ctime), "reason": ""})
                 out.append(m)
         return out
 
@@ -358,7 +370,8 @@ class Files:
     def note_trashed(self, entries: list[tuple[str, str, str]]) -> None:
         """Record (id, at, reason) of memories a commit moves to the trash as they are, in one
         fsynced append to `.trash/trashed.jsonl` before the moves (a line for a move that a kill
-        prevented is harmless: only ids in the trash are looked up; the last line of an id wins)."""
+        prevented is harmless: only ids in the trash are looked up, and the next compaction
+        drops it; the last line of an id wins)."""
         if not entries:
             return
         data = "".join(json.dumps({"id": mid, "at": at, "reason": reason}, ensure_ascii=False) + "\n"
@@ -368,19 +381,66 @@ class Files:
     def trash_notes(self) -> dict[str, dict[str, str]]:
         """id -> {at, reason} from `.trash/trashed.jsonl` (the last line of each id); unreadable
         lines are skipped: the notes describe the trash, they are not part of any memory."""
+        return {mid: note for mid, (note, _) in self._read_trash_notes()[0].items()}
+
+    def _read_trash_notes(self) -> tuple[dict[str, tuple[dict[str, str], str]], int]:
+        """id -> ({at, reason}, its line) for the last line of each id, in the order of those
+        lines; and the number of lines the file has (0: no file, or not one memcli can read)."""
         try:
             raw = safety.read_regular(self.trash_notes_path)
         except (OSError, safety.NotRegular):
-            return {}
-        notes: dict[str, dict[str, str]] = {}
-        for line in raw.decode("utf-8", "replace").splitlines():
+            return {}, 0
+        notes: dict[str, tuple[dict[str, str], str]] = {}
+        lines = raw.decode("utf-8", "replace").splitlines()
+        for line in lines:
             try:
                 rec = json.loads(line)
             except ValueError:
                 continue
             if isinstance(rec, dict) and isinstance(rec.get("id"), str):
-                notes[rec["id"]] = {"at": str(rec.get("at") or ""), "reason": str(rec.get("reason") or "")}
-        return notes
+                notes.pop(rec["id"], None)  # the last line of an id wins, and takes its place
+                notes[rec["id"]] = ({"at": str(rec.get("at") or ""), "reason": str(rec.get("reason") or "")}, line)
+        return notes, len(lines)
+
+    def compact_trash_notes(self) -> None:
+        """Keep in `.trash/trashed.jsonl` only the notes of files still in the trash: the lines of
+        memories restored or purged, of moves a kill prevented, earlier lines of an id and
+        unreadable lines go. Under the writer lock, written whole to a temporary file and renamed
+        over the old one (a kill leaves the old file or the new one, never a mix); removed when no
+        note is left. Best effort: a failed write leaves the old file, whose extra lines are never
+        listed (only ids in the trash are looked up)."""
+        with self.lock():
+            notes, count = self._read_trash_notes()
+            try:
+                present = {n[:-3] for n in os.listdir(self.trash_dir) if n.endswith(".md")} if count else set()
+            except OSError:
+                return  # cannot tell which files are there: drop nothing
+            keep = [line for mid, (_, line) in notes.items() if mid in present]
+            if len(keep) == count:
+                return
+            with contextlib.suppress(OSError):
+                if keep:
+                    atomic_write(self.trash_notes_path, "".join(line + "\n" for line in keep).encode("utf-8"))
+                else:
+                    os.unlink(self.trash_notes_path)
+                    fsync_dir(self.trash_dir)
+
+    def purge_trash(self, ids: list[str]) -> list[str]:
+        """Delete trashed memories for good, whichever form they are in: logged (PURGE, before
+        anything is deleted, like every change), then their files removed from `.trash/`, then
+        their notes dropped from `trashed.jsonl`. A kill between the steps loses nothing that was
+        to stay: a note whose file is gone is never listed and goes at the next compaction.
+        Returns the ids purged (ids not in the trash are skipped)."""
+        with self.lock():
+            gone = [mid for mid in ids if valid_id(mid) and (self.trash_dir / f"{mid}.md").is_file()]
+            self.log_many([{"event": "PURGE", "id": mid} for mid in gone])
+            for mid in gone:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.trash_dir / f"{mid}.md")
+            if gone:
+                fsync_dir(self.trash_dir)
+            self.compact_trash_notes()
+        return gone
 
     # ------------------------------------------------------------ log
     def log(self, event: str, **fields: Any) -> None:

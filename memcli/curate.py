@@ -440,7 +440,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
         index.sync()
     # every memory's entry, and the texts with a neighbour close enough to be compared, read while
     # the kNN pass runs
-    ahead = _Ahead(store, min(cfg.consolidate_threshold, cfg.contradiction_threshold), every=True)
+    ahead = _Ahead(store, cfg.consolidate_threshold, every=True)
     ids, _, nbr, sims = index.neighbour_arrays(NEIGHBOURS, on_batch=ahead)
     if len(ids) < 2:
         return cs, report

@@ -80,7 +80,7 @@ class Index(Catalog):
         """Record what a commit has just written and removed, without a scan (see `Sync.apply_files`)."""
         return self._sync.apply_files(fresh, gone)
 
-    def neighbour_arrays(self, k: int, *, ef: int = 64, batch: int = 1024,
+    def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids

@@ -1068,7 +1068,7 @@ class LLM:
                 for k, v in (("type", m.type), ("tags", m.tags), ("created", m.created), ("updated", m.updated))
                 if v
             )
-            blocks.append(f"[{m.id}]{f' ({meta})' if meta else ''}\n{str(m.text).strip()}")
+            blocks.append(f"[{m.id}]{f' ({meta})' if meta else ''}\n{m.text.strip()}")
         data = "\n\n".join(blocks) if blocks else "(no memories found)"
         messages = [
             {"role": "system", "content": ANSWER_SYSTEM},

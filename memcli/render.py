@@ -40,7 +40,7 @@ def error(message: str, *, hint: str | None = None, code: int = ERROR, as_json: 
           kind: str | None = None) -> None:
     """Write one error to stderr: `memcli: error: ...`, an optional `hint: ...`, and with
     `as_json` a JSON object `{"error", "code", "kind", "hint", "schema"}` as the last line."""
-    first = " ".join(str(message).strip().split("\n")[0].split()) or "unknown error"
+    first = " ".join(message.strip().split("\n")[0].split()) or "unknown error"
     lines = [f"memcli: error: {first}"]
     if hint:
         lines.append(f"hint: {' '.join(hint.split())}")

@@ -104,10 +104,17 @@ class Store(_StoreHandle):
         from memcli.memory import parse_when
 
         cutoff = parse_when(older_than) if older_than else None
-        chosen = [m for m in self.trashed() if cutoff is None or _trashed_before(m, cutoff)]
+
+        def choose() -> list[Memory]:
+            return [m for m in self.trashed() if cutoff is None or _trashed_before(m, cutoff)]
+
         if dry_run:
-            return chosen
-        purged = set(self.purge_trash([m.id for m in chosen]))
+            return choose()
+        # chosen under the writer lock that purges them: a memory restored and trashed again
+        # meanwhile is judged by its new trash time, never purged on the strength of its old one
+        with self.lock():
+            chosen = choose()
+            purged = set(self.purge_trash([m.id for m in chosen]))
         return [m for m in chosen if m.id in purged]
 
     def merge(self, ids: Sequence[str], *, use_llm: bool | None = None, llm_model: str | None = None,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import HASH, Cli
 
+import memcli.api as api
 import memcli.changes as changes
 import memcli.files as files
 from memcli.config import load_config
@@ -101,6 +102,25 @@ def test_emptying_what_is_older_than_an_age_keeps_the_rest(both: tuple[Cli, list
     r = cli("trash", "--empty", "--older-than", "soon", ok=False)
     assert r.exit_code == 2 and set(_listed(cli)) == set(bulk[N // 2:]) | set(small)
 
+
+
+def test_emptying_chooses_under_the_lock_that_purges(both: tuple[Cli, list[str], list[str]],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """What --older-than picks is read under the writer lock: a memory restored and trashed again
+    between a choice made outside it and the purge would go on the strength of its old trash time."""
+    cli, bulk, small = both
+    store = api.Store(cli.store, load_config(cli.store).with_overrides(embed_model=HASH))
+    seen: list[bool] = []
+    real = api.Store.trashed
+
+    def trashed(self: api.Store) -> list:
+        seen.append(self.locked)
+        return real(self)
+
+    monkeypatch.setattr(api.Store, "trashed", trashed)
+    purged = store.empty_trash(older_than="2000-01-01")
+    assert purged == [] and seen == [True]
+    assert set(_listed(cli)) == set(bulk) | set(small)
 
 def test_a_step_cut_short_loses_nothing(both: tuple[Cli, list[str], list[str]]) -> None:
     cli, bulk, small = both

@@ -15,7 +15,9 @@ a `ChangeSet`. `--dry-run` is `preview()` of that same plan; the real run is `co
    reason noted in `.trash/trashed.jsonl`; a few trashed files are copied with that note in their
    front matter instead;
 4. append the whole log in one write (the log is part of the commit);
-5. update the index once, for the files written and removed (no rescan of `facts/`).
+5. update the index once, for the files written and removed (no rescan of `facts/`). For a
+   batch, steps 3 (from the flush on) and 4 run in a thread while the index writes its rows; the
+   index commits its transaction only after the last rename, so the files are durable first.
 
 Nothing here calls a model: the lock is never held while an LLM thinks.
 """
@@ -35,7 +37,9 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from memcli import journal
+from memcli.embed import text_hash
 from memcli.errors import Conflict, MemcliError, NotFound, StoreError
+from memcli.files import Staged, flush_files
 from memcli.memory import Memory, now_iso
 from memcli.store import Store, fsync_dir, stage_file, stage_many
 
@@ -488,13 +492,14 @@ class ChangeSet:
             self.committed = True
             return report
         store.ensure()
-        # Embeddings for the new texts now, outside the lock (the index update then reads them
-        # from the cache): the lock is held for file work only.
+        # Embeddings for the new texts now, outside the lock (the index update is handed them):
+        # the lock is held for file work only.
         new_texts = [p.memory.text for p in self._puts.values()]
         new_texts += [t.working.text for t in self._targets.values() if t.working.text != t.base.text]
         new_texts += [m.text for m in self._restore.values()]
+        vectors = {}
         if new_texts:
-            store.index.embedder.embed(new_texts)
+            vectors = dict(zip(map(text_hash, new_texts), store.index.embedder.embed(new_texts)))
         with store.lock():
             if self._trash:
                 store.trash_dir.mkdir(exist_ok=True)
@@ -519,37 +524,54 @@ class ChangeSet:
                     store.note_trashed([(mid, at, tr.reason) for mid, tr in self._trash.items()])
                 journal.begin(store, [*staged, *moves], unlinks)
 
+            def finish(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
+                """The renames into place and into the trash, the unlinks, each directory fsynced
+                once, the journal closed: after this the commit's files are all in place, durably."""
+                _rename_all(staged, replaced)
+                for src, dst in moves:
+                    os.replace(src, dst)
+                if not move:
+                    _unlink_all([self._path(mid) for mid in self._trash])
+                for mid in self._restore:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(store.trash_dir / f"{mid}.md")
+                fsync_dir(store.facts_dir)
+                if self._trash or self._restore:
+                    fsync_dir(store.trash_dir)
+                journal.end(store)
+
+            gone_names = [f"{mid}.md" for mid in self._trash]
             for attempt in range(PUBLISH_ATTEMPTS):
                 self._verify(report)  # re-plans what can be re-planned, else Conflict
                 writes, fresh = self._render(copy_trash=not move)
+                # A batch is published (flush, log, journal, renames) in a thread while the index
+                # writes its rows: see _publish_and_index.
+                overlap = bool(fresh or gone_names) and len(writes) + len(moves) >= BATCH
                 try:
-                    _write_all(writes, publish)
+                    if overlap:
+                        staged, written = _stage_all(writes, flush=False)
+                        flush = len(writes) >= BATCH  # else each file was fsynced
+
+                        def publish_all(staged: list[tuple[str, Path]] = staged, written: Staged = written,
+                                        flush: bool = flush) -> None:
+                            _publish_staged(staged, publish, flush=flush)
+                            finish(staged, written.replaced)
+                    else:
+                        staged, written = _stage_all(writes, publish)
+
+                        def publish_all(staged: list[tuple[str, Path]] = staged, written: Staged = written,
+                                        flush: bool = False) -> None:
+                            finish(staged, written.replaced)
+                    if not (fresh or gone_names):
+                        publish_all()
+                    else:
+                        signatures = {path.name: sig for path, sig in written.signatures.items()
+                                      if path.parent == store.facts_dir}
+                        self._publish_and_index(publish_all, overlap, fresh, gone_names, signatures, vectors)
                     break
                 except Conflict:  # edited while staging: verify (and re-plan) again
                     if attempt == PUBLISH_ATTEMPTS - 1:
                         raise
-            for src, dst in moves:
-                os.replace(src, dst)
-            if not move:
-                _unlink_all([self._path(mid) for mid in self._trash])
-            for mid in self._restore:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(store.trash_dir / f"{mid}.md")
-            fsync_dir(store.facts_dir)
-            if self._trash or self._restore:
-                fsync_dir(store.trash_dir)
-            journal.end(store)
-            gone_names = [f"{mid}.md" for mid in self._trash]
-            if fresh or gone_names:
-                try:
-                    store.index.apply_files(fresh, gone_names)
-                except (sqlite3.Error, OSError, MemcliError) as e:
-                    # The write is done and logged: a failed index update (a full disk) must not
-                    # report it as failed. The index is derived; the next command's sync catches up.
-                    from memcli.safety import notice
-
-                    store.index.close()
-                    notice(f"written, but the index could not be updated ({e}); the next command will")
         self.committed = True
         for action in self._after:
             action()
@@ -558,6 +580,48 @@ class ChangeSet:
         report.trashed = list(self._trash)
         report.restored = list(self._restore)
         return report
+
+    def _publish_and_index(self, finish: Callable[[], None], overlap: bool, fresh: dict[str, Memory],
+                           gone: list[str], signatures: dict[str, tuple[int, int]],
+                           vectors: dict[str, Any]) -> None:
+        """Run `finish` (publish the staged files: for a batch the flush, the recheck, the log and
+        the journal too, then the renames) and record the files in the index. For a batch
+        (`overlap`) `finish` runs in a thread — the flush and the renames are system calls that
+        release the GIL — while the index writes its rows in the main thread; the index commits its
+        transaction only once `finish` is done (`before_commit`), so the files are in place and
+        durable before the index says so, and a `Conflict` found by the recheck rolls the rows
+        back. An error of `finish` wins over anything the index reports; a failed index update does
+        not fail the commit: the files are written and logged, and the next command's sync catches up."""
+        store = self.store
+        if overlap:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-publish")
+            published = pool.submit(finish)
+            pool.shutdown(wait=False)  # its worker ends with this one task (joined by result())
+            before_commit = published.result
+        else:
+            finish()
+            before_commit = None
+        try:
+            store.index.apply_files(fresh, gone, signatures=signatures, vectors=vectors,
+                                    before_commit=before_commit)
+        except BaseException as e:
+            if overlap:
+                failed = published.exception()  # waits: the files are finished first, whatever failed
+                if failed is e:
+                    raise
+                if failed is not None:
+                    raise failed from e
+            if failed_index(e):
+                from memcli.safety import notice
+
+                store.index.close()
+                notice(f"written, but the index could not be updated ({e}); the next command will")
+                return
+            raise
+        if overlap:
+            published.result()
 
     def _render(self, copy_trash: bool = True) -> tuple[list[tuple[Path, bytes]], dict[str, Memory]]:
         """Every file the commit writes (facts, and the trash copies unless the trashed files are
@@ -712,21 +776,24 @@ def _detail(change: Edit) -> str:
 BATCH = 64  # from this many files a commit stages them without an fsync each, then flushes once
 
 
-def _write_all(writes: Iterable[tuple[Path, bytes]],
-               before_publish: Callable[[list[tuple[str, Path]]], None] | None = None) -> None:
-    """Stage every file, call `before_publish`, then rename them all. A few files are fsynced one
-    by one; a batch is written without fsyncs and flushed once (`stage_many`): either way every
-    staged file is durable before the journal and the first rename. A failure while staging, or
-    raised by `before_publish`, removes the staged files: nothing was applied."""
+def _stage_all(writes: Iterable[tuple[Path, bytes]],
+               before_publish: Callable[[list[tuple[str, Path]]], None] | None = None, *, flush: bool = True,
+               ) -> tuple[list[tuple[str, Path]], Staged]:
+    """Stage every file and call `before_publish`; returns the staged (temp, final) pairs for
+    `_rename_all` and what staging learnt (a batch only: which files exist, their signatures). A
+    few files are fsynced one by one; a batch is written without fsyncs and flushed once
+    (`stage_many`; with `flush` False the caller flushes, through `_publish_staged`): either way
+    every staged file is durable before the journal and the first rename. A failure while
+    staging, or raised by `before_publish`, removes the staged files: nothing was applied."""
     writes = list(writes)
     staged: list[tuple[str, Path]] = []
-    replaced: list[Path] = []
+    written = Staged([], {})
     try:
         if len(writes) < BATCH:
             for path, data in writes:
                 staged.append((stage_file(path, data), path))
         else:
-            replaced = stage_many(writes, staged)
+            written = stage_many(writes, staged, flush=flush)
         if before_publish is not None:
             before_publish(staged)
     except BaseException:
@@ -734,12 +801,39 @@ def _write_all(writes: Iterable[tuple[Path, bytes]],
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
+    return staged, written
+
+
+def _publish_staged(staged: list[tuple[str, Path]], before_publish: Callable[[list[tuple[str, Path]]], None],
+                    *, flush: bool) -> None:
+    """The rest of a `_stage_all(..., flush=False)`: flush the staged files (when a batch was
+    staged), then `before_publish`; a failure removes the staged files (nothing was applied)."""
+    try:
+        if flush:
+            flush_files(staged)
+        before_publish(staged)
+    except BaseException:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+
+
+def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
+    """Rename the staged files into place; the files they replace get a second name first (see
+    `_set_aside`)."""
     aside = _set_aside(replaced)
     try:
         for tmp, path in staged:
             os.replace(tmp, path)
     finally:
         _release(aside)
+
+
+def failed_index(e: BaseException) -> bool:
+    """An error of the index update (a full disk, a locked or broken catalog), which a commit whose
+    files are written reports as a notice, not as its own failure."""
+    return isinstance(e, (sqlite3.Error, OSError, MemcliError))
 
 
 def _set_aside(paths: list[Path]) -> list[str]:

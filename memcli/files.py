@@ -18,15 +18,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memcli import safety
 from memcli.config import Config, load_config
 from memcli.errors import NotFound, StoreError
 from memcli.memory import Memory, now_iso, valid_id
 
-__all__ = ["GITIGNORE", "Files", "NotFound", "StoreError", "atomic_write", "flush_files", "fsync_dir", "stage_file",
-           "stage_many"]
+__all__ = ["GITIGNORE", "Files", "NotFound", "Staged", "StoreError", "atomic_write", "flush_files", "fsync_dir",
+           "stage_file", "stage_many"]
 
 GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
              ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n")  # derived files and leftovers
@@ -62,9 +62,10 @@ def _file_mode(path: Path, new_mode: dict[str, int] | None = None) -> tuple[int,
     return mode, False
 
 
-def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> None:
+def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> tuple[int, int]:
     """Give a new temp file (created 0600) its final `mode` and write all of `data` (os.write may
-    write less than asked); fsync it when `sync`. Closes `fd`."""
+    write less than asked); fsync it when `sync`. Closes `fd`. Returns the file's (mtime_ns, size)
+    once written: what it keeps when it is renamed into place (its signature for the index)."""
     try:
         if mode != 0o600:
             os.fchmod(fd, mode)
@@ -73,6 +74,8 @@ def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> None:
             view = view[os.write(fd, view):]
         if sync:
             os.fsync(fd)
+        st = os.fstat(fd)
+        return st.st_mtime_ns, st.st_size
     finally:
         os.close(fd)
 
@@ -92,27 +95,36 @@ def stage_file(path: Path, data: bytes) -> str:
     return tmp
 
 
-def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]]) -> list[Path]:
+class Staged(NamedTuple):
+    """What `stage_many` learnt while writing: the paths that exist now (the files the renames
+    will replace) and each path's signature (mtime_ns, size) once its temp file is renamed there."""
+
+    replaced: list[Path]
+    signatures: dict[Path, tuple[int, int]]
+
+
+def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]], *, flush: bool = True) -> Staged:
     """Stage many files at once: like `stage_file`, but without an fsync per file. Appends each
     `(temp name, final path)` to `staged` as it goes (the caller removes them on failure) and
     ends with one flush of their filesystems (`flush_files`), so that when this returns every
     temp file is as durable as after its own fsync. Thousands of fsyncs (one journal commit
     each) were most of a large curation's cost; one syncfs writes the same data back once.
-    Returns the paths that exist now (the files the renames will replace)."""
+    With `flush` False the caller calls `flush_files(staged)` itself (before any rename)."""
     token = f"{os.getpid():x}{os.urandom(3).hex()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     new_mode: dict[str, int] = {}  # per directory: the mode of a file that does not exist yet
-    replaced: list[Path] = []
+    out = Staged([], {})
     for path, data in writes:
         mode, exists = _file_mode(path, new_mode)
         if exists:
-            replaced.append(path)
+            out.replaced.append(path)
         tmp = f"{path.parent}/.{path.name}.{token}.tmp"
         fd = os.open(tmp, flags, 0o600)
         staged.append((tmp, path))
-        _fill(fd, data, mode, sync=False)
-    flush_files(staged)
-    return replaced
+        out.signatures[path] = _fill(fd, data, mode, sync=False)
+    if flush:
+        flush_files(staged)
+    return out
 
 
 def flush_files(staged: list[tuple[str, Path]]) -> None:

@@ -193,3 +193,41 @@ def test_a_batch_gives_a_second_name_only_to_the_files_it_replaces(old_store: Cl
     aside = sorted(n.split(".")[1] for n in os.listdir(facts) if n.endswith(".old.tmp"))
     assert aside == sorted(ids)
     assert all((facts / f"{mid}.md").is_file() for mid in new)
+
+
+def test_a_batch_edited_while_it_is_staged_is_replanned_and_indexed_as_written(old_store: Cli,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch is published in a thread while the index writes its rows: a file a person saves
+    while the batch is being staged is found by the recheck there, the rows written meanwhile
+    are rolled back, and the commit is planned again on the person's text. The index then says
+    what the files say (nothing from the first attempt)."""
+    from memcli.changes import ChangeSet, Reinforce
+
+    ids = sorted(_facts(old_store))
+    facts = old_store.store / "facts"
+    store = _store(old_store)
+    store.index.sync()
+    edited = ids[5]
+    real_stage_many = changes.stage_many
+    calls = []
+
+    def stage_many_then_edit(writes, staged, **kw):  # noqa: ANN001, ANN202
+        out = real_stage_many(writes, staged, **kw)
+        if not calls:  # a person's editor saves one of the files, once, while the batch is staged
+            path = facts / f"{edited}.md"
+            path.write_text(path.read_text().replace("release note 5:", "release note five:"))
+        calls.append(len(writes))
+        return out
+
+    monkeypatch.setattr(changes, "stage_many", stage_many_then_edit)
+    cs = ChangeSet(store)
+    for mid in ids:
+        cs.edit(mid, Reinforce(["git:ddd4444"]), origin=["git:ddd4444"])
+    report = cs.commit()
+    assert len(calls) == 2 and report.rebased == [edited]  # staged twice: the recheck said Conflict once
+    m = Memory.parse((facts / f"{edited}.md").read_bytes(), file_id=edited)
+    assert m.text.startswith("release note five:") and m.origins[-1] == "git:ddd4444"
+    listed = {r["id"]: r for r in json.loads(old_store("list", "--json", "--limit", str(2 * N)).stdout)["memories"]}
+    assert listed[edited]["text"] == m.text
+    assert all(r["origins"][-1] == "git:ddd4444" for r in listed.values())
+    assert store.index.sync().touched is False  # the catalog already matched every file

@@ -17,7 +17,7 @@ disagrees with the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -76,9 +76,13 @@ class Index(Catalog):
         """Bring the sidecar in step with `facts/`; cheap when nothing changed (see `Sync.sync`)."""
         return self._sync.sync(on_progress, force=force, fresh=fresh)
 
-    def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str]) -> SyncReport:
+    def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str], *,
+                    signatures: Mapping[str, tuple[int, int]] | None = None,
+                    vectors: Mapping[str, np.ndarray] | None = None,
+                    before_commit: Callable[[], object] | None = None) -> SyncReport:
         """Record what a commit has just written and removed, without a scan (see `Sync.apply_files`)."""
-        return self._sync.apply_files(fresh, gone)
+        return self._sync.apply_files(fresh, gone, signatures=signatures, vectors=vectors,
+                                      before_commit=before_commit)
 
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,

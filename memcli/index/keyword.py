@@ -104,6 +104,13 @@ class _Stemmer:
                     cache[u] = tuple(found.get(i, ()))
         return cache
 
+    def tokens_many(self, texts: Iterable[str]) -> list[list[str]]:
+        """The tokens of each text, the words not seen before stemmed in one round trip for all
+        of them (a commit indexing 1,891 memories made 433 round trips, one per text with a new word)."""
+        unit_lists = [_UNIT.findall(text) for text in texts]
+        cache = self.units(u for units in unit_lists for u in units)
+        return [[t for u in units for t in cache[u]] for units in unit_lists]
+
     def tokens(self, text: str) -> list[str]:
         units = _UNIT.findall(text)
         try:
@@ -619,8 +626,7 @@ def _postings(docs: Mapping[int, str]) -> tuple[list[tuple[int, int, str]], dict
     with numpy ((term id, label, position) sorted), and the number of tokens."""
     all_toks: list[str] = []
     doc_rows = []
-    for label, text in docs.items():
-        toks = tokenize(text)
+    for label, toks in zip(docs, STEMMER.tokens_many(docs.values())):
         all_toks.extend(toks)
         doc_rows.append((label, len(toks), " ".join(toks)))  # its words, to find them when it leaves
     vocab = list(dict.fromkeys(all_toks))

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,20 +126,34 @@ class Sync:
             why = "the vector dimension changed"
         return why
 
-    def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str]) -> SyncReport:
+    def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str], *,
+                    signatures: Mapping[str, tuple[int, int]] | None = None,
+                    vectors: Mapping[str, np.ndarray] | None = None,
+                    before_commit: Callable[[], object] | None = None) -> SyncReport:
         """Record what a commit has just written (`fresh`: file name -> memory) and removed
         (`gone`: file names), without scanning `facts/`: one catalog transaction and one vector
         file for the whole commit. When the sidecar needs a rebuild anyway this is a full sync.
-        Files changed by others meanwhile are left to the next `sync()` (their signatures differ)."""
+        Files changed by others meanwhile are left to the next `sync()` (their signatures differ).
+
+        `signatures` (file name -> (mtime_ns, size)) are the written files' as the commit staged
+        them (else each is stat'ed); `vectors` (text hash -> vector) the embeddings the commit
+        already has. `before_commit` is called once before the transaction commits (and before a
+        full sync reads `facts/`): a commit whose renames are still running waits for them there."""
         with self.store.lock():
             if self._rebuild_reason(bool(self.catalog.count())):
+                if before_commit is not None:
+                    before_commit()
                 return self.sync()
             disk = {}
             for name in fresh:
-                st = os.stat(self.store.facts_dir / name)
-                disk[name] = (st.st_mtime_ns, st.st_size)
+                sig = signatures.get(name) if signatures is not None else None
+                if sig is None:
+                    st = os.stat(self.store.facts_dir / name)
+                    sig = (st.st_mtime_ns, st.st_size)
+                disk[name] = sig
             report = SyncReport()
-            self._apply(disk, list(fresh), list(gone), report, None, fresh)
+            self._apply(disk, list(fresh), list(gone), report, None, fresh, embedded=vectors,
+                        before_commit=before_commit)
         return report
 
     def sync(
@@ -201,6 +215,9 @@ class Sync:
         report: SyncReport,
         on_progress: Callable[[int, int], None] | None,
         fresh: dict[str, Memory],
+        *,
+        embedded: Mapping[str, np.ndarray] | None = None,
+        before_commit: Callable[[], object] | None = None,
     ) -> None:
         db = self.catalog.db
         # the rows of the files involved only: a commit at 100k touches a few thousand of them
@@ -247,8 +264,11 @@ class Sync:
                     label = labels.pop()
                     existing[fname] = (label, text_hash(m.text))
                     reused.add(label)
+        # the vectors the caller has (a commit embedded its new texts before taking the lock)
+        known = embedded or {}
         need = [m.text for f, m in parsed if f not in existing or existing[f][1] != text_hash(m.text)]
-        vectors: dict[str, np.ndarray] = {}
+        vectors = {h: known[h] for h in map(text_hash, need) if h in known}
+        need = [t for t in need if text_hash(t) not in vectors]
         if need:
             total = len(need)
             done = [0]
@@ -260,7 +280,7 @@ class Sync:
 
             before = self.embedder.computed  # cumulative per embedder: report this sync's share
             vecs = self.embedder.embed(need, on_progress=tick)
-            vectors = {text_hash(t): v for t, v in zip(need, vecs)}
+            vectors.update((text_hash(t), v) for t, v in zip(need, vecs))
             report.embedded = self.embedder.computed - before
         hnsw = self.vec.load(create=True)
         hnsw_saved = self.vec.from_file  # loaded as is from its file, not built here
@@ -359,6 +379,8 @@ class Sync:
             if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
                 self.vec.save(hnsw)
             self.catalog.set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
+            if before_commit is not None:
+                before_commit()
             db.execute("COMMIT")
         except BaseException:
             if adding is not None:  # the graph is being changed in the thread: let it finish first

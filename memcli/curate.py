@@ -228,7 +228,8 @@ class _Ahead:
         from memcli.decide import WARM_LIMIT, warm
 
         rows, cols = _close(nbr, sims, self.threshold)
-        close = np.union1d(rows + start, nbr[rows, cols]).tolist()
+        # sorted distinct positions, as np.union1d gave; not union1d: numpy 2's unique imports numpy.ma
+        close = sorted({*(rows + start).tolist(), *nbr[rows, cols].tolist()})
         if self.every:
             if not self.entries:
                 self.entries = self.index.catalog_entries(ids)

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
 
+from memcli.lazy_re import lazy_compile
+
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
 SUPERSEDES = "supersedes"  # same subject, new value or stated change: new memory, old one superseded
@@ -41,7 +43,7 @@ DISTINCT = "distinct"  # another subject or another fact: ADD
 #: below this cosine similarity two texts are never treated as the same fact
 CANDIDATE_FLOOR = 0.5
 
-_TOKEN_RE = re.compile(
+_TOKEN_RE = lazy_compile(
     r"`[^`\n]+`"  # inline code, whole
     r"|https?://\S+[\w/]"  # URLs
     r"|~?/[\w.@%+-]*[\w@%+-](?:/[\w.@%+-]*[\w@%+-])*/?"  # paths
@@ -70,8 +72,8 @@ CHANGE_PHRASES = (
     "used to", "nowadays", "these days", "phased out", "superseded", "obsolete", "was removed", "were removed",
     "upgraded to", "downgraded to", "bumped to", "raised to", "lowered to", "reduced to", "increased to",
 )
-_CHANGE_RE = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(CHANGE_PHRASES, key=len, reverse=True))
-                        + r")\b")
+_CHANGE_RE = lazy_compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(CHANGE_PHRASES, key=len, reverse=True))
+                          + r")\b")
 _CHANGE_WORDS = frozenset(w for p in CHANGE_PHRASES for w in p.split()) - STOPWORDS - {"to", "from"}
 _CHANGE_STEMS: frozenset[str] = frozenset()  # filled below, after _stem is defined
 
@@ -125,7 +127,7 @@ OPPOSITES = (
 )
 _OPPOSITE_WORDS = frozenset(w for pair in OPPOSITES for w in pair if " " not in w)
 _OPPOSITE_PHRASES = frozenset(w for pair in OPPOSITES for w in pair if " " in w)
-_NEGATION_RE = re.compile(
+_NEGATION_RE = lazy_compile(
     r"\b(?:never|no longer|cannot|can't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|won't|shouldn't|mustn't"
     r"|(?:do|does|did|is|are|was|were|will|should|must|can|could|would|may|need|has|have) not)\b"
 )
@@ -186,7 +188,7 @@ ABBREVIATIONS = {
 
 
 #: a frequency said in words is the same value as its adverb ("every night" is "nightly")
-_FREQUENCY_RE = re.compile(r"\b(?:every|each|once a|once per|once every)\s+(night|day|week|month|hour|year)\b", re.I)
+_FREQUENCY_RE = lazy_compile(r"\b(?:every|each|once a|once per|once every)\s+(night|day|week|month|hour|year)\b", re.I)
 _FREQUENCY = {"night": "nightly", "day": "daily", "week": "weekly", "month": "monthly", "hour": "hourly",
               "year": "yearly"}
 #: verbs that say the same thing ("X requires Y" is "X needs Y"), read as one
@@ -195,7 +197,7 @@ SYNONYMS = {"require": "need", "requires": "needs", "requiring": "needing", "beg
             "utilizes": "uses"}
 
 
-_EVERY_N_RE = re.compile(r"\b(?:every|each|once every)\s+(other|\w+)\s+(night|day|week|month|hour|year)s?\b", re.I)
+_EVERY_N_RE = lazy_compile(r"\b(?:every|each|once every)\s+(other|\w+)\s+(night|day|week|month|hour|year)s?\b", re.I)
 _NUMBER_WORDS = {"other": "2", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "2": "2", "3": "3",
                  "4": "4", "5": "5", "6": "6", "10": "10", "12": "12", "15": "15", "30": "30"}
 
@@ -280,10 +282,10 @@ def _tech_words() -> frozenset[str]:
     return _TECH
 
 
-_POSSESSIVE_RE = re.compile(r"['’]s$")
-_JOINED_RE = re.compile(r"[a-z0-9][._/][a-z0-9]")
-_CAMEL_RE = re.compile(r"[a-z][A-Z]")
-_HYPHENATED_RE = re.compile(r"[a-z]+(?:-[a-z]+)+")
+_POSSESSIVE_RE = lazy_compile(r"['’]s$")
+_JOINED_RE = lazy_compile(r"[a-z0-9][._/][a-z0-9]")
+_CAMEL_RE = lazy_compile(r"[a-z][A-Z]")
+_HYPHENATED_RE = lazy_compile(r"[a-z]+(?:-[a-z]+)+")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -371,8 +373,8 @@ def _opposites(spaced: str, words: frozenset[str], n: int) -> frozenset[str]:
 
 
 #: `_TOKEN_RE` and, for each word, what ends a sentence right after it (empty when nothing does)
-_TOKEN_END_RE = re.compile(f"({_TOKEN_RE.pattern})" + r"(?=(\s?[.!?;:]|\n)?)")
-_WORD_RUN_RE = re.compile(r"\w+")
+_TOKEN_END_RE = lazy_compile(f"({_TOKEN_RE.pattern})" + r"(?=(\s?[.!?;:]|\n)?)")
+_WORD_RUN_RE = lazy_compile(r"\w+")
 #: one word (a run of \w) of each phrase of _CHANGE_RE / _NEGATION_RE: a text without any of them
 #: cannot match the regex ("can't" ends in the run "t")
 _CHANGE_KEYS = frozenset(max(_WORD_RUN_RE.findall(p), key=len) for p in CHANGE_PHRASES)
@@ -436,8 +438,8 @@ class Relation:
 _AFTER_MARKERS = frozenset("replaced replaces replacing longer switched migrated moved".split())
 
 
-_INNER_MARK_RE = re.compile(r"[a-z0-9][._/-][a-z0-9]")
-_NON_WORD_RE = re.compile(r"[^a-z0-9]+")
+_INNER_MARK_RE = lazy_compile(r"[a-z0-9][._/-][a-z0-9]")
+_NON_WORD_RE = lazy_compile(r"[^a-z0-9]+")
 
 
 def _identifying(t: _Tok) -> bool:
@@ -629,8 +631,8 @@ def _word_parts(low: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in _NON_WORD_RE.split(low) if w and w != low)
 
 
-_ROLE_RE = re.compile(r"^(.+?)\s+(?:is|was|will be)\s+(?:the|our)\s+(.+)$", re.I | re.S)
-_HOLDER_RE = re.compile(r"^\s*\S+\s+(?:owns|leads|runs|manages)\s+the\s", re.I)
+_ROLE_RE = lazy_compile(r"^(.+?)\s+(?:is|was|will be)\s+(?:the|our)\s+(.+)$", re.I | re.S)
+_HOLDER_RE = lazy_compile(r"^\s*\S+\s+(?:owns|leads|runs|manages)\s+the\s", re.I)
 
 
 def _holder_swapped(po: Parsed, pn: Parsed, old_gone: set[str], new_gone: set[str], removed: dict[str, _Tok],

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from memcli.facts import MEMORY_TYPES, Extraction, Fact
+from memcli.lazy_re import lazy_compile
 
 __all__ = ["heuristic_extract", "infer_tags", "detect_flags", "code_pattern_of", "normalise", "junk_reason",
            "fact_from_text"]
@@ -147,13 +148,13 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     ("deploy", r"roll(?:ed|ing)? back"),
     ("dependencies", r"lock ?files?"),
 )
-_PHRASE_RE = re.compile(
+_PHRASE_RE = lazy_compile(
     r"(?<![\w-])(?:" + "|".join(f"(?P<p{i}>{pat})" for i, (_, pat) in enumerate(_PHRASES)) + ")"
 )
 _PHRASE_TAG = {f"p{i}": tag for i, (tag, _) in enumerate(_PHRASES)}
-_TAG_TOKEN_RE = re.compile(r"\w[\w+#]*")
+_TAG_TOKEN_RE = lazy_compile(r"\w[\w+#]*")
 
-_CONVENTIONAL_RE = re.compile(
+_CONVENTIONAL_RE = lazy_compile(
     r"^(feat|feature|fix|bugfix|hotfix|docs|style|refactor|perf|test|tests|build|ci|chore|revert|security|deps)"
     r"(?:\(([^)\n]{1,40})\))?!?:\s+\S",  # lowercase only: "Security: never ..." in a note is not a commit
 )
@@ -235,11 +236,11 @@ _CLI = (
     r"|env|list)\b))"
 )
 # Inline `spans` need an argument (`git` alone is a name, `git rebase -i` is a command).
-_INLINE_CMD_RE = re.compile(rf"^(?:\$\s*)?(?:{_CLI}(?=\s+\S)|\./[\w./-]+)")
-_LINE_CMD_RE = re.compile(rf"^\s*(?:\$\s+)?(?:{_CLI}(?=\s|$)|\./[\w./-]+)")
-_PROMPT_LINE_RE = re.compile(r"^\s*\$ +(\S.*)$", re.MULTILINE)
-_FENCED_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
-_INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
+_INLINE_CMD_RE = lazy_compile(rf"^(?:\$\s*)?(?:{_CLI}(?=\s+\S)|\./[\w./-]+)")
+_LINE_CMD_RE = lazy_compile(rf"^\s*(?:\$\s+)?(?:{_CLI}(?=\s|$)|\./[\w./-]+)")
+_PROMPT_LINE_RE = lazy_compile(r"^\s*\$ +(\S.*)$", re.MULTILINE)
+_FENCED_RE = lazy_compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+_INLINE_CODE_RE = lazy_compile(r"`([^`\n]+)`")
 _SHELL_LANGS = {
     "", "bash", "sh", "shell", "console", "zsh", "fish", "shell-session", "sh-session", "terminal",
     "powershell", "ps1", "pwsh", "cmd", "bat", "text", "txt",
@@ -321,25 +322,25 @@ def normalise(text: str) -> str:
 # Line-level structure.
 # ----------------------------------------------------------------------------------------------
 
-_FENCE_OPEN_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
-_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
-_HRULE_RE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_LIST_ITEM_RE = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
-_QUOTE_RE = re.compile(r"^\s*(?:>\s?)+")
-_SPEAKER_RE = re.compile(
+_FENCE_OPEN_RE = lazy_compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
+_HEADING_RE = lazy_compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_HRULE_RE = lazy_compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_LIST_ITEM_RE = lazy_compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
+_QUOTE_RE = lazy_compile(r"^\s*(?:>\s?)+")
+_SPEAKER_RE = lazy_compile(
     r"^\s*(?:\[\d{1,2}:\d{2}(?::\d{2})?(?:\s?[ap]m)?\]\s*"
     r"|\[?\d{4}-\d{2}-\d{2}[ T]\d{1,2}:\d{2}(?::\d{2})?\]?\s*)?"
     r"(?:\*\*|__)?(user|assistant|human|ai|system|bot|me|you|claude|chatgpt|gpt|copilot|agent|q|a|question"
     r"|answer)(?:\*\*|__)?\s*:(?:\*\*|__)?(?:\s+|$)",
     re.IGNORECASE,
 )
-_TRAILER_RE = re.compile(
+_TRAILER_RE = lazy_compile(
     r"^\s*(?:[A-Z][\w]*(?:-[\w]+)*-by|Change-Id|Reviewed-on|PR-URL|Cc|See-also):\s*\S"
     r"|^\s*(?:Fixes|Closes|Resolves|Refs|Ref|Bug|Issue)\s*:?\s*(?:#\d+|[A-Z][A-Z0-9]+-\d+|https?://\S+)"
     r"(?:\s*,\s*(?:#\d+|[A-Z][A-Z0-9]+-\d+))*\s*$"
 )
 # memcli's own search output ("[0.83] ..."), score tables, box-drawn tables, and Markdown table rows.
-_SEARCH_OUTPUT_RE = re.compile(
+_SEARCH_OUTPUT_RE = lazy_compile(
     r"^\s*(?:\d+[.)]\s*)?\[\s*\d?\.\d+\s*\]"
     r"|^\s*(?:score|rank|#)\s*[|│┃]"
     r"|^\s*\d\.\d{2,}\s*[|│┃]"
@@ -349,8 +350,8 @@ _SEARCH_OUTPUT_RE = re.compile(
     re.IGNORECASE,
 )
 _SEARCH_FIRST = frozenset("[|#0123456789sSrRfFnN")
-_TAG_ONLY_RE = re.compile(r"^\s*(?:<!--.*-->|</?[A-Za-z][\w-]*(?:\s[^>]*)?/?>)\s*$")
-_COMMIT_JUNK_RE = re.compile(
+_TAG_ONLY_RE = lazy_compile(r"^\s*(?:<!--.*-->|</?[A-Za-z][\w-]*(?:\s[^>]*)?/?>)\s*$")
+_COMMIT_JUNK_RE = lazy_compile(
     r"^(?:merge (?:branch|pull request|remote|tag)|wip\b|bump version|release v?\d|revert \"|initial commit)"
     r"|\b(?:typos?|whitespace|formatting)\b",
 )
@@ -376,8 +377,8 @@ class _Cand:
 # Sentence splitting.
 # ----------------------------------------------------------------------------------------------
 
-_PROTECT_RE = re.compile(r"`[^`\n]+`|\b(?:https?://|www\.)[^\s<>`]*[^\s<>`.,;:!?)\]'\"]")
-_SENT_END_RE = re.compile(r"[.!?]+[\"')\]*_]*\s+")
+_PROTECT_RE = lazy_compile(r"`[^`\n]+`|\b(?:https?://|www\.)[^\s<>`]*[^\s<>`.,;:!?)\]'\"]")
+_SENT_END_RE = lazy_compile(r"[.!?]+[\"')\]*_]*\s+")
 _ABBREVIATIONS = {
     "e.g", "i.e", "eg", "ie", "vs", "cf", "approx", "incl", "esp", "resp", "fig", "no", "nr", "mr", "mrs",
     "ms", "dr", "st", "jr", "sr", "inc", "ltd", "a.m", "p.m", "al", "ca", "viz", "w.r.t", "v", "ver", "min",
@@ -416,7 +417,7 @@ def _split_sentences(text: str) -> list[str]:
     return out
 
 
-_ANAPHORA_RE = re.compile(r"^(?:it|its|this|that|these|those|they|their|them|he|she|which)\b", re.I)
+_ANAPHORA_RE = lazy_compile(r"^(?:it|its|this|that|these|those|they|their|them|he|she|which)\b", re.I)
 
 
 def _join_anaphora(sentences: list[str]) -> list[str]:
@@ -459,7 +460,7 @@ def _segments(lines: list[str]) -> list[str]:
 # Judging candidates.
 # ----------------------------------------------------------------------------------------------
 
-_INTERJECTION_RE = re.compile(
+_INTERJECTION_RE = lazy_compile(
     r"^(?:(?:ok(?:ay)?|great|sure|yes|yeah|yep|yup|cool|nice|perfect|awesome|alright|right|thanks|thank you"
     r"|got it|also|btw|fyi|oh|ah|well|so|and|ps|p\.s\.|sorry|hmm+|hm|anyway|anyways|actually|basically|fwiw"
     r"|tl;?dr|indeed|exactly|correct|absolutely|certainly|of course|good|hey|hi|hello)\s*[,:!.\-–—]+\s*"
@@ -490,12 +491,12 @@ _PLEASANTRIES = (
     "that's cool", "thats cool", "that's awesome", "that's amazing", "that's so cool", "how cool", "so cool",
     "wow", "omg", "aww", "awesome", "love that", "love it", "that's really cool", "really cool",
 )
-_PLEASANTRY_RE = re.compile(
+_PLEASANTRY_RE = lazy_compile(
     r"^(?:(?:"
     + "|".join(re.escape(p) for p in sorted(_PLEASANTRIES, key=len, reverse=True))
     + r")(?:\s+|$))+$"
 )
-_QUESTION_RE = re.compile(
+_QUESTION_RE = lazy_compile(
     r"^(?:(?:how|what|why|when|where|which|who|whom|whose)(?:'s|\s+(?:do|does|did|can|could|should|would"
     r"|will|is|are|was|were|am|has|have|i|we|you|it|they|about|if|come|not|much|many|exactly))\b"
     r"|(?:can|could|would|will|should|shall|do|does|did|is|are|was|were|has|have|may|might|must|am)"
@@ -504,7 +505,7 @@ _QUESTION_RE = re.compile(
     r"|wondering (?:if|whether|why|how)|quick question|question:|thoughts\b|how to\b"
     r"|is it (?:possible|ok|okay|safe|worth)\b|what if\b|why not\b)",
 )
-_FILLER_RE = re.compile(
+_FILLER_RE = lazy_compile(
     r"^(?:let me (?:know|check|see|look|think|try|take|dig|explain|help|run|fix|update|investigate|search"
     r"|find|verify|confirm|summari[sz]e|start|first|also|quickly|just)"
     r"|let's (?:see|try|get started|start|dig in|take a look)"
@@ -530,7 +531,7 @@ _FILLER_RE = re.compile(
     r"|stick|follow|only|run|be careful)"
     r"|(?:can|could|would) you\b)",
 )
-_PROMPT_ECHO_RE = re.compile(
+_PROMPT_ECHO_RE = lazy_compile(
     r"^(?:you are (?:a|an|the)\b.{0,80}?\b(?:assistant|agent|model|ai|bot|chatbot|expert|engineer|developer"
     r"|programmer|helper|extractor|coder|tutor)\b"
     r"|(?:as an ai|i am an ai|i'm an ai|i am a large language model|i'm a large language model)\b"
@@ -540,7 +541,7 @@ _PROMPT_ECHO_RE = re.compile(
     r"|ignore (?:all )?(?:the )?previous instructions"
     r"|you (?:will be|are being) given\b|given the following\b|extract (?:the )?(?:facts|memories)\b)",
 )
-_RULE_START_RE = re.compile(r"^(?:always|never|don't|do not|avoid|prefer|use|run|pin|keep)\b")
+_RULE_START_RE = lazy_compile(r"^(?:always|never|don't|do not|avoid|prefer|use|run|pin|keep)\b")
 
 _IMPERATIVE_VERBS = (
     "run use always never don't do avoid prefer make ensure remember set add install call pass put keep "
@@ -553,44 +554,44 @@ _IMPERATIVE_VERBS = (
     "define extend override inject reindex prune tune announce notify ping send tell ask review approve "
     "verify confirm close"
 ).split()
-_IMPERATIVE_RE = re.compile(
+_IMPERATIVE_RE = lazy_compile(
     r"^(?:(?:please|just|first|then|also|and)\s+)*(?:" + "|".join(map(re.escape, _IMPERATIVE_VERBS)) + r")\b"
     r"(?!\s+(?:is|are|was|were|takes|took|has|have|had|fails|failed|runs|ran|requires|needs|uses|used"
     r"|can|will|should|must|may|might|does|did|of|it's|step|time|times)\b)",
 )
-_RULE_WORDS_RE = re.compile(
+_RULE_WORDS_RE = lazy_compile(
     r"\b(?:always|never|must|mustn't|make sure|be sure to|remember to|don't forget|need to|needs to|have to"
     r"|has to|should|shouldn't|do not|don't|avoid|prefer|instead of|in order to|is required|are required"
     r"|required to|convention|best practice|rule of thumb)\b",
 )
-_PROCEDURE_RE = re.compile(
+_PROCEDURE_RE = lazy_compile(
     r"^(?:to\s+[a-z]+\b|how to\b|the (?:way|trick) to\b|steps? to\b"
     r"|(?:when|before|after|if|once|whenever|while|for)\b[^,]{1,120},\s*(?:(?:always|never|please|just|first"
     r"|then)\s+)?(?:" + "|".join(map(re.escape, _IMPERATIVE_VERBS)) + r")\b)"
     r"|\buse\s+\S+(?:\s+\S+){0,3}\s+(?:to|for|instead)\b|\brun\s+`",
 )
-_DECISION_RE = re.compile(
+_DECISION_RE = lazy_compile(
     r"\b(?:we decided|decided to|decision|we agreed|agreed to|agreed on|we chose|always|never|must|mustn't"
     r"|do not|don't|is required|are required|mandatory)\b",
 )
-_HEDGE_RE = re.compile(
+_HEDGE_RE = lazy_compile(
     r"\b(?:maybe|perhaps|probably|possibly|might|i think|i guess|i believe|i suspect|not sure|seems|seem to"
     r"|apparently|could be|likely|unclear|iirc|afaik)\b",
 )
 _DAYS = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _MONTHS = r"january|february|march|april|may|june|july|august|september|october|november|december"
-_TIME_REF_RE = re.compile(
+_TIME_REF_RE = lazy_compile(
     rf"\b(?:yesterday|today|tonight|this (?:morning|afternoon|evening|week|sprint|month)"
     rf"|last (?:night|week|month|year|sprint|time|release|{_DAYS})|on (?:{_DAYS})|earlier today|just now"
     rf"|(?:\d+|a|an|a few|few|a couple of|couple of) (?:minutes?|hours?|days?|weeks?|months?|years?) ago"
     rf"|in (?:{_MONTHS})\b|on (?:{_MONTHS}) \d|\d{{4}}-\d{{2}}-\d{{2}}|(?:in|during) (?:this|the|today's|"
     rf"yesterday's) (?:session|incident|outage|standup|meeting|retro|release|migration|deploy))\b",
 )
-_PAST_RE = re.compile(
+_PAST_RE = lazy_compile(
     r"\b(?:was|were|had|did|got|went|ran|found|broke|saw|hit|made|spent|took|wrote|came|caught|built|lost"
     r"|shipped|fixed|deployed|released|[a-z]{3,}ed)\b",
 )
-_EVENT_RE = re.compile(
+_EVENT_RE = lazy_compile(
     r"\b(?:we|i|the team|they)\s+(?:just\s+|finally\s+|accidentally\s+|already\s+)?(?:deployed|fixed|shipped"
     r"|released|migrated|upgraded|downgraded|rolled back|reverted|found|discovered|noticed|hit|broke|ran into"
     r"|spent|debugged|removed|merged|tried|learned|learnt|realized|realised|lost|restored|renamed|refactored"
@@ -598,7 +599,7 @@ _EVENT_RE = re.compile(
 )
 
 
-_NON_WORD_RE = re.compile(r"[^\w'\s]+")
+_NON_WORD_RE = lazy_compile(r"[^\w'\s]+")
 
 
 def _strip_interjections(text: str) -> str:
@@ -654,7 +655,7 @@ def _confidence(prose: str) -> float:
 
 # An assistant reporting what it just did ("Done. I changed docker-compose.yml ...", "I've updated
 # the tests for you"): a status line about the session, not knowledge about the project.
-_STATUS_RE = re.compile(
+_STATUS_RE = lazy_compile(
     r"^(?:done|all (?:done|set)|finished|fixed|updated|changed|completed)\s*[.!:,]"
     r"|^i(?:'ve| have)? (?:just |now |also )?(?:made|applied|changed|updated|added|edited|modified|created"
     r"|fixed|implemented|refactored|removed|renamed|rewritten|rewrote|run|ran)\b.{0,160}?"
@@ -665,7 +666,7 @@ _STATUS_RE = re.compile(
 # [REDACTED:password]", "AWS_ACCESS_KEY_ID=[REDACTED:aws_access_key]", "log in as root with [REDACTED...]".
 _CREDENTIAL_KINDS = (r"(?:password|secret|aws_access_key|aws_secret|openai_key|anthropic_key|github_token"
                      r"|gitlab_token|slack_token|auth_header|url_password|private_key|jwt)")
-_CREDENTIAL_RE = re.compile(
+_CREDENTIAL_RE = lazy_compile(
     r"^\W*(?:export\s+)?[\w.-]+\s*[:=]\s*[\"']?\[REDACTED:\w+\]\W*$"
     r"|\b(?:password|passwd|passphrase|passcode|pin|token|secret|key|credentials?|login)\b[^.\n]{0,30}?"
     r"(?:\bis|\bare|\bwas|=|:)\s*(?:now\s+|still\s+)?[\"'`]?\[REDACTED:" + _CREDENTIAL_KINDS +
@@ -673,17 +674,17 @@ _CREDENTIAL_RE = re.compile(
     re.IGNORECASE,
 )
 _STATUS_FIRST = frozenset("dafuci")
-_REDACTED_RE = re.compile(r"\[REDACTED:\w+\]")
+_REDACTED_RE = lazy_compile(r"\[REDACTED:\w+\]")
 # memcli's own memory ids in brackets: the line is a recalled memory, already stored.
-_MEMORY_ID_RE = re.compile(r"\[0[0-9A-HJKMNP-TV-Z]{7,25}\]")
-_REQUEST_RE = re.compile(r"^(?:please (?!always|never|make sure|remember|don't|do not|note|be aware|keep in mind"
-                         r"|use|prefer|avoid|stick|follow|only|run|be careful)|(?:can|could|would) you\b)")
+_MEMORY_ID_RE = lazy_compile(r"\[0[0-9A-HJKMNP-TV-Z]{7,25}\]")
+_REQUEST_RE = lazy_compile(r"^(?:please (?!always|never|make sure|remember|don't|do not|note|be aware|keep in mind"
+                           r"|use|prefer|avoid|stick|follow|only|run|be careful)|(?:can|could|would) you\b)")
 
 
 # A coding agent's transcript as pasted from its terminal (Claude Code): "⏺" starts an assistant
 # turn or a tool call ("⏺ Bash(pytest -q)"), "⎿" a tool's output ("⎿ 12 passed in 0.84s").
 _AGENT_MARKS = frozenset("⏺●⎿")
-_TOOL_LINE_RE = re.compile(r"^\s*(?:⎿|[⏺●]\s*[A-Z]\w*\(.*\)\s*$)")
+_TOOL_LINE_RE = lazy_compile(r"^\s*(?:⎿|[⏺●]\s*[A-Z]\w*\(.*\)\s*$)")
 
 
 def _junk_rule(clean: str, low: str, *, subject: bool = False) -> str | None:
@@ -1013,7 +1014,7 @@ class _Scanner:
         return i
 
 
-_NAMED_SPEAKER_RE = re.compile(r"^\s*([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}):\s+(?=\S)")
+_NAMED_SPEAKER_RE = lazy_compile(r"^\s*([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}):\s+(?=\S)")
 _NOT_SPEAKERS = frozenset(
     """note notes warning warnings tip tips todo fixme hack example examples important update updates summary
     answer question reason solution problem error errors result results output input step usage context
@@ -1023,8 +1024,8 @@ _NOT_SPEAKERS = frozenset(
     pros cons pro con test tests source sources link links see also example config command commands
     file files path version versions breaking change changes changelog release feature features""".split()
 )
-_CHATTY_RE = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|you|you're|you've|your|us)\b|[!?]",
-                        re.IGNORECASE)
+_CHATTY_RE = lazy_compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|you|you're|you've|your|us)\b|[!?]",
+                          re.IGNORECASE)
 
 
 def _named_speaker(line: str) -> re.Match[str] | None:

@@ -37,6 +37,7 @@ from memcli.extract import (
     normalise,
 )
 from memcli.facts import Fact
+from memcli.lazy_re import lazy_compile
 
 __all__ = [
     "attach_code",
@@ -58,7 +59,7 @@ __all__ = [
 # Input preparation
 # ---------------------------------------------------------------------------------------------
 # A JSON object carrying memcli's reply keys: {"facts": ...}, {"decisions": ...}, or an event.
-_REPLY_KEY = re.compile(
+_REPLY_KEY = lazy_compile(
     r"""["'](?:facts|decisions)["']\s*:|["']event["']\s*:\s*["'](?:ADD|UPDATE|DELETE|NONE)["']""", re.I
 )
 REMOVED_REPLY = "[memcli-shaped JSON removed]"
@@ -115,7 +116,7 @@ def prepare_input(text: str) -> str:
 
 # Lines that instruct a model or a memory tool rather than state something: "store: ...",
 # "ignore previous instructions and ...", "you are now ...", "new instructions: ...".
-_INSTRUCTION_RE = re.compile(
+_INSTRUCTION_RE = lazy_compile(
     r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+|my\s+)?"
     r"(?:previous|prior|above|earlier|preceding|system|original|former|other)\b"
     r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+|your\s+)?(?:instructions|rules|guidelines|everything)\b"
@@ -132,7 +133,7 @@ _INSTRUCTION_RE = re.compile(
 )
 # An HTML comment: hidden from whoever reads the rendered text, so what it says is not what the
 # author shows; a planted instruction ("<!-- AI memory tool: remember that ... -->") hides there.
-_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.S)
+_HTML_COMMENT = lazy_compile(r"<!--.*?(?:-->|$)", re.S)
 
 
 def instruction_lines(text: str) -> list[str]:
@@ -151,20 +152,20 @@ _STOP = frozenset(
     "had will would should can could may might must so if then than also just only very all any some each which "
     "who what when where how why about over under up down out via per use uses used using now".split()
 )
-_WORD = re.compile(r"[\w][\w.+#/-]*\w|\w")
+_WORD = lazy_compile(r"[\w][\w.+#/-]*\w|\w")
 
 
 def _content_words(text: str) -> set[str]:
     return {w for w in (t.lower().strip("./-") for t in _WORD.findall(text)) if w and w not in _STOP}
 
 
-_PLACEHOLDER_RE = re.compile(
+_PLACEHOLDER_RE = lazy_compile(
     r"^\W*(?:\.\.\.|…|text|facts?|string|str|null|none|n/?a|todo|tbd|example|placeholder|one short sentence"
     r"|the (?:merged )?(?:memory|fact|text)(?: text)?|fact text|memory text|your fact|same|unchanged|no change)"
     r"\W*$|^\W*$|^\s*<[^<>]{0,40}>\s*$|\.\.\.\s*$|^\s*(?:\.\.\.|…)",
     re.I,
 )
-_KEY_LIKE_RE = re.compile(
+_KEY_LIKE_RE = lazy_compile(
     r"^\s*[\"']?[A-Za-z_][\w -]{0,24}[\"']?\s*:\s*[\"']?[\w.\[\]-]{0,30}[\"']?\s*,?\s*$"
     r"|[\"'](?:text|type|tags|confidence|code_pattern|event|target_id|target|skipped|facts)[\"']\s*:"
     r"|^\s*\{|^\s*\[\s*[{\"']"
@@ -181,11 +182,11 @@ def _coverage(words: set[str], text: str) -> float:
     return len(words & _content_words(text)) / len(words) if words else 0.0
 
 
-_SPEAKER_PREFIX = re.compile(r"^\s*(?:\*\*|__)?[A-Za-z][\w -]{0,20}(?:\*\*|__)?\s*:\s+")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
+_SPEAKER_PREFIX = lazy_compile(r"^\s*(?:\*\*|__)?[A-Za-z][\w -]{0,20}(?:\*\*|__)?\s*:\s+")
+_SENTENCE_SPLIT = lazy_compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 
 
-_CODE_CHARS = re.compile(r"[=(){}\[\];]|^\s*(?:return|raise|import|from|def|class|await|yield)\b")
+_CODE_CHARS = lazy_compile(r"[=(){}\[\];]|^\s*(?:return|raise|import|from|def|class|await|yield)\b")
 
 
 @functools.lru_cache(maxsize=4)
@@ -295,11 +296,11 @@ def fact_problem(
     return None
 
 
-_TOOL_CALL_RE = re.compile(r"\b(?:Bash|Read|Update|Edit|MultiEdit|Write|Grep|Glob|LS|WebFetch|WebSearch|Task"
-                           r"|TodoWrite|NotebookEdit)\([^)\n]*\)")
+_TOOL_CALL_RE = lazy_compile(r"\b(?:Bash|Read|Update|Edit|MultiEdit|Write|Grep|Glob|LS|WebFetch|WebSearch|Task"
+                             r"|TodoWrite|NotebookEdit)\([^)\n]*\)")
 # "Reviewers: @maria @tom", "Co-authored-by: Dana <dana@x>", "Fixes #412": who/what metadata of a
 # PR or commit, not a statement.
-_METADATA_RE = re.compile(
+_METADATA_RE = lazy_compile(
     r"^\s*(?:[\w -]{1,30}:\s*(?:[@#][\w./-]+[\s,]*(?:and\s+)?)+$"
     r"|(?:co-authored-by|signed-off-by|reviewed-by|acked-by|reported-by|cc)\s*:"
     r"|(?:fixes|closes|resolves|refs?)\s+#\d+\W*$)",
@@ -307,7 +308,7 @@ _METADATA_RE = re.compile(
 )
 # A model's report of a conversational act rather than a fact: "Tom asked if anyone wanted lunch",
 # "Maria thanked Priya", "Ana is still blocked on the SSO ticket", "Ben will look into it".
-_REPORTED_CHATTER_RE = re.compile(
+_REPORTED_CHATTER_RE = lazy_compile(
     r"^\s*(?:[Tt]he\s+)?[\w'-]+(?:\s+[A-Z][\w'-]+)?\s+(?:"
     r"ask(?:ed|s)\s+(?:if|whether|about|why|how|what|when|where|who|anyone|someone|everyone)"
     r"|wondered|wants\s+to\s+know|wanted\s+to\s+know|thanked|said\s+(?:thanks|hi|hello|goodbye)|greeted"
@@ -318,12 +319,12 @@ _REPORTED_CHATTER_RE = re.compile(
 # priya", "Thanks everyone who jumped in!"), an agent announcing its next step ("I'll look at the
 # test first."), a speaker's status ("still blocked on ..."), a traceback frame.
 _CHATTER_EXTRA = (
-    (re.compile(r"^\W*(?:thanks|thank\s+you|thx|ty|cheers)\b(?:\W+\w+){0,6}\W*$", re.I), "pleasantry"),
-    (re.compile(r"^\W*(?:i'll|i\s+will|let\s+me|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:first\s+)?"
-                r"(?:look|check|read|start|investigate|take\s+a\s+look|try|see|examine|inspect|dig)\b", re.I),
+    (lazy_compile(r"^\W*(?:thanks|thank\s+you|thx|ty|cheers)\b(?:\W+\w+){0,6}\W*$", re.I), "pleasantry"),
+    (lazy_compile(r"^\W*(?:i'll|i\s+will|let\s+me|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:first\s+)?"
+                  r"(?:look|check|read|start|investigate|take\s+a\s+look|try|see|examine|inspect|dig)\b", re.I),
      "status"),
-    (re.compile(r"^\W*(?:still\s+)?blocked\s+on\b|^\W*will\s+look\s+into\b", re.I), "reported_chatter"),
-    (re.compile(r"^\s*(?:File\s+[\"'][^\"']+[\"'],\s+line\s+\d+|Traceback\s+\(most\s+recent\s+call\s+last\))"),
+    (lazy_compile(r"^\W*(?:still\s+)?blocked\s+on\b|^\W*will\s+look\s+into\b", re.I), "reported_chatter"),
+    (lazy_compile(r"^\s*(?:File\s+[\"'][^\"']+[\"'],\s+line\s+\d+|Traceback\s+\(most\s+recent\s+call\s+last\))"),
      "traceback"),
 )
 
@@ -336,7 +337,7 @@ _EN_FUNCTION = frozenset(
     "the a an and or of to in on at is are was were be been will would should must not no for with from this that "
     "these those it its we our you your they their there here by as but if then than every each all any".split()
 )
-_WORDS_RE = re.compile(r"[^\W\d_]{2,}")
+_WORDS_RE = lazy_compile(r"[^\W\d_]{2,}")
 
 
 def _english_share(text: str) -> float:
@@ -358,8 +359,8 @@ def translated(text: str, source: str) -> bool:
 # A "specific" token: a number, version, path, identifier or command word (has a digit or one
 # of - _ . / : = inside). A fact carrying one the input does not have was made up by the model
 # (measured: the 0.5B answered a question with an invented `npm run generate-schema`).
-_SPECIFIC = re.compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]*\w|\b\d\b")
-_QUOTED = re.compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
+_SPECIFIC = lazy_compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]*\w|\b\d\b")
+_QUOTED = lazy_compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
 
 
 def novel_specifics(text: str, source: str, *, small_numbers: bool = False) -> list[str]:
@@ -381,7 +382,7 @@ def novel_specifics(text: str, source: str, *, small_numbers: bool = False) -> l
     return out
 
 
-_NAME = re.compile(r"(?<=[\w,;:)] )[A-Z][\w.+#-]*[\w+#]|(?<=[\w,;:)] )[A-Z]")
+_NAME = lazy_compile(r"(?<=[\w,;:)] )[A-Z][\w.+#-]*[\w+#]|(?<=[\w,;:)] )[A-Z]")
 
 
 def news(fact: str, memory: str) -> list[str]:
@@ -433,7 +434,7 @@ def trim_junk_sentences(text: str) -> tuple[str, str | None]:
     return " ".join(kept), first
 
 
-_CHANGE_RE = re.compile(
+_CHANGE_RE = lazy_compile(
     r"\b(?:no longer|not anymore|any ?more|now|instead|switched|switching|moved|moving|migrated|migrating"
     r"|replaced|replacing|upgraded|downgraded|changed|renamed|deprecated|dropped|stopped|retired|removed"
     r"|from now on|going forward|actually|correction|rather than|superseded?s?)\b",
@@ -448,7 +449,7 @@ def states_change(text: str) -> bool:
 
 # The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",
 # "instead of Celery", "replaced Nginx", "moved off Heroku", "Yarn -> pnpm".
-_REPLACED_RE = re.compile(
+_REPLACED_RE = lazy_compile(
     r"\bfrom\s+(?:the\s+)?([\w.+#-]+)\s+(?:to|with)\b|\bno\s+longer\s+(?:use\s+|uses\s+|on\s+|run\s+on\s+|in\s+)?"
     r"(?:the\s+)?([\w.+#-]+)|\binstead\s+of\s+(?:the\s+)?([\w.+#-]+)|\breplaced\s+(?:the\s+)?([\w.+#-]+)"
     r"|\bmoved\s+(?:off|away\s+from)\s+(?:the\s+)?([\w.+#-]+)|([\w.+#-]+)\s*(?:->|→)",
@@ -468,19 +469,19 @@ def change_related(fact: str, memory: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Code: taken from the input, attached to the fact it belongs to
 # ---------------------------------------------------------------------------------------------
-_FENCE_LINE = re.compile(r"^\s*(`{3,}|~{3,})")
-_BARE_COMMAND = re.compile(
+_FENCE_LINE = lazy_compile(r"^\s*(`{3,}|~{3,})")
+_BARE_COMMAND = lazy_compile(
     r"^\s*(?:sudo\s+)?(?:git|npm|npx|pnpm|yarn|pip3?|uv|poetry|python3?|pytest|make|docker(?:-compose)?|kubectl"
     r"|helm|memcli|curl|cargo|go|terraform|aws|gcloud|gh|ruff|psql|mysql|redis-cli|alembic|vault|ansible"
     r"|systemctl|ssh|scp|rsync|export|brew|apt(?:-get)?|openssl|createdb|dropdb|pg_dump|pg_restore|tar|chmod"
     r"|ln|mkdir|cp|mv|rm|sed|jq)\s+\S[^\n]*$"
 )
-_REFERS_TO_CODE = re.compile(
+_REFERS_TO_CODE = lazy_compile(
     r"\b(?:following|below|these|those|this|the)\s+(?:commands?|steps?|snippet|config(?:uration)?|block|code"
     r"|settings|lines?)\b|\bas follows\b|:\s*$",
     re.I,
 )
-_PROSE_SENTENCE = re.compile(r"[a-z]{3,}\s+[a-z]{3,}\s+[a-z]{3,}.*[.!?]$")
+_PROSE_SENTENCE = lazy_compile(r"[a-z]{3,}\s+[a-z]{3,}\s+[a-z]{3,}.*[.!?]$")
 
 
 def _mark_command_lines(source: str) -> str:
@@ -652,7 +653,7 @@ def fallback_problem(fact: Fact, source: str = "") -> str | None:
 # ---------------------------------------------------------------------------------------------
 # Merge: what the merged text must keep
 # ---------------------------------------------------------------------------------------------
-_INLINE = re.compile(r"(?<!`)`([^`\n]{2,200})`(?!`)")
+_INLINE = lazy_compile(r"(?<!`)`([^`\n]{2,200})`(?!`)")
 
 
 def _code_spans(text: str) -> list[str]:
@@ -686,7 +687,7 @@ def _identifiers(text: str) -> list[str]:
             if re.search(r"[A-Za-z]", t) and re.search(r"\w[-_./]\w", t)]
 
 
-_VERSION_MARK = re.compile(r"^\s*---(?:\s*version\s+\d+.*?---)?\s*$", re.M | re.I)
+_VERSION_MARK = lazy_compile(r"^\s*---(?:\s*version\s+\d+.*?---)?\s*$", re.M | re.I)
 
 
 def strip_version_marks(merged: str, texts: list[str]) -> str:

@@ -348,14 +348,15 @@ class KeywordIndex:
         terms_of_hidden.update(t for _, terms in old.values() for t in terms)
         tail = self._rows("kw_tail", [r[0] for r in db.execute("SELECT term FROM kw_tail")])
         touched = list(terms_of_hidden | set(tail) | set(new))
-        hidden_arr = np.fromiter(hidden, np.int64, len(hidden))
+        # each label's membership as one read of a table, not a sort of the labels per word
+        hidden_tab, old_tab = _Table(hidden), _Table(old)
         writes, deletes = [], []
         for chunk in _chunks(touched):
             main = self._rows("kw_term", chunk)
             for term in chunk:
-                labs, tfs, dls, pos = _merge(main.get(term), hidden_arr, None)
+                labs, tfs, dls, pos = _merge(main.get(term), hidden_tab, None)
                 if term in tail:  # the tail minus replaced or removed labels, then this change's postings
-                    t_labs, t_tfs, t_dls, t_pos = _merge(tail[term], list(old), None)
+                    t_labs, t_tfs, t_dls, t_pos = _merge(tail[term], old_tab, None)
                     labs, tfs, dls, pos = _merge((labs, tfs, dls, pos), None, (t_labs, t_tfs, t_dls, t_pos))
                 if term in new:
                     labs, tfs, dls, pos = _merge((labs, tfs, dls, pos), None, new[term])
@@ -663,11 +664,30 @@ def _arrays(row: Any) -> tuple[np.ndarray, ...]:
                  for x in row)
 
 
+class _Table:
+    """A set of labels as a boolean table indexed by label: membership of a whole posting list in
+    one gather (np.isin sorted the set again for each of the ~650 words of a bulk merge)."""
+
+    def __init__(self, labels: Iterable[int]) -> None:
+        labs = np.fromiter(labels, np.int64)
+        self.tab = np.zeros(int(labs.max()) + 2 if len(labs) else 1, bool)  # the last entry: False
+        self.tab[labs] = True
+
+    def holds(self, labs: np.ndarray) -> np.ndarray:
+        return self.tab[np.minimum(labs, len(self.tab) - 1)]
+
+
 def _merge(row: Any, drop: Any, add: Any) -> tuple[np.ndarray, ...]:
     """A term's posting list with `drop` labels removed and `add` postings put in label order.
     Positions (the fourth array) are carried along unless the row has none."""
     labs, tfs, dls, pos = _arrays(row)
-    if drop is not None and len(drop) and len(labs):
+    if isinstance(drop, _Table):
+        if len(labs):
+            keep = ~drop.holds(labs)
+            if pos is not None:
+                pos = pos[np.repeat(keep, tfs)]
+            labs, tfs, dls = labs[keep], tfs[keep], dls[keep]
+    elif drop is not None and len(drop) and len(labs):
         keep = ~np.isin(labs, np.asarray(drop, np.int64))
         if pos is not None:
             pos = pos[np.repeat(keep, tfs)]

@@ -47,7 +47,8 @@ def heuristic_merge(texts: list[str]) -> str:
     """
     from memcli.llm_checks import without_superseded_code
 
-    texts = without_superseded_code(texts)
+    if any("`" in t or "~~~" in t for t in texts[1:]):  # (no newer code, no block to drop)
+        texts = without_superseded_code(texts)
     base = texts[-1].strip()
     seen = {_key(s) for s in _SENTENCE.split(base)}
     words = f" {_key(base)} "  # containment by whole words: "port 80" is not in "port 8080"
@@ -192,8 +193,10 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
                    apart: Callable[[Memory, Memory], bool] | None = None) -> list[list[str]]:
     """Single-linkage clusters (union-find) over the neighbour pairs at >= `threshold` (arrays of
     `Index.neighbour_arrays`), taken row by row, nearest first; a pair for which
-    `apart(memory, memory)` is true is not linked. Groups come in the order of their first member."""
+    `apart(memory, memory)` is true is not linked. Groups come in the order of their first member.
+    `apart` is symmetric (`_opposed` is): a pair found from both ends is judged once."""
     parent = list(range(len(ids)))
+    kept_apart: set[tuple[int, int]] = set()
 
     def find(x: int) -> int:
         while parent[x] != x:
@@ -206,8 +209,13 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
         ri, rj = find(i), find(j)
         if ri == rj:
             continue  # linked already (each pair is seen from both ends)
-        if not (apart and recs and apart(recs[ids[i]], recs[ids[j]])):
+        if not (apart and recs):
             parent[rj] = ri
+        elif (j, i) not in kept_apart:  # (the pair seen from its other end: judged apart already)
+            if apart(recs[ids[i]], recs[ids[j]]):
+                kept_apart.add((i, j))
+            else:
+                parent[rj] = ri
     groups: dict[int, list[str]] = {}
     for i, mid in enumerate(ids):
         groups.setdefault(find(i), []).append(mid)
@@ -217,12 +225,21 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
 class _Ahead:
     """Work done on each batch of the kNN pass while the graph answers the next one (see
     `Vectors.neighbour_arrays`): the catalog entries of the memories with a neighbour at >=
-    `threshold` (or of every memory, `every`), and their texts read ahead (`decide.warm`)."""
+    `threshold` (or of every memory, `every`), and their texts read ahead (`decide.warm`).
 
-    def __init__(self, store: Store, threshold: float, *, every: bool = False) -> None:
-        self.index, self.threshold, self.every = store.index, threshold, every
+    With `later` (and `every`), the texts of the pairs at >= `later` that may be compared after
+    the pass (not two episodes: `_may_contradict`) are read ahead too, but only while the graph
+    is still searching (`idle`): the caller's thread takes on work that would otherwise be left
+    for after the pass, and never makes the pass wait for it."""
+
+    def __init__(self, store: Store, threshold: float, *, every: bool = False, later: float | None = None) -> None:
+        self.index, self.threshold, self.every, self.later = store.index, threshold, every, later
         self.entries: dict[str, tuple[Memory, tuple[int, int]]] = {}
         self.warmed: set[int] = set()  # positions whose text was read ahead
+        self.queue: list[int] = []  # positions to read ahead while the graph searches (`later`)
+        self.queued = 0  # how many of `queue` were taken
+        self.episodic: np.ndarray | None = None
+        self.ids: list[str] = []
 
     def __call__(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
         from memcli.decide import WARM_LIMIT, warm
@@ -233,12 +250,34 @@ class _Ahead:
         if self.every:
             if not self.entries:
                 self.entries = self.index.catalog_entries(ids)
+                self.ids = ids
         else:
             self.entries.update(self.index.catalog_entries(ids[p] for p in close if ids[p] not in self.entries))
         for p in close:
             if p not in self.warmed and len(self.warmed) < WARM_LIMIT:
                 self.warmed.add(p)
                 warm(self.entries[ids[p]][0].text)
+        if self.later is not None and self.every:
+            if self.episodic is None:
+                self.episodic = np.array([self.entries[mid][0].type == "episodic" for mid in ids], dtype=bool)
+            rows, cols = _close(nbr, sims, self.later)
+            a, b = rows + start, nbr[rows, cols]
+            keep = ~(self.episodic[a] & self.episodic[b])
+            self.queue += np.union1d(a[keep], b[keep]).tolist()
+
+    def idle(self) -> bool:
+        """Read ahead a few of the texts queued by `later`; False when none is left for now."""
+        from memcli.decide import WARM_LIMIT, warm
+
+        queue, done = self.queue, 0
+        while self.queued < len(queue) and done < 16:
+            p = queue[self.queued]
+            self.queued += 1
+            if p not in self.warmed and len(self.warmed) < WARM_LIMIT:
+                self.warmed.add(p)
+                warm(self.entries[self.ids[p]][0].text)
+                done += 1
+        return self.queued < len(queue)
 
 
 @_gc_paused()
@@ -439,10 +478,11 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     index = store.index
     if sync:
         index.sync()
-    # every memory's entry, and the texts with a neighbour close enough to be compared, read while
-    # the kNN pass runs
-    ahead = _Ahead(store, cfg.consolidate_threshold, every=True)
-    ids, _, nbr, sims = index.neighbour_arrays(NEIGHBOURS, on_batch=ahead)
+    # every memory's entry and the texts of the merge decisions, read while the kNN pass runs, and
+    # as many of the contradiction candidates' texts as the pass leaves time for (the rest are read
+    # where they are judged: here, or in the forked child)
+    ahead = _Ahead(store, cfg.consolidate_threshold, every=True, later=cfg.contradiction_threshold)
+    ids, _, nbr, sims = index.neighbour_arrays(NEIGHBOURS, on_batch=ahead, on_idle=ahead.idle)
     if len(ids) < 2:
         return cs, report
     entries = ahead.entries or index.catalog_entries(ids)
@@ -469,14 +509,17 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
 
         flagged: list[tuple[str, str, float, str]] = []
         for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, survivor):
-            ra, rb = record(a), record(b)
-            if not _may_contradict(a, b, ra, rb):
-                continue
             if a in merged_ids or b in merged_ids:
+                ra, rb = record(a), record(b)
+                if not _may_contradict(a, b, ra, rb):
+                    continue
                 why = opposing(ra.text, rb.text, sim)
-            else:  # judged in the background, from the same texts and similarity
+            else:  # one of `untouched`: judged in the background, from the same texts and similarity
                 hit = judged().get((a, b))
-                why = hit[1] if hit is not None and hit[0] == sim else opposing(ra.text, rb.text, sim)
+                if hit is None:
+                    continue  # not a candidate (`_may_contradict`)
+                ra, rb = recs[a], recs[b]
+                why = hit[1] if hit[0] == sim else opposing(ra.text, rb.text, sim)
             if why:
                 flagged.append((a, b, sim, why))
                 report.contradictions.append({"ids": [a, b], "similarity": round(sim, 3), "why": why,

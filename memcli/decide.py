@@ -331,11 +331,11 @@ def parse(text: str) -> Parsed:
     # each word with what follows it: a new sentence starts after . ! ? ; or : (or a space and one
     # of them, or a line break), and the capital that follows is not a name
     found = _TOKEN_END_RE.findall(spelled)
-    starts = [True]
-    starts += [bool(after) for _, after in found]
-    toks: list[_Tok] = list(chain.from_iterable(map(_tokens_of, [raw for raw, _ in found], starts)))
+    raws, afters = zip(*found) if found else ((), ())
+    # word i starts a sentence when word i-1 ended one (map stops at the shorter iterable)
+    toks: list[_Tok] = list(chain.from_iterable(map(_tokens_of, raws, chain((True,), map(bool, afters)))))
     # stem -> its first content token (built from the last, so the first one stays)
-    content: dict[str, _Tok] = {t.stem: t for t in reversed([t for t in toks if t.kept])}
+    content: dict[str, _Tok] = {t.stem: t for t in toks[::-1] if t.kept}
     parts: set[str] = set().union(*[t.parts for t in toks])
     subject: set[str] = set()
     for i, t in enumerate(toks):
@@ -349,8 +349,9 @@ def parse(text: str) -> Parsed:
     for t in [t for t in toks if t.scope is not None]:
         if not (t.low == "test" and not _scope_noun_follows(t, toks)):
             scopes.setdefault(t.scope, set()).add(t.low)
-    spaced = f" {' '.join([t.low for t in toks])} "
-    words = frozenset([t.low for t in toks])
+    lows = [t.low for t in toks]
+    spaced = f" {' '.join(lows)} "
+    words = frozenset(lows)
     # the phrase regexes run only when a word they need is in the text (most texts state no change)
     runs = frozenset(_WORD_RUN_RE.findall(lowered))
     change = not runs.isdisjoint(_CHANGE_KEYS) and bool(_CHANGE_RE.search(lowered))

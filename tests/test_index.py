@@ -437,3 +437,58 @@ def test_the_knn_pass_hands_out_each_batch_while_searching_the_next_with_the_sam
         store.index.neighbour_arrays(4, batch=8, on_batch=fail)
     assert np.array_equal(store.index.neighbour_arrays(4, batch=8)[2], plain[2])  # the graph is as it was
     store.close()
+
+
+def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, monkeypatch):
+    """With `on_idle`, the caller's thread is given work while a batch is still being searched
+    (until it says it has none left for now), on a graph searching with one thread; the arrays
+    are those of a pass without it, and a failing `on_idle` stops the pass with its own error."""
+    import time
+
+    import numpy as np
+    import pytest
+
+    from memcli.index.vectors import Vectors
+
+    cli = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": "hash:64"})
+    cli("import", "-", input=json.dumps([{"text": f"Note {i}: service-{i % 7} listens on port {8000 + i}."}
+                                         for i in range(50)]))
+    store = Store(cli.store, Config(embed_model="hash:64"))
+    store.index.sync()
+    plain = store.index.neighbour_arrays(4, batch=8)
+    threads: list[int] = []
+    load = Vectors.load
+
+    class Slow:  # the graph, taking its time over each batch (a large store's search)
+        def __init__(self, h):
+            self.h = h
+
+        def knn_query(self, vecs, k, num_threads=-1):
+            threads.append(num_threads)
+            time.sleep(0.05)
+            return self.h.knn_query(vecs, k=k, num_threads=num_threads)
+
+        def __getattr__(self, name):
+            return getattr(self.h, name)
+
+    monkeypatch.setattr(Vectors, "load", lambda self, **kw: Slow(load(self, **kw)))
+    calls: list[int] = []
+
+    def idle() -> bool:
+        calls.append(len(calls))
+        return len(calls) % 3 != 0  # some work, then none left for now: not asked again for that batch
+
+    got = store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=idle)
+    assert got[0] == plain[0]
+    for a, b in zip(plain[1:], got[1:]):
+        assert np.array_equal(a, b)
+    batches = len(range(0, 50, 8))
+    assert len(calls) == 3 * (batches - 1)  # asked while each batch after the first was searched
+    assert set(threads[1:]) == {1}  # the read-ahead searches on one thread
+
+    def fail() -> bool:
+        raise KeyError("the caller failed")
+
+    with pytest.raises(KeyError):
+        store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=fail)
+    store.close()

@@ -149,6 +149,7 @@ class Vectors:
     # ------------------------------------------------------------ queries
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
+                         on_idle: Callable[[], bool] | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).
 
@@ -165,6 +166,10 @@ class Vectors:
         they are known, while the graph answers the next batch in a thread (hnswlib releases the
         GIL): a caller's Python work on the first rows overlaps the rest of the kNN pass. The
         arrays returned are the same with or without it (each row is converted once, either way).
+        With `on_idle`, the graph searches on one thread, leaving the caller's thread a core of its
+        own (three busy threads on two cores slowed both), and `on_idle()` is called while the
+        next batch is not in yet, until it returns False (nothing more to do for now): work the
+        caller can do ahead in small steps, so that its thread is not idle while the graph runs.
         """
         rows = self.catalog.vector_ids()  # in label order
         labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -188,8 +193,8 @@ class Vectors:
             nbr[i:j] = np.where(known, at, -1)
             sims[i:j] = 1.0 - dists[i:j]  # float32 arithmetic, held as float64
 
-        def query(i: int) -> None:
-            f, d = h.knn_query(vecs[i : i + batch], k=kk)
+        def query(i: int, threads: int = -1) -> None:
+            f, d = h.knn_query(vecs[i : i + batch], k=kk, num_threads=threads)
             found[i : i + len(f)], dists[i : i + len(f)] = f, d
 
         try:
@@ -201,15 +206,18 @@ class Vectors:
                 from concurrent.futures import ThreadPoolExecutor
 
                 starts = list(range(0, n, batch))
+                threads = 1 if on_idle is not None else -1  # (-1: hnswlib's default, every core)
                 query(starts[0])
                 # leaving the block waits for (and joins) the worker, also when on_batch raises
                 with ThreadPoolExecutor(max_workers=1) as pool:
                     for i, nxt in zip(starts, [*starts[1:], None]):
-                        ahead = pool.submit(query, nxt) if nxt is not None else None
+                        ahead = pool.submit(query, nxt, threads) if nxt is not None else None
                         j = min(i + batch, n)
                         convert(i, j)
                         on_batch(ids, i, nbr[i:j], sims[i:j])
                         if ahead is not None:
+                            while on_idle is not None and not ahead.done() and on_idle():
+                                pass
                             ahead.result()  # the next rows are in, or the graph's error is raised here
         finally:
             h.set_ef(HNSW_EF_SEARCH)

@@ -14,6 +14,7 @@ threads and the child (wait4 counts a reaped child); `MEMCLI_WORKERS=1` runs it 
 
     .venv/bin/python bench/curate.py                      # 10k, real model
     .venv/bin/python bench/curate.py --sizes 10000,100000 # + 100k with the hash test embedder
+    .venv/bin/python bench/curate.py --repeat 5 --only 'consolidate --dry-run,merge'  # two of them
 
 Targets (issue 6): consolidate <= 10x export, its dry run <= 3x, merge --auto and prune <= 3x,
 peak RSS <= 600 MB. The 100k store uses the deterministic hash embedder (`hash:384`): plumbing
@@ -116,7 +117,7 @@ def fresh_copy(store: Path, name: str) -> Path:
     return dst
 
 
-def bench(n: int, model: str | None, repeat: int, by: str) -> list[list[object]]:
+def bench(n: int, model: str | None, repeat: int, by: str, only: list[str] | None = None) -> list[list[object]]:
     store, cache, groups = build(n, model)
     run(memcli_cmd("--store", str(store), "stats"), env_with(cache), cwd=str(ROOT))  # index in step, not timed
     rows: list[list[object]] = []
@@ -128,6 +129,8 @@ def bench(n: int, model: str | None, repeat: int, by: str) -> list[list[object]]
         ("merge --auto", ["merge", "--auto", "--no-llm", "--json"], 3.0, True),
         ("prune --older-than 180d --unused", ["prune", "--older-than", "180d", "--unused", "--json"], 3.0, True),
     ]
+    if only:
+        plan = [p for p in plan if any(p[0].startswith(o) for o in only)]
     export_args = ["export", "--format", "jsonl", "-o", str(store.parent / "export.jsonl")]
     for _ in range(repeat):
         for name, args, writes in [("export", export_args, False)] + [(p[0], p[1], p[3]) for p in plan]:
@@ -168,10 +171,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per command (the fastest is kept)")
     ap.add_argument("--by", choices=("wall", "cpu"), default="wall",
                     help="which ratio the verdict reads: wall (a quiet machine) or cpu (a shared one)")
+    ap.add_argument("--only", default="", metavar="CMD,...",
+                    help="time only these commands against export (e.g. 'consolidate --dry-run,merge')")
     args = ap.parse_args()
+    only = [o.strip() for o in args.only.split(",") if o.strip()] or None
     rows: list[list[object]] = []
     for n in (int(x) for x in args.sizes.split(",")):
-        rows += bench(n, HASH_MODEL if n >= 100_000 else None, args.repeat, args.by)
+        rows += bench(n, HASH_MODEL if n >= 100_000 else None, args.repeat, args.by, only)
     print(table(["memories", "model", "command", "wall s", "cpu s", "x export (wall)", "x export (cpu)", "target",
                  "peak RSS MB", "verdict"], rows))
 

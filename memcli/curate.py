@@ -195,31 +195,50 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
     `Index.neighbour_arrays`), taken row by row, nearest first; a pair for which
     `apart(memory, memory)` is true is not linked. Groups come in the order of their first member.
     `apart` is symmetric (`_opposed` is): a pair found from both ends is judged once."""
-    parent = list(range(len(ids)))
-    kept_apart: set[tuple[int, int]] = set()
+    linker = _Linker(len(ids), threshold, recs.__getitem__ if recs and apart else None, apart)
+    linker.rows(ids, 0, nbr, sims)
+    return linker.groups(ids)
 
-    def find(x: int) -> int:
+
+class _Linker:
+    """`_linked_groups` fed batch by batch, in row order (the kNN pass's `on_batch`): the pairs
+    come in the same order as from the whole arrays, so the groups are the same, and the linking
+    is done while the graph searches the next batch instead of after the pass."""
+
+    def __init__(self, n: int, threshold: float, memory: Callable[[str], Memory] | None,
+                 apart: Callable[[Memory, Memory], bool] | None) -> None:
+        self.parent = list(range(n))
+        self.threshold, self.memory, self.apart = threshold, memory, apart
+        self.kept_apart: set[tuple[int, int]] = set()
+
+    def find(self, x: int) -> int:
+        parent = self.parent
         while parent[x] != x:
             parent[x] = parent[parent[x]]
             x = parent[x]
         return x
 
-    rows, cols = _close(nbr, sims, threshold)
-    for i, j in zip(rows.tolist(), nbr[rows, cols].tolist()):
-        ri, rj = find(i), find(j)
-        if ri == rj:
-            continue  # linked already (each pair is seen from both ends)
-        if not (apart and recs):
-            parent[rj] = ri
-        elif (j, i) not in kept_apart:  # (the pair seen from its other end: judged apart already)
-            if apart(recs[ids[i]], recs[ids[j]]):
-                kept_apart.add((i, j))
-            else:
+    def rows(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
+        """Link the pairs of rows start.. (`nbr`/`sims` hold those rows only)."""
+        find, parent, kept_apart, memory, apart = self.find, self.parent, self.kept_apart, self.memory, self.apart
+        rows, cols = _close(nbr, sims, self.threshold)
+        for i, j in zip((rows + start).tolist(), nbr[rows, cols].tolist()):
+            ri, rj = find(i), find(j)
+            if ri == rj:
+                continue  # linked already (each pair is seen from both ends)
+            if memory is None or apart is None:
                 parent[rj] = ri
-    groups: dict[int, list[str]] = {}
-    for i, mid in enumerate(ids):
-        groups.setdefault(find(i), []).append(mid)
-    return [g for g in groups.values() if len(g) > 1]
+            elif (j, i) not in kept_apart:  # (the pair seen from its other end: judged apart already)
+                if apart(memory(ids[i]), memory(ids[j])):
+                    kept_apart.add((i, j))
+                else:
+                    parent[rj] = ri
+
+    def groups(self, ids: list[str]) -> list[list[str]]:
+        groups: dict[int, list[str]] = {}
+        for i, mid in enumerate(ids):
+            groups.setdefault(self.find(i), []).append(mid)
+        return [g for g in groups.values() if len(g) > 1]
 
 
 class _Ahead:
@@ -232,8 +251,10 @@ class _Ahead:
     is still searching (`idle`): the caller's thread takes on work that would otherwise be left
     for after the pass, and never makes the pass wait for it."""
 
-    def __init__(self, store: Store, threshold: float, *, every: bool = False, later: float | None = None) -> None:
-        self.index, self.threshold, self.every, self.later = store.index, threshold, every, later
+    def __init__(self, store: Store, threshold: float, *, every: bool = False, later: float | None = None,
+                 apart: Callable[[Memory, Memory], bool] | None = None) -> None:
+        self.index, self.threshold, self.every, self.later, self.apart = store.index, threshold, every, later, apart
+        self.linker: _Linker | None = None  # with `apart`: the groups at >= threshold, linked batch by batch
         self.entries: dict[str, tuple[Memory, tuple[int, int]]] = {}
         self.warmed: set[int] = set()  # positions whose text was read ahead
         self.queue: list[int] = []  # positions to read ahead while the graph searches (`later`)
@@ -257,6 +278,11 @@ class _Ahead:
             if p not in self.warmed and len(self.warmed) < WARM_LIMIT:
                 self.warmed.add(p)
                 warm(self.entries[ids[p]][0].text)
+        if self.apart is not None:
+            if self.linker is None:
+                entries = self.entries
+                self.linker = _Linker(len(ids), self.threshold, lambda mid: entries[mid][0], self.apart)
+            self.linker.rows(ids, start, nbr, sims)
         if self.later is not None and self.every:
             if self.episodic is None:
                 self.episodic = np.array([self.entries[mid][0].type == "episodic" for mid in ids], dtype=bool)
@@ -287,17 +313,16 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
     a pair for which `apart(memory, memory)` is true is not linked. Only the memories
     with a neighbour that close are read; their catalog entries are added to `known` when given
     (for `merge_groups`, which would otherwise read them again)."""
-    ahead = _Ahead(store, threshold) if apart else None  # the candidates read while the kNN pass runs
+    # the candidates read, and linked, while the kNN pass runs
+    ahead = _Ahead(store, threshold, apart=apart) if apart else None
     ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead)
     if len(ids) < 2:
         return []
-    recs = None
-    if ahead is not None:
-        entries = ahead.entries  # every memory with a neighbour at >= threshold
-        if known is not None:
-            known.update(entries)
-        recs = {mid: e[0] for mid, e in entries.items()}
-    return _linked_groups(ids, nbr, sims, threshold, recs, apart)
+    if ahead is None or ahead.linker is None:
+        return _linked_groups(ids, nbr, sims, threshold)
+    if known is not None:
+        known.update(ahead.entries)  # every memory with a neighbour at >= threshold
+    return ahead.linker.groups(ids)
 
 
 def _close_pairs(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,
@@ -481,7 +506,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     # every memory's entry and the texts of the merge decisions, read while the kNN pass runs, and
     # as many of the contradiction candidates' texts as the pass leaves time for (the rest are read
     # where they are judged: here, or in the forked child)
-    ahead = _Ahead(store, cfg.consolidate_threshold, every=True, later=cfg.contradiction_threshold)
+    ahead = _Ahead(store, cfg.consolidate_threshold, every=True, later=cfg.contradiction_threshold, apart=_opposed)
     ids, _, nbr, sims = index.neighbour_arrays(NEIGHBOURS, on_batch=ahead, on_idle=ahead.idle)
     if len(ids) < 2:
         return cs, report
@@ -489,7 +514,8 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     recs = {mid: e[0] for mid, e in entries.items()}
     cs.known(entries)
     survivor: dict[str, str] = {}
-    groups = _linked_groups(ids, nbr, sims, cfg.consolidate_threshold, recs, _opposed)
+    groups = ahead.linker.groups(ids) if ahead.linker is not None else \
+        _linked_groups(ids, nbr, sims, cfg.consolidate_threshold, recs, _opposed)
     # The contradiction candidates between memories no merge touches do not depend on the merges:
     # they are judged on another core (`background`) while the merges are planned here.
     merging = {mid for g in groups for mid in g}

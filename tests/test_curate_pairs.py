@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from memcli.curate import _close_pairs, _gc_paused, _gc_running, _linked_groups
+from memcli.curate import _close_pairs, _gc_paused, _gc_running, _linked_groups, _Linker
 
 
 def _lists(ids: list[str], nbr: np.ndarray, sims: np.ndarray) -> list[list[tuple[str, float]]]:
@@ -99,6 +99,19 @@ def test_linked_groups_match_the_plain_walk_with_a_veto():
         threshold = rng.choice([0.7, 0.9])
         expected = _walk_groups(ids, nbr, sims, threshold, apart_ids)
         assert _linked_groups(ids, nbr, sims, threshold, recs, apart) == expected
+        # fed batch by batch while the kNN pass runs (`_Linker`), each pair judged once: the same groups
+        judged: list[frozenset[str]] = []
+
+        def counted(a, b, apart=apart, judged=judged):
+            judged.append(frozenset((a["id"], b["id"])))
+            return apart(a, b)
+
+        linker = _Linker(len(ids), threshold, recs.__getitem__, counted)
+        step = rng.randint(1, 7)
+        for start in range(0, len(ids), step):
+            linker.rows(ids, start, nbr[start:start + step], sims[start:start + step])
+        assert linker.groups(ids) == expected
+        assert len(judged) == len(set(judged))
 
 
 def test_the_collector_is_paused_only_while_planning_and_runs_during_llm_requests():

@@ -111,7 +111,7 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
         domain=next((m.domain for m in reversed(mems) if m.domain), None),
         confidence=max(m.confidence for m in mems), source="llm" if method == "llm" else mems[-1].source,
         origins=list(dict.fromkeys(o for m in mems for o in m.origins)), user=mems[-1].user,
-        project=mems[-1].project, created=min(m.created for m in mems),
+        project=mems[-1].project, created=min(m.created for m in mems), updated=at,
         code_pattern=next((m.code_pattern for m in reversed(mems) if m.code_pattern), None),
         flags={k: True for m in mems for k, v in m.flags.items() if v},
         history=[dict(h) for m in mems for h in m.history]  # copies: the sources are the plan's reads
@@ -521,11 +521,13 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     merging = {mid for g in groups for mid in g}
     untouched = [(a, b, sim) for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, {})
                  if a not in merging and b not in merging]
+    made: dict[str, Memory] = {}  # the merged memories as planned (as `cs.memory` gives them, unedited so far)
     with background(lambda: _judge_pairs(untouched, recs), fork=len(untouched) >= BACKGROUND_PAIRS) as judged:
         for group in groups:
             _, r = plan_merge(store, group, use_llm=use_llm, llm_model=llm_model, changes=cs)
             report.merged.append(r.to_dict())
             survivor.update({mid: r.merged.id for mid in r.sources})
+            made[r.merged.id] = r.merged
 
         # contradictions: similar pairs with opposing wording (precision over recall)
         merged_ids = set(survivor.values())
@@ -536,7 +538,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
         flagged: list[tuple[str, str, float, str]] = []
         for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, survivor):
             if a in merged_ids or b in merged_ids:
-                ra, rb = record(a), record(b)
+                ra, rb = made.get(a) or recs[a], made.get(b) or recs[b]
                 if not _may_contradict(a, b, ra, rb):
                     continue
                 why = opposing(ra.text, rb.text, sim)

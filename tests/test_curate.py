@@ -522,3 +522,47 @@ def test_opposing_wording(a, b):
 ])
 def test_not_opposing(a, b):
     assert opposing(a, b) is None
+
+
+def test_the_child_judges_a_share_of_the_merged_memories_and_a_mismatch_is_judged_again(messy, monkeypatch):
+    """With heuristic merges the forked process also judges the contradiction candidates of some
+    merged memories, making their merged texts itself; the report is the one-process report, and
+    a merged memory the child made differently from the plan (a file edited meanwhile) makes the
+    plan judge those pairs itself instead of taking the child's verdicts."""
+    from memcli import background, curate
+
+    cli, by_text = messy
+    # a neighbour of the merged staging memory: a contradiction candidate of a merged memory
+    cli("import", "-", input=json.dumps([{"text": "The staging database is reset every Monday at 02:00 UTC.",
+                                          "created": "2024-01-01T00:00:00Z"}]))
+    monkeypatch.setattr(curate, "BACKGROUND_PAIRS", 0)
+    monkeypatch.setattr(curate, "CHILD_MERGES", 1.0)  # every merged memory's pairs to the child
+    monkeypatch.setattr(background, "_one_thread", lambda: True)
+    monkeypatch.setattr(curate, "can_fork", lambda: True)  # (the split is planned even where no fork is made)
+    judged = curate._judge_merged
+
+    def spy(*args):  # (runs in the child) verdicts that show where they came from
+        out, used = judged(*args)
+        return {k: (s, "from the child") for k, (s, _) in out.items()}, used
+
+    def report() -> str:  # the new memories' ids (ULIDs of this run) in order of appearance
+        out = cli("consolidate", "--dry-run", "--json").stdout
+        new = [m["id"] for m in json.loads(out)["merged"]] + [d["id"] for d in json.loads(out)["distilled"]]
+        for n, mid in enumerate(new):
+            out = out.replace(mid, f"NEW{n}")
+        return out
+
+    two = report()
+    monkeypatch.setattr(curate, "_judge_merged", spy)
+    assert "from the child" in report()  # its verdicts on the merged memory's pairs are the ones used
+
+    def wrong(*args):  # the child's merged memories differ: its verdicts must not be used
+        out, used = judged(*args)
+        return {k: (s, "bogus") for k, (s, _) in out.items()}, {k: ("another text", *v[1:]) for k, v in used.items()}
+
+    monkeypatch.setattr(curate, "_judge_merged", wrong)
+    three = report()
+    monkeypatch.setenv("MEMCLI_WORKERS", "1")  # one process: the report to match
+    one = report()
+    assert two == one and three == one
+    assert any("NEW0" in c["ids"] for c in json.loads(one)["contradictions"])  # Sunday vs Monday, merged

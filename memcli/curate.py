@@ -290,7 +290,7 @@ class _Ahead:
             rows, cols = _close(nbr, sims, self.later)
             a, b = rows + start, nbr[rows, cols]
             keep = ~(self.episodic[a] & self.episodic[b])
-            self.queue += np.union1d(a[keep], b[keep]).tolist()
+            self.queue += sorted({*a[keep].tolist(), *b[keep].tolist()})  # (not union1d: see above)
 
     def idle(self) -> bool:
         """Read ahead a few of the texts queued by `later`; False when none is left for now."""

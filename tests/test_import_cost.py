@@ -55,7 +55,8 @@ def test_the_rule_modules_compile_no_pattern_at_import() -> None:
     assert sum(1 for k in state if k.startswith("memcli.extract.")) >= 40  # the check sees the patterns
     assert sum(1 for k in state if k.startswith("memcli.llm_checks.")) >= 20
     eager = {k: v for k, v in state.items() if v != "lazy" and k not in USED_AT_IMPORT}
-    assert eager == {}
+    assert eager == {}, ("module-level patterns compiled at import: define them with "
+                         "memcli.lazy_re.lazy_compile (compiled on first use), not re.compile")
 
 
 def test_a_lazy_pattern_behaves_as_the_compiled_one() -> None:

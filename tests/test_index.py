@@ -484,7 +484,11 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
         assert np.array_equal(a, b)
     batches = len(range(0, 50, 8))
     assert len(calls) == 3 * (batches - 1)  # asked while each batch after the first was searched
-    assert set(threads[1:]) == {1}  # the read-ahead searches on one thread
+    # the read-ahead searches on one thread, until the caller waits with nothing to do
+    assert threads[1] == 1 and set(threads[2:]) == {-1}
+    threads.clear()
+    store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=lambda: True)  # never out of work
+    assert set(threads[1:]) == {1}
 
     def fail() -> bool:
         raise KeyError("the caller failed")

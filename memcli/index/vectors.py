@@ -170,6 +170,7 @@ class Vectors:
         own (three busy threads on two cores slowed both), and `on_idle()` is called while the
         next batch is not in yet, until it returns False (nothing more to do for now): work the
         caller can do ahead in small steps, so that its thread is not idle while the graph runs.
+        Once the caller is left waiting with nothing to do, the graph takes every core again.
         """
         rows = self.catalog.vector_ids()  # in label order
         labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -216,8 +217,12 @@ class Vectors:
                         convert(i, j)
                         on_batch(ids, i, nbr[i:j], sims[i:j])
                         if ahead is not None:
-                            while on_idle is not None and not ahead.done() and on_idle():
-                                pass
+                            if on_idle is not None:
+                                more = True
+                                while more and not ahead.done():
+                                    more = on_idle()
+                                if not more and not ahead.done():
+                                    threads = -1  # the caller waits with nothing to do: every core to the graph
                             ahead.result()  # the next rows are in, or the graph's error is raised here
         finally:
             h.set_ef(HNSW_EF_SEARCH)

@@ -207,23 +207,30 @@ class Vectors:
                 from concurrent.futures import ThreadPoolExecutor
 
                 starts = list(range(0, n, batch))
-                threads = 1 if on_idle is not None else -1  # (-1: hnswlib's default, every core)
+                # the graph's threads per batch, read as each batch starts (-1: hnswlib's default, every core)
+                threads = [1 if on_idle is not None else -1]
                 query(starts[0])
-                # leaving the block waits for (and joins) the worker, also when on_batch raises
-                with ThreadPoolExecutor(max_workers=1) as pool:
-                    for i, nxt in zip(starts, [*starts[1:], None]):
-                        ahead = pool.submit(query, nxt, threads) if nxt is not None else None
+                # every batch queued at once on one worker: it searches them in order and never waits
+                # for the caller's work on the rows before; leaving the block cancels what has not
+                # started (the caller failed) and joins the worker
+                pool = ThreadPoolExecutor(max_workers=1)
+                try:
+                    pending = [pool.submit(lambda i: query(i, threads[0]), i) for i in starts[1:]]
+                    for k, i in enumerate(starts):
                         j = min(i + batch, n)
                         convert(i, j)
                         on_batch(ids, i, nbr[i:j], sims[i:j])
-                        if ahead is not None:
+                        if k < len(pending):
+                            ahead = pending[k]
                             if on_idle is not None:
                                 more = True
                                 while more and not ahead.done():
                                     more = on_idle()
                                 if not more and not ahead.done():
-                                    threads = -1  # the caller waits with nothing to do: every core to the graph
+                                    threads[0] = -1  # the caller waits with nothing to do: every core to the graph
                             ahead.result()  # the next rows are in, or the graph's error is raised here
+                finally:
+                    pool.shutdown(wait=True, cancel_futures=True)
         finally:
             h.set_ef(HNSW_EF_SEARCH)
         return ids, vecs, nbr, sims

@@ -111,9 +111,16 @@ def timed_rss(args: list[str], store: Path, cache: Path) -> tuple[float, float, 
 
 
 def fresh_copy(store: Path, name: str) -> Path:
+    """A copy of `store` to write into, as a user's store is when a command starts: its files were
+    not all changed in the last two seconds. A commit proves a file it replaces unchanged by one
+    stat only when the file's ctime is older than that (`changes.RACY_NS`, git's "racy" rule);
+    a copy made just before the run would send every such file through a read and a hash."""
+    from memcli.changes import RACY_NS
+
     dst = store.parent / name
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(store, dst, copy_function=shutil.copy2)  # mtimes kept: the index stays in step
+    time.sleep(RACY_NS / 1e9 + 0.1)  # not timed: the command's clock starts when it is spawned
     return dst
 
 

@@ -780,7 +780,7 @@ def _stage_all(writes: Iterable[tuple[Path, bytes]],
                before_publish: Callable[[list[tuple[str, Path]]], None] | None = None, *, flush: bool = True,
                ) -> tuple[list[tuple[str, Path]], Staged]:
     """Stage every file and call `before_publish`; returns the staged (temp, final) pairs for
-    `_rename_all` and what staging learnt (a batch only: which files exist, their signatures). A
+    `_rename_all` and what staging learnt (each file's signature; a batch: which files exist). A
     few files are fsynced one by one; a batch is written without fsyncs and flushed once
     (`stage_many`; with `flush` False the caller flushes, through `_publish_staged`): either way
     every staged file is durable before the journal and the first rename. A failure while
@@ -791,7 +791,8 @@ def _stage_all(writes: Iterable[tuple[Path, bytes]],
     try:
         if len(writes) < BATCH:
             for path, data in writes:
-                staged.append((stage_file(path, data), path))
+                tmp, written.signatures[path] = stage_file(path, data)
+                staged.append((tmp, path))
         else:
             written = stage_many(writes, staged, flush=flush)
         if before_publish is not None:

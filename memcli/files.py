@@ -80,24 +80,25 @@ def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> tuple[int, int]:
         os.close(fd)
 
 
-def stage_file(path: Path, data: bytes) -> str:
+def stage_file(path: Path, data: bytes) -> tuple[str, tuple[int, int]]:
     """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
-    return its name. `os.replace(tmp, path)` then publishes it atomically (a change set stages
-    all its files before it renames any)."""
+    return its name and its signature (mtime_ns, size: what it keeps when renamed into place).
+    `os.replace(tmp, path)` then publishes it atomically (a change set stages all its files
+    before it renames any)."""
     mode = _file_mode(path)[0]
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        _fill(fd, data, mode, sync=True)
+        return tmp, _fill(fd, data, mode, sync=True)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return tmp
 
 
 class Staged(NamedTuple):
-    """What `stage_many` learnt while writing: the paths that exist now (the files the renames
-    will replace) and each path's signature (mtime_ns, size) once its temp file is renamed there."""
+    """What staging learnt while writing: each path's signature (mtime_ns, size) once its temp
+    file is renamed there, and (`stage_many`, a batch) the paths that exist now (the files the
+    renames will replace)."""
 
     replaced: list[Path]
     signatures: dict[Path, tuple[int, int]]
@@ -187,7 +188,7 @@ def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
-    tmp = stage_file(path, data)
+    tmp, _ = stage_file(path, data)
     try:
         os.replace(tmp, path)
     except BaseException:

@@ -231,3 +231,24 @@ def test_a_batch_edited_while_it_is_staged_is_replanned_and_indexed_as_written(o
     assert listed[edited]["text"] == m.text
     assert all(r["origins"][-1] == "git:ddd4444" for r in listed.values())
     assert store.index.sync().touched is False  # the catalog already matched every file
+
+
+def test_a_bulk_trash_with_a_few_new_files_is_indexed_as_written(old_store: Cli,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The usual shape of a merge at medium size: many sources moved to the trash (a batch,
+    published in a thread) and fewer than BATCH merged files written. The new files are indexed
+    from what staging wrote, not by a stat of a name the thread may not have renamed yet."""
+    from memcli.changes import ChangeSet
+
+    ids = sorted(_facts(old_store))
+    store = _store(old_store)
+    store.index.sync()
+    cs = ChangeSet(store)
+    merged = Memory(id="01JNEWMERGED0000000000000A", text="all the release notes, merged into one")
+    cs.add(merged, event="MERGE", sources=ids)
+    for mid in ids:
+        cs.trash(mid, f"merged into {merged.id}", event="MERGED")
+    cs.commit()
+    assert "could not be updated" not in capsys.readouterr().err
+    assert store.index.count() == 1
+    assert store.index.sync().touched is False  # the catalog already matched every file

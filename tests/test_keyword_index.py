@@ -401,3 +401,16 @@ def test_a_change_by_another_connection_is_seen_by_a_warm_reader(tmp_path):
     assert [r[0] for r in reader.search(["redis"], 5)] == [1]  # now cached by the reader
     writer.update([1], {3: "redis queue"})
     assert [r[0] for r in reader.search(["redis"], 5)] == [3]
+
+
+def test_the_stem_cache_filling_up_mid_call_still_answers_every_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk update stems all its documents' words in one call: when that call fills the cache up,
+    the cache is emptied, and the words of the same call it held before are stemmed again."""
+    from memcli.index import keyword
+
+    stemmer = keyword._Stemmer()
+    monkeypatch.setattr(keyword, "_STEM_CACHE_MAX", 5)
+    assert stemmer.units(["alpha", "beta"])["alpha"] == ("alpha",)
+    got = stemmer.units(["alpha", "running", "cats", "dogs", "birds", "beta"])
+    assert {u: got[u] for u in ("alpha", "running", "cats", "beta")} == {
+        "alpha": ("alpha",), "running": ("run",), "cats": ("cat",), "beta": ("beta",)}

@@ -87,11 +87,13 @@ class _Stemmer:
     def units(self, units: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """The tokens of each unit, stemming the ones not seen before in one round trip."""
         cache = self._cache
-        new = [u for u in dict.fromkeys(units) if u not in cache]
-        if new:
+        wanted = list(dict.fromkeys(units))
+        if any(u not in cache for u in wanted):
             with self._lock:
+                new = [u for u in wanted if u not in cache]
                 if len(cache) + len(new) > _STEM_CACHE_MAX:
                     cache.clear()
+                    new = wanted  # the units of this call seen before went with the rest
                 db = self._conn()
                 db.execute("BEGIN")
                 db.executemany("INSERT INTO w(rowid, x) VALUES (?, ?)", enumerate(new))

@@ -421,22 +421,29 @@ class Files:
         unreadable lines go. Under the writer lock, written whole to a temporary file and renamed
         over the old one (a kill leaves the old file or the new one, never a mix); removed when no
         note is left. Best effort: a failed write leaves the old file, whose extra lines are never
-        listed (only ids in the trash are looked up)."""
-        with self.lock():
-            notes, count = self._read_trash_notes()
-            try:
-                present = {n[:-3] for n in os.listdir(self.trash_dir) if n.endswith(".md")} if count else set()
-            except OSError:
-                return  # cannot tell which files are there: drop nothing
-            keep = [line for mid, (_, line) in notes.items() if mid in present]
-            if len(keep) == count:
-                return
-            with contextlib.suppress(OSError):
-                if keep:
-                    atomic_write(self.trash_notes_path, "".join(line + "\n" for line in keep).encode("utf-8"))
-                else:
-                    os.unlink(self.trash_notes_path)
-                    fsync_dir(self.trash_dir)
+        listed (only ids in the trash are looked up). Another writer holding the lock: left for the
+        next compaction (a restore has already committed when it asks for one)."""
+        try:
+            with self.lock(timeout=0):
+                self._compact_trash_notes()
+        except StoreError:
+            return
+
+    def _compact_trash_notes(self) -> None:
+        notes, count = self._read_trash_notes()
+        try:
+            present = {n[:-3] for n in os.listdir(self.trash_dir) if n.endswith(".md")} if count else set()
+        except OSError:
+            return  # cannot tell which files are there: drop nothing
+        keep = [line for mid, (_, line) in notes.items() if mid in present]
+        if len(keep) == count:
+            return
+        with contextlib.suppress(OSError):
+            if keep:
+                atomic_write(self.trash_notes_path, "".join(line + "\n" for line in keep).encode("utf-8"))
+            else:
+                os.unlink(self.trash_notes_path)
+                fsync_dir(self.trash_dir)
 
     def purge_trash(self, ids: list[str]) -> list[str]:
         """Delete trashed memories for good, whichever form they are in: logged (PURGE, before

@@ -174,3 +174,24 @@ def _epoch(stamp: str) -> float:
     from memcli.memory import parse_time
 
     return parse_time(stamp).timestamp()
+
+
+def test_compaction_never_waits_for_another_writer(both: tuple[Cli, list[str], list[str]]) -> None:
+    """A restore asks for the compaction after its commit let go of the lock: when another writer
+    has it then, the restore is done all the same and the stale note goes at a later compaction
+    (it is never listed: its file left the trash)."""
+    import time
+
+    cli, bulk, _ = both
+    cli("restore", bulk[0])
+    holder = Store(cli.store, load_config(cli.store))
+    store = Store(cli.store, load_config(cli.store))
+    notes = (cli.store / ".trash" / "trashed.jsonl").read_text()
+    (cli.store / ".trash" / "trashed.jsonl").write_text(notes + json.dumps({"id": bulk[0], "at": "x"}) + "\n")
+    with holder.lock():
+        t = time.monotonic()
+        store.compact_trash_notes()  # another Files object: another open file, so the flock conflicts
+        assert time.monotonic() - t < 5
+    assert bulk[0] in _notes(cli) and bulk[0] not in _listed(cli)
+    store.compact_trash_notes()
+    assert bulk[0] not in _notes(cli)

@@ -422,7 +422,8 @@ def test_the_knn_pass_hands_out_each_batch_while_searching_the_next_with_the_sam
     store.index.sync()
     plain = store.index.neighbour_arrays(4, batch=8)
     seen: list[tuple[int, np.ndarray, np.ndarray]] = []
-    batched = store.index.neighbour_arrays(4, batch=8, on_batch=lambda ids, i, nbr, sims: seen.append((i, nbr, sims)))
+    batched = store.index.neighbour_arrays(  # copies: the rows handed out must be right when handed out
+        4, batch=8, on_batch=lambda ids, i, nbr, sims: seen.append((i, nbr.copy(), sims.copy())))
     assert batched[0] == plain[0] and len(plain[0]) == 50
     for a, b in zip(plain[1:], batched[1:]):
         assert np.array_equal(a, b)
@@ -443,6 +444,7 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
     """With `on_idle`, the caller's thread is given work while a batch is still being searched
     (until it says it has none left for now), on a graph searching with one thread; the arrays
     are those of a pass without it, and a failing `on_idle` stops the pass with its own error."""
+    import threading
     import time
 
     import numpy as np
@@ -465,7 +467,10 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
 
         def knn_query(self, vecs, k, num_threads=-1):
             threads.append(num_threads)
-            time.sleep(0.05)
+            if len(threads) > 1 and gated:  # a batch after the first: done once the caller is out of work
+                assert gate.wait(30)
+                gate.clear()
+                time.sleep(0.05)  # and has said so (the next batch then searches on every core)
             return self.h.knn_query(vecs, k=k, num_threads=num_threads)
 
         def __getattr__(self, name):
@@ -473,10 +478,14 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
 
     monkeypatch.setattr(Vectors, "load", lambda self, **kw: Slow(load(self, **kw)))
     calls: list[int] = []
+    gate, gated = threading.Event(), True
 
     def idle() -> bool:
         calls.append(len(calls))
-        return len(calls) % 3 != 0  # some work, then none left for now: not asked again for that batch
+        if len(calls) % 3 == 0:  # some work, then none left for now: not asked again for that batch
+            gate.set()
+            return False
+        return True
 
     got = store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=idle)
     assert got[0] == plain[0]
@@ -487,6 +496,7 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
     # the read-ahead searches on one thread, until the caller waits with nothing to do
     assert threads[1] == 1 and set(threads[2:]) == {-1}
     threads.clear()
+    gated = False
     store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=lambda: True)  # never out of work
     assert set(threads[1:]) == {1}
 

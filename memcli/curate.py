@@ -319,11 +319,13 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
     ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead)
     if len(ids) < 2:
         return []
-    if ahead is None or ahead.linker is None:
+    if ahead is None:
         return _linked_groups(ids, nbr, sims, threshold)
     if known is not None:
         known.update(ahead.entries)  # every memory with a neighbour at >= threshold
-    return ahead.linker.groups(ids)
+    # no linker: the pass handed out no rows (no graph to search), so there was no pair to link;
+    # never the unvetoed `_linked_groups`, which would join memories `apart` keeps apart
+    return ahead.linker.groups(ids) if ahead.linker is not None else []
 
 
 def _close_pairs(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,

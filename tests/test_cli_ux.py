@@ -358,8 +358,11 @@ def test_ctrl_c_is_exit_130_with_one_line(filled):
     import time
 
     env = {**os.environ, "MEMCLI_EMBED_MODEL": HASH}
+    # SIGINT as a terminal delivers it: a suite started in the background (`cmd &` from a script)
+    # passes SIGINT on ignored, and Python then keeps ignoring it
     p = subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(filled.store), "add", "-"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # until it is blocked reading stdin, past its imports
         try:

@@ -548,20 +548,15 @@ class ChangeSet:
                 # writes its rows: see _publish_and_index.
                 overlap = bool(fresh or gone_names) and len(writes) + len(moves) >= BATCH
                 try:
-                    if overlap:
-                        staged, written = _stage_all(writes, flush=False)
-                        flush = len(writes) >= BATCH  # else each file was fsynced
+                    # overlap: the flush and the journal (`publish`) are left to the thread
+                    staged, written = _stage_all(writes, None if overlap else publish, flush=not overlap)
 
-                        def publish_all(staged: list[tuple[str, Path]] = staged, written: Staged = written,
-                                        flush: bool = flush) -> None:
+                    def publish_all(staged: list[tuple[str, Path]] = staged, written: Staged = written,
+                                    overlap: bool = overlap, flush: bool = len(writes) >= BATCH) -> None:
+                        # (this attempt's values bound as defaults: the loop rebinds the names)
+                        if overlap:  # a batch was staged unflushed; each of a few files was fsynced
                             _publish_staged(staged, publish, flush=flush)
-                            finish(staged, written.replaced)
-                    else:
-                        staged, written = _stage_all(writes, publish)
-
-                        def publish_all(staged: list[tuple[str, Path]] = staged, written: Staged = written,
-                                        flush: bool = False) -> None:
-                            finish(staged, written.replaced)
+                        finish(staged, written.replaced)
                     if not (fresh or gone_names):
                         publish_all()
                     else:
@@ -613,7 +608,7 @@ class ChangeSet:
                     raise
                 if failed is not None:
                     raise failed from e
-            if failed_index(e):
+            if _failed_index(e):
                 from memcli.safety import notice
 
                 store.index.close()
@@ -798,9 +793,7 @@ def _stage_all(writes: Iterable[tuple[Path, bytes]],
         if before_publish is not None:
             before_publish(staged)
     except BaseException:
-        for tmp, _ in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        _discard(staged)
         raise
     return staged, written
 
@@ -814,10 +807,15 @@ def _publish_staged(staged: list[tuple[str, Path]], before_publish: Callable[[li
             flush_files(staged)
         before_publish(staged)
     except BaseException:
-        for tmp, _ in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        _discard(staged)
         raise
+
+
+def _discard(staged: list[tuple[str, Path]]) -> None:
+    """Remove the staged temp files of a batch that will not be published."""
+    for tmp, _ in staged:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
@@ -831,7 +829,7 @@ def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
         _release(aside)
 
 
-def failed_index(e: BaseException) -> bool:
+def _failed_index(e: BaseException) -> bool:
     """An error of the index update (a full disk, a locked or broken catalog), which a commit whose
     files are written reports as a notice, not as its own failure."""
     return isinstance(e, (sqlite3.Error, OSError, MemcliError))

@@ -91,14 +91,6 @@ class Vectors:
         self._hnsw, self._file = h, None
         return h
 
-    def add(self, h: Any, vecs: np.ndarray, labels: list[int]) -> Any:
-        """Insert (or replace) vectors, inside the caller's catalog transaction; returns the graph,
-        rebuilt compactly from the catalog when tombstones outnumber live entries."""
-        if self.compacts(h, self.catalog.vector_count()):
-            return self.rebuild()  # catalog already holds the new vectors
-        self.insert(h, vecs, labels)
-        return h
-
     def compacts(self, h: Any, live: int) -> bool:
         """Whether the graph has more tombstones than is worth keeping, with `live` vectors in
         the catalog once the caller's rows are written (then `rebuild` rather than `insert`)."""

@@ -43,7 +43,8 @@ print(json.dumps([t1 - t0, t2 - t1]))
 
 _RUN = """
 import json, re, sys, time
-compiler, spent = re._compiler.compile, []
+_compiler = getattr(re, "_compiler", None) or __import__("sre_compile")  # re._compiler: Python 3.11+
+compiler, spent = _compiler.compile, []
 def counted(pattern, flags=0):
     t = time.thread_time()
     try:
@@ -51,7 +52,7 @@ def counted(pattern, flags=0):
     finally:
         spent.append(time.thread_time() - t)
 import memcli.cli
-re._compiler.compile = counted  # from here on: what the command itself compiles
+_compiler.compile = counted  # from here on: what the command itself compiles
 sys.argv = ["memcli", *sys.argv[1:]]
 try:
     memcli.cli.main()

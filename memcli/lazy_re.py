@@ -9,7 +9,8 @@ as they are (`_X_RE.search(text)`). The first method call compiles through `re.c
 the pattern and what it matches are exactly the same; after that the compiled pattern's bound
 methods are plain attributes of the object, so a hot loop pays no extra indirection.
 
-Two threads may use a pattern for the first time together (curation reads ahead in a thread):
+Two threads may use a pattern for the first time together (a library user's threads, the MCP
+server's):
 both compile, `re`'s own cache hands both the same compiled pattern, and either assignment is
 right.
 """

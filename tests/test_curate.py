@@ -541,7 +541,7 @@ def test_the_child_judges_a_share_of_the_merged_memories_and_a_mismatch_is_judge
     monkeypatch.setattr(curate, "can_fork", lambda: True)  # (the split is planned even where no fork is made)
     judged = curate._judge_merged
 
-    def spy(*args):  # (runs in the child) verdicts that show where they came from
+    def spy(*args):  # (in the child, or the parent when no fork is made) verdicts that show where they came from
         out, used = judged(*args)
         return {k: (s, "from the child") for k, (s, _) in out.items()}, used
 

@@ -264,8 +264,6 @@ class _Ahead:
         self.ids: list[str] = []
 
     def __call__(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
-        from memcli.decide import WARM_LIMIT, warm
-
         rows, cols = _close(nbr, sims, self.threshold)
         # sorted distinct positions, as np.union1d gave; not union1d: numpy 2's unique imports numpy.ma
         close = sorted({*(rows + start).tolist(), *nbr[rows, cols].tolist()})
@@ -276,9 +274,7 @@ class _Ahead:
         else:
             self.entries.update(self.index.catalog_entries(ids[p] for p in close if ids[p] not in self.entries))
         for p in close:
-            if p not in self.warmed and len(self.warmed) < WARM_LIMIT:
-                self.warmed.add(p)
-                warm(self.entries[ids[p]][0].text)
+            self._warm(p, ids)
         if self.apart is not None:
             if self.linker is None:
                 entries = self.entries
@@ -294,17 +290,24 @@ class _Ahead:
 
     def idle(self) -> bool:
         """Read ahead a few of the texts queued by `later`; False when none is left for now."""
-        from memcli.decide import WARM_LIMIT, warm
 
         queue, done = self.queue, 0
         while self.queued < len(queue) and done < 16:
             p = queue[self.queued]
             self.queued += 1
-            if p not in self.warmed and len(self.warmed) < WARM_LIMIT:
-                self.warmed.add(p)
-                warm(self.entries[self.ids[p]][0].text)
-                done += 1
+            done += self._warm(p, self.ids)
         return self.queued < len(queue)
+
+    def _warm(self, p: int, ids: list[str]) -> bool:
+        """Read the text at position `p` ahead (`decide.warm`) unless it was, or the limit is
+        reached; whether it was read now."""
+        from memcli.decide import WARM_LIMIT, warm
+
+        if p in self.warmed or len(self.warmed) >= WARM_LIMIT:
+            return False
+        self.warmed.add(p)
+        warm(self.entries[ids[p]][0].text)
+        return True
 
 
 @_gc_paused()
@@ -535,7 +538,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
 
     def work() -> tuple[dict[tuple[str, str], tuple[float, str | None]],
                         dict[tuple[str, str], tuple[float, str | None]], dict[str, tuple[object, ...]]]:
-        return (_judge_pairs(untouched, recs),
+        return (_judge_pairs(untouched, recs.__getitem__),
                 *_judge_merged(ids, nbr, sims, cfg.contradiction_threshold, groups, new_ids, theirs_ids, recs))
 
     made: dict[str, Memory] = {}  # the merged memories as planned (as `cs.memory` gives them, unedited so far)
@@ -645,12 +648,8 @@ def _judge_merged(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: 
                                  links=[dict(link) for x in mems for link in x.links])
         return m
 
-    out: dict[tuple[str, str], tuple[float, str | None]] = {}
-    for a, b, sim in _close_pairs(ids, nbr, sims, threshold, survivor):
-        if a in theirs or b in theirs:
-            ra, rb = record(a), record(b)
-            if _may_contradict(a, b, ra, rb):
-                out[a, b] = (sim, opposing(ra.text, rb.text, sim))
+    out = _judge_pairs([(a, b, sim) for a, b, sim in _close_pairs(ids, nbr, sims, threshold, survivor)
+                        if a in theirs or b in theirs], record)
     return out, {mid: _merged_signature(m) for mid, m in made.items()}
 
 
@@ -664,13 +663,14 @@ def _may_contradict(a: str, b: str, ra: Memory, rb: Memory) -> bool:
     return not (ra.superseded_by or rb.superseded_by)
 
 
-def _judge_pairs(pairs: list[tuple[str, str, float]], recs: dict[str, Memory]
+def _judge_pairs(pairs: list[tuple[str, str, float]], record: Callable[[str], Memory]
                  ) -> dict[tuple[str, str], tuple[float, str | None]]:
-    """(a, b) -> (similarity, why they contradict or None) for each candidate of `pairs`: pure
-    string work on the memories' texts, so it can run in another process (`background`)."""
+    """(a, b) -> (similarity, why they contradict or None) for each candidate of `pairs` (their
+    memories: `record(id)`): pure string work on the memories' texts, so it can run in another
+    process (`background`)."""
     out: dict[tuple[str, str], tuple[float, str | None]] = {}
     for a, b, sim in pairs:
-        ra, rb = recs[a], recs[b]
+        ra, rb = record(a), record(b)
         if _may_contradict(a, b, ra, rb):
             out[a, b] = (sim, opposing(ra.text, rb.text, sim))
     return out

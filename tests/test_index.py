@@ -408,6 +408,16 @@ def test_the_step_hook_sees_every_step_of_a_search_and_changes_nothing(hash_stor
     assert {"Index.knn", "Index.keyword", "rank", "MMR"} <= set(seen) and len(seen) == len(set(seen))
 
 
+def _fifty_notes(tmp_path) -> Store:
+    """A store of 50 short notes (hash:64 embedder), its index in step: for the kNN pass's tests."""
+    cli = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": "hash:64"})
+    cli("import", "-", input=json.dumps([{"text": f"Note {i}: service-{i % 7} listens on port {8000 + i}."}
+                                         for i in range(50)]))
+    store = Store(cli.store, Config(embed_model="hash:64"))
+    store.index.sync()
+    return store
+
+
 def test_the_knn_pass_hands_out_each_batch_while_searching_the_next_with_the_same_result(tmp_path):
     """Curation's one kNN pass (`neighbour_arrays`) may give each batch of rows to the caller while
     the graph answers the next batch in a thread: the arrays are the same as without, every row is
@@ -415,11 +425,7 @@ def test_the_knn_pass_hands_out_each_batch_while_searching_the_next_with_the_sam
     import numpy as np
     import pytest
 
-    cli = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": "hash:64"})
-    cli("import", "-", input=json.dumps([{"text": f"Note {i}: service-{i % 7} listens on port {8000 + i}."}
-                                         for i in range(50)]))
-    store = Store(cli.store, Config(embed_model="hash:64"))
-    store.index.sync()
+    store = _fifty_notes(tmp_path)
     plain = store.index.neighbour_arrays(4, batch=8)
     seen: list[tuple[int, np.ndarray, np.ndarray]] = []
     batched = store.index.neighbour_arrays(  # copies: the rows handed out must be right when handed out
@@ -452,11 +458,7 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
 
     from memcli.index.vectors import Vectors
 
-    cli = Cli(tmp_path / "store", env={"MEMCLI_EMBED_MODEL": "hash:64"})
-    cli("import", "-", input=json.dumps([{"text": f"Note {i}: service-{i % 7} listens on port {8000 + i}."}
-                                         for i in range(50)]))
-    store = Store(cli.store, Config(embed_model="hash:64"))
-    store.index.sync()
+    store = _fifty_notes(tmp_path)
     plain = store.index.neighbour_arrays(4, batch=8)
     threads: list[int] = []
     load = Vectors.load

@@ -683,14 +683,8 @@ def _merge(row: Any, drop: Any, add: Any) -> tuple[np.ndarray, ...]:
     """A term's posting list with `drop` labels removed and `add` postings put in label order.
     Positions (the fourth array) are carried along unless the row has none."""
     labs, tfs, dls, pos = _arrays(row)
-    if isinstance(drop, _Table):
-        if len(labs):
-            keep = ~drop.holds(labs)
-            if pos is not None:
-                pos = pos[np.repeat(keep, tfs)]
-            labs, tfs, dls = labs[keep], tfs[keep], dls[keep]
-    elif drop is not None and len(drop) and len(labs):
-        keep = ~np.isin(labs, np.asarray(drop, np.int64))
+    if drop is not None and len(labs) and (isinstance(drop, _Table) or len(drop)):
+        keep = ~(drop.holds(labs) if isinstance(drop, _Table) else np.isin(labs, np.asarray(drop, np.int64)))
         if pos is not None:
             pos = pos[np.repeat(keep, tfs)]
         labs, tfs, dls = labs[keep], tfs[keep], dls[keep]

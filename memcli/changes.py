@@ -110,8 +110,7 @@ class Seen(NamedTuple):
 
     def still(self, st: os.stat_result) -> bool:
         """`st` (a stat taken now) proves the file unchanged since it was read."""
-        return (self.settled and st.st_ctime_ns == self.ctime_ns and st.st_ino == self.ino
-                and st.st_size == self.size and st.st_mtime_ns == self.mtime_ns)
+        return self.settled and self.same_file(Seen.of(st, self.read_ns))
 
 
 def _changed(mid: str) -> Conflict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -84,7 +84,7 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
     if len(set(ids)) < 2:
         raise InvalidInput("merge needs at least two different memories")
     cs = changes if changes is not None else ChangeSet(store)
-    mems = sorted((cs.peek(i) for i in dict.fromkeys(ids)), key=lambda m: (m.updated, m.id))  # read, trashed as is
+    mems = _oldest_first(cs.peek(i) for i in dict.fromkeys(ids))  # read, trashed as is
     texts = [m.text for m in mems]
     method = "heuristic"
     note = None
@@ -104,10 +104,9 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
             note = f"LLM merge unusable ({e}); used the heuristic merge"
     else:
         text = heuristic_merge(texts)
-    types = [m.type for m in mems]
     at = now_iso()
     merged = Memory(
-        id=merged_id or new_ulid(), text=text, type=max(reversed(types), key=types.count),
+        id=merged_id or new_ulid(), text=text, type=_merged_type(mems),
         tags=list(dict.fromkeys(t for m in mems for t in m.tags)),
         domain=next((m.domain for m in reversed(mems) if m.domain), None),
         confidence=max(m.confidence for m in mems), source="llm" if method == "llm" else mems[-1].source,
@@ -124,6 +123,17 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
     for m in mems:
         cs.trash(m.id, f"merged into {merged.id}", event="MERGED")
     return cs, MergeResult(merged, [m.id for m in mems], method, note, [m.text for m in mems])
+
+
+def _oldest_first(mems: Iterable[Memory]) -> list[Memory]:
+    """A merge's sources in the order its text and fields are taken: by `updated`, then id."""
+    return sorted(mems, key=lambda m: (m.updated, m.id))
+
+
+def _merged_type(mems: list[Memory]) -> str:
+    """A merged memory's type: its sources' most common one, the newest of a tie."""
+    types = [m.type for m in mems]
+    return max(reversed(types), key=types.count)
 
 
 def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run: bool = False,
@@ -290,7 +300,6 @@ class _Ahead:
 
     def idle(self) -> bool:
         """Read ahead a few of the texts queued by `later`; False when none is left for now."""
-
         queue, done = self.queue, 0
         while self.queued < len(queue) and done < 16:
             p = queue[self.queued]
@@ -553,7 +562,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
         merged_ids = set(survivor.values())
 
         def record(i: str) -> Memory:  # a merged memory straight from the plan
-            return recs[i] if i not in merged_ids else cs.memory(i)
+            return made.get(i) or recs[i]
 
         pairs = _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, survivor)
         # The pairs with a merged memory are judged here first, and the child's verdicts asked for
@@ -561,7 +570,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
         mine: dict[tuple[str, str], str | None] = {}
 
         def judge_here(a: str, b: str, sim: float) -> None:
-            ra, rb = made.get(a) or recs[a], made.get(b) or recs[b]
+            ra, rb = record(a), record(b)
             if _may_contradict(a, b, ra, rb):
                 mine[a, b] = opposing(ra.text, rb.text, sim)
 
@@ -582,7 +591,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
                 if (a, b) not in mine:
                     continue  # not a candidate
                 why = mine[a, b]
-                ra, rb = made.get(a) or recs[a], made.get(b) or recs[b]
+                ra, rb = record(a), record(b)
             else:  # one of `untouched`: judged in the background, from the same texts and similarity
                 hit = theirs.get((a, b))
                 if hit is None:
@@ -641,10 +650,8 @@ def _judge_merged(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: 
             return recs[i]
         m = made.get(i)
         if m is None:
-            mems = sorted((recs[g] for g in dict.fromkeys(group)), key=lambda m: (m.updated, m.id))
-            types = [x.type for x in mems]
-            m = made[i] = Memory(id=i, text=heuristic_merge([x.text for x in mems]),
-                                 type=max(reversed(types), key=types.count),
+            mems = _oldest_first(recs[g] for g in dict.fromkeys(group))
+            m = made[i] = Memory(id=i, text=heuristic_merge([x.text for x in mems]), type=_merged_type(mems),
                                  links=[dict(link) for x in mems for link in x.links])
         return m
 

@@ -10,9 +10,8 @@ the pattern and what it matches are exactly the same; after that the compiled pa
 methods are plain attributes of the object, so a hot loop pays no extra indirection.
 
 Two threads may use a pattern for the first time together (a library user's threads, the MCP
-server's):
-both compile, `re`'s own cache hands both the same compiled pattern, and either assignment is
-right.
+server's): both compile, `re`'s own cache hands both the same compiled pattern, and either
+assignment is right.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ each process's own maximum (wait4). Curation uses a second core (the kNN pass's 
 consolidate's contradiction candidates judged in a forked child): its CPU time includes the
 threads and the child (wait4 counts a reaped child); `MEMCLI_WORKERS=1` runs it on one core.
 
+Every run gets its own copy of the embedding cache as the build left it (the vectors of the
+store's own texts, nothing else): a user's first `merge --auto` finds the vectors of the texts it
+imported, never those of the merged texts it is about to write. A cache shared across runs hands
+each run the vectors of the texts the runs before it wrote (the figures of earlier stops were
+measured that way: warm).
+
     .venv/bin/python bench/curate.py                      # 10k, real model
     .venv/bin/python bench/curate.py --sizes 10000,100000 # + 100k with the hash test embedder
     .venv/bin/python bench/curate.py --repeat 5 --only 'consolidate --dry-run,merge'  # two of them
@@ -96,6 +102,47 @@ def build(n: int, model: str | None) -> tuple[Path, Path, int]:
     return store, cache, groups
 
 
+def built_cache(store: Path, cache: Path) -> Path:
+    """The embedding cache as the build left it: the vectors of the store's texts only. Made once
+    (a copy of `cache` without the vectors later runs added, i.e. those of texts they wrote)."""
+    snap = cache.parent / "cache-built.sqlite"
+    src = cache / "embeddings.sqlite"
+    if snap.exists() or not src.exists():
+        return snap
+    import sqlite3
+
+    from memcli.embed import text_hash
+
+    texts = [json.loads(line)["text"] for line in open(cache.parent / "in.jsonl", encoding="utf-8")]
+    keep = {text_hash(t) for t in texts}
+    tmp = snap.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    a, b = sqlite3.connect(src), sqlite3.connect(tmp, isolation_level=None)
+    try:
+        a.backup(b)
+        gone = [(h,) for (h,) in b.execute("SELECT hash FROM vec") if h not in keep]
+        b.execute("BEGIN")
+        b.executemany("DELETE FROM vec WHERE hash=?", gone)
+        b.execute("COMMIT")
+        b.execute("PRAGMA journal_mode=DELETE")  # one self-contained file to copy
+        b.execute("VACUUM")
+    finally:
+        a.close()
+        b.close()
+    tmp.replace(snap)
+    return snap
+
+
+def fresh_cache(snap: Path, name: str) -> Path:
+    """A private cache directory holding a copy of `snap` (the model is linked in on first use)."""
+    dst = snap.parent / name
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir()
+    if snap.exists():
+        shutil.copyfile(snap, dst / "embeddings.sqlite")
+    return dst
+
+
 def timed_rss(args: list[str], store: Path, cache: Path) -> tuple[float, float, float, str]:
     """One memcli process: (wall seconds, CPU seconds (user + system), peak RSS MB, stdout)."""
     t0 = time.perf_counter()
@@ -139,10 +186,11 @@ def bench(n: int, model: str | None, repeat: int, by: str, only: list[str] | Non
     if only:
         plan = [p for p in plan if any(p[0].startswith(o) for o in only)]
     export_args = ["export", "--format", "jsonl", "-o", str(store.parent / "export.jsonl")]
+    snap = built_cache(store, cache)
     for _ in range(repeat):
         for name, args, writes in [("export", export_args, False)] + [(p[0], p[1], p[3]) for p in plan]:
             target = fresh_copy(store, "work") if writes else store
-            run_ = timed_rss(args, target, cache)
+            run_ = timed_rss(args, target, fresh_cache(snap, "work-cache"))
             prev = results.get(name)
             if prev is None or run_[key] < prev[key]:
                 results[name] = run_
@@ -169,6 +217,7 @@ def bench(n: int, model: str | None, repeat: int, by: str, only: list[str] | Non
                      f"{cpu / ex_cpu:.1f}", f"<= {target:g}x", f"{rss:.0f}",
                      f"{verdict(ok)} by {by} ({detail}; {groups} groups planted)"])
     shutil.rmtree(store.parent / "work", ignore_errors=True)
+    shutil.rmtree(store.parent / "work-cache", ignore_errors=True)
     return rows
 
 

@@ -829,9 +829,10 @@ def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
 
 
 def _failed_index(e: BaseException) -> bool:
-    """An error of the index update (a full disk, a locked or broken catalog), which a commit whose
-    files are written reports as a notice, not as its own failure."""
-    return isinstance(e, (sqlite3.Error, OSError, MemcliError))
+    """An error of the index update (a full disk, a locked or broken catalog, hnswlib's own
+    RuntimeError), which a commit whose files are written reports as a notice, not as its own
+    failure: the files are the truth, and the next command's sync indexes them."""
+    return isinstance(e, (sqlite3.Error, OSError, MemcliError, RuntimeError))
 
 
 def _set_aside(paths: list[Path]) -> list[str]:

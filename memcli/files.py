@@ -172,11 +172,16 @@ def _syncfs(dirs: list[str]) -> bool:
 
 
 def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
-    """Append `data` to `path` in one write: never through a symlink planted in its place, with the
-    mode a new store file gets, whole even when os.write writes less than asked (a bulk import
-    logs megabytes); fsynced when `sync`."""
-    fd = safety.open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _file_mode(path)[0])
+    """Append `data` (whole lines) to `path` in one write: never through a symlink planted in its
+    place, with the mode a new store file gets, whole even when os.write writes less than asked (a
+    bulk import logs megabytes); fsynced when `sync`. A file that does not end with a newline (a
+    line torn by a power loss mid-append) gets one first: the torn line stays unreadable alone
+    instead of swallowing the first line written after it."""
+    fd = safety.open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _file_mode(path)[0])
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

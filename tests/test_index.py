@@ -427,7 +427,6 @@ def test_the_knn_pass_hands_out_each_batch_while_searching_the_next_with_the_sam
     the graph answers the next batch in a thread: the arrays are the same as without, every row is
     handed out once, in order, and a failing caller stops the pass with its own error."""
     import numpy as np
-    import pytest
 
     store = _fifty_notes(tmp_path)
     plain = store.index.neighbour_arrays(4, batch=8)
@@ -458,7 +457,6 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
     import time
 
     import numpy as np
-    import pytest
 
     from memcli.index.vectors import Vectors
 

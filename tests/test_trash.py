@@ -195,3 +195,27 @@ def test_compaction_never_waits_for_another_writer(both: tuple[Cli, list[str], l
     assert bulk[0] in _notes(cli) and bulk[0] not in _listed(cli)
     store.compact_trash_notes()
     assert bulk[0] not in _notes(cli)
+
+
+def test_a_line_torn_by_a_power_loss_costs_only_itself(both: tuple[Cli, list[str], list[str]]) -> None:
+    """A power loss mid-append leaves a torn last line in `trashed.jsonl` (and in `log.jsonl`):
+    the next append starts on a line of its own, so the notes (and log lines) written after it
+    stay readable; only the torn line itself is lost."""
+    cli, bulk, _ = both
+    notes = cli.store / ".trash" / "trashed.jsonl"
+    torn = notes.read_bytes() + b'{"id": "01TORN", "at": "2026-'
+    notes.write_bytes(torn)
+    with open(cli.store / "log.jsonl", "ab") as f:
+        f.write(b'{"event": "ADD", "id": "01TO')
+    more = [{"text": f"second batch note {i}: tool t{i} pinned on day {i}", "created": "2024-02-01T10:00:00Z"}
+            for i in range(N)]
+    cli("import", "-", input="\n".join(json.dumps(r) for r in more))
+    again = [t["id"] for t in json.loads(cli("prune", "--older-than", "180d", "--json").stdout)["trashed"]]
+    assert len(again) == N
+    listed = _listed(cli)
+    assert all(listed[mid]["reason"] for mid in again)  # every note of the batch after the torn line
+    lines = notes.read_bytes()[len(torn):].splitlines()
+    assert lines[0] == b"" and all(json.loads(line)["id"] in again for line in lines[1:])
+    log = [json.loads(line) for line in (cli.store / "log.jsonl").read_text().splitlines()[-(2 * N):]
+           if line.startswith("{") and line.endswith("}")]
+    assert {e["id"] for e in log if e.get("event") in ("DELETE", "PRUNE")} >= set(again)

@@ -158,7 +158,7 @@ _memcli_spec() {
             ;;
         'memcli reindex')
             _memcli_subs=''
-            _memcli_opts='--json --store -s --debug --help -h'
+            _memcli_opts='--provisional --json --store -s --debug --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;

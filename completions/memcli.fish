@@ -356,6 +356,7 @@ complete -c memcli -n '__memcli_at "memcli import"' -l 'help' -s 'h' -d 'Show th
 complete -c memcli -n '__memcli_at "memcli import"' -F
 
 # memcli reindex
+complete -c memcli -n '__memcli_at "memcli reindex"' -l 'provisional' -d 'Only make provisional vectors (of a bulk merge) exact.'
 complete -c memcli -n '__memcli_at "memcli reindex"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli reindex"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli reindex"' -l 'debug' -d 'Show tracebacks on errors.'

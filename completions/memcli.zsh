@@ -339,6 +339,7 @@ _memcli__import() {
 
 _memcli__reindex() {
     _arguments -s -S \
+        '--provisional[Only make provisional vectors (of a bulk merge) exact.]' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \

@@ -57,6 +57,7 @@ def stats(store: Store) -> dict[str, Any]:
         "trash": len(list(store.trash_dir.glob("*.md"))) if store.trash_dir.is_dir() else 0,
         "inbox": len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0,
         "malformed_files": len(index.bad_files()),
+        "provisional_vectors": index.provisional_count(),  # a bulk merge's stand-ins, made exact in the background
         "facts_bytes": _size(store.facts_dir),
         "index_bytes": _size(store.index_dir),
         "embed_model": store.config.embed_model,
@@ -108,6 +109,12 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
             detail += f" (rebuilt: {report.rebuilt})"
         check("index", consistent, detail)
         check("malformed files", not bad, "none" if not bad else "; ".join(f"facts/{f}: {e}" for f, e in bad))
+        provisional = index.provisional_count()
+        # not a failure: search works with them; they are exact once the background refresh ran
+        check("provisional vectors", True, "none" if not provisional else
+              f"{provisional} merged {'memory has' if provisional == 1 else 'memories have'} a source's vector "
+              "until their own is computed "
+              "(in the background, or `memcli reindex --provisional`)")
     except Exception as e:  # noqa: BLE001
         check("index", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
     if cfg.llm_model:

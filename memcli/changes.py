@@ -43,6 +43,16 @@ from memcli.files import Staged, flush_files
 from memcli.memory import Memory, now_iso
 from memcli.store import Store, fsync_dir, stage_file, stage_many
 
+PROVISIONAL_MIN = 128
+# From this many texts a commit would have to embed with the model (not in the embedding cache), a
+# new memory made from others (a merge, a distillation) is indexed with a provisional vector: that
+# of the source it is most like (a merge's newest source), read from the index. The model costs
+# ~10 ms a text and ~300 MB of memory: a bulk merge on a cold cache (1,189 merged texts on the 10k
+# bench store) spent 11 of its 13.7 s there and peaked at 765 MB. A merged text is its sources'
+# wording, so the stand-in is close (cosine to the exact vector: median 0.98, 1st percentile 0.89
+# on that store); a detached process then embeds them exactly (`Index.refresh_provisional`). Below
+# this many, a commit (a user's `memcli merge A B`, an add) embeds exactly as it goes: a few texts
+# cost less than starting the model elsewhere.
 PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
 REINFORCE = 0.05
 CONFIDENCE_CAP = 0.95
@@ -298,6 +308,7 @@ class _Put:
     hash: str | None
     exists: bool = False
     seen: Seen | None = None
+    like: str | None = None  # a memory whose vector may stand in for this one's (see PROVISIONAL_MIN)
 
 
 @dataclass
@@ -306,6 +317,7 @@ class CommitReport:
     trashed: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     rebased: list[str] = field(default_factory=list)  # re-planned because their file changed meanwhile
+    provisional: int = 0  # new memories indexed with a provisional vector (see PROVISIONAL_MIN)
 
 
 class ChangeSet:
@@ -382,10 +394,16 @@ class ChangeSet:
         return t.working
 
     # ------------------------------------------------------------ planning
-    def add(self, memory: Memory, *, event: str = "ADD", **log: Any) -> Memory:
-        """A new memory file."""
-        self._puts[memory.id] = _Put(memory, None)
+    def add(self, memory: Memory, *, event: str = "ADD", sources: list[str] | None = None,
+            like: str | None = None, **log: Any) -> Memory:
+        """A new memory file. `sources`: the memories it was made from (a merge's, oldest first;
+        logged). `like`: the source whose vector stands in for its own when a bulk commit gives it
+        a provisional one (see `PROVISIONAL_MIN`); by default the last source (a merge's newest)."""
+        like = like or (sources[-1] if sources else None)
+        self._puts[memory.id] = _Put(memory, None, like=like)
         self._order.append((event, memory.id, memory.text))
+        if sources is not None:
+            log = {"sources": sources, **log}
         self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
         return memory
 
@@ -493,12 +511,8 @@ class ChangeSet:
         store.ensure()
         # Embeddings for the new texts now, outside the lock (the index update is handed them):
         # the lock is held for file work only.
-        new_texts = [p.memory.text for p in self._puts.values()]
-        new_texts += [t.working.text for t in self._targets.values() if t.working.text != t.base.text]
-        new_texts += [m.text for m in self._restore.values()]
-        vectors = {}
-        if new_texts:
-            vectors = dict(zip(map(text_hash, new_texts), store.index.embedder.embed(new_texts)))
+        vectors, provisional = self._vectors()
+        report.provisional = len(provisional)
         with store.lock():
             if self._trash:
                 store.trash_dir.mkdir(exist_ok=True)
@@ -561,7 +575,8 @@ class ChangeSet:
                     else:
                         signatures = {path.name: sig for path, sig in written.signatures.items()
                                       if path.parent == store.facts_dir}
-                        self._publish_and_index(publish_all, overlap, fresh, gone_names, signatures, vectors)
+                        self._publish_and_index(publish_all, overlap, fresh, gone_names, signatures, vectors,
+                                                provisional)
                     break
                 except Conflict:  # edited while staging: verify (and re-plan) again
                     if attempt == PUBLISH_ATTEMPTS - 1:
@@ -573,11 +588,38 @@ class ChangeSet:
         report.rebased = list(dict.fromkeys(report.rebased))
         report.trashed = list(self._trash)
         report.restored = list(self._restore)
+        if provisional:
+            from memcli.detached import start_refresh
+
+            start_refresh(store.path, enabled=store.config.background)
         return report
+
+    def _vectors(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The new texts' vectors (text hash -> vector), found in the embedding cache or computed,
+        before the lock; and the new memories given a provisional vector instead (file name -> the
+        file name of the memory whose indexed vector stands in: see `PROVISIONAL_MIN`)."""
+        puts = self._puts.values()
+        new_texts = [p.memory.text for p in puts]
+        new_texts += [t.working.text for t in self._targets.values() if t.working.text != t.base.text]
+        new_texts += [m.text for m in self._restore.values()]
+        if not new_texts:
+            return {}, {}
+        embedder = self.store.index.embedder
+        vectors: dict[str, Any] = dict(embedder.cached(new_texts))
+        missing = {h for h in map(text_hash, new_texts) if h not in vectors}
+        provisional: dict[str, str] = {}
+        if len(missing) >= PROVISIONAL_MIN:
+            provisional = {f"{p.memory.id}.md": f"{p.like}.md" for p in puts
+                           if p.like and p.hash is None and text_hash(p.memory.text) in missing}
+            missing -= {text_hash(p.memory.text) for p in puts if f"{p.memory.id}.md" in provisional}
+        rest = list(dict.fromkeys(t for t in new_texts if text_hash(t) in missing))
+        if rest:
+            vectors.update(zip(map(text_hash, rest), embedder.embed(rest)))
+        return vectors, provisional
 
     def _publish_and_index(self, finish: Callable[[], None], overlap: bool, fresh: dict[str, Memory],
                            gone: list[str], signatures: dict[str, tuple[int, int]],
-                           vectors: dict[str, Any]) -> None:
+                           vectors: dict[str, Any], provisional: dict[str, str]) -> None:
         """Run `finish` (publish the staged files: for a batch the flush, the recheck, the log and
         the journal too, then the renames) and record the files in the index. For a batch
         (`overlap`) `finish` runs in a thread — the flush and the renames are system calls that
@@ -599,7 +641,7 @@ class ChangeSet:
             before_commit = None
         try:
             store.index.apply_files(fresh, gone, signatures=signatures, vectors=vectors,
-                                    before_commit=before_commit)
+                                    provisional=provisional, before_commit=before_commit)
         except BaseException as e:
             if overlap:
                 failed = published.exception()  # waits: the files are finished first, whatever failed

@@ -1143,17 +1143,32 @@ def import_(
 
 
 # ---------------------------------------------------------------- reindex / stats / doctor
-@app.command(epilog=examples("memcli reindex", "memcli reindex --json"))
-def reindex(as_json: bool = JSON_FLAG) -> None:
+@app.command(epilog=examples("memcli reindex", "memcli reindex --provisional", "memcli reindex --json"))
+def reindex(
+    provisional: bool = typer.Option(False, "--provisional",
+                                     help="Only make provisional vectors (of a bulk merge) exact."),
+    as_json: bool = JSON_FLAG,
+) -> None:
     """Rebuild the sidecar (.index/) from facts/; embeddings come from the cache where possible."""
     store = get_store()
+    if provisional:
+        bar = _progress("embedding")
+        done = store.index.refresh_provisional(on_progress=bar.update if bar else None)
+        if bar:
+            bar.close()
+        if as_json:
+            emit_json({"refreshed": done, "provisional_vectors": store.index.provisional_count()})
+        else:
+            note(f"{render.plural(done, 'provisional vector')} made exact")
+        return
     bar = _progress("reindexing")
     report = store.index.sync(on_progress=bar.update if bar else None, force=True)
     if bar:
         bar.close()
     for fname, error in report.new_bad:
         note(f"skipping facts/{fname}: {error}")
-    info = {"memories": store.index.count(), "embedded": report.embedded, "skipped_files": len(report.new_bad)}
+    info = {"memories": store.index.count(), "embedded": report.embedded, "skipped_files": len(report.new_bad),
+            "provisional_vectors": store.index.provisional_count()}
     if as_json:
         emit_json(info)
     else:
@@ -1201,6 +1216,22 @@ def doctor(
 
 
 # ---------------------------------------------------------------- curation
+def _provisional_note(store: Store) -> int:
+    """After a curation commit: one line on stderr when merged memories were indexed with a
+    provisional vector (see memcli/changes.py PROVISIONAL_MIN), saying how they become exact.
+    Returns how many there are."""
+    from memcli.detached import background_allowed
+
+    n = store.index.provisional_count()
+    if n:
+        how = ("a background process is computing their exact ones"
+               if store.config.background and background_allowed()
+               else "run `memcli reindex --provisional` to compute their exact ones")
+        note(f"{render.plural(n, 'merged memory', 'merged memories')} indexed with a provisional vector "
+             f"(a source's, close to its own); {how}")
+    return n
+
+
 @app.command(epilog=examples("memcli merge 01M8EJA6 01M8CY7X", "memcli merge --auto --threshold 0.92 --dry-run"))
 def merge(
     ids: list[str] | None = typer.Argument(None, metavar="ID", help="Memories to merge into one."),
@@ -1234,8 +1265,9 @@ def merge(
     for r in results:
         if r.note:
             note(r.note)
+    pending = 0 if dry_run or not results else _provisional_note(store)
     if as_json:
-        emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run})
+        emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run, "provisional_vectors": pending})
         return
     width = render.terminal_width() if render.stdout_is_terminal() else 100
     blocks = []
@@ -1347,10 +1379,12 @@ def consolidate(
     """Maintenance: merge near-duplicates, flag contradictions, distil recurring episodes."""
     from memcli.curate import consolidate as run
 
-    report = run(synced(get_store()), dry_run=dry_run, use_llm=False if no_llm else None,
+    store = synced(get_store())
+    report = run(store, dry_run=dry_run, use_llm=False if no_llm else None,
                  supersede_older=supersede_older, sync=False)
+    pending = 0 if dry_run or not (report.merged or report.distilled) else _provisional_note(store)
     if as_json:
-        emit_json(report.to_dict())
+        emit_json({**report.to_dict(), "provisional_vectors": pending})
         return
     verb = "would " if dry_run else ""
     for m in report.merged:

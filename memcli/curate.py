@@ -730,7 +730,7 @@ def _plan_distil(store: Store, cs: ChangeSet, ids: list[str], nbr: np.ndarray, s
             user=members[-1].user or "default", project=members[-1].project,
             links=[{"rel": "derived_from", "id": m.id} for m in members],
         )
-        cs.add(distilled, event="DISTIL", sources=[m.id for m in members])
+        cs.add(distilled, event="DISTIL", sources=[m.id for m in members], like=centre)
         for m in members:
             cs.edit(m.id, Link("distilled_into", distilled.id), quiet=True)
         out.append({"id": distilled.id, "text": distilled.text, "from": [m.id for m in members]})

@@ -135,12 +135,12 @@ class Embedder:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise EmbedError(f"cannot load embedding model {self.model!r}: {msg}") from None
 
-    def _compute(self, texts: Sequence[str]) -> np.ndarray:
+    def _compute(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         if self.model.startswith(HASH_MODEL_PREFIX):
             self.computed += len(texts)
             return np.stack([_hash_vector(t, self.dim) for t in texts]) if texts else np.zeros((0, self.dim))
         model = self._load()
-        rows = list(model.embed(list(texts), batch_size=BATCH_SIZE))
+        rows = list(model.embed(list(texts), batch_size=batch_size))
         out = np.asarray(rows, dtype=np.float32)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         self.computed += len(texts)
@@ -164,24 +164,16 @@ class Embedder:
         return self._db
 
     def embed(
-        self, texts: Sequence[str], *, on_progress: Callable[[int], None] | None = None
+        self, texts: Sequence[str], *, on_progress: Callable[[int], None] | None = None,
+        batch_size: int = BATCH_SIZE,
     ) -> np.ndarray:
-        """Vectors for `texts` (n x dim), from the cache where possible, batched otherwise."""
+        """Vectors for `texts` (n x dim), from the cache where possible, batched otherwise (the
+        model's memory grows with `batch_size`: onnxruntime keeps its largest batch's buffers)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
-        found: dict[str, np.ndarray] = {}
+        found = self._lookup(hashes)
         db = self._cache()
-        if db is not None:
-            uniq = list(dict.fromkeys(hashes))
-            try:
-                for i in range(0, len(uniq), 500):
-                    chunk = uniq[i : i + 500]
-                    q = f"SELECT hash, v FROM vec WHERE model=? AND hash IN ({','.join('?' * len(chunk))})"
-                    for h, blob in db.execute(q, [self.model, *chunk]):
-                        found[h] = np.frombuffer(blob, dtype=np.float32)
-            except sqlite3.Error:
-                pass  # an unreadable cache only costs embedding time: what is missing is computed
         missing = list(dict.fromkeys(t for t, h in zip(texts, hashes) if h not in found))
         # Batches pad to their longest text: similar lengths together cost ~1.5x less model time
         # (bench/import_throughput.py). Results are keyed by hash, so the order is not observable.
@@ -191,7 +183,7 @@ class Embedder:
         step = 256
         for i in range(0, len(missing), step):
             chunk = missing[i : i + step]
-            vecs = self._compute(chunk)
+            vecs = self._compute(chunk, batch_size)
             rows = [(self.model, text_hash(t), v.astype(np.float32).tobytes()) for t, v in zip(chunk, vecs)]
             for (_, h, _), v in zip(rows, vecs):
                 found[h] = v.astype(np.float32)
@@ -203,6 +195,27 @@ class Embedder:
             if on_progress:
                 on_progress(len(chunk))
         return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def cached(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors the cache holds for `texts`, by text hash; never loads the model (a caller
+        that would otherwise embed many texts decides what to do about the rest first)."""
+        return self._lookup([text_hash(t) for t in texts])
+
+    def _lookup(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        db = self._cache()
+        if db is None:
+            return found
+        uniq = list(dict.fromkeys(hashes))
+        try:
+            for i in range(0, len(uniq), 500):
+                chunk = uniq[i : i + 500]
+                q = f"SELECT hash, v FROM vec WHERE model=? AND hash IN ({','.join('?' * len(chunk))})"
+                for h, blob in db.execute(q, [self.model, *chunk]):
+                    found[h] = np.frombuffer(blob, dtype=np.float32)
+        except sqlite3.Error:
+            pass  # an unreadable cache only costs embedding time: what is missing is computed
+        return found
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

@@ -24,7 +24,6 @@ import contextlib
 import errno
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,17 +106,11 @@ def start_worker(store_path: str | os.PathLike[str]) -> None:
     """Launch a detached worker (`python -m memcli.spool --store STORE`) and return at once.
 
     The worker has its own session and no inherited pipes, so the caller (git, Claude Code) does
-    not wait for it, and nothing it prints can reach the caller's output.
+    not wait for it, and nothing it prints can reach the caller's output (memcli/detached.py).
     """
-    store_path = Path(store_path).absolute()
-    d = inbox_dir(store_path)
-    d.mkdir(exist_ok=True)
-    with open(d / ERROR_LOG, "ab") as err:
-        subprocess.Popen(
-            [sys.executable, "-m", "memcli.spool", "--store", str(store_path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-            close_fds=True, cwd=str(store_path),
-        )
+    from memcli.detached import start_worker as launch
+
+    launch(store_path)
 
 
 def queue_add(store_path: str | os.PathLike[str], text: str, options: dict[str, Any] | None = None, *,
@@ -465,14 +458,45 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(store_path)
     try:
         report = process(store, held=held, force=False)
+        for w in report.waiting:
+            record_failure(store_path, f"{w['file']}: waiting: {w['error']}")
+        refresh_provisional(store)
     except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output
         record_failure(store_path, f"worker: {type(e).__name__}: {e}")
         return 1
     finally:
         store.close()
-    for w in report.waiting:
-        record_failure(store_path, f"{w['file']}: waiting: {w['error']}")
     return 0
+
+
+REFRESH_ROUNDS = 5  # a worker's refreshes, while commits keep leaving provisional vectors
+
+
+def refresh_provisional(store: Store) -> int:
+    """After the inbox: make the provisional vectors a bulk curation commit left exact (see
+    memcli/detached.py), under the worker lock, at a lower priority (the user's own commands come
+    first). A commit that leaves more while this runs starts a worker that finds the lock held:
+    this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
+    lock = inbox_dir(store.path) / WORKER_LOCK
+    done = 0
+    if not store.index.provisional_count():
+        return done
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    # one model thread in the background: onnxruntime's idle pool threads spin, costing a busy
+    # machine ~2x the CPU for the same vectors (a setting of the user's own wins)
+    os.environ.setdefault("MEMCLI_EMBED_THREADS", "1")
+    for _ in range(REFRESH_ROUNDS):
+        fd = _try_lock(lock)
+        if fd is None:
+            break  # another worker runs: it looks after its own work
+        try:
+            done += store.index.refresh_provisional()
+        finally:
+            os.close(fd)
+        if not store.index.provisional_count():
+            break
+    return done
 
 
 if __name__ == "__main__":  # pragma: no cover - the detached worker

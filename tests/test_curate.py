@@ -92,7 +92,8 @@ def test_merge_makes_one_memory_that_keeps_everything(pair):
     cli, old, new, other = pair
     other_file = (cli.store / "facts" / f"{other}.md").read_bytes()
     out = json.loads(cli("merge", "--no-llm", "--json", new, old).stdout)
-    assert set(out) == {"schema", "merged", "dry_run"} and out["dry_run"] is False
+    assert set(out) == {"schema", "merged", "dry_run", "provisional_vectors"} and out["dry_run"] is False
+    assert out["provisional_vectors"] == 0  # one merge: its vector is exact at once
     (r,) = out["merged"]
     assert set(r) == {"id", "text", "merged_from", "method"}
     assert r["method"] == "heuristic" and r["merged_from"] == [old, new]  # oldest first
@@ -172,7 +173,8 @@ def test_merge_auto_with_nothing_similar(pair):
     before = snapshot(cli)
     r = cli("merge", "--auto", "--no-llm")
     assert "nothing to merge" in r.stderr
-    assert json.loads(cli("merge", "--auto", "--json").stdout) == {"schema": 1, "merged": [], "dry_run": False}
+    assert json.loads(cli("merge", "--auto", "--json").stdout) == {"schema": 1, "merged": [], "dry_run": False,
+                                                                        "provisional_vectors": 0}
     assert snapshot(cli) == before
 
 
@@ -404,7 +406,8 @@ def test_consolidate_dry_run_reports_and_writes_nothing(messy):
     cli, by_text = messy
     before = snapshot(cli)
     report = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
-    assert set(report) == {"schema", "merged", "contradictions", "distilled", "dry_run"} and report["dry_run"] is True
+    assert set(report) == {"schema", "merged", "contradictions", "distilled", "dry_run", "provisional_vectors"}
+    assert report["dry_run"] is True and report["provisional_vectors"] == 0
     assert [sorted(m["merged_from"]) for m in report["merged"]] == [sorted(by_text[t] for t in STAGING)]
     assert sorted(sorted(c["ids"]) for c in report["contradictions"]) == \
         sorted(sorted(by_text[t] for t in pair) for pair in (MIGRATIONS, RATE))
@@ -488,7 +491,8 @@ def test_consolidate_merges_flags_and_distils(messy):
     # a second pass finds nothing new: no second distillation, no repeated flags or log lines
     before = snapshot(cli)
     again = json.loads(cli("consolidate", "--json").stdout)
-    assert again == {"schema": 1, "merged": [], "contradictions": [], "distilled": [], "dry_run": False}
+    assert again == {"schema": 1, "merged": [], "contradictions": [], "distilled": [], "dry_run": False,
+                     "provisional_vectors": 0}
     assert snapshot(cli) == before
 
 
@@ -501,7 +505,8 @@ def test_recurring_dated_episodes_are_distilled_not_merged_or_flagged(cli):
     assert sorted(dist["from"]) == sorted(by_text.values())
     assert set(by_text) <= set(ids(cli))  # every dated event is kept, each with its date
     again = json.loads(cli("consolidate", "--json").stdout)
-    assert again == {"schema": 1, "merged": [], "contradictions": [], "distilled": [], "dry_run": False}
+    assert again == {"schema": 1, "merged": [], "contradictions": [], "distilled": [], "dry_run": False,
+                     "provisional_vectors": 0}
 
 
 @pytest.mark.parametrize("a, b", [

@@ -17,7 +17,7 @@ PACKAGE = Path(memcli.__file__).parent
 
 LAYERS: list[tuple[str, set[str]]] = [
     ("vocabulary", {"errors", "vocab", "config", "memory", "facts", "decision", "discovery", "render", "ids", "chain",
-                    "safety", "trust", "locks", "yaml_fast", "background", "lazy_re"}),
+                    "safety", "trust", "locks", "yaml_fast", "background", "lazy_re", "detached"}),
     ("services", {"embed", "extract", "redact", "llm", "llm_checks", "decide"}),
     ("files", {"files", "journal"}),
     # the index package, bottom up: the catalog, then the vector graph over it, the sync of both,

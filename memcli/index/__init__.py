@@ -79,10 +79,15 @@ class Index(Catalog):
     def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str], *,
                     signatures: Mapping[str, tuple[int, int]] | None = None,
                     vectors: Mapping[str, np.ndarray] | None = None,
+                    provisional: Mapping[str, str] | None = None,
                     before_commit: Callable[[], object] | None = None) -> SyncReport:
         """Record what a commit has just written and removed, without a scan (see `Sync.apply_files`)."""
         return self._sync.apply_files(fresh, gone, signatures=signatures, vectors=vectors,
-                                      before_commit=before_commit)
+                                      provisional=provisional, before_commit=before_commit)
+
+    def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Make every provisional vector exact (see `Sync.refresh_provisional`); returns how many."""
+        return self._sync.refresh_provisional(on_progress)
 
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,

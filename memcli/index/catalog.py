@@ -54,6 +54,9 @@ CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
 -- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
 CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
+-- rows whose vector is provisional (a bulk curation commit's stand-in: memcli/changes.py
+-- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
+CREATE TABLE IF NOT EXISTS provisional (label INTEGER PRIMARY KEY, hash TEXT NOT NULL);
 """
 
 
@@ -270,7 +273,7 @@ class Catalog:
         self._count = None
         db.execute("BEGIN IMMEDIATE")
         db.execute("DROP TABLE IF EXISTS fts")  # the FTS5 keyword index of schema 1
-        for table in ("mem", "bad", "meta"):
+        for table in ("mem", "bad", "meta", "provisional"):
             db.execute(f"DELETE FROM {table}")
         kw.reset()
         db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
@@ -338,6 +341,18 @@ class Catalog:
         if self._count is None or self._count[0] != version:
             self._count = (version, int(self.db.execute("SELECT count(*) FROM mem").fetchone()[0]))
         return self._count[1]
+
+    def provisional_count(self) -> int:
+        """Memories whose vector is provisional (not yet their own text's): an entry counts only
+        while its row still has the text it was recorded for."""
+        return int(self.db.execute("SELECT count(*) FROM provisional p JOIN mem m"
+                                   " ON m.label = p.label AND m.hash = p.hash").fetchone()[0])
+
+    def provisional_texts(self) -> list[tuple[int, str, str]]:
+        """(label, text hash, text) of every memory whose vector is provisional, in label order."""
+        q = ("SELECT m.label, m.hash, json_extract(m.record, '$.text') FROM provisional p JOIN mem m"
+             " ON m.label = p.label AND m.hash = p.hash ORDER BY m.label")
+        return [(int(lab), str(h), str(text or "")) for lab, h, text in self.db.execute(q)]
 
     def bad_files(self) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]

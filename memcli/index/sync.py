@@ -46,6 +46,11 @@ class SyncReport:
 
 
 
+REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long, and onnxruntime
+# keeps its largest batch's buffers. 400 merged texts of the 10k bench store, one thread: batch 64
+# peaked at 563 MB RSS for 8.2 s CPU, 16 at 369 MB for 6.3 s (less padding), 8 at 307 MB for 6.1 s.
+
+
 class Sync:
     """Brings one catalog and its vector file in step with a store's `facts/`."""
 
@@ -129,6 +134,7 @@ class Sync:
     def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str], *,
                     signatures: Mapping[str, tuple[int, int]] | None = None,
                     vectors: Mapping[str, np.ndarray] | None = None,
+                    provisional: Mapping[str, str] | None = None,
                     before_commit: Callable[[], object] | None = None) -> SyncReport:
         """Record what a commit has just written (`fresh`: file name -> memory) and removed
         (`gone`: file names), without scanning `facts/`: one catalog transaction and one vector
@@ -137,8 +143,10 @@ class Sync:
 
         `signatures` (file name -> (mtime_ns, size)) are the written files' as the commit staged
         them (else each is stat'ed); `vectors` (text hash -> vector) the embeddings the commit
-        already has. `before_commit` is called once before the transaction commits (and before a
-        full sync reads `facts/`): a commit whose renames are still running waits for them there."""
+        already has. `provisional` (file name -> a source's file name) names the new memories whose
+        vector is provisional: the source's stands in (see `_apply`). `before_commit` is called
+        once before the transaction commits (and before a full sync reads `facts/`): a commit whose
+        renames are still running waits for them there."""
         with self.store.lock():
             if self._rebuild_reason(bool(self.catalog.count())):
                 if before_commit is not None:
@@ -153,7 +161,7 @@ class Sync:
                 disk[name] = sig
             report = SyncReport()
             self._apply(disk, list(fresh), list(gone), report, None, fresh, embedded=vectors,
-                        before_commit=before_commit)
+                        provisional=provisional, before_commit=before_commit)
         return report
 
     def sync(
@@ -217,6 +225,7 @@ class Sync:
         fresh: dict[str, Memory],
         *,
         embedded: Mapping[str, np.ndarray] | None = None,
+        provisional: Mapping[str, str] | None = None,
         before_commit: Callable[[], object] | None = None,
     ) -> None:
         db = self.catalog.db
@@ -266,7 +275,34 @@ class Sync:
                     reused.add(label)
         # the vectors the caller has (a commit embedded its new texts before taking the lock)
         known = embedded or {}
-        need = [m.text for f, m in parsed if f not in existing or existing[f][1] != text_hash(m.text)]
+        # A new memory given a provisional vector (`provisional`: its file -> the source whose
+        # vector stands in, see memcli/changes.py PROVISIONAL_MIN) takes over the source's row the
+        # same way when the source leaves in this batch (a merge): the row is rewritten for the
+        # new memory, its vector and graph node are kept. Otherwise (a distillation: the sources
+        # stay) it is inserted with a copy of the source's vector. Either is recorded in the
+        # `provisional` table, for `refresh_provisional` to make exact.
+        taken: set[str] = set()
+        borrowed: dict[str, np.ndarray] = {}
+        if provisional:
+            lend: dict[str, str] = {}
+            leaving = set(gone)
+            for fname, m in parsed:
+                src = provisional.get(fname)
+                if src is None or fname in existing or text_hash(m.text) in known:
+                    continue
+                row = existing.get(src)
+                if src in leaving and row and row[0] not in reused:
+                    existing[fname] = row
+                    reused.add(row[0])
+                    taken.add(fname)
+                else:
+                    lend[fname] = src
+            if lend:
+                q = "SELECT fname, vec FROM mem WHERE vec IS NOT NULL AND fname IN (SELECT value FROM json_each(?))"
+                have = dict(db.execute(q, (json.dumps(sorted(set(lend.values()))),)))
+                borrowed = {f: np.frombuffer(have[src], dtype=np.float32) for f, src in lend.items() if src in have}
+        need = [m.text for f, m in parsed if (f not in existing or existing[f][1] != text_hash(m.text))
+                and f not in taken and f not in borrowed]
         vectors = {h: known[h] for h in map(text_hash, need) if h in known}
         need = [t for t in need if text_hash(t) not in vectors]
         if need:
@@ -330,6 +366,7 @@ class Sync:
             inserts: list[tuple[Any, ...]] = []
             updates: list[tuple[Any, ...]] = []
             vec_updates: list[tuple[bytes, int]] = []
+            stand_ins: list[tuple[int, str]] = []  # (label, text hash) given a provisional vector
             for fname, m in parsed:
                 h = text_hash(m.text)
                 mtime, size = disk[fname]
@@ -342,14 +379,20 @@ class Sync:
                     label, old_hash = existing[fname]
                     updates.append((*cols, label))
                     report.changed += 1
-                    if old_hash == h:
+                    if old_hash == h or fname in taken:
                         kw_docs[label] = fts_body(m)
+                        if fname in taken:
+                            stand_ins.append((label, h))
                         continue
                     vec = vectors[h]
                     vec_updates.append((vec.astype(np.float32).tobytes(), label))
                 else:
-                    vec = vectors[h]
+                    vec = borrowed.get(fname)
+                    if vec is None:
+                        vec = vectors[h]
                     label, next_label = next_label, next_label + 1
+                    if fname in borrowed:
+                        stand_ins.append((label, h))
                     inserts.append((label, *cols, vec.astype(np.float32).tobytes()))
                     report.added += 1
                 kw_docs[label] = fts_body(m)
@@ -371,6 +414,7 @@ class Sync:
                 "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
                 " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?", updates)
             db.executemany("UPDATE mem SET vec=? WHERE label=?", vec_updates)
+            self._note_provisional(stand_ins, [*kw_removed, *(lab for _, lab in vec_updates)])
             kw.update(kw_removed, kw_docs)
             if adding is not None:
                 adding.result()
@@ -390,4 +434,59 @@ class Sync:
             self.vec.forget()
             raise
         self.vec.cleanup()
+
+    def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,
+                            batch: int = 256) -> int:
+        """Give every memory whose vector is provisional its exact one; returns how many were made
+        exact. The texts are embedded first, with no lock held, `batch` at a time (the model's
+        memory stays bounded whatever the count); then, under the writer lock, in one transaction,
+        only the rows that still have the text that was embedded are updated (a commit that
+        rewrote or removed one meanwhile wins: its row is left as it is), the graph takes the new
+        vectors under their labels and is saved as a new generation, and the entries are cleared
+        (stale ones too). A refresh killed before its transaction changes nothing; the vectors it
+        computed are in the embedding cache, so the next one is quick."""
+        self.sync()
+        rows = self.catalog.provisional_texts()
+        computed: dict[int, tuple[str, np.ndarray]] = {}
+        for i in range(0, len(rows), batch):
+            chunk = rows[i : i + batch]
+            vecs = self.embedder.embed([text for _, _, text in chunk], batch_size=REFRESH_BATCH)
+            computed.update((label, (h, v)) for (label, h, _), v in zip(chunk, vecs))
+            if on_progress:
+                on_progress(len(computed), len(rows))
+        db = self.catalog.db
+        with self.catalog.writer_lock():
+            hnsw = self.vec.load(create=True)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                still = dict(db.execute("SELECT p.label, p.hash FROM provisional p JOIN mem m"
+                                        " ON m.label = p.label AND m.hash = p.hash"))
+                labels = [label for label, (h, _) in computed.items() if still.get(label) == h]
+                if labels:
+                    vecs = np.stack([computed[label][1] for label in labels]).astype(np.float32)
+                    db.executemany("UPDATE mem SET vec=? WHERE label=?",
+                                   [(v.tobytes(), label) for label, v in zip(labels, vecs)])
+                    db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))",
+                               (_json_ints(labels),))
+                    self.vec.insert(hnsw, vecs, labels)
+                    self.vec.save(hnsw)
+                db.execute("DELETE FROM provisional WHERE NOT EXISTS (SELECT 1 FROM mem m"
+                           " WHERE m.label = provisional.label AND m.hash = provisional.hash)")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                self.vec.forget()
+                raise
+        self.vec.cleanup()
+        return len(labels)
+
+    def _note_provisional(self, stand_ins: list[tuple[int, str]], exact: list[int]) -> None:
+        """Record the rows given a provisional vector, and forget the entries of rows that left
+        or were given an exact vector (an entry whose row has another text means nothing anyway:
+        this only keeps the table small)."""
+        db = self.catalog.db
+        if exact and db.execute("SELECT 1 FROM provisional LIMIT 1").fetchone():
+            db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(exact),))
+        if stand_ins:
+            db.executemany("INSERT OR REPLACE INTO provisional VALUES (?,?)", stand_ins)
 

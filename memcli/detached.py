@@ -1,0 +1,55 @@
+"""Work left to a detached process, like git's auto-gc: the command returns, the work goes on.
+
+`start_worker` launches `python -m memcli.spool --store STORE` in its own session with no
+inherited pipes, so the caller (a shell, git, Claude Code) never waits for it and nothing it
+prints reaches the caller's output. That worker processes the inbox (memcli/spool.py), then makes
+provisional vectors exact (`Index.refresh_provisional`), at a lower priority. Only one worker runs
+at a time (`inbox/.worker.lock`): twenty commits in a row start one model, not twenty.
+
+`start_refresh` is what a commit that left provisional vectors calls: it starts the worker unless
+background work is turned off (`MEMCLI_NO_BACKGROUND=1`, or `background = false` in the store's
+config.toml; the test suite turns it off). Then `memcli reindex --provisional` does the same work
+in the foreground. Only the standard library is imported here: a hook calls it on a tight budget.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ERROR_LOG = "errors.log"  # <store>/inbox/errors.log: what a detached worker has to say
+
+
+def background_allowed() -> bool:
+    """False when `MEMCLI_NO_BACKGROUND` is set to anything but 0/false/no/off/empty."""
+    value = os.environ.get("MEMCLI_NO_BACKGROUND", "").strip().lower()
+    return value in ("", "0", "false", "no", "off")
+
+
+def start_worker(store_path: str | os.PathLike[str]) -> None:
+    """Launch a detached worker (`python -m memcli.spool --store STORE`) and return at once."""
+    store_path = Path(store_path).absolute()
+    d = store_path / "inbox"
+    d.mkdir(exist_ok=True)
+    with open(d / ERROR_LOG, "ab") as err:
+        subprocess.Popen(
+            [sys.executable, "-m", "memcli.spool", "--store", str(store_path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            close_fds=True, cwd=str(store_path),
+        )
+
+
+def start_refresh(store_path: str | os.PathLike[str], *, enabled: bool = True) -> bool:
+    """Start the worker that makes provisional vectors exact, unless background work is off
+    (`enabled`: the store's `background` setting). Returns whether it was started; a worker that
+    cannot be started (no room, no permission) is not an error: the vectors stay provisional until
+    the next worker or `memcli reindex --provisional`."""
+    if not (enabled and background_allowed()):
+        return False
+    try:
+        start_worker(store_path)
+    except OSError:
+        return False
+    return True

@@ -328,7 +328,7 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
     (for `merge_groups`, which would otherwise read them again)."""
     # the candidates read, and linked, while the kNN pass runs
     ahead = _Ahead(store, threshold, apart=apart) if apart else None
-    ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead)
+    ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead, threshold=threshold)
     if len(ids) < 2:
         return []
     if ahead is None:

@@ -91,12 +91,14 @@ class Index(Catalog):
 
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
-                         on_idle: Callable[[], bool] | None = None,
+                         on_idle: Callable[[], bool] | None = None, threshold: float | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids
         (-1: none), similarities); `on_batch` sees each batch's rows while the next is searched,
-        `on_idle` is called while waiting for it (see `Vectors.neighbour_arrays`)."""
-        return self.vec.neighbour_arrays(k, ef=ef, batch=batch, on_batch=on_batch, on_idle=on_idle)
+        `on_idle` is called while waiting for it; `threshold`: only the neighbours that close are
+        wanted, found for less CPU (see `Vectors.neighbour_arrays`)."""
+        return self.vec.neighbour_arrays(k, ef=ef, batch=batch, on_batch=on_batch, on_idle=on_idle,
+                                         threshold=threshold)
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

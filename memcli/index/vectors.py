@@ -38,6 +38,25 @@ CURATION_EF = 48  # curation's kNN pass (k=9). On the 10k curation bench store t
 # Dense clusters larger than k (3 seeded sets of 4,000 vectors in clusters of up to 40 near-copies):
 # 48, 64 and 128 each differ from the exact top-8 pairs at >= 0.95/0.9/0.8 by the same 1-2 pairs.
 
+NEAR_EF = 16  # the close-pairs pass (`neighbour_arrays(threshold=t)`, merge --auto's groups, t >= NEAR_FROM):
+# every row is searched at 16 first and searched again at CURATION_EF only when its k-th neighbour is at
+# >= t - NEAR_MARGIN (a cluster larger than k, or a crowd, whose top k the wide search picks) or its search
+# did not return its own vector (it went astray). On the 10k curation bench store its pairs at >= 0.95,
+# 0.9 and 0.85 (3,271 / 5,946 / 13,489) are exactly the wide pass's and an exact kNN's; at 0.9 it searches
+# 272 rows again and takes 0.25 s CPU against 0.51-0.66 s (one thread); same on the 1k store (269/297/377
+# pairs). Seeded sets (/tmp/lead/efdense.py's 3 x 4,000 vectors in clusters of up to 40 near-copies, 8
+# graph builds each; "nested" topics of notes ~0.7-0.85 alike holding groups of 1-9 copies, 6 x 3 builds):
+# the same pairs as the wide pass in every case at 0.95/0.9/0.85 (the wide pass itself differs from the
+# exact top 8 in the large clusters, 742 pairs over the 72 dense cases: which k of >k equally close copies).
+# A crowded 128-d seeded set (2,000 vectors, 46% of rows in clusters larger than k): 1-2 of 135-180 (graph,
+# threshold) cases differ from the wide pass, by 2-3 pairs (the wide pass differs from exact in 2-8 cases, by
+# 5-68 pairs); with no margin 8 cases (17 pairs). Without the own-vector check the dense sets lost 48 pairs in
+# 6 cases (searches stranded in another cluster); at ef 12 or 9 they differ by 7 and 39. Below NEAR_FROM the
+# pass is the wide one: at 0.8 the margin sends 5,417 of the 9,936 rows of the 10k store to the wide search
+# again, and the two together cost about what it does alone (0.50 s against 0.55 s).
+NEAR_FROM = 0.85
+NEAR_MARGIN = 0.03
+
 
 class Vectors:
     """The current vector file of one catalog, loaded once per process and generation."""
@@ -143,7 +162,7 @@ class Vectors:
     # ------------------------------------------------------------ queries
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
-                         on_idle: Callable[[], bool] | None = None,
+                         on_idle: Callable[[], bool] | None = None, threshold: float | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).
 
@@ -165,6 +184,13 @@ class Vectors:
         next batch is not in yet, until it returns False (nothing more to do for now): work the
         caller can do ahead in small steps, so that its thread is not idle while the graph runs.
         Once the caller is left waiting with nothing to do, the graph takes every core again.
+
+        `threshold`: the caller wants only the neighbours at >= threshold (`merge --auto`'s
+        groups); the others are given as -1. From `NEAR_FROM` up, each row is searched first at
+        `NEAR_EF`, and again at `ef` only when its last neighbour is close to the threshold or
+        above it (a cluster larger than k, whose top k the wide search picks) or its own vector
+        was not found: the pairs at >= threshold are those of the pass at `ef` alone, for about
+        half of its CPU (see `NEAR_EF`).
         """
         rows = self.catalog.vector_ids()  # in label order
         labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -178,18 +204,37 @@ class Vectors:
         dists = np.empty((n, kk), np.float32)
         nbr = np.empty((n, kk), np.int64)
         sims = np.empty((n, kk), np.float64)
-        h.set_ef(max(ef or CURATION_EF, kk))
+        wide = max(ef or CURATION_EF, kk)
+        # the narrow first search, when only the close neighbours are wanted (see `NEAR_EF`)
+        near = max(NEAR_EF, kk) if threshold is not None and threshold >= NEAR_FROM and NEAR_EF < wide else None
+        h.set_ef(wide)
 
         def convert(i: int, j: int) -> None:
             """Rows i..j of `found`/`dists` into `nbr` (positions in `ids`, -1: none) and `sims`."""
             f = found[i:j]
             at = np.minimum(np.searchsorted(labels, f), n - 1)  # labels are sorted: label -> position
             known = (labels[at] == f) & (f != labels[i:j, None])
-            nbr[i:j] = np.where(known, at, -1)
             sims[i:j] = 1.0 - dists[i:j]  # float32 arithmetic, held as float64
+            if threshold is not None:
+                known &= sims[i:j] >= threshold
+            nbr[i:j] = np.where(known, at, -1)
 
         def query(i: int, threads: int = -1) -> None:
-            f, d = h.knn_query(vecs[i : i + batch], k=kk, num_threads=threads)
+            q = vecs[i : i + batch]
+            if near is None:
+                f, d = h.knn_query(q, k=kk, num_threads=threads)
+            else:
+                h.set_ef(near)
+                f, d = h.knn_query(q, k=kk, num_threads=threads)
+                # searched again at the wide ef: a row whose k-th neighbour is still close, or nearly (a
+                # cluster larger than k, or a crowd, whose top k the wide search picks; compared as
+                # `convert` gives the similarity), and a row whose search did not reach its own vector
+                # (it went astray in another part of the graph)
+                own = (f.astype(np.int64) == labels[i : i + len(f), None]).any(axis=1)
+                full = np.nonzero(((1.0 - d[:, -1]).astype(np.float64) >= threshold - NEAR_MARGIN) | ~own)[0]
+                if len(full):
+                    h.set_ef(wide)
+                    f[full], d[full] = h.knn_query(q[full], k=kk, num_threads=threads)
             found[i : i + len(f)], dists[i : i + len(f)] = f, d
 
         try:

@@ -53,7 +53,10 @@ NEAR_EF = 16  # the close-pairs pass (`neighbour_arrays(threshold=t)`, merge --a
 # 5-68 pairs); with no margin 8 cases (17 pairs). Without the own-vector check the dense sets lost 48 pairs in
 # 6 cases (searches stranded in another cluster); at ef 12 or 9 they differ by 7 and 39. Below NEAR_FROM the
 # pass is the wide one: at 0.8 the margin sends 5,417 of the 9,936 rows of the 10k store to the wide search
-# again, and the two together cost about what it does alone (0.50 s against 0.55 s).
+# again, and the two together cost about what it does alone (0.50 s against 0.55 s). Where most rows of a
+# batch need the wide search again (the dense sets: 80-95%), the later batches get only the wide search
+# (the same pairs): there the pass costs 0.87-0.96 s CPU against the wide pass's 0.73 s (6 graphs of 4,000;
+# without this, 1.05-1.24 s against 0.81 s). bench/knn_pass.py prints all of this in one run.
 NEAR_FROM = 0.85
 NEAR_MARGIN = 0.03
 
@@ -206,7 +209,7 @@ class Vectors:
         sims = np.empty((n, kk), np.float64)
         wide = max(ef or CURATION_EF, kk)
         # the narrow first search, when only the close neighbours are wanted (see `NEAR_EF`)
-        near = max(NEAR_EF, kk) if threshold is not None and threshold >= NEAR_FROM and NEAR_EF < wide else None
+        near = [max(NEAR_EF, kk) if threshold is not None and threshold >= NEAR_FROM and NEAR_EF < wide else None]
         h.set_ef(wide)
 
         def convert(i: int, j: int) -> None:
@@ -221,10 +224,10 @@ class Vectors:
 
         def query(i: int, threads: int = -1) -> None:
             q = vecs[i : i + batch]
-            if near is None:
+            if near[0] is None:
                 f, d = h.knn_query(q, k=kk, num_threads=threads)
             else:
-                h.set_ef(near)
+                h.set_ef(near[0])
                 f, d = h.knn_query(q, k=kk, num_threads=threads)
                 # searched again at the wide ef: a row whose k-th neighbour is still close, or nearly (a
                 # cluster larger than k, or a crowd, whose top k the wide search picks; compared as
@@ -235,6 +238,8 @@ class Vectors:
                 if len(full):
                     h.set_ef(wide)
                     f[full], d[full] = h.knn_query(q[full], k=kk, num_threads=threads)
+                if len(full) * 2 > len(q):
+                    near[0] = None  # most rows need the wide search (large clusters): the rest gets only it
             found[i : i + len(f)], dists[i : i + len(f)] = f, d
 
         try:

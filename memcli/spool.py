@@ -450,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     store_path = Path(args.store)
     d = inbox_dir(store_path)
+    with contextlib.suppress(OSError):  # started by hand on a store that never spooled anything
+        d.mkdir(exist_ok=True)
     held = _try_lock(d / WORKER_LOCK)  # kept from here: a hook that sees it held knows work is under way
     if held is None:
         return 0

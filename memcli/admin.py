@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.config import ConfigError, load_config
+from memcli.detached import background_allowed
 from memcli.store import Store
 
 
@@ -113,8 +114,9 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
         # not a failure: search works with them; they are exact once the background refresh ran
         check("provisional vectors", True, "none" if not provisional else
               f"{provisional} merged {'memory has' if provisional == 1 else 'memories have'} a source's vector "
-              "until their own is computed "
-              "(in the background, or `memcli reindex --provisional`)")
+              "until their own is computed ("
+              + ("in the background, or " if cfg.background and background_allowed() else "background work is off: ")
+              + "`memcli reindex --provisional`)")
     except Exception as e:  # noqa: BLE001
         check("index", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
     if cfg.llm_model:

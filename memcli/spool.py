@@ -460,15 +460,24 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(store_path)
     try:
         report = process(store, held=held, force=False)
+        if refresh_provisional(store) and any(p.name not in report_files(report) for p in pending(store_path)):
+            # spooled while this worker refreshed (their hooks' workers found the lock held)
+            again = process(store, force=False)
+            report.done += again.done
+            report.waiting += again.waiting
         for w in report.waiting:
             record_failure(store_path, f"{w['file']}: waiting: {w['error']}")
-        refresh_provisional(store)
     except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output
         record_failure(store_path, f"worker: {type(e).__name__}: {e}")
         return 1
     finally:
         store.close()
     return 0
+
+
+def report_files(report: ProcessReport) -> set[str]:
+    """The inbox files a run tried (done or left waiting)."""
+    return {r["file"] for r in (*report.done, *report.waiting)}
 
 
 REFRESH_ROUNDS = 5  # a worker's refreshes, while commits keep leaving provisional vectors

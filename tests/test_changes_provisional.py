@@ -326,3 +326,31 @@ def test_the_detached_worker_makes_the_vectors_exact(hashed: tuple[Store, list],
         time.sleep(0.1)
     assert probe.returncode == 0
     assert not (store.path / "inbox" / "errors.log").read_text()
+
+
+def test_an_input_spooled_while_the_worker_refreshes_is_processed_by_it(hashed: tuple[Store, list],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook that spools while the worker refreshes finds the worker lock held and starts no
+    worker of its own: the refreshing worker processes that input before it leaves."""
+    from memcli import spool
+    from memcli.index import Index
+
+    store, _ = hashed
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    monkeypatch.setattr(os, "nice", lambda n: 0)  # in-process: leave the test run's priority alone
+    refresh = Index.refresh_provisional
+
+    def refresh_while_a_hook_spools(self, *args, **kw):  # noqa: ANN001, ANN202 - the method's own signature
+        spool.spool(store.path, "The nightly backup job writes to the eu-west-1 bucket.", {"raw": True})
+        return refresh(self, *args, **kw)
+
+    monkeypatch.setattr(Index, "refresh_provisional", refresh_while_a_hook_spools)
+    assert spool.main(["--store", str(store.path)]) == 0
+    assert spool.pending(store.path) == []
+    check = Store(store.path, Config(embed_model=HASH))
+    try:
+        check.index.sync()
+        assert check.index.provisional_count() == 0
+        assert check.index.find_exact("The nightly backup job writes to the eu-west-1 bucket.")
+    finally:
+        check.close()

@@ -29,6 +29,8 @@ from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, 
 from memcli.index.vectors import Vectors
 from memcli.memory import MalformedMemory, Memory
 
+_JSON = json.JSONEncoder(ensure_ascii=False).encode  # the rows' records: one encoder, not one a row
+
 
 @dataclass
 class SyncReport:
@@ -373,7 +375,7 @@ class Sync:
                 cols = (
                     m.id, fname, mtime, size, h, norm_hash(m.text), m.type, m.user, m.project,
                     m.created, m.updated, m.confidence, tags_col(m.tags),
-                    json.dumps(m.to_dict(), ensure_ascii=False),
+                    _JSON(m.to_dict()),
                 )
                 if fname in existing:
                     label, old_hash = existing[fname]

@@ -169,16 +169,27 @@ def _provisional(out: str) -> int:
 
 def fresh_copy(store: Path, name: str) -> Path:
     """A copy of `store` to write into, as a user's store is when a command starts: its files were
-    not all changed in the last two seconds. A commit proves a file it replaces unchanged by one
-    stat only when the file's ctime is older than that (`changes.RACY_NS`, git's "racy" rule);
-    a copy made just before the run would send every such file through a read and a hash."""
-    from memcli.changes import RACY_NS
+    not all changed in the last two seconds, and they are on disk. A commit proves a file it
+    replaces unchanged by one stat only when the file's ctime is older than that
+    (`changes.RACY_NS`, git's "racy" rule); a copy made just before the run would send every such
+    file through a read and a hash. And a bulk commit makes its files durable with one `syncfs`,
+    which also writes out whatever else is dirty on that file system: the kernel writes dirty
+    pages back after ~30 s, so a user's store (and cache) written earlier is clean, while the
+    copy's ~170 MB, made a moment before, would still be waiting (~0.2 s of the commit's flush)."""
 
     dst = store.parent / name
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(store, dst, copy_function=shutil.copy2)  # mtimes kept: the index stays in step
-    time.sleep(RACY_NS / 1e9 + 0.1)  # not timed: the command's clock starts when it is spawned
     return dst
+
+
+def settle() -> None:
+    """Before a timed run (not timed: the command's clock starts when it is spawned): the copies
+    written back to disk and more than two seconds old (see `fresh_copy`)."""
+    from memcli.changes import RACY_NS
+
+    os.sync()
+    time.sleep(RACY_NS / 1e9 + 0.1)
 
 
 def bench(n: int, model: str | None, repeat: int, by: str, only: list[str] | None = None) -> list[list[object]]:
@@ -202,6 +213,7 @@ def bench(n: int, model: str | None, repeat: int, by: str, only: list[str] | Non
         for name, args, writes in [("export", export_args, False)] + [(p[0], p[1], p[3]) for p in plan]:
             target = fresh_copy(store, "work") if writes else store
             cache_copy = fresh_cache(snap, "work-cache")
+            settle()
             run_ = timed_rss(args, target, cache_copy)
             prev = results.get(name)
             if prev is None or run_[key] < prev[key]:

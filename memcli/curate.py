@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -221,6 +222,8 @@ class _Linker:
         self.parent = list(range(n))
         self.threshold, self.memory, self.apart = threshold, memory, apart
         self.kept_apart: set[tuple[int, int]] = set()
+        #: `apart`'s verdicts judged ahead, by position pair as `rows` asks (see `_judged_ahead`)
+        self.verdicts: dict[tuple[int, int], bool] = {}
 
     def find(self, x: int) -> int:
         parent = self.parent
@@ -232,6 +235,7 @@ class _Linker:
     def rows(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
         """Link the pairs of rows start.. (`nbr`/`sims` hold those rows only)."""
         find, parent, kept_apart, memory, apart = self.find, self.parent, self.kept_apart, self.memory, self.apart
+        verdicts = self.verdicts
         rows, cols = _close(nbr, sims, self.threshold)
         for i, j in zip((rows + start).tolist(), nbr[rows, cols].tolist()):
             ri, rj = find(i), find(j)
@@ -240,10 +244,29 @@ class _Linker:
             if memory is None or apart is None:
                 parent[rj] = ri
             elif (j, i) not in kept_apart:  # (the pair seen from its other end: judged apart already)
-                if apart(memory(ids[i]), memory(ids[j])):
+                verdict = verdicts.get((i, j))
+                if verdict is None:
+                    verdict = apart(memory(ids[i]), memory(ids[j]))
+                if verdict:
                     kept_apart.add((i, j))
                 else:
                     parent[rj] = ri
+
+    def pending(self, batches: list[tuple[int, np.ndarray, np.ndarray]]) -> list[tuple[int, int]]:
+        """The pairs `rows` may judge when fed `batches` ((start, nbr rows, sims rows), in row order)
+        after what it has linked so far: each pair once, as `rows` would first meet it (row, then
+        neighbour), less those linked or kept apart already. A few more than `rows` will judge
+        (pairs the links made meanwhile join), never one less."""
+        find, kept_apart, seen, out = self.find, self.kept_apart, set(), []
+        for start, nbr, sims in batches:
+            rows, cols = _close(nbr, sims, self.threshold)
+            for i, j in zip((rows + start).tolist(), nbr[rows, cols].tolist()):
+                key = (i, j) if i < j else (j, i)
+                if key in seen or (j, i) in kept_apart or (i, j) in kept_apart or find(i) == find(j):
+                    continue
+                seen.add(key)
+                out.append((i, j))
+        return out
 
     def groups(self, ids: list[str]) -> list[list[str]]:
         groups: dict[int, list[str]] = {}
@@ -263,9 +286,14 @@ class _Ahead:
     for after the pass, and never makes the pass wait for it."""
 
     def __init__(self, store: Store, threshold: float, *, every: bool = False, later: float | None = None,
-                 apart: Callable[[Memory, Memory], bool] | None = None) -> None:
+                 apart: Callable[[Memory, Memory], bool] | None = None, searched: threading.Event | None = None,
+                 ) -> None:
         self.index, self.threshold, self.every, self.later, self.apart = store.index, threshold, every, later, apart
         self.linker: _Linker | None = None  # with `apart`: the groups at >= threshold, linked batch by batch
+        #: with `searched`: once it is set (the graph is done), the batches are left to link after the
+        #: pass (`deferred`), their pairs judged on two cores (`_judged_ahead`)
+        self.searched = searched
+        self.deferred: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.entries: dict[str, tuple[Memory, tuple[int, int]]] = {}
         self.warmed: set[int] = set()  # positions whose text was read ahead
         self.queue: list[int] = []  # positions to read ahead while the graph searches (`later`)
@@ -283,12 +311,17 @@ class _Ahead:
                 self.ids = ids
         else:
             self.entries.update(self.index.catalog_entries(ids[p] for p in close if ids[p] not in self.entries))
-        for p in close:
-            self._warm(p, ids)
-        if self.apart is not None:
-            if self.linker is None:
-                entries = self.entries
-                self.linker = _Linker(len(ids), self.threshold, lambda mid: entries[mid][0], self.apart)
+        if self.apart is not None and self.linker is None:
+            entries = self.entries
+            self.linker = _Linker(len(ids), self.threshold, lambda mid: entries[mid][0], self.apart)
+        if self.deferred or (self.searched is not None and self.searched.is_set()):
+            self.deferred.append((start, nbr, sims))  # judged and linked after the pass
+            return
+        if self.every:  # (consolidate: the texts go on to the forked contradiction judge; for
+            # merge --auto, `rows` parses right here the texts it judges, and only those)
+            for p in close:
+                self._warm(p, ids)
+        if self.linker is not None:
             self.linker.rows(ids, start, nbr, sims)
         if self.later is not None and self.every:
             if self.episodic is None:
@@ -326,9 +359,12 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
     a pair for which `apart(memory, memory)` is true is not linked. Only the memories
     with a neighbour that close are read; their catalog entries are added to `known` when given
     (for `merge_groups`, which would otherwise read them again)."""
-    # the candidates read, and linked, while the kNN pass runs
-    ahead = _Ahead(store, threshold, apart=apart) if apart else None
-    ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead, threshold=threshold)
+    # the candidates read, and linked, while the kNN pass runs; once the graph has searched every
+    # row (it is faster than the judging), the rows left are judged on two cores after the pass
+    searched = threading.Event() if apart and can_fork() else None
+    ahead = _Ahead(store, threshold, apart=apart, searched=searched) if apart else None
+    ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead, threshold=threshold,
+                                                     searched=searched)
     if len(ids) < 2:
         return []
     if ahead is None:
@@ -337,7 +373,40 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
         known.update(ahead.entries)  # every memory with a neighbour at >= threshold
     # no linker: the pass handed out no rows (no graph to search), so there was no pair to link;
     # never the unvetoed `_linked_groups`, which would join memories `apart` keeps apart
-    return ahead.linker.groups(ids) if ahead.linker is not None else []
+    if ahead.linker is None:
+        return []
+    if ahead.deferred:
+        _judged_ahead(ahead.linker, ids, ahead.deferred)
+        for start, rows_nbr, rows_sims in ahead.deferred:  # linked in row order, as during the pass
+            ahead.linker.rows(ids, start, rows_nbr, rows_sims)
+    return ahead.linker.groups(ids)
+
+
+#: from this many pairs left to judge after the kNN pass, half of them are judged in a forked process
+FORK_PAIRS = 400
+
+
+def _judged_ahead(linker: _Linker, ids: list[str], batches: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+    """Judge the pairs `linker.rows` may ask about when fed `batches` (`_Linker.pending`) into
+    `linker.verdicts`: the later half in a forked child (`background`), the first half here
+    meanwhile. `apart` is a pure function of the two memories, so a verdict is the same whichever
+    process gives it and whenever; `rows` then links in the same order, with the same verdicts,
+    as it would judging one pair at a time (a pair it asks about that was not judged ahead, it
+    judges itself). Where no child can run, or the child fails, the parent judges its half too.
+    Fewer than `FORK_PAIRS` pairs are left to `rows`."""
+    memory, apart = linker.memory, linker.apart
+    assert memory is not None and apart is not None
+    pairs = linker.pending(batches)
+    if len(pairs) < FORK_PAIRS:
+        return  # not worth a fork: `rows` judges them as it meets them (no more than it needs)
+    half = len(pairs) // 2
+
+    def judge(part: list[tuple[int, int]]) -> dict[tuple[int, int], bool]:
+        return {(i, j): bool(apart(memory(ids[i]), memory(ids[j]))) for i, j in part}
+
+    with background(lambda: judge(pairs[half:])) as theirs:
+        linker.verdicts.update(judge(pairs[:half]))
+        linker.verdicts.update(theirs())
 
 
 def _close_pairs(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,

@@ -198,6 +198,50 @@ def test_merge_auto_merges_exactly_the_near_duplicate_pairs(cli):
     assert len(list((cli.store / ".trash").glob("*.md"))) == 4
 
 
+
+@pytest.mark.parametrize("how", ["forked", "child fails", "one core"])
+def test_merge_auto_never_merges_a_contradiction_whichever_process_judged_it(cli, monkeypatch, how):
+    """`merge --auto` on a small store (one batch of the kNN pass): every pair is judged after the
+    pass, half in a forked child. A contradiction among near-duplicates is kept apart, and the
+    plan is the one a single process makes, also when the child fails."""
+    import os
+
+    from memcli import background, curate
+    from memcli.store import Store
+
+    by_text = load(cli, [{"text": t} for t in (*STAGING, *VITE, *RATE, *MIGRATIONS, ALICE)])
+    store = Store(cli.store)
+    try:  # without the veto, the contradictions would be merged at this threshold
+        unvetoed = curate.similar_groups(store, 0.8)
+    finally:
+        store.close()
+    assert sorted(by_text[t] for t in RATE) in [sorted(g) for g in unvetoed]
+    monkeypatch.setattr(background, "_one_thread", lambda: True)  # (the suite's own threads aside)
+    monkeypatch.setattr(curate, "FORK_PAIRS", 2)  # fork even for these few pairs
+    forks: list[int] = []
+    start = background._start
+    monkeypatch.setattr(background, "_start", lambda work: forks.append(1) or start(work))
+    parent, mergeable = os.getpid(), curate.mergeable
+
+    def judged(a, b, similarity=0.9):
+        if os.getpid() != parent and how == "child fails":
+            raise RuntimeError("the child fails")
+        return mergeable(a, b, similarity)
+
+    monkeypatch.setattr(curate, "mergeable", judged)
+    if how == "one core":
+        monkeypatch.setenv("MEMCLI_WORKERS", "1")
+    args = ("merge", "--auto", "--threshold", "0.8", "--no-llm", "--dry-run", "--json")
+    out = json.loads(cli(*args).stdout)
+    assert bool(forks) == (how != "one core" and background.can_fork())
+    groups = sorted(sorted(r["merged_from"]) for r in out["merged"])
+    assert groups == sorted([sorted(by_text[t] for t in STAGING), sorted(by_text[t] for t in VITE)])
+    monkeypatch.setenv("MEMCLI_WORKERS", "1")
+    one = json.loads(cli(*args).stdout)
+    assert [(m["merged_from"], m["text"]) for m in one["merged"]] == \
+        [(m["merged_from"], m["text"]) for m in out["merged"]]
+
+
 def test_heuristic_merge_keeps_unique_sentences():
     assert heuristic_merge(["Redis backs the queue.", "Redis backs the queue."]) == "Redis backs the queue."
     # contained word for word in the newer text: covered, not repeated

@@ -18,7 +18,7 @@ disagrees with the catalog.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from memcli.index.catalog import SCHEMA_VERSION, SORT_KEYS, Catalog, Filters, Ra
 from memcli.index.sync import Sync, SyncReport
 from memcli.index.vectors import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, Vectors
 from memcli.memory import Memory
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = [
     "HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_M", "SCHEMA_VERSION", "SORT_KEYS", "Filters", "Index",
@@ -92,13 +95,15 @@ class Index(Catalog):
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
                          on_idle: Callable[[], bool] | None = None, threshold: float | None = None,
+                         searched: threading.Event | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids
         (-1: none), similarities); `on_batch` sees each batch's rows while the next is searched,
         `on_idle` is called while waiting for it; `threshold`: only the neighbours that close are
-        wanted, found for less CPU (see `Vectors.neighbour_arrays`)."""
+        wanted, found for less CPU; `searched` is set once every row is searched (see
+        `Vectors.neighbour_arrays`)."""
         return self.vec.neighbour_arrays(k, ef=ef, batch=batch, on_batch=on_batch, on_idle=on_idle,
-                                         threshold=threshold)
+                                         threshold=threshold, searched=searched)
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

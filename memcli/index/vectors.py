@@ -13,11 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memcli.index.catalog import Catalog
+
+if TYPE_CHECKING:
+    import threading
 
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
@@ -166,6 +169,7 @@ class Vectors:
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
                          on_idle: Callable[[], bool] | None = None, threshold: float | None = None,
+                         searched: threading.Event | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).
 
@@ -194,6 +198,9 @@ class Vectors:
         above it (a cluster larger than k, whose top k the wide search picks) or its own vector
         was not found: the pairs at >= threshold are those of the pass at `ef` alone, for about
         half of its CPU (see `NEAR_EF`).
+
+        `searched` (with `on_batch`) is set as soon as the graph has searched every row, while
+        the caller may still be busy with earlier batches: from then on its thread alone is left.
         """
         rows = self.catalog.vector_ids()  # in label order
         labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -260,6 +267,11 @@ class Vectors:
                 pool = ThreadPoolExecutor(max_workers=1)
                 try:
                     pending = [pool.submit(lambda i: query(i, threads[0]), i) for i in starts[1:]]
+                    if searched is not None:  # (set by the worker after the last batch, or here)
+                        if pending:
+                            pending[-1].add_done_callback(lambda _: searched.set())
+                        else:
+                            searched.set()
                     for b, i in enumerate(starts):
                         j = min(i + batch, n)
                         convert(i, j)

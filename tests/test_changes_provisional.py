@@ -337,6 +337,7 @@ def test_an_input_spooled_while_the_worker_refreshes_is_processed_by_it(hashed: 
 
     store, _ = hashed
     monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    monkeypatch.delenv("MEMCLI_NO_BACKGROUND")
     monkeypatch.setattr(os, "nice", lambda n: 0)  # in-process: leave the test run's priority alone
     refresh = Index.refresh_provisional
 
@@ -352,5 +353,65 @@ def test_an_input_spooled_while_the_worker_refreshes_is_processed_by_it(hashed: 
         check.index.sync()
         assert check.index.provisional_count() == 0
         assert check.index.find_exact("The nightly backup job writes to the eu-west-1 bucket.")
+    finally:
+        check.close()
+
+
+def test_a_worker_leaves_provisional_vectors_alone_when_background_work_is_off(
+        hashed: tuple[Store, list], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turning background work off (env or config) also keeps the worker a hook starts for its
+    inbox from loading the model for the refresh: the vectors wait for `reindex --provisional`."""
+    from memcli import spool
+
+    store, _ = hashed
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    monkeypatch.setattr(os, "nice", lambda n: 0)
+    before = store.index.provisional_count()
+    assert before and spool.main(["--store", str(store.path)]) == 0  # MEMCLI_NO_BACKGROUND=1 (the suite's)
+    monkeypatch.delenv("MEMCLI_NO_BACKGROUND")
+    (store.path / "config.toml").write_text("background = false\n")
+    assert spool.main(["--store", str(store.path)]) == 0
+    check = Store(store.path)
+    try:
+        assert check.index.provisional_count() == before
+    finally:
+        check.close()
+
+
+def test_a_failed_refresh_is_recorded_with_the_inbox_results_and_not_retried_at_once(
+        hashed: tuple[Store, list], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker whose refresh fails (no model) still records its inbox items' results, records
+    the failure, and the workers of the next hooks leave the refresh alone for a while."""
+    from memcli import spool
+    from memcli.errors import EmbedError
+    from memcli.index import Index
+
+    store, _ = hashed
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    monkeypatch.delenv("MEMCLI_NO_BACKGROUND")
+    monkeypatch.setattr(os, "nice", lambda n: 0)
+    inbox = store.path / "inbox"
+    inbox.mkdir(exist_ok=True)
+    (inbox / "0001-broken.json").write_text("{not json")  # an item the worker cannot read
+    calls = []
+    refresh = Index.refresh_provisional
+
+    def offline(self, *args, **kw):  # noqa: ANN001, ANN202 - the method's own signature
+        calls.append(1)
+        raise EmbedError("cannot load embedding model: offline")
+
+    monkeypatch.setattr(Index, "refresh_provisional", offline)
+    assert spool.main(["--store", str(store.path)]) == 0
+    log = (inbox / "errors.log").read_text()
+    assert "refresh of provisional vectors: EmbedError" in log and "waiting" in log
+    assert spool.main(["--store", str(store.path)]) == 0  # the next hook's worker
+    assert len(calls) == 1
+    old = time.time() - spool.REFRESH_RETRY_AFTER - 1
+    os.utime(inbox / spool.REFRESH_FAILED, (old, old))
+    monkeypatch.setattr(Index, "refresh_provisional", refresh)  # the model is back
+    assert spool.main(["--store", str(store.path)]) == 0
+    check = Store(store.path, Config(embed_model=HASH))
+    try:
+        assert check.index.provisional_count() == 0
     finally:
         check.close()

@@ -474,7 +474,10 @@ def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, mo
             if len(threads) > 1 and gated:  # a batch after the first: done once the caller is out of work
                 assert gate.wait(30)
                 gate.clear()
-                time.sleep(0.05)  # and has said so (the next batch then searches on every core)
+                # and has said so (the next batch then searches on every core): the caller's thread
+                # sets that a statement after its last on_idle() returns; 50 ms was once too short
+                # for it on a loaded machine
+                time.sleep(0.25)
             return self.h.knn_query(vecs, k=k, num_threads=num_threads)
 
         def __getattr__(self, name):

@@ -107,7 +107,9 @@ def test_the_close_pairs_pass_finds_what_an_exact_knn_finds(seeded, threshold):
     assert 100 < (~small).sum() < len(ids) * 2 // 3  # the set has clusters larger than k, and not only
     pairs = close_pairs(nbr, sims, threshold)
     assert {(a, b) for a, b in close_pairs(exact, exact_sims, threshold) if small[a] or small[b]} <= pairs
-    assert np.all(found[~small].sum(1) == NEIGHBOURS)
+    # (approximate search: hnswlib builds its graph with threads, so a build may leave a rare row
+    # of a big cluster a neighbour short; what matters, the groups, is checked exactly below)
+    assert (found[~small].sum(1) < NEIGHBOURS).mean() <= 0.01
     _, _, wide, wide_sims = store.index.neighbour_arrays(NEIGHBOURS)
     assert pairs == close_pairs(wide, wide_sims, threshold)
     expected = _linked_groups(ids, exact, exact_sims, threshold)

@@ -139,3 +139,20 @@ def fill(cli: Cli, rich: Memory) -> Cli:
     s.write(rich)
     s.close()
     return cli
+
+
+# Plain developer notes on distinct subjects (tests of the index and of the kNN pass)
+DEV_NOTES = [
+    "The staging database is reset every Sunday at 02:00 UTC.",
+    "Frontend bundles are built by Vite and served from a CDN.",
+    "Logs are shipped to Grafana Loki and kept for 14 days.",
+    "Feature flags are managed in LaunchDarkly.",
+    "Redis is the job queue backend via RQ.",
+    "The API gateway rate-limits clients to 100 requests per minute.",
+    "Database migrations run with Alembic before each deploy.",
+    "Alice owns the billing module and reviews its pull requests.",
+    "Integration tests need Docker running locally.",
+    "Secrets are stored in HashiCorp Vault, never in the repository.",
+    "The mobile app talks to the backend over GraphQL.",
+    "Nightly backups of Postgres go to an S3 bucket in eu-west-1.",
+]

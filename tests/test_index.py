@@ -7,18 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Cli
+from conftest import DEV_NOTES, Cli
 
 from memcli.api import Store
 from memcli.config import Config
 
-NOTES = [
-    "The staging database is reset every Sunday at 02:00 UTC.",
-    "Frontend bundles are built by Vite and served from a CDN.",
-    "Logs are shipped to Grafana Loki and kept for 14 days.",
-    "Feature flags are managed in LaunchDarkly.",
-    "Redis is the job queue backend via RQ.",
-]
+NOTES = DEV_NOTES[:5]
 
 
 def fill(cli: Cli, texts=NOTES) -> list[str]:

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import Cli
+from conftest import DEV_NOTES, Cli
 
 from memcli.api import Store
 from memcli.config import Config
@@ -130,20 +130,7 @@ VARIANTS = (  # re-typed copies of a note, as a second hook or a re-import leave
     lambda t: "Team note: " + t,
     lambda t: t + " As agreed.",
 )
-NOTES = [
-    "The staging database is reset every Sunday at 02:00 UTC.",
-    "Frontend bundles are built by Vite and served from a CDN.",
-    "Logs are shipped to Grafana Loki and kept for 14 days.",
-    "Feature flags are managed in LaunchDarkly.",
-    "Redis is the job queue backend via RQ.",
-    "The API gateway rate-limits clients to 100 requests per minute.",
-    "Database migrations run with Alembic before each deploy.",
-    "Alice owns the billing module and reviews its pull requests.",
-    "Integration tests need Docker running locally.",
-    "Secrets are stored in HashiCorp Vault, never in the repository.",
-    "The mobile app talks to the backend over GraphQL.",
-    "Nightly backups of Postgres go to an S3 bucket in eu-west-1.",
-]
+NOTES = DEV_NOTES
 
 
 def test_merge_auto_groups_with_the_real_model(tmp_path):

@@ -874,7 +874,9 @@ def _failed_index(e: BaseException) -> bool:
     """An error of the index update (a full disk, a locked or broken catalog, hnswlib's own
     RuntimeError), which a commit whose files are written reports as a notice, not as its own
     failure: the files are the truth, and the next command's sync indexes them."""
-    return isinstance(e, (sqlite3.Error, OSError, MemcliError, RuntimeError))
+    # RuntimeError itself only (hnswlib's type): not its subclasses RecursionError,
+    # NotImplementedError or a broken executor, which are bugs to see, not a notice
+    return isinstance(e, (sqlite3.Error, OSError, MemcliError)) or type(e) is RuntimeError
 
 
 def _set_aside(paths: list[Path]) -> list[str]:

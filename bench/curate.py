@@ -117,18 +117,16 @@ def built_cache(store: Path, cache: Path) -> Path:
     keep = {text_hash(t) for t in texts}
     tmp = snap.with_suffix(".tmp")
     tmp.unlink(missing_ok=True)
-    a, b = sqlite3.connect(src), sqlite3.connect(tmp, isolation_level=None)
-    try:
-        a.backup(b)
-        gone = [(h,) for (h,) in b.execute("SELECT hash FROM vec") if h not in keep]
-        b.execute("BEGIN")
-        b.executemany("DELETE FROM vec WHERE hash=?", gone)
-        b.execute("COMMIT")
-        b.execute("PRAGMA journal_mode=DELETE")  # one self-contained file to copy
-        b.execute("VACUUM")
+    db = sqlite3.connect(tmp, isolation_level=None)
+    try:  # the rows kept copied into a new file (deleting the rest row by row took minutes at 100k)
+        db.execute("ATTACH DATABASE ? AS src", (str(src),))
+        schema = db.execute("SELECT sql FROM src.sqlite_master WHERE name='vec'").fetchone()[0]
+        db.execute(schema)
+        db.execute("CREATE TEMP TABLE keep (hash TEXT PRIMARY KEY)")
+        db.executemany("INSERT OR IGNORE INTO keep VALUES (?)", [(h,) for h in keep])
+        db.execute("INSERT INTO vec SELECT v.* FROM src.vec v JOIN keep k ON k.hash = v.hash")
     finally:
-        a.close()
-        b.close()
+        db.close()
     tmp.replace(snap)
     return snap
 

@@ -244,7 +244,7 @@ def bench(n: int, model: str | None, repeat: int, by: str, only: list[str] | Non
                      f"{verdict(ok)} by {by} ({detail}; {groups} groups planted)"])
         if name in refreshes:
             s, cpu, rss, out = refreshes[name]
-            rows.append([n, model or "default", "  then reindex --provisional (the background refresh)", f"{s:.2f}",
+            rows.append([n, model or "default", "  then reindex --provisional (the refresh, foreground)", f"{s:.2f}",
                          f"{cpu:.2f}", f"{s / ex_wall:.1f}", f"{cpu / ex_cpu:.1f}", "-", f"{rss:.0f}",
                          f"({_provisional(results[name][3])} provisional vectors made exact; not part of the command)"])
     shutil.rmtree(store.parent / "work", ignore_errors=True)

@@ -1220,13 +1220,17 @@ def _provisional_note(store: Store) -> int:
     """After a curation commit: one line on stderr when merged memories were indexed with a
     provisional vector (see memcli/changes.py PROVISIONAL_MIN), saying how they become exact.
     Returns how many there are."""
-    from memcli.detached import background_allowed
+    from memcli.detached import background_allowed, refresh_failed_recently
 
     n = store.index.provisional_count()
     if n:
-        how = ("a background process is computing their exact ones"
-               if store.config.background and background_allowed()
-               else "run `memcli reindex --provisional` to compute their exact ones")
+        if not (store.config.background and background_allowed()):
+            how = "run `memcli reindex --provisional` to compute their exact ones"
+        elif refresh_failed_recently(store.path):
+            how = ("the last background refresh failed (see inbox/errors.log): "
+                   "run `memcli reindex --provisional` to compute their exact ones")
+        else:
+            how = "a background process is computing their exact ones"
         note(f"{render.plural(n, 'merged memory', 'merged memories')} indexed with a provisional vector "
              f"(a source's, close to its own); {how}")
     return n

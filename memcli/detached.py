@@ -17,15 +17,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ERROR_LOG = "errors.log"  # <store>/inbox/errors.log: what a detached worker has to say
+REFRESH_RETRY_AFTER = 600.0  # seconds: after a refresh failed (no model), workers leave it alone this long
+REFRESH_FAILED = ".refresh-failed"  # in inbox/: touched when a refresh failed
 
 
 def background_allowed() -> bool:
     """False when `MEMCLI_NO_BACKGROUND` is set to anything but 0/false/no/off/empty."""
     value = os.environ.get("MEMCLI_NO_BACKGROUND", "").strip().lower()
     return value in ("", "0", "false", "no", "off")
+
+
+def refresh_failed_recently(store_path: str | os.PathLike[str]) -> bool:
+    """A worker's refresh of provisional vectors failed less than `REFRESH_RETRY_AFTER` ago
+    (`inbox/errors.log` says why): the workers leave it alone until then."""
+    try:
+        failed = (Path(store_path) / "inbox" / REFRESH_FAILED).stat().st_mtime
+    except OSError:
+        return False
+    return time.time() - failed < REFRESH_RETRY_AFTER
 
 
 def start_worker(store_path: str | os.PathLike[str]) -> None:

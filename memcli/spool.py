@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from memcli.detached import REFRESH_FAILED, background_allowed, refresh_failed_recently
 from memcli.locks import item_lock, try_flock
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
@@ -460,7 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(store_path)
     try:
         report = process(store, held=held, force=False)
-        if _refresh_logged(store) and any(p.name not in report_files(report) for p in pending(store_path)):
+        _refresh_logged(store)
+        if any(p.name not in report_files(report) for p in pending(store_path)):
             # spooled while this worker refreshed (their hooks' workers found the lock held)
             again = process(store, force=False)
             report.done += again.done
@@ -481,14 +483,12 @@ def report_files(report: ProcessReport) -> set[str]:
 
 
 REFRESH_ROUNDS = 5  # a worker's refreshes, while commits keep leaving provisional vectors
-REFRESH_RETRY_AFTER = 600.0  # seconds: after a refresh failed (no model), workers leave it alone this long
-REFRESH_FAILED = ".refresh-failed"  # in inbox/: touched when a refresh failed
 
 
 def _refresh_logged(store: Store) -> int:
     """`refresh_provisional`, its failure recorded in errors.log (the inbox's own results are
     recorded all the same) and remembered, so that the workers of the next hooks do not each try
-    to load a model that just failed (`REFRESH_RETRY_AFTER`)."""
+    to load a model that just failed (`detached.REFRESH_RETRY_AFTER`)."""
     marker = inbox_dir(store.path) / REFRESH_FAILED
     try:
         done = refresh_provisional(store)
@@ -508,15 +508,12 @@ def refresh_provisional(store: Store) -> int:
     memcli/detached.py), under the worker lock, at a lower priority (the user's own commands come
     first). A commit that leaves more while this runs starts a worker that finds the lock held:
     this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
-    from memcli.detached import background_allowed
-
     lock = inbox_dir(store.path) / WORKER_LOCK
     done = 0
     if not (store.config.background and background_allowed()):
         return done  # background work is off: `memcli reindex --provisional` does it
-    with contextlib.suppress(OSError):
-        if time.time() - (inbox_dir(store.path) / REFRESH_FAILED).stat().st_mtime < REFRESH_RETRY_AFTER:
-            return done  # it failed a moment ago (errors.log says why)
+    if refresh_failed_recently(store.path):
+        return done  # it failed a moment ago (errors.log says why)
     if not store.index.provisional_count():
         return done
     with contextlib.suppress(OSError):

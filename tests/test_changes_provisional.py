@@ -379,7 +379,7 @@ def test_a_worker_leaves_provisional_vectors_alone_when_background_work_is_off(
 
 
 def test_a_failed_refresh_is_recorded_with_the_inbox_results_and_not_retried_at_once(
-        hashed: tuple[Store, list], monkeypatch: pytest.MonkeyPatch) -> None:
+        hashed: tuple[Store, list], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A worker whose refresh fails (no model) still records its inbox items' results, records
     the failure, and the workers of the next hooks leave the refresh alone for a while."""
     from memcli import spool
@@ -406,8 +406,13 @@ def test_a_failed_refresh_is_recorded_with_the_inbox_results_and_not_retried_at_
     assert "refresh of provisional vectors: EmbedError" in log and "waiting" in log
     assert spool.main(["--store", str(store.path)]) == 0  # the next hook's worker
     assert len(calls) == 1
-    old = time.time() - spool.REFRESH_RETRY_AFTER - 1
-    os.utime(inbox / spool.REFRESH_FAILED, (old, old))
+    from memcli.cli import _provisional_note
+
+    capsys.readouterr()
+    assert _provisional_note(store)  # what a bulk merge now says: not "a background process is computing"
+    assert "the last background refresh failed (see inbox/errors.log)" in capsys.readouterr().err
+    old = time.time() - detached.REFRESH_RETRY_AFTER - 1
+    os.utime(inbox / detached.REFRESH_FAILED, (old, old))
     monkeypatch.setattr(Index, "refresh_provisional", refresh)  # the model is back
     assert spool.main(["--store", str(store.path)]) == 0
     check = Store(store.path, Config(embed_model=HASH))

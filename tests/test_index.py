@@ -318,6 +318,21 @@ def test_a_graph_that_fails_while_the_rows_are_written_leaves_the_catalog_as_it_
     assert hit.memory.text == "Deploys freeze on Fridays after 15:00."
 
 
+def test_a_bug_in_the_index_update_is_raised_not_turned_into_a_notice(hash_store, monkeypatch):
+    """Only hnswlib's own RuntimeError makes a failed index update a notice: its subclasses
+    (RecursionError, NotImplementedError) are bugs, and the command fails with them."""
+    from memcli.index.vectors import Vectors
+
+    hash_store.add("The weekly restore drill runs on Tuesdays.", raw=True)
+
+    def broken(self, h, vecs, labels):
+        raise RecursionError("a bug")
+
+    monkeypatch.setattr(Vectors, "insert", broken)
+    with pytest.raises(RecursionError):
+        hash_store.add("Deploys freeze on Fridays after 15:00.", raw=True)
+
+
 def test_a_sync_reports_only_what_it_embedded_itself(hash_store):
     hash_store.add("The nightly backup runs at 03:00 UTC.", raw=True)
     assert hash_store.index.embedder.computed == 1

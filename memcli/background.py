@@ -21,7 +21,8 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -111,3 +112,16 @@ def _start(work: Callable[[], object]) -> tuple[int, int]:
             os._exit(code)
     os.close(w)
     return pid, r
+
+
+def in_thread(name: str, work: Callable[..., T], *args: Any) -> Future[T]:
+    """Run `work(*args)` on a thread of its own (named `name`) and return its future: for a
+    system call or a C library that releases the GIL (renames and fsyncs, hnswlib) while this
+    thread goes on. The thread ends with that one task (`result()` joins it); a pool of its own
+    per call, since a module-wide one would be a dead thread in a forked child."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    future = pool.submit(work, *args)
+    pool.shutdown(wait=False)
+    return future

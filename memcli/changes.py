@@ -630,11 +630,9 @@ class ChangeSet:
         not fail the commit: the files are written and logged, and the next command's sync catches up."""
         store = self.store
         if overlap:
-            from concurrent.futures import ThreadPoolExecutor
+            from memcli.background import in_thread
 
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-publish")
-            published = pool.submit(finish)
-            pool.shutdown(wait=False)  # its worker ends with this one task (joined by result())
+            published = in_thread("memcli-publish", finish)
             before_commit = published.result
         else:
             finish()

@@ -15,13 +15,14 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from memcli import safety
+from memcli.background import in_thread
 from memcli.embed import Embedder, text_hash
 from memcli.errors import MemcliError
 from memcli.files import Files
@@ -404,10 +405,7 @@ class Sync:
             if new_labels and not compact:
                 # hnswlib releases the GIL while it inserts: the rows and the keyword postings are
                 # written meanwhile, and the graph is joined before it is saved (same transaction)
-                # (a pool of its own: a module-wide one would be a dead thread in a forked child)
-                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-graph")
-                adding = pool.submit(self.vec.insert, hnsw, np.stack(new_vecs), new_labels)
-                pool.shutdown(wait=False)  # its worker ends with this one task (joined by result())
+                adding = in_thread("memcli-graph", self.vec.insert, hnsw, np.stack(new_vecs), new_labels)
             db.executemany(
                 "INSERT INTO mem (label, id, fname, mtime_ns, size, hash, norm, type, user, project,"
                 " created, updated, confidence, tags, record, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",

@@ -26,14 +26,14 @@ from memcli.errors import NotFound, StoreError
 from memcli.memory import Memory, now_iso, valid_id
 
 __all__ = ["GITIGNORE", "Files", "NotFound", "Staged", "StoreError", "atomic_write", "flush_files", "fsync_dir",
-           "stage_file", "stage_many"]
+           "json_text", "stage_file", "stage_many"]
 
 GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
              ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n")  # derived files and leftovers
 TRASH_NOTES = "trashed.jsonl"  # in .trash/: when and why each memory moved there by a bulk commit
-# one encoder for every log line and trash note: json.dumps(..., ensure_ascii=False) builds a new
-# one per call, a third of the cost of a curation commit's ~6,600 short lines
-_JSON = json.JSONEncoder(ensure_ascii=False).encode
+# one encoder for every log line, trash note and catalog record: json.dumps(..., ensure_ascii=False)
+# builds a new one per call, a third of the cost of a curation commit's ~6,600 short lines
+json_text = json.JSONEncoder(ensure_ascii=False).encode
 
 
 
@@ -395,7 +395,7 @@ class Files:
         drops it; the last line of an id wins)."""
         if not entries:
             return
-        data = "".join(_JSON({"id": mid, "at": at, "reason": reason}) + "\n"
+        data = "".join(json_text({"id": mid, "at": at, "reason": reason}) + "\n"
                        for mid, at, reason in entries).encode("utf-8")
         _append(self.trash_notes_path, data, sync=True)
 
@@ -482,7 +482,7 @@ class Files:
         at = now_iso()
         # (a record with no None value, the usual one, is written as it is: no filtered copy)
         data = "".join(
-            _JSON({"at": at, **(r if None not in r.values() else {k: v for k, v in r.items() if v is not None})})
+            json_text({"at": at, **(r if None not in r.values() else {k: v for k, v in r.items() if v is not None})})
             + "\n" for r in records
         ).encode("utf-8")
         self.ensure()

@@ -25,12 +25,10 @@ from memcli import safety
 from memcli.background import in_thread
 from memcli.embed import Embedder, text_hash
 from memcli.errors import MemcliError
-from memcli.files import Files
+from memcli.files import Files, json_text
 from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
 from memcli.index.vectors import Vectors
 from memcli.memory import MalformedMemory, Memory
-
-_JSON = json.JSONEncoder(ensure_ascii=False).encode  # the rows' records: one encoder, not one a row
 
 
 @dataclass
@@ -376,7 +374,7 @@ class Sync:
                 cols = (
                     m.id, fname, mtime, size, h, norm_hash(m.text), m.type, m.user, m.project,
                     m.created, m.updated, m.confidence, tags_col(m.tags),
-                    _JSON(m.to_dict()),
+                    json_text(m.to_dict()),
                 )
                 if fname in existing:
                     label, old_hash = existing[fname]

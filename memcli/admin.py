@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.config import ConfigError, load_config
-from memcli.detached import background_allowed
+from memcli.detached import background_on
 from memcli.store import Store
 
 
@@ -115,7 +115,7 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
         check("provisional vectors", True, "none" if not provisional else
               f"{provisional} merged {'memory has' if provisional == 1 else 'memories have'} a source's vector "
               "until their own is computed ("
-              + ("in the background, or " if cfg.background and background_allowed() else "background work is off: ")
+              + ("in the background, or " if background_on(cfg.background) else "background work is off: ")
               + "`memcli reindex --provisional`)")
     except Exception as e:  # noqa: BLE001
         check("index", False, str(e).splitlines()[0] if str(e) else type(e).__name__)

@@ -1220,11 +1220,11 @@ def _provisional_note(store: Store) -> int:
     """After a curation commit: one line on stderr when merged memories were indexed with a
     provisional vector (see memcli/changes.py PROVISIONAL_MIN), saying how they become exact.
     Returns how many there are."""
-    from memcli.detached import background_allowed, refresh_failed_recently
+    from memcli.detached import background_on, refresh_failed_recently
 
     n = store.index.provisional_count()
     if n:
-        if not (store.config.background and background_allowed()):
+        if not background_on(store.config.background):
             how = "run `memcli reindex --provisional` to compute their exact ones"
         elif refresh_failed_recently(store.path):
             how = ("the last background refresh failed (see inbox/errors.log): "

@@ -25,17 +25,23 @@ REFRESH_RETRY_AFTER = 600.0  # seconds: after a refresh failed (no model), worke
 REFRESH_FAILED = ".refresh-failed"  # in inbox/: touched when a refresh failed
 
 
-def background_allowed() -> bool:
-    """False when `MEMCLI_NO_BACKGROUND` is set to anything but 0/false/no/off/empty."""
+def background_on(setting: bool) -> bool:
+    """Whether provisional vectors are refreshed in the background: the store's `background`
+    setting (`setting`), unless `MEMCLI_NO_BACKGROUND` is set to anything but 0/false/no/off/empty."""
     value = os.environ.get("MEMCLI_NO_BACKGROUND", "").strip().lower()
-    return value in ("", "0", "false", "no", "off")
+    return setting and value in ("", "0", "false", "no", "off")
+
+
+def inbox_dir(store_path: str | os.PathLike[str]) -> Path:
+    """`<store>/inbox/`: the spooled inputs, the worker's lock and its `errors.log`."""
+    return Path(store_path) / "inbox"
 
 
 def refresh_failed_recently(store_path: str | os.PathLike[str]) -> bool:
     """A worker's refresh of provisional vectors failed less than `REFRESH_RETRY_AFTER` ago
     (`inbox/errors.log` says why): the workers leave it alone until then."""
     try:
-        failed = (Path(store_path) / "inbox" / REFRESH_FAILED).stat().st_mtime
+        failed = (inbox_dir(store_path) / REFRESH_FAILED).stat().st_mtime
     except OSError:
         return False
     return time.time() - failed < REFRESH_RETRY_AFTER
@@ -44,7 +50,7 @@ def refresh_failed_recently(store_path: str | os.PathLike[str]) -> bool:
 def start_worker(store_path: str | os.PathLike[str]) -> None:
     """Launch a detached worker (`python -m memcli.spool --store STORE`) and return at once."""
     store_path = Path(store_path).absolute()
-    d = store_path / "inbox"
+    d = inbox_dir(store_path)
     d.mkdir(exist_ok=True)
     with open(d / ERROR_LOG, "ab") as err:
         subprocess.Popen(
@@ -59,7 +65,7 @@ def start_refresh(store_path: str | os.PathLike[str], *, enabled: bool = True) -
     (`enabled`: the store's `background` setting). Returns whether it was started; a worker that
     cannot be started (no room, no permission) is not an error: the vectors stay provisional until
     the next worker or `memcli reindex --provisional`."""
-    if not (enabled and background_allowed()):
+    if not background_on(enabled):
         return False
     try:
         start_worker(store_path)

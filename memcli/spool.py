@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from memcli.detached import REFRESH_FAILED, background_allowed, refresh_failed_recently
+from memcli.detached import ERROR_LOG, REFRESH_FAILED, background_on, inbox_dir, refresh_failed_recently
 from memcli.locks import item_lock, try_flock
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORKER_LOCK = ".worker.lock"
-ERROR_LOG = "errors.log"
 
 
 def _ulid() -> str:
@@ -51,10 +50,6 @@ def _ulid() -> str:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def inbox_dir(store_path: Path) -> Path:
-    return Path(store_path) / "inbox"
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -510,7 +505,7 @@ def refresh_provisional(store: Store) -> int:
     this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
     lock = inbox_dir(store.path) / WORKER_LOCK
     done = 0
-    if not (store.config.background and background_allowed()):
+    if not background_on(store.config.background):
         return done  # background work is off: `memcli reindex --provisional` does it
     if refresh_failed_recently(store.path):
         return done  # it failed a moment ago (errors.log says why)

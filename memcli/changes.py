@@ -605,16 +605,17 @@ class ChangeSet:
         if not new_texts:
             return {}, {}
         embedder = self.store.index.embedder
-        vectors: dict[str, Any] = dict(embedder.cached(new_texts))
-        missing = {h for h in map(text_hash, new_texts) if h not in vectors}
+        hashes = {t: text_hash(t) for t in new_texts}  # each distinct text once, in order
+        vectors: dict[str, Any] = dict(embedder.cached(list(hashes)))
+        missing = {h for h in hashes.values() if h not in vectors}
         provisional: dict[str, str] = {}
         if len(missing) >= PROVISIONAL_MIN:
-            provisional = {f"{p.memory.id}.md": f"{p.like}.md" for p in puts
-                           if p.like and p.hash is None and text_hash(p.memory.text) in missing}
-            missing -= {text_hash(p.memory.text) for p in puts if f"{p.memory.id}.md" in provisional}
-        rest = list(dict.fromkeys(t for t in new_texts if text_hash(t) in missing))
+            stand_in = [p for p in puts if p.like and p.hash is None and hashes[p.memory.text] in missing]
+            provisional = {f"{p.memory.id}.md": f"{p.like}.md" for p in stand_in}
+            missing -= {hashes[p.memory.text] for p in stand_in}
+        rest = [t for t, h in hashes.items() if h in missing]
         if rest:
-            vectors.update(zip(map(text_hash, rest), embedder.embed(rest)))
+            vectors.update(zip((hashes[t] for t in rest), embedder.embed(rest)))
         return vectors, provisional
 
     def _publish_and_index(self, finish: Callable[[], None], overlap: bool, fresh: dict[str, Memory],

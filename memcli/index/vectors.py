@@ -217,7 +217,6 @@ class Vectors:
         wide = max(ef or CURATION_EF, kk)
         # the narrow first search, when only the close neighbours are wanted (see `NEAR_EF`)
         near = [max(NEAR_EF, kk) if threshold is not None and threshold >= NEAR_FROM and NEAR_EF < wide else None]
-        h.set_ef(wide)
 
         def convert(i: int, j: int) -> None:
             """Rows i..j of `found`/`dists` into `nbr` (positions in `ids`, -1: none) and `sims`."""
@@ -231,11 +230,10 @@ class Vectors:
 
         def query(i: int, threads: int = -1) -> None:
             q = vecs[i : i + batch]
-            if near[0] is None:
-                f, d = h.knn_query(q, k=kk, num_threads=threads)
-            else:
-                h.set_ef(near[0])
-                f, d = h.knn_query(q, k=kk, num_threads=threads)
+            narrow = near[0]
+            h.set_ef(narrow or wide)
+            f, d = h.knn_query(q, k=kk, num_threads=threads)
+            if narrow is not None:
                 # searched again at the wide ef: a row whose k-th neighbour is still close, or nearly (a
                 # cluster larger than k, or a crowd, whose top k the wide search picks; compared as
                 # `convert` gives the similarity), and a row whose search did not reach its own vector

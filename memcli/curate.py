@@ -200,6 +200,14 @@ def _close(nbr: np.ndarray, sims: np.ndarray, threshold: float) -> tuple[np.ndar
     return np.nonzero((sims >= threshold) & (nbr >= 0))
 
 
+def _close_positions(nbr: np.ndarray, sims: np.ndarray, threshold: float, start: int = 0
+                     ) -> tuple[list[int], list[int]]:
+    """The pairs at >= `threshold` of rows start.. (`nbr`/`sims` hold those rows only) as two
+    lists of positions in `ids` (row, neighbour), row by row, nearest first (`_close`)."""
+    rows, cols = _close(nbr, sims, threshold)
+    return (rows + start).tolist(), nbr[rows, cols].tolist()
+
+
 def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,
                    recs: dict[str, Memory] | None = None,
                    apart: Callable[[Memory, Memory], bool] | None = None) -> list[list[str]]:
@@ -236,8 +244,7 @@ class _Linker:
         """Link the pairs of rows start.. (`nbr`/`sims` hold those rows only)."""
         find, parent, kept_apart, memory, apart = self.find, self.parent, self.kept_apart, self.memory, self.apart
         verdicts = self.verdicts
-        rows, cols = _close(nbr, sims, self.threshold)
-        for i, j in zip((rows + start).tolist(), nbr[rows, cols].tolist()):
+        for i, j in zip(*_close_positions(nbr, sims, self.threshold, start)):
             ri, rj = find(i), find(j)
             if ri == rj:
                 continue  # linked already (each pair is seen from both ends)
@@ -259,8 +266,7 @@ class _Linker:
         (pairs the links made meanwhile join), never one less."""
         find, kept_apart, seen, out = self.find, self.kept_apart, set(), []
         for start, nbr, sims in batches:
-            rows, cols = _close(nbr, sims, self.threshold)
-            for i, j in zip((rows + start).tolist(), nbr[rows, cols].tolist()):
+            for i, j in zip(*_close_positions(nbr, sims, self.threshold, start)):
                 key = (i, j) if i < j else (j, i)
                 if key in seen or (j, i) in kept_apart or (i, j) in kept_apart or find(i) == find(j):
                     continue
@@ -302,9 +308,8 @@ class _Ahead:
         self.ids: list[str] = []
 
     def __call__(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
-        rows, cols = _close(nbr, sims, self.threshold)
         # sorted distinct positions, as np.union1d gave; not union1d: numpy 2's unique imports numpy.ma
-        close = sorted({*(rows + start).tolist(), *nbr[rows, cols].tolist()})
+        close = sorted({p for side in _close_positions(nbr, sims, self.threshold, start) for p in side})
         if self.every:
             if not self.entries:
                 self.entries = self.index.catalog_entries(ids)

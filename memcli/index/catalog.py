@@ -57,6 +57,11 @@ CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size I
 -- rows whose vector is provisional (a bulk curation commit's stand-in: memcli/changes.py
 -- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
 CREATE TABLE IF NOT EXISTS provisional (label INTEGER PRIMARY KEY, hash TEXT NOT NULL);
+-- the close pairs of the vector graph, each once (a < b), kept by every write that changes a vector
+-- (memcli/index/vectors.py NEAR_FLOOR): merge --auto's groups read them instead of a kNN pass
+CREATE TABLE IF NOT EXISTS near (a INTEGER NOT NULL, b INTEGER NOT NULL, sim REAL NOT NULL,
+    PRIMARY KEY (a, b)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS near_b ON near(b);
 """
 
 
@@ -273,7 +278,7 @@ class Catalog:
         self._count = None
         db.execute("BEGIN IMMEDIATE")
         db.execute("DROP TABLE IF EXISTS fts")  # the FTS5 keyword index of schema 1
-        for table in ("mem", "bad", "meta", "provisional"):
+        for table in ("mem", "bad", "meta", "provisional", "near"):
             db.execute(f"DELETE FROM {table}")
         kw.reset()
         db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
@@ -353,6 +358,31 @@ class Catalog:
         q = ("SELECT m.label, m.hash, json_extract(m.record, '$.text') FROM provisional p JOIN mem m"
              " ON m.label = p.label AND m.hash = p.hash ORDER BY m.label")
         return [(int(lab), str(h), str(text or "")) for lab, h, text in self.db.execute(q)]
+
+    # the close-pair table (kept by memcli/index/sync.py, read by `Vectors.neighbour_arrays`)
+    def near_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The recorded pairs at >= `threshold` as arrays (label a, label b, similarity), a < b."""
+        rows = self.db.execute("SELECT a, b, sim FROM near WHERE sim >= ?", (threshold,)).fetchall()
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+        a, b, sim = zip(*rows)
+        return np.array(a, np.int64), np.array(b, np.int64), np.array(sim, np.float64)
+
+    def near_put(self, pairs: Iterable[tuple[int, int, float]]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO near VALUES (?,?,?)", pairs)
+
+    def near_forget(self, labels: Iterable[int]) -> None:
+        """Forget every pair of `labels` (their rows left, or their vectors changed)."""
+        ints = _json_ints(labels)
+        if ints != "[]":
+            self.db.execute("DELETE FROM near WHERE a IN (SELECT value FROM json_each(?))"
+                            " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
+
+    def near_clear(self) -> None:
+        self.db.execute("DELETE FROM near")
+
+    def near_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM near").fetchone()[0])
 
     def bad_files(self) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]

@@ -27,7 +27,7 @@ from memcli.embed import Embedder, text_hash
 from memcli.errors import MemcliError
 from memcli.files import Files, json_text
 from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
-from memcli.index.vectors import Vectors
+from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_VERSION, Vectors
 from memcli.memory import MalformedMemory, Memory
 
 
@@ -328,6 +328,7 @@ class Sync:
         db.execute("BEGIN IMMEDIATE")
         adding: Future[Any] | None = None
         try:
+            empty = db.execute("SELECT 1 FROM mem LIMIT 1").fetchone() is None
             # In bulk: one statement per kind of row change, not one per file (a prune removes
             # thousands; a curation commit writes thousands).
             dead: list[int] = []
@@ -418,6 +419,7 @@ class Sync:
                 adding.result()
             elif compact:  # too many tombstones: rebuilt from the catalog, which holds the new rows
                 hnsw = self.vec.rebuild()
+            self._keep_near(hnsw, empty, new_labels, new_vecs, kw_removed)
             if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
                 self.vec.save(hnsw)
             self.catalog.set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
@@ -432,6 +434,34 @@ class Sync:
             self.vec.forget()
             raise
         self.vec.cleanup()
+
+    def _keep_near(self, hnsw: Any, empty: bool, labels: list[int], vecs: list[np.ndarray], gone: list[int]) -> None:
+        """Keep the close-pair table (`vectors.NEAR_FLOOR`) in step, in the caller's transaction,
+        once the graph holds the new vectors: the pairs of the rows that left (`gone`) or whose
+        vector changed (`labels`, `vecs`) forgotten, those of the new vectors found. A catalog
+        that started empty gets a complete table; one indexed before the table existed gets it
+        built whole here while it is small (`NEAR_BUILD_MAX`), else it goes on without one (the
+        kNN pass) until `memcli reindex`."""
+        catalog = self.catalog
+        if not empty and self.vec.near_ready():
+            catalog.near_forget([*gone, *labels])
+            stacked = np.stack(vecs) if vecs else None
+        elif empty or catalog.count() <= NEAR_BUILD_MAX:
+            catalog.near_clear()
+            if empty:
+                stacked = np.stack(vecs) if vecs else None
+            else:
+                labels, stacked = catalog.vector_rows()
+        else:
+            return
+        try:
+            pairs = self.vec.close_pairs(hnsw, labels, stacked) if labels and stacked is not None else []
+        except RuntimeError:  # the graph could not answer: no table (the kNN pass) until it can
+            catalog.near_clear()
+            catalog.set_meta(near="")
+            return
+        catalog.near_put(pairs)
+        catalog.set_meta(near=NEAR_VERSION)
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,
                             batch: int = 256) -> int:
@@ -467,6 +497,7 @@ class Sync:
                     db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))",
                                (_json_ints(labels),))
                     self.vec.insert(hnsw, vecs, labels)
+                    self._keep_near(hnsw, False, labels, list(vecs), [])
                     self.vec.save(hnsw)
                 db.execute("DELETE FROM provisional WHERE NOT EXISTS (SELECT 1 FROM mem m"
                            " WHERE m.label = provisional.label AND m.hash = provisional.hash)")

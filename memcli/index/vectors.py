@@ -63,6 +63,21 @@ NEAR_EF = 16  # the close-pairs pass (`neighbour_arrays(threshold=t)`, merge --a
 NEAR_FROM = 0.85
 NEAR_MARGIN = 0.03
 
+NEAR_FLOOR = NEAR_FROM  # the close-pair table (catalog `near`): every pair at >= this found when a vector
+# enters the graph. Each new or changed vector is searched once, right after its insertion (its NEAR_K
+# nearest at CURATION_EF, as the wide pass searches), and the pairs at >= NEAR_FLOOR are recorded, each
+# once; a row that leaves, or whose vector changes, takes its pairs along. A pair is so found from its
+# later end whatever came after, and from its earlier end too while that end had fewer than NEAR_K closer
+# vectors. Then `neighbour_arrays(threshold=t)` for t >= NEAR_FLOOR (merge --auto's groups) reads each
+# row's k nearest at >= t from the table instead of searching the graph: ~0.02 s against the pass's
+# 0.25-0.35 s of CPU on the 10k curation bench store, with the same pairs there (bench/knn_pass.py).
+# The cost moved to the writes: one search per vector written (~70 us at 10k; an import of 10k
+# memories: ~0.4 s on two cores).
+NEAR_K = 16  # twice curation's k: a row's k nearest are still recorded after some of them leave
+NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}"  # recorded in the catalog's meta once the table is complete
+NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it built whole on its next
+# write up to this many vectors (~0.5 s of CPU at 10k); a larger one by `memcli reindex`
+
 
 class Vectors:
     """The current vector file of one catalog, loaded once per process and generation."""
@@ -165,6 +180,60 @@ class Vectors:
             with contextlib.suppress(OSError):
                 p.unlink()
 
+    # ------------------------------------------------------------ the close-pair table
+    def near_ready(self) -> bool:
+        """The catalog's close-pair table is complete (see `NEAR_FLOOR`)."""
+        return self.catalog.meta("near") == NEAR_VERSION
+
+    def close_pairs(self, h: Any, labels: list[int], vecs: np.ndarray) -> list[tuple[int, int, float]]:
+        """The pairs at >= `NEAR_FLOOR` of the vectors `vecs` (in the graph `h` under `labels`)
+        with any vector of `h`: (a, b, similarity), a < b, each once. Similarities are computed as
+        `neighbour_arrays` gives them (the graph's float32 distance), so a threshold compares the
+        same either way. RuntimeError: hnswlib could not find the neighbours asked for."""
+        kk = min(NEAR_K + 1, h.element_count)
+        if not labels or kk < 2:
+            return []
+        try:
+            h.set_ef(max(CURATION_EF, kk))
+            try:
+                found, dists = h.knn_query(vecs, k=kk)
+            except RuntimeError:  # fewer vectors left than k (the graph counts its deleted ones too)
+                kk = min(kk, self.catalog.vector_count())
+                if kk < 2:
+                    return []
+                found, dists = h.knn_query(vecs, k=kk)
+        finally:
+            h.set_ef(HNSW_EF_SEARCH)
+        found = found.astype(np.int64)
+        sims = (1.0 - dists).astype(np.float64)  # float32 arithmetic, held as float64 (see `convert`)
+        src = np.broadcast_to(np.asarray(labels, np.int64)[:, None], found.shape)
+        keep = (sims >= NEAR_FLOOR) & (found != src)
+        a, b, sim = src[keep], found[keep], sims[keep]
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        pairs = dict(zip(zip(lo.tolist(), hi.tolist()), sim.tolist()))  # a pair found from both ends: once
+        return [(x, y, v) for (x, y), v in pairs.items()]
+
+    def _near_arrays(self, k: int, threshold: float, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`neighbour_arrays`' (nbr, sims) for `threshold` read from the close-pair table: each
+        row's `k` nearest at >= threshold, nearest first, -1 (similarity 0) in the slots left."""
+        n = len(labels)
+        nbr = np.full((n, k), -1, np.int64)
+        sims = np.zeros((n, k), np.float64)
+        a, b, s = self.catalog.near_pairs(threshold)
+        pa = np.minimum(np.searchsorted(labels, a), n - 1)  # labels are sorted: label -> position
+        pb = np.minimum(np.searchsorted(labels, b), n - 1)
+        known = (labels[pa] == a) & (labels[pb] == b)
+        pa, pb, s = pa[known], pb[known], s[known]
+        row, col, sim = np.concatenate([pa, pb]), np.concatenate([pb, pa]), np.concatenate([s, s])
+        order = np.lexsort((col, -sim, row))  # row by row, nearest first (ties: by position)
+        row, col, sim = row[order], col[order], sim[order]
+        first = np.searchsorted(row, row)  # where each row's run starts
+        slot = np.arange(len(row)) - first
+        top = slot < k
+        nbr[row[top], slot[top]] = col[top]
+        sims[row[top], slot[top]] = sim[top]
+        return nbr, sims
+
     # ------------------------------------------------------------ queries
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
@@ -197,7 +266,9 @@ class Vectors:
         `NEAR_EF`, and again at `ef` only when its last neighbour is close to the threshold or
         above it (a cluster larger than k, whose top k the wide search picks) or its own vector
         was not found: the pairs at >= threshold are those of the pass at `ef` alone, for about
-        half of its CPU (see `NEAR_EF`).
+        half of its CPU (see `NEAR_EF`). From `NEAR_FLOOR` up, once the catalog's close-pair table
+        is complete, the rows are read from it instead (no search, and no vector is read: the
+        vectors returned are an (n, 0) array).
 
         `searched` (with `on_batch`) is set as soon as the graph has searched every row, while
         the caller may still be busy with earlier batches: from then on its thread alone is left.
@@ -205,6 +276,15 @@ class Vectors:
         rows = self.catalog.vector_ids()  # in label order
         labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         ids = [r[1] for r in rows]
+        if (threshold is not None and threshold >= NEAR_FLOOR and on_idle is None and len(rows) >= 2
+                and self.near_ready()):
+            # the close pairs were recorded as the vectors came in: no search, no vector read
+            nbr, sims = self._near_arrays(k, threshold, labels)
+            if searched is not None:
+                searched.set()
+            for i in range(0, len(rows), batch) if on_batch is not None else ():
+                on_batch(ids, i, nbr[i : i + batch], sims[i : i + batch])
+            return ids, np.zeros((len(rows), 0), np.float32), nbr, sims
         vecs = self.catalog.vectors(labels.tolist())
         h = self.load() if len(rows) else None
         if h is None or len(rows) < 2:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_knn_pass import DIM, SeededEmbedder
 
 from memcli import changes
 from memcli.api import Store
@@ -24,7 +25,6 @@ from memcli.index import sync as sync_mod
 from memcli.index import vectors as vectors_mod
 from memcli.index.vectors import NEAR_FLOOR, NEAR_VERSION
 from memcli.memory import Memory
-from test_knn_pass import DIM, SeededEmbedder
 
 POINTS = 900
 

@@ -74,6 +74,7 @@ NEAR_FLOOR = NEAR_FROM  # the close-pair table (catalog `near`): every pair at >
 # The cost moved to the writes: one search per vector written (~70 us at 10k; an import of 10k
 # memories: ~0.4 s on two cores).
 NEAR_K = 16  # twice curation's k: a row's k nearest are still recorded after some of them leave
+NEAR_MAX = 1024  # a vector with NEAR_K close neighbours or more is searched again for 4x as many, up to this
 NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}"  # recorded in the catalog's meta once the table is complete
 NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it built whole on its next
 # write up to this many vectors (~0.5 s of CPU at 10k); a larger one by `memcli reindex`
@@ -190,27 +191,34 @@ class Vectors:
         with any vector of `h`: (a, b, similarity), a < b, each once. Similarities are computed as
         `neighbour_arrays` gives them (the graph's float32 distance), so a threshold compares the
         same either way. RuntimeError: hnswlib could not find the neighbours asked for."""
-        kk = min(NEAR_K + 1, h.element_count)
-        if not labels or kk < 2:
+        if not labels:
             return []
+        live = h.element_count  # (deleted ones too: the first query that asks for more is told)
+        rows = np.asarray(labels, np.int64)
+        pairs: dict[tuple[int, int], float] = {}
+        kk = NEAR_K + 1
         try:
-            h.set_ef(max(CURATION_EF, kk))
-            try:
-                found, dists = h.knn_query(vecs, k=kk)
-            except RuntimeError:  # fewer vectors left than k (the graph counts its deleted ones too)
-                kk = min(kk, self.catalog.vector_count())
-                if kk < 2:
-                    return []
-                found, dists = h.knn_query(vecs, k=kk)
+            while len(rows) and min(kk, live) >= 2:
+                k = min(kk, live)
+                h.set_ef(max(CURATION_EF, k))
+                try:
+                    found, dists = h.knn_query(vecs, k=k)
+                except RuntimeError:  # fewer vectors left than k (the graph counts its deleted ones)
+                    live = min(live, self.catalog.vector_count())
+                    continue
+                found = found.astype(np.int64)
+                sims = (1.0 - dists).astype(np.float64)  # float32 arithmetic, held as float64 (see `convert`)
+                src = np.broadcast_to(rows[:, None], found.shape)
+                keep = (sims >= NEAR_FLOOR) & (found != src)
+                a, b = src[keep], found[keep]
+                lo, hi = np.minimum(a, b), np.maximum(a, b)
+                pairs.update(zip(zip(lo.tolist(), hi.tolist()), sims[keep].tolist()))  # found from both ends: once
+                # a vector whose k-th nearest is still close (a crowd of near-copies): searched again
+                # for more, so that its pairs with the vectors that came before the crowd are kept too
+                more = (sims[:, -1] >= NEAR_FLOOR) & (k < live) & (kk < NEAR_MAX)
+                rows, vecs, kk = rows[more], vecs[more], kk * 4
         finally:
             h.set_ef(HNSW_EF_SEARCH)
-        found = found.astype(np.int64)
-        sims = (1.0 - dists).astype(np.float64)  # float32 arithmetic, held as float64 (see `convert`)
-        src = np.broadcast_to(np.asarray(labels, np.int64)[:, None], found.shape)
-        keep = (sims >= NEAR_FLOOR) & (found != src)
-        a, b, sim = src[keep], found[keep], sims[keep]
-        lo, hi = np.minimum(a, b), np.maximum(a, b)
-        pairs = dict(zip(zip(lo.tolist(), hi.tolist()), sim.tolist()))  # a pair found from both ends: once
         return [(x, y, v) for (x, y), v in pairs.items()]
 
     def _near_arrays(self, k: int, threshold: float, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -122,11 +122,11 @@ def searching(store: Store, source: str):
 def test_the_close_pairs_pass_finds_what_an_exact_knn_finds(seeded, threshold, source):
     """Asked for the neighbours at >= threshold only, the pass (or the close-pair table) finds
     every pair an exact kNN finds at >= threshold for a memory with fewer than k such neighbours
-    (no near-copy missed), k of
-    them for a memory in a cluster larger than k (never cut off), nothing below the threshold;
-    the same pairs as the pass without a threshold (the wide search, validated against exact kNN
-    on the bench stores); and `merge --auto`'s groups are the groups of the exact kNN's pairs.
-    Pairs count from either end, as the groups take them."""
+    (no near-copy missed), k of them for a memory in a cluster larger than k (never cut off),
+    nothing below the threshold; the pass the same pairs as without a threshold (the wide search,
+    validated against exact kNN on the bench stores), the table the exact kNN's; and
+    `merge --auto`'s groups are the groups of the exact kNN's pairs. Pairs count from either end,
+    as the groups take them."""
     store, vectors = seeded
     exact, exact_sims = exact_neighbours(vectors, NEIGHBOURS)
     with searching(store, source):

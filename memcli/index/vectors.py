@@ -74,7 +74,10 @@ NEAR_FLOOR = NEAR_FROM  # the close-pair table (catalog `near`): every pair at >
 # The cost moved to the writes: one search per vector written (~70 us at 10k; an import of 10k
 # memories: ~0.4 s on two cores).
 NEAR_K = 16  # twice curation's k: a row's k nearest are still recorded after some of them leave
-NEAR_MAX = 1024  # a vector with NEAR_K close neighbours or more is searched again for 4x as many, up to this
+NEAR_MAX = 64  # a vector with NEAR_K close neighbours or more is searched again for 4x as many, up to this:
+# the table stays within ~NEAR_MAX pairs per memory in a crowd of near-copies (thousands of alike hook notes),
+# where every pair would be quadratic; such a crowd's later members may then not list an older memory near
+# it, but the members that came before the crowd grew do (each searched while the crowd was still small)
 NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}"  # recorded in the catalog's meta once the table is complete
 NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it built whole on its next
 # write up to this many vectors (~0.5 s of CPU at 10k); a larger one by `memcli reindex`

@@ -187,3 +187,74 @@ def test_the_groups_are_the_same_from_the_table_and_from_the_pass(store, thresho
     finally:
         index.set_meta(near=NEAR_VERSION)
     assert len(from_table) > 10
+
+
+def test_a_write_by_an_older_memcli_is_noticed_and_the_table_rebuilt(store, monkeypatch):
+    """An older memcli (a long-running `memcli mcp` left from before an upgrade) writes rows and
+    vectors without keeping the table: its new graph generation tells; the table is not read
+    until the next write of this memcli has built it again."""
+    index = store.index
+    before = table(store)
+    real_save = vectors_mod.Vectors.save
+
+    def old_save(self, h):  # noqa: ANN001, ANN202 - what an older memcli's save did: no near_gen
+        near_gen = self.catalog.meta("near_gen")
+        real_save(self, h)
+        self.catalog.set_meta(near_gen=near_gen)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(sync_mod.Sync, "_keep_near", lambda *a, **k: None)
+        mp.setattr(vectors_mod.Vectors, "save", old_save)
+        for i in range(0, 40, 2):  # each text now another point: their pairs in the table are stale
+            write(store, f"M{i:05d}", 600 + i)
+        index.sync()
+    assert index.meta("near") == NEAR_VERSION and table(store) == before  # stale, as the old one left it
+    assert not index.vec.near_ready()
+    _, vecs, _, _ = index.neighbour_arrays(NEIGHBOURS, threshold=0.9)
+    assert vecs.shape[1] == DIM  # the kNN pass answered, not the stale table
+    by_pass = similar_groups(store, 0.9)
+    write(store, "M00300", 300)  # this memcli's next write
+    index.sync()
+    assert_exact(store)
+    assert [g for g in similar_groups(store, 0.9) if "M00300" not in g] == [
+        g for g in by_pass if not set(g) & {m for h in similar_groups(store, 0.9) if "M00300" in h for m in h}]
+
+
+def test_a_memory_older_than_a_crowd_keeps_its_pairs_when_the_crowd_s_first_members_leave(tmp_path):
+    """A memory R (~0.9 alike to a crowd), then a crowd of 120 near-copies written a few at a time:
+    the crowd's later members list only each other (NEAR_CROWD), R is listed by the first ones.
+    When those leave, R is searched again: it stays in the crowd's group, as the kNN pass has it."""
+    rng = np.random.default_rng(3)
+    centre = rng.normal(size=DIM)
+    centre /= np.linalg.norm(centre)
+    r = centre + 0.45 * rng.normal(size=DIM) / np.sqrt(DIM)
+    crowd = [centre + 0.08 * rng.normal(size=DIM) / np.sqrt(DIM) for _ in range(120)]
+    others = [v / np.linalg.norm(v) for v in rng.normal(size=(40, DIM))]
+    vectors = np.array([v / np.linalg.norm(v) for v in [r, *crowd, *others]], np.float32)
+    assert 0.88 < float(vectors[0] @ vectors[1]) < 0.95 < float(vectors[1] @ vectors[2])
+    s = Store(tmp_path / "store", Config(embed_model=f"hash:{DIM}"))
+    s.init()
+    s.index.embedder = SeededEmbedder(vectors, tmp_path / "cache")
+    try:
+        write(s, "R", 0)
+        for i in range(121, 161):
+            write(s, f"O{i:03d}", i)
+        s.index.sync()
+        for start in range(1, 121, 8):  # the crowd arrives a few at a time (hook notes)
+            for i in range(start, start + 8):
+                write(s, f"C{i:03d}", i)
+            s.index.sync()
+        assert s.index.vec.near_ready()
+        assert s.index.db.execute("SELECT count(*) FROM near_crowded").fetchone()[0] > 0
+        listed = {x for pair in table(s) if "R" in pair for x in pair} - {"R"}
+        assert listed and max(listed) < "C070"  # R is listed by the crowd's first members only
+        for mid in sorted(listed):
+            (s.facts_dir / f"{mid}.md").unlink()
+        s.index.sync()
+        assert any("R" in pair for pair in table(s))
+        groups = similar_groups(s, 0.85)
+        s.index.set_meta(near="")
+        assert similar_groups(s, 0.85) == groups
+        assert any("R" in g for g in groups)
+    finally:
+        s.close()

@@ -62,6 +62,8 @@ CREATE TABLE IF NOT EXISTS provisional (label INTEGER PRIMARY KEY, hash TEXT NOT
 CREATE TABLE IF NOT EXISTS near (a INTEGER NOT NULL, b INTEGER NOT NULL, sim REAL NOT NULL,
     PRIMARY KEY (a, b)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS near_b ON near(b);
+-- the rows whose search for close pairs was cut at NEAR_CROWD neighbours, all close (a crowd of near-copies)
+CREATE TABLE IF NOT EXISTS near_crowded (label INTEGER PRIMARY KEY);
 """
 
 
@@ -278,7 +280,7 @@ class Catalog:
         self._count = None
         db.execute("BEGIN IMMEDIATE")
         db.execute("DROP TABLE IF EXISTS fts")  # the FTS5 keyword index of schema 1
-        for table in ("mem", "bad", "meta", "provisional", "near"):
+        for table in ("mem", "bad", "meta", "provisional", "near", "near_crowded"):
             db.execute(f"DELETE FROM {table}")
         kw.reset()
         db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
@@ -360,26 +362,52 @@ class Catalog:
         return [(int(lab), str(h), str(text or "")) for lab, h, text in self.db.execute(q)]
 
     # the close-pair table (kept by memcli/index/sync.py, read by `Vectors.neighbour_arrays`)
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Several reads from one state of the catalog (a commit landing between them would
+        otherwise be half seen: a reindex renumbers every label)."""
+        db = self.db
+        if db.in_transaction:  # (already inside one: the caller's)
+            yield
+            return
+        db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            db.execute("COMMIT")
+
     def near_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The recorded pairs at >= `threshold` as arrays (label a, label b, similarity), a < b."""
         rows = self.db.execute("SELECT a, b, sim FROM near WHERE sim >= ?", (threshold,)).fetchall()
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
-        a, b, sim = zip(*rows)
-        return np.array(a, np.int64), np.array(b, np.int64), np.array(sim, np.float64)
+        cols = np.array(rows, np.float64)  # (labels are far below 2**53: exact as floats)
+        return cols[:, 0].astype(np.int64), cols[:, 1].astype(np.int64), cols[:, 2]
 
-    def near_put(self, pairs: Iterable[tuple[int, int, float]]) -> None:
+    def near_put(self, pairs: Iterable[tuple[int, int, float]], crowded: Iterable[int] = ()) -> None:
         self.db.executemany("INSERT OR REPLACE INTO near VALUES (?,?,?)", pairs)
+        self.db.executemany("INSERT OR IGNORE INTO near_crowded VALUES (?)", ((int(c),) for c in crowded))
 
-    def near_forget(self, labels: Iterable[int]) -> None:
-        """Forget every pair of `labels` (their rows left, or their vectors changed)."""
+    def near_forget(self, labels: Iterable[int]) -> list[int]:
+        """Forget every pair of `labels` (their rows left, or their vectors changed); returns the
+        other ends of those pairs when the table has a crowd (see `Sync._keep_near`), else []."""
         ints = _json_ints(labels)
-        if ints != "[]":
-            self.db.execute("DELETE FROM near WHERE a IN (SELECT value FROM json_each(?))"
-                            " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
+        if ints == "[]":
+            return []
+        db = self.db
+        partners: list[int] = []
+        if db.execute("SELECT 1 FROM near_crowded LIMIT 1").fetchone():
+            db.execute("DELETE FROM near_crowded WHERE label IN (SELECT value FROM json_each(?))", (ints,))
+            q = ("SELECT b FROM near WHERE a IN (SELECT value FROM json_each(?))"
+                 " UNION SELECT a FROM near WHERE b IN (SELECT value FROM json_each(?))")
+            partners = [int(r[0]) for r in db.execute(q, (ints, ints))]
+        db.execute("DELETE FROM near WHERE a IN (SELECT value FROM json_each(?))"
+                   " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
+        return partners
 
     def near_clear(self) -> None:
         self.db.execute("DELETE FROM near")
+        self.db.execute("DELETE FROM near_crowded")
 
     def near_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM near").fetchone()[0])

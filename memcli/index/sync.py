@@ -438,30 +438,36 @@ class Sync:
     def _keep_near(self, hnsw: Any, empty: bool, labels: list[int], vecs: list[np.ndarray], gone: list[int]) -> None:
         """Keep the close-pair table (`vectors.NEAR_FLOOR`) in step, in the caller's transaction,
         once the graph holds the new vectors: the pairs of the rows that left (`gone`) or whose
-        vector changed (`labels`, `vecs`) forgotten, those of the new vectors found. A catalog
-        that started empty gets a complete table; one indexed before the table existed gets it
-        built whole here while it is small (`NEAR_BUILD_MAX`), else it goes on without one (the
-        kNN pass) until `memcli reindex`."""
+        vector changed (`labels`, `vecs`) forgotten, those of the new vectors found. In a table
+        with a crowd (`vectors.NEAR_CROWD`) the other ends of the forgotten pairs are searched
+        again too: a memory older than a crowd is listed by the crowd's first members only, and
+        must not lose its place when they leave. A catalog that started empty gets a complete
+        table; one indexed before the table existed (or by an older memcli since) gets it built
+        whole here while it is small (`NEAR_BUILD_MAX`), else it goes on without one (the kNN
+        pass) until `memcli reindex`."""
         catalog = self.catalog
+        search = np.asarray(labels, np.int64)
+        stacked = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, 0), np.float32)
         if not empty and self.vec.near_ready():
-            catalog.near_forget([*gone, *labels])
-            stacked = np.stack(vecs) if vecs else None
-        elif empty or catalog.count() <= NEAR_BUILD_MAX:
+            again = sorted(set(catalog.near_forget([*gone, *labels])) - set(gone) - set(labels))
+            if again:
+                search = np.concatenate([search, np.asarray(again, np.int64)])
+                stacked = np.concatenate([stacked.reshape(-1, hnsw.dim), catalog.vectors(again)])
+        elif empty or (catalog.meta("near") != "off" and catalog.count() <= NEAR_BUILD_MAX):
             catalog.near_clear()
-            if empty:
-                stacked = np.stack(vecs) if vecs else None
-            else:
-                labels, stacked = catalog.vector_rows()
+            if not empty:
+                every, stacked = catalog.vector_rows()
+                search = np.asarray(every, np.int64)
         else:
             return
         try:
-            pairs = self.vec.close_pairs(hnsw, labels, stacked) if labels and stacked is not None else []
-        except RuntimeError:  # the graph could not answer: no table (the kNN pass) until it can
+            pairs, crowded = self.vec.close_pairs(hnsw, search.tolist(), stacked) if len(search) else ([], [])
+        except RuntimeError:  # the graph could not answer: no table (the kNN pass) until a reindex
             catalog.near_clear()
-            catalog.set_meta(near="")
+            catalog.set_meta(near="off")
             return
-        catalog.near_put(pairs)
-        catalog.set_meta(near=NEAR_VERSION)
+        catalog.near_put(pairs, crowded)
+        catalog.set_meta(near=NEAR_VERSION, near_gen=catalog.meta("hnsw_gen") or "0")
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,
                             batch: int = 256) -> int:

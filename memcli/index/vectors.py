@@ -65,20 +65,21 @@ NEAR_MARGIN = 0.03
 
 NEAR_FLOOR = NEAR_FROM  # the close-pair table (catalog `near`): every pair at >= this found when a vector
 # enters the graph. Each new or changed vector is searched once, right after its insertion (its NEAR_K
-# nearest at CURATION_EF, as the wide pass searches), and the pairs at >= NEAR_FLOOR are recorded, each
-# once; a row that leaves, or whose vector changes, takes its pairs along. A pair is so found from its
-# later end whatever came after, and from its earlier end too while that end had fewer than NEAR_K closer
-# vectors. Then `neighbour_arrays(threshold=t)` for t >= NEAR_FLOOR (merge --auto's groups) reads each
-# row's k nearest at >= t from the table instead of searching the graph: ~0.02 s against the pass's
-# 0.25-0.35 s of CPU on the 10k curation bench store, with the same pairs there (bench/knn_pass.py).
-# The cost moved to the writes: one search per vector written (~70 us at 10k; an import of 10k
-# memories: ~0.4 s on two cores).
+# nearest at CURATION_EF, as the wide pass searches; NEAR_CROWD if those are all close), and its pairs at
+# >= NEAR_FLOOR are recorded, each once; a row that leaves, or whose vector changes, takes its pairs along.
+# So a pair is found from its later end whatever came after, and from its earlier end while that end had
+# fewer close neighbours than the search returns. `neighbour_arrays(threshold=t)` for t >= NEAR_FLOOR
+# (merge --auto's groups) then reads each row's k nearest at >= t from the table instead of searching the
+# graph: on the 10k curation bench store ~0.02 s against the pass's 0.25-0.35 s of CPU, with exactly an
+# exact kNN's pairs (bench/knn_pass.py). The cost moved to the writes: one search per vector written
+# (an import of 10k memories: ~0.5 s of CPU, against ~100 s for their embeddings).
 NEAR_K = 16  # twice curation's k: a row's k nearest are still recorded after some of them leave
-NEAR_MAX = 64  # a vector with NEAR_K close neighbours or more is searched again for 4x as many, up to this:
-# the table stays within ~NEAR_MAX pairs per memory in a crowd of near-copies (thousands of alike hook notes),
-# where every pair would be quadratic; such a crowd's later members may then not list an older memory near
-# it, but the members that came before the crowd grew do (each searched while the crowd was still small)
-NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}"  # recorded in the catalog's meta once the table is complete
+NEAR_CROWD = 4 * (NEAR_K + 1)  # a vector whose NEAR_K nearest are all close is searched again for this
+# many. A vector that has more close neighbours still is in a crowd of near-copies (thousands of alike
+# hook notes): there the table keeps ~NEAR_CROWD pairs per memory, not every pair (quadratic), and marks
+# the row (`near_crowded`); a memory older than the crowd is listed by the crowd's first members, and
+# searched again whenever one of its listed partners leaves or changes (`Sync._keep_near`).
+NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}/{NEAR_CROWD}"  # in the catalog's meta once the table is complete
 NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it built whole on its next
 # write up to this many vectors (~0.5 s of CPU at 10k); a larger one by `memcli reindex`
 
@@ -162,7 +163,8 @@ class Vectors:
 
     def save(self, h: Any) -> None:
         """Write the graph as the next generation and record it (inside the caller's transaction)."""
-        gen = int(self.catalog.meta("hnsw_gen") or 0) + 1
+        was = self.catalog.meta("hnsw_gen") or "0"
+        gen = int(was) + 1
         name = f"vectors-{gen}.hnsw"
         tmp = self.catalog.dir / f".{name}.tmp"
         h.save_index(str(tmp))
@@ -170,6 +172,8 @@ class Vectors:
             os.fsync(f.fileno())
         os.replace(tmp, self.catalog.dir / name)
         self.catalog.set_meta(hnsw_file=name, hnsw_gen=gen)
+        if self.catalog.meta("near_gen") == was:  # the close-pair table was kept with this graph
+            self.catalog.set_meta(near_gen=gen)
         self._hnsw, self._file = h, name
 
     def cleanup(self) -> None:
@@ -186,43 +190,56 @@ class Vectors:
 
     # ------------------------------------------------------------ the close-pair table
     def near_ready(self) -> bool:
-        """The catalog's close-pair table is complete (see `NEAR_FLOOR`)."""
-        return self.catalog.meta("near") == NEAR_VERSION
+        """The catalog's close-pair table is complete and in step with the current graph: a
+        writer that does not keep the table (an older memcli) saves a new graph generation
+        without moving `near_gen` along (see `save`)."""
+        meta = self.catalog.meta
+        return meta("near") == NEAR_VERSION and meta("near_gen") == (meta("hnsw_gen") or "0")
 
-    def close_pairs(self, h: Any, labels: list[int], vecs: np.ndarray) -> list[tuple[int, int, float]]:
+    def close_pairs(self, h: Any, labels: list[int], vecs: np.ndarray,
+                    ) -> tuple[list[tuple[int, int, float]], list[int]]:
         """The pairs at >= `NEAR_FLOOR` of the vectors `vecs` (in the graph `h` under `labels`)
-        with any vector of `h`: (a, b, similarity), a < b, each once. Similarities are computed as
-        `neighbour_arrays` gives them (the graph's float32 distance), so a threshold compares the
-        same either way. RuntimeError: hnswlib could not find the neighbours asked for."""
-        if not labels:
-            return []
-        live = h.element_count  # (deleted ones too: the first query that asks for more is told)
+        with any vector of `h`: (a, b, similarity), a < b, each once; and the labels whose search
+        was cut at `NEAR_CROWD` close neighbours. Similarities are computed as `neighbour_arrays`
+        gives them (the graph's float32 distance), so a threshold compares the same either way.
+        RuntimeError: hnswlib could not find the neighbours asked for."""
         rows = np.asarray(labels, np.int64)
-        pairs: dict[tuple[int, int], float] = {}
-        kk = NEAR_K + 1
+        live = h.element_count  # (deleted ones too: a query that asks for more is told so)
+        found_a, found_b, found_s, crowded = [], [], [], []
+        k = NEAR_K + 1
         try:
-            while len(rows) and min(kk, live) >= 2:
-                k = min(kk, live)
-                h.set_ef(max(CURATION_EF, k))
+            while len(rows) and min(k, live) >= 2:
+                kk = min(k, live)
+                h.set_ef(max(CURATION_EF, kk))
                 try:
-                    found, dists = h.knn_query(vecs, k=k)
+                    found, dists = h.knn_query(vecs, k=kk)
                 except RuntimeError:  # fewer vectors left than k (the graph counts its deleted ones)
-                    live = min(live, self.catalog.vector_count())
+                    fewer = min(live, self.catalog.vector_count())
+                    if fewer >= live:
+                        raise
+                    live = fewer
                     continue
                 found = found.astype(np.int64)
                 sims = (1.0 - dists).astype(np.float64)  # float32 arithmetic, held as float64 (see `convert`)
                 src = np.broadcast_to(rows[:, None], found.shape)
                 keep = (sims >= NEAR_FLOOR) & (found != src)
                 a, b = src[keep], found[keep]
-                lo, hi = np.minimum(a, b), np.maximum(a, b)
-                pairs.update(zip(zip(lo.tolist(), hi.tolist()), sims[keep].tolist()))  # found from both ends: once
-                # a vector whose k-th nearest is still close (a crowd of near-copies): searched again
-                # for more, so that its pairs with the vectors that came before the crowd are kept too
-                more = (sims[:, -1] >= NEAR_FLOOR) & (k < live) & (kk < NEAR_MAX)
-                rows, vecs, kk = rows[more], vecs[more], kk * 4
+                found_a.append(np.minimum(a, b))
+                found_b.append(np.maximum(a, b))
+                found_s.append(sims[keep])
+                full = (sims[:, -1] >= NEAR_FLOOR) & (kk < live)  # its k-th nearest is still close
+                if k >= NEAR_CROWD:
+                    crowded += rows[full].tolist()
+                    break
+                rows, vecs, k = rows[full], vecs[full], NEAR_CROWD
         finally:
             h.set_ef(HNSW_EF_SEARCH)
-        return [(x, y, v) for (x, y), v in pairs.items()]
+        a = np.concatenate(found_a) if found_a else np.zeros(0, np.int64)
+        if not len(a):
+            return [], crowded
+        b, sim = np.concatenate(found_b), np.concatenate(found_s)
+        _, first = np.unique(a * (int(b.max()) + 1) + b, return_index=True)  # a pair found from both ends: once
+        return list(zip(a[first].tolist(), b[first].tolist(), sim[first].tolist())), crowded
 
     def _near_arrays(self, k: int, threshold: float, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`neighbour_arrays`' (nbr, sims) for `threshold` read from the close-pair table: each
@@ -284,13 +301,16 @@ class Vectors:
         `searched` (with `on_batch`) is set as soon as the graph has searched every row, while
         the caller may still be busy with earlier batches: from then on its thread alone is left.
         """
-        rows = self.catalog.vector_ids()  # in label order
-        labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        ids = [r[1] for r in rows]
-        if (threshold is not None and threshold >= NEAR_FLOOR and on_idle is None and len(rows) >= 2
-                and self.near_ready()):
-            # the close pairs were recorded as the vectors came in: no search, no vector read
-            nbr, sims = self._near_arrays(k, threshold, labels)
+        # the close pairs recorded as the vectors came in (see `NEAR_FLOOR`): no search, no vector read
+        table = threshold is not None and threshold >= NEAR_FLOOR and on_idle is None
+        with self.catalog.snapshot() if table else contextlib.nullcontext():  # (one state: labels, pairs)
+            rows = self.catalog.vector_ids()  # in label order
+            labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            ids = [r[1] for r in rows]
+            table = table and len(rows) >= 2 and self.near_ready()
+            if table:
+                nbr, sims = self._near_arrays(k, threshold, labels)  # type: ignore[arg-type]
+        if table:
             if searched is not None:
                 searched.set()
             for i in range(0, len(rows), batch) if on_batch is not None else ():

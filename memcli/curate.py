@@ -232,6 +232,9 @@ class _Linker:
         self.kept_apart: set[tuple[int, int]] = set()
         #: `apart`'s verdicts judged ahead, by position pair as `rows` asks (see `_judged_ahead`)
         self.verdicts: dict[tuple[int, int], bool] = {}
+        #: with `apart` = `_opposed`: the texts' verdicts the index recorded with the pairs (both
+        #: orders; `Index.neighbour_arrays(verdicts=...)`), so only the memories' state is left to check
+        self.recorded: dict[tuple[int, int], bool] = {}
 
     def find(self, x: int) -> int:
         parent = self.parent
@@ -243,7 +246,7 @@ class _Linker:
     def rows(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
         """Link the pairs of rows start.. (`nbr`/`sims` hold those rows only)."""
         find, parent, kept_apart, memory, apart = self.find, self.parent, self.kept_apart, self.memory, self.apart
-        verdicts = self.verdicts
+        verdicts, recorded = self.verdicts, self.recorded
         for i, j in zip(*_close_positions(nbr, sims, self.threshold, start)):
             ri, rj = find(i), find(j)
             if ri == rj:
@@ -253,7 +256,9 @@ class _Linker:
             elif (j, i) not in kept_apart:  # (the pair seen from its other end: judged apart already)
                 verdict = verdicts.get((i, j))
                 if verdict is None:
-                    verdict = apart(memory(ids[i]), memory(ids[j]))
+                    a, b = memory(ids[i]), memory(ids[j])
+                    text = recorded.get((i, j))
+                    verdict = apart(a, b) if text is None else (text or _superseded(a, b))
                 if verdict:
                     kept_apart.add((i, j))
                 else:
@@ -306,6 +311,7 @@ class _Ahead:
         self.queued = 0  # how many of `queue` were taken
         self.episodic: np.ndarray | None = None
         self.ids: list[str] = []
+        self.recorded: dict[tuple[int, int], bool] = {}  # handed to the linker (see `_Linker.recorded`)
 
     def __call__(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
         # sorted distinct positions, as np.union1d gave; not union1d: numpy 2's unique imports numpy.ma
@@ -319,6 +325,7 @@ class _Ahead:
         if self.apart is not None and self.linker is None:
             entries = self.entries
             self.linker = _Linker(len(ids), self.threshold, lambda mid: entries[mid][0], self.apart)
+            self.linker.recorded = self.recorded
         if self.deferred or (self.searched is not None and self.searched.is_set()):
             self.deferred.append((start, nbr, sims))  # judged and linked after the pass
             return
@@ -368,8 +375,12 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
     # row (it is faster than the judging), the rows left are judged on two cores after the pass
     searched = threading.Event() if apart and can_fork() else None
     ahead = _Ahead(store, threshold, apart=apart, searched=searched) if apart else None
+    # the veto's verdicts on the texts, as the index recorded them with the close pairs
+    recorded: dict[tuple[int, int], bool] | None = {} if apart is _opposed else None
+    if ahead is not None and recorded is not None:
+        ahead.recorded = recorded
     ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead, threshold=threshold,
-                                                     searched=searched)
+                                                     searched=searched, verdicts=recorded)
     if len(ids) < 2:
         return []
     if ahead is None:
@@ -401,7 +412,7 @@ def _judged_ahead(linker: _Linker, ids: list[str], batches: list[tuple[int, np.n
     Fewer than `FORK_PAIRS` pairs are left to `rows`."""
     memory, apart = linker.memory, linker.apart
     assert memory is not None and apart is not None
-    pairs = linker.pending(batches)
+    pairs = [p for p in linker.pending(batches) if p not in linker.recorded]  # (those are cheap to decide)
     if len(pairs) < FORK_PAIRS:
         return  # not worth a fork: `rows` judges them as it meets them (no more than it needs)
     half = len(pairs) // 2
@@ -544,20 +555,23 @@ def opposing(a: str, b: str, similarity: float = 0.9) -> str | None:
     return rel.reason if rel.contradiction else None
 
 
-def mergeable(a: Memory, b: Memory, similarity: float = 0.9) -> bool:
+def mergeable(a: Memory, b: Memory) -> bool:
     """May two memories be merged into one? Only the same fact (a rewording or a refinement) about
-    the same subject; never a superseded memory, another subject or a contradiction."""
-    from memcli.decide import REFINES, SAME, relate
+    the same subject (`decide.texts_mergeable`); never a superseded memory, another subject or a
+    contradiction."""
+    from memcli.decide import texts_mergeable
 
-    if a.superseded_by or b.superseded_by:
-        return False
-    return relate(a.text, b.text, similarity, threshold=0.0).kind in (SAME, REFINES) and \
-        relate(b.text, a.text, similarity, threshold=0.0).kind in (SAME, REFINES)
+    return not (a.superseded_by or b.superseded_by) and texts_mergeable(a.text, b.text)
 
 
 def _opposed(a: Memory, b: Memory) -> bool:
     """`similar_groups`' veto: only mergeable pairs are linked."""
     return not mergeable(a, b)
+
+
+def _superseded(a: Memory, b: Memory) -> bool:
+    """What `_opposed` adds to the texts' verdict (`decide.texts_mergeable`): the memories' state."""
+    return bool(a.superseded_by or b.superseded_by)
 
 
 @dataclass

@@ -624,6 +624,27 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     return Relation(DISTINCT, lambda: f"says something else ({_short(set(removed))} vs {_short(set(added))})")
 
 
+def texts_mergeable(a: str, b: str) -> bool:
+    """Are two texts one fact, each a rewording or a refinement of the other, about the same
+    subject (never a change of value, a negation or another subject)? What `curate.mergeable`
+    asks of two memories' texts; a pure function of the texts under these rules, so the index
+    records it with each close pair (memcli/index/sync.py) and `merge --auto` need not parse them
+    again (`rules_version` tells when the rules changed)."""
+    return relate(a, b, 0.9, threshold=0.0).kind in (SAME, REFINES) and \
+        relate(b, a, 0.9, threshold=0.0).kind in (SAME, REFINES)
+
+
+@functools.cache
+def rules_version() -> str:
+    """A digest of the rules `texts_mergeable` applies (this module and the normalisation of
+    memcli/extract.py, whose source it reads): a verdict recorded under another one is not used."""
+    import hashlib
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    return hashlib.sha1(b"".join((here / f).read_bytes() for f in ("decide.py", "extract.py"))).hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=65536)
 def _word_parts(low: str) -> frozenset[str]:
     """The stemmed parts of one identifier, path or URL (nothing for another word), once per word."""

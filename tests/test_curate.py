@@ -223,10 +223,10 @@ def test_merge_auto_never_merges_a_contradiction_whichever_process_judged_it(cli
     monkeypatch.setattr(background, "_start", lambda work: forks.append(1) or start(work))
     parent, mergeable = os.getpid(), curate.mergeable
 
-    def judged(a, b, similarity=0.9):
+    def judged(a, b):
         if os.getpid() != parent and how == "child fails":
             raise RuntimeError("the child fails")
-        return mergeable(a, b, similarity)
+        return mergeable(a, b)
 
     monkeypatch.setattr(curate, "mergeable", judged)
     if how == "one core":

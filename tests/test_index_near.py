@@ -20,7 +20,8 @@ from test_knn_pass import DIM, SeededEmbedder
 from memcli import changes
 from memcli.api import Store
 from memcli.config import Config
-from memcli.curate import NEIGHBOURS, merge_groups, similar_groups
+from memcli.curate import NEIGHBOURS, _opposed, merge_groups, similar_groups
+from memcli.decide import rules_version, texts_mergeable
 from memcli.index import sync as sync_mod
 from memcli.index import vectors as vectors_mod
 from memcli.index.vectors import NEAR_FLOOR, NEAR_VERSION
@@ -73,8 +74,16 @@ def table(store: Store) -> dict[tuple[str, str], float]:
     """The recorded pairs by id (a < b by label), with their similarity."""
     index = store.index
     ids = dict((lab, mid) for lab, mid in index.vector_ids())
-    a, b, sim = index.near_pairs(-1.0)
+    a, b, sim, _ = index.near_pairs(-1.0)
     return {(ids[x], ids[y]): s for x, y, s in zip(a.tolist(), b.tolist(), sim.tolist())}
+
+
+def verdicts(store: Store) -> dict[tuple[str, str], int]:
+    """The texts' verdicts recorded with the pairs (1 apart, 0 mergeable, -1 not judged)."""
+    index = store.index
+    ids = dict((lab, mid) for lab, mid in index.vector_ids())
+    a, b, _, apart = index.near_pairs(-1.0)
+    return {(ids[x], ids[y]): v for x, y, v in zip(a.tolist(), b.tolist(), apart.tolist())}
 
 
 def assert_exact(store: Store) -> None:
@@ -89,7 +98,7 @@ def assert_exact(store: Store) -> None:
     vecs = index.vectors(labels).astype(np.float32)
     s = vecs @ vecs.T
     got = table(store)
-    a_all, b_all, _ = index.near_pairs(-1.0)
+    a_all, b_all, _, _ = index.near_pairs(-1.0)
     assert set(a_all.tolist()) | set(b_all.tolist()) <= set(labels)  # no pair of a row that left
     at = {mid: i for i, mid in enumerate(ids)}
     for (x, y), sim in got.items():
@@ -100,6 +109,12 @@ def assert_exact(store: Store) -> None:
     want = {tuple(sorted((ids[i], ids[j]), key=at.get)) for i, j in zip(iu[0][close], iu[1][close])}
     assert want <= set(got)
     assert len(want) > 30  # the seeded set has close pairs to find
+    # each pair's verdict is the one its texts get now, or none (a merged text on a kept vector)
+    text = {m.id: m.text for m in index.records_of(ids).values()}
+    assert index.meta("pairs_rules") == rules_version()
+    recorded = verdicts(store)
+    assert all(recorded[x, y] in (-1, int(not texts_mergeable(text[x], text[y]))) for x, y in got)
+    assert (np.array(list(recorded.values())) >= 0).mean() > 0.5
 
 
 def test_an_index_built_from_empty_holds_every_close_pair(store):
@@ -245,7 +260,7 @@ def test_a_memory_older_than_a_crowd_keeps_its_pairs_when_the_crowd_s_first_memb
                 write(s, f"C{i:03d}", i)
             s.index.sync()
         assert s.index.vec.near_ready()
-        assert s.index.db.execute("SELECT count(*) FROM near_crowded").fetchone()[0] > 0
+        assert s.index.db.execute("SELECT count(*) FROM close_crowded").fetchone()[0] > 0
         listed = {x for pair in table(s) if "R" in pair for x in pair} - {"R"}
         assert listed and max(listed) < "C070"  # R is listed by the crowd's first members only
         for mid in sorted(listed):
@@ -258,3 +273,92 @@ def test_a_memory_older_than_a_crowd_keeps_its_pairs_when_the_crowd_s_first_memb
         assert any("R" in g for g in groups)
     finally:
         s.close()
+
+
+class MappedEmbedder(SeededEmbedder):
+    """Each text's vector named by a table (text -> row of the vectors), whatever the text says."""
+
+    def __init__(self, vectors: np.ndarray, rows: dict[str, int], cache) -> None:  # noqa: ANN001
+        super().__init__(vectors, cache)
+        self.rows = rows
+
+    def embed(self, texts, *, on_progress=None, batch_size=None):  # noqa: ANN001, ANN202
+        self.computed += len(texts)
+        return self.vectors[[self.rows.get(t, 0) for t in texts]]
+
+
+NOTES = {  # (id, text, vector row): three notes about deploys (two say the same), two about the cache
+    "D1": ("Deploys go out on Tuesdays after the standup. Ask Sam before a big one.", 1),
+    "D2": ("Deploys go out on Tuesdays, after the standup!", 2),
+    "D3": ("Deploys go out on Fridays after the standup.", 3),
+    "C1": ("The API cache keeps entries for 5 minutes.", 4),
+    "C2": ("The API cache keeps entries for five minutes.", 5),
+}
+
+
+@pytest.fixture
+def noted(tmp_path):
+    """A store of NOTES whose vectors are all close (>= 0.9) within each subject."""
+    rng = np.random.default_rng(8)
+    d, c = rng.normal(size=DIM), rng.normal(size=DIM)
+    vecs = [rng.normal(size=DIM)] + [d + 0.1 * rng.normal(size=DIM) for _ in range(3)]
+    vecs += [c + 0.1 * rng.normal(size=DIM) for _ in range(2)]
+    vectors = np.array([v / np.linalg.norm(v) for v in vecs], np.float32)
+    s = Store(tmp_path / "store", Config(embed_model=f"hash:{DIM}"))
+    s.init()
+    rows = {text: row for text, row in NOTES.values()}
+    s.index.embedder = MappedEmbedder(vectors, rows, tmp_path / "cache")
+    for mid, (text, _) in NOTES.items():
+        (s.facts_dir / f"{mid}.md").write_text(Memory(id=mid, text=text, updated=f"2026-01-0{mid[1]}T00:00:00Z",
+                                                      ).to_markdown())
+    s.index.sync()
+    yield s, rows
+    s.close()
+
+
+def test_each_pair_is_recorded_with_its_texts_verdict(noted):
+    store, _ = noted
+    got = verdicts(store)
+    assert got[("D1", "D2")] == 0  # a rewording: mergeable
+    assert got[("D1", "D3")] == 1 and got[("D2", "D3")] == 1  # another day: never merged
+    assert got[("C1", "C2")] == int(not texts_mergeable(NOTES["C1"][0], NOTES["C2"][0]))
+    assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]] + (
+        [["C1", "C2"]] if got[("C1", "C2")] == 0 else [])
+
+
+def test_a_merged_text_on_a_kept_vector_is_judged_again(noted, monkeypatch):
+    """A bulk merge's merged memory takes over its newest source's row and vector (provisional):
+    the pairs of that row lose the old text's verdict (here made wrong on purpose first, so that a
+    verdict left alone would show), and get the new one's when the refresh gives the row its own
+    vector; meanwhile `merge --auto` judges them itself."""
+    store, rows = noted
+    index = store.index
+    index.db.execute("UPDATE close_pairs SET apart = 1 - apart")  # every verdict wrong
+    monkeypatch.setattr(changes, "PROVISIONAL_MIN", 1)
+    (result,) = merge_groups(store, [["D1", "D2"]])
+    assert index.provisional_count() == 1
+    merged = result.merged
+    judged = {frozenset(pair): v for pair, v in verdicts(store).items() if merged.id in pair}
+    assert judged == {frozenset(("D3", merged.id)): -1}  # its pair with D3 kept, the verdict forgotten
+    assert not any("D3" in g for g in similar_groups(store, 0.85, apart=_opposed))
+    rows[merged.text] = 2  # the refresh: the merged text's own vector (that of D2, here)
+    assert index.refresh_provisional() == 1
+    assert verdicts(store)[(merged.id, "D3")] == int(not texts_mergeable(merged.text, NOTES["D3"][0])) == 1
+
+
+def test_verdicts_given_by_other_rules_are_not_used(noted):
+    store, _ = noted
+    index = store.index
+    expected = similar_groups(store, 0.85, apart=_opposed)
+    assert ["D1", "D2"] in expected and not any("D3" in g for g in expected)
+    index.db.execute("UPDATE close_pairs SET apart = 0")  # all mergeable, D3 too: as other rules might say
+    index.set_meta(pairs_rules="other rules")
+    recorded: dict = {}
+    index.neighbour_arrays(NEIGHBOURS, threshold=0.85, verdicts=recorded)
+    assert recorded == {}  # not handed out
+    assert similar_groups(store, 0.85, apart=_opposed) == expected
+    (store.facts_dir / "C2.md").unlink()  # the next write forgets them (judged when read)
+    index.sync()
+    assert index.meta("pairs_rules") == rules_version()
+    assert verdicts(store)[("D1", "D3")] == -1
+    assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]]

@@ -96,14 +96,16 @@ class Index(Catalog):
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
                          on_idle: Callable[[], bool] | None = None, threshold: float | None = None,
                          searched: threading.Event | None = None,
+                         verdicts: dict[tuple[int, int], bool] | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids
         (-1: none), similarities); `on_batch` sees each batch's rows while the next is searched,
         `on_idle` is called while waiting for it; `threshold`: only the neighbours that close are
-        wanted, found for less CPU; `searched` is set once every row is searched (see
-        `Vectors.neighbour_arrays`)."""
+        wanted, found for less CPU (read from the close-pair table when it can answer, and then
+        `verdicts` gets the texts' verdicts recorded with the pairs); `searched` is set once every
+        row is searched (see `Vectors.neighbour_arrays`)."""
         return self.vec.neighbour_arrays(k, ef=ef, batch=batch, on_batch=on_batch, on_idle=on_idle,
-                                         threshold=threshold, searched=searched)
+                                         threshold=threshold, searched=searched, verdicts=verdicts)
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

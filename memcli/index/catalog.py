@@ -58,12 +58,13 @@ CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size I
 -- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
 CREATE TABLE IF NOT EXISTS provisional (label INTEGER PRIMARY KEY, hash TEXT NOT NULL);
 -- the close pairs of the vector graph, each once (a < b), kept by every write that changes a vector
--- (memcli/index/vectors.py NEAR_FLOOR): merge --auto's groups read them instead of a kNN pass
-CREATE TABLE IF NOT EXISTS near (a INTEGER NOT NULL, b INTEGER NOT NULL, sim REAL NOT NULL,
-    PRIMARY KEY (a, b)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS near_b ON near(b);
+-- (memcli/index/vectors.py NEAR_FLOOR): merge --auto's groups read them instead of a kNN pass. `apart`:
+-- decide.texts_mergeable's verdict on the two texts, negated (NULL: not judged), under meta `pairs_rules`
+CREATE TABLE IF NOT EXISTS close_pairs (a INTEGER NOT NULL, b INTEGER NOT NULL, sim REAL NOT NULL,
+    apart INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS close_pairs_b ON close_pairs(b);
 -- the rows whose search for close pairs was cut at NEAR_CROWD neighbours, all close (a crowd of near-copies)
-CREATE TABLE IF NOT EXISTS near_crowded (label INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS close_crowded (label INTEGER PRIMARY KEY);
 """
 
 
@@ -280,7 +281,9 @@ class Catalog:
         self._count = None
         db.execute("BEGIN IMMEDIATE")
         db.execute("DROP TABLE IF EXISTS fts")  # the FTS5 keyword index of schema 1
-        for table in ("mem", "bad", "meta", "provisional", "near", "near_crowded"):
+        for table in ("near", "near_crowded"):  # the close pairs' first tables (a development version)
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        for table in ("mem", "bad", "meta", "provisional", "close_pairs", "close_crowded"):
             db.execute(f"DELETE FROM {table}")
         kw.reset()
         db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
@@ -376,17 +379,31 @@ class Catalog:
         finally:
             db.execute("COMMIT")
 
-    def near_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The recorded pairs at >= `threshold` as arrays (label a, label b, similarity), a < b."""
-        rows = self.db.execute("SELECT a, b, sim FROM near WHERE sim >= ?", (threshold,)).fetchall()
+    def near_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The recorded pairs at >= `threshold` as arrays: label a, label b (a < b), similarity,
+        and the texts' verdict (1 apart, 0 mergeable, -1 not judged)."""
+        rows = self.db.execute("SELECT a, b, sim, coalesce(apart, -1) FROM close_pairs WHERE sim >= ?",
+                               (threshold,)).fetchall()
         if not rows:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int8)
         cols = np.array(rows, np.float64)  # (labels are far below 2**53: exact as floats)
-        return cols[:, 0].astype(np.int64), cols[:, 1].astype(np.int64), cols[:, 2]
+        return (cols[:, 0].astype(np.int64), cols[:, 1].astype(np.int64), cols[:, 2],
+                cols[:, 3].astype(np.int8))
 
-    def near_put(self, pairs: Iterable[tuple[int, int, float]], crowded: Iterable[int] = ()) -> None:
-        self.db.executemany("INSERT OR REPLACE INTO near VALUES (?,?,?)", pairs)
-        self.db.executemany("INSERT OR IGNORE INTO near_crowded VALUES (?)", ((int(c),) for c in crowded))
+    def near_put(self, pairs: Iterable[tuple[int, int, float, int | None]], crowded: Iterable[int] = ()) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO close_pairs VALUES (?,?,?,?)", pairs)
+        self.db.executemany("INSERT OR IGNORE INTO close_crowded VALUES (?)", ((int(c),) for c in crowded))
+
+    def near_unjudge(self, labels: Iterable[int] | None = None) -> None:
+        """Forget the texts' verdicts of the pairs of `labels` (their texts changed, their vectors
+        kept), or of every pair (they were given by other rules)."""
+        if labels is None:
+            self.db.execute("UPDATE close_pairs SET apart=NULL WHERE apart IS NOT NULL")
+            return
+        ints = _json_ints(labels)
+        if ints != "[]":
+            self.db.execute("UPDATE close_pairs SET apart=NULL WHERE a IN (SELECT value FROM json_each(?))"
+                            " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
 
     def near_forget(self, labels: Iterable[int]) -> list[int]:
         """Forget every pair of `labels` (their rows left, or their vectors changed); returns the
@@ -396,21 +413,26 @@ class Catalog:
             return []
         db = self.db
         partners: list[int] = []
-        if db.execute("SELECT 1 FROM near_crowded LIMIT 1").fetchone():
-            db.execute("DELETE FROM near_crowded WHERE label IN (SELECT value FROM json_each(?))", (ints,))
-            q = ("SELECT b FROM near WHERE a IN (SELECT value FROM json_each(?))"
-                 " UNION SELECT a FROM near WHERE b IN (SELECT value FROM json_each(?))")
+        if db.execute("SELECT 1 FROM close_crowded LIMIT 1").fetchone():
+            db.execute("DELETE FROM close_crowded WHERE label IN (SELECT value FROM json_each(?))", (ints,))
+            q = ("SELECT b FROM close_pairs WHERE a IN (SELECT value FROM json_each(?))"
+                 " UNION SELECT a FROM close_pairs WHERE b IN (SELECT value FROM json_each(?))")
             partners = [int(r[0]) for r in db.execute(q, (ints, ints))]
-        db.execute("DELETE FROM near WHERE a IN (SELECT value FROM json_each(?))"
+        db.execute("DELETE FROM close_pairs WHERE a IN (SELECT value FROM json_each(?))"
                    " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
         return partners
 
     def near_clear(self) -> None:
-        self.db.execute("DELETE FROM near")
-        self.db.execute("DELETE FROM near_crowded")
+        self.db.execute("DELETE FROM close_pairs")
+        self.db.execute("DELETE FROM close_crowded")
+
+    def texts(self, labels: Iterable[int]) -> dict[int, str]:
+        """The texts of `labels`, in one query."""
+        q = "SELECT label, json_extract(record, '$.text') FROM mem WHERE label IN (SELECT value FROM json_each(?))"
+        return {int(lab): str(t or "") for lab, t in self.db.execute(q, (_json_ints(labels),))}
 
     def near_count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM near").fetchone()[0])
+        return int(self.db.execute("SELECT count(*) FROM close_pairs").fetchone()[0])
 
     def bad_files(self) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]

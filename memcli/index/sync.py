@@ -419,7 +419,7 @@ class Sync:
                 adding.result()
             elif compact:  # too many tombstones: rebuilt from the catalog, which holds the new rows
                 hnsw = self.vec.rebuild()
-            self._keep_near(hnsw, empty, new_labels, new_vecs, kw_removed)
+            self._keep_near(hnsw, empty, new_labels, new_vecs, kw_removed, [existing[f][0] for f in taken])
             if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
                 self.vec.save(hnsw)
             self.catalog.set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
@@ -435,24 +435,35 @@ class Sync:
             raise
         self.vec.cleanup()
 
-    def _keep_near(self, hnsw: Any, empty: bool, labels: list[int], vecs: list[np.ndarray], gone: list[int]) -> None:
+    def _keep_near(self, hnsw: Any, empty: bool, labels: list[int], vecs: list[np.ndarray], gone: list[int],
+                   retexted: Iterable[int] = ()) -> None:
         """Keep the close-pair table (`vectors.NEAR_FLOOR`) in step, in the caller's transaction,
         once the graph holds the new vectors: the pairs of the rows that left (`gone`) or whose
-        vector changed (`labels`, `vecs`) forgotten, those of the new vectors found. In a table
-        with a crowd (`vectors.NEAR_CROWD`) the other ends of the forgotten pairs are searched
-        again too: a memory older than a crowd is listed by the crowd's first members only, and
-        must not lose its place when they leave. A catalog that started empty gets a complete
-        table; one indexed before the table existed (or by an older memcli since) gets it built
-        whole here while it is small (`NEAR_BUILD_MAX`), else it goes on without one (the kNN
-        pass) until `memcli reindex`."""
+        vector changed (`labels`, `vecs`) forgotten, those of the new vectors found, each with the
+        texts' verdict (`decide.texts_mergeable`: `merge --auto`'s veto, recorded so that it need
+        not parse the texts again); the verdicts of the pairs of rows whose text changed under a
+        kept vector (`retexted`: a merge's provisional takeover) forgotten, left to whoever reads
+        them (the refresh that gives those rows their exact vectors finds and judges their pairs
+        again; judging them here cost a bulk merge ~0.2 s under the lock). In a table with a crowd
+        (`vectors.NEAR_CROWD`) the other ends of the forgotten pairs are searched again too: a
+        memory older than a crowd is listed by the crowd's first members only, and must not lose
+        its place when they leave. A catalog that started empty gets a complete table; one indexed
+        before the table existed (or by an older memcli since) gets it built whole here while it
+        is small (`NEAR_BUILD_MAX`), else it goes on without one (the kNN pass) until `memcli
+        reindex`."""
+        from memcli.decide import rules_version, texts_mergeable
+
         catalog = self.catalog
         search = np.asarray(labels, np.int64)
         stacked = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, 0), np.float32)
+        rules = rules_version()
         if not empty and self.vec.near_ready():
             again = sorted(set(catalog.near_forget([*gone, *labels])) - set(gone) - set(labels))
             if again:
                 search = np.concatenate([search, np.asarray(again, np.int64)])
                 stacked = np.concatenate([stacked.reshape(-1, hnsw.dim), catalog.vectors(again)])
+            # given by other rules, or of a text no longer the row's: judged when read
+            catalog.near_unjudge(None if catalog.meta("pairs_rules") != rules else retexted)
         elif empty or (catalog.meta("near") != "off" and catalog.count() <= NEAR_BUILD_MAX):
             catalog.near_clear()
             if not empty:
@@ -466,8 +477,10 @@ class Sync:
             catalog.near_clear()
             catalog.set_meta(near="off")
             return
-        catalog.near_put(pairs, crowded)
-        catalog.set_meta(near=NEAR_VERSION, near_gen=catalog.meta("hnsw_gen") or "0")
+        texts = catalog.texts({x for a, b, _ in pairs for x in (a, b)})
+        catalog.near_put([(a, b, s, int(not texts_mergeable(texts[a], texts[b])) if a in texts and b in texts
+                           else None) for a, b, s in pairs], crowded)
+        catalog.set_meta(near=NEAR_VERSION, near_gen=catalog.meta("hnsw_gen") or "0", pairs_rules=rules)
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,
                             batch: int = 256) -> int:

@@ -79,7 +79,8 @@ NEAR_CROWD = 4 * (NEAR_K + 1)  # a vector whose NEAR_K nearest are all close is 
 # hook notes): there the table keeps ~NEAR_CROWD pairs per memory, not every pair (quadratic), and marks
 # the row (`near_crowded`); a memory older than the crowd is listed by the crowd's first members, and
 # searched again whenever one of its listed partners leaves or changes (`Sync._keep_near`).
-NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}/{NEAR_CROWD}"  # in the catalog's meta once the table is complete
+NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}/{NEAR_CROWD}/2"  # in the catalog's meta once the table is complete
+# (the last part: the table's format; 2: `close_pairs` with the texts' verdicts)
 NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it built whole on its next
 # write up to this many vectors (~0.5 s of CPU at 10k); a larger one by `memcli reindex`
 
@@ -241,17 +242,27 @@ class Vectors:
         _, first = np.unique(a * (int(b.max()) + 1) + b, return_index=True)  # a pair found from both ends: once
         return list(zip(a[first].tolist(), b[first].tolist(), sim[first].tolist())), crowded
 
-    def _near_arrays(self, k: int, threshold: float, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _near_arrays(self, k: int, threshold: float, labels: np.ndarray,
+                     verdicts: dict[tuple[int, int], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`neighbour_arrays`' (nbr, sims) for `threshold` read from the close-pair table: each
-        row's `k` nearest at >= threshold, nearest first, -1 (similarity 0) in the slots left."""
+        row's `k` nearest at >= threshold, nearest first, -1 (similarity 0) in the slots left; and
+        into `verdicts` the texts' recorded verdicts (True: apart), by positions, both orders, when
+        they were given by the rules in force (`decide.rules_version`)."""
         n = len(labels)
         nbr = np.full((n, k), -1, np.int64)
         sims = np.zeros((n, k), np.float64)
-        a, b, s = self.catalog.near_pairs(threshold)
+        a, b, s, apart = self.catalog.near_pairs(threshold)
         pa = np.minimum(np.searchsorted(labels, a), n - 1)  # labels are sorted: label -> position
         pb = np.minimum(np.searchsorted(labels, b), n - 1)
         known = (labels[pa] == a) & (labels[pb] == b)
-        pa, pb, s = pa[known], pb[known], s[known]
+        pa, pb, s, apart = pa[known], pb[known], s[known], apart[known]
+        if verdicts is not None:
+            from memcli.decide import rules_version
+
+            if self.catalog.meta("pairs_rules") == rules_version():
+                judged = apart >= 0
+                for i, j, v in zip(pa[judged].tolist(), pb[judged].tolist(), (apart[judged] == 1).tolist()):
+                    verdicts[(i, j)] = verdicts[(j, i)] = v
         row, col, sim = np.concatenate([pa, pb]), np.concatenate([pb, pa]), np.concatenate([s, s])
         order = np.lexsort((col, -sim, row))  # row by row, nearest first (ties: by position)
         row, col, sim = row[order], col[order], sim[order]
@@ -267,6 +278,7 @@ class Vectors:
                          on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
                          on_idle: Callable[[], bool] | None = None, threshold: float | None = None,
                          searched: threading.Event | None = None,
+                         verdicts: dict[tuple[int, int], bool] | None = None,
                          ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).
 
@@ -296,7 +308,9 @@ class Vectors:
         was not found: the pairs at >= threshold are those of the pass at `ef` alone, for about
         half of its CPU (see `NEAR_EF`). From `NEAR_FLOOR` up, once the catalog's close-pair table
         is complete, the rows are read from it instead (no search, and no vector is read: the
-        vectors returned are an (n, 0) array).
+        vectors returned are an (n, 0) array), and `verdicts` (when given) gets the texts' verdicts
+        recorded with the pairs (`decide.texts_mergeable`, True: apart) by pair of positions, before
+        `on_batch` is first called.
 
         `searched` (with `on_batch`) is set as soon as the graph has searched every row, while
         the caller may still be busy with earlier batches: from then on its thread alone is left.
@@ -309,7 +323,7 @@ class Vectors:
             ids = [r[1] for r in rows]
             table = table and len(rows) >= 2 and self.near_ready()
             if table:
-                nbr, sims = self._near_arrays(k, threshold, labels)  # type: ignore[arg-type]
+                nbr, sims = self._near_arrays(k, threshold, labels, verdicts)  # type: ignore[arg-type]
         if table:
             if searched is not None:
                 searched.set()

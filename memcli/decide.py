@@ -637,12 +637,24 @@ def texts_mergeable(a: str, b: str) -> bool:
 @functools.cache
 def rules_version() -> str:
     """A digest of the rules `texts_mergeable` applies (this module and the normalisation of
-    memcli/extract.py, whose source it reads): a verdict recorded under another one is not used."""
+    memcli/extract.py, whose sources it reads): a verdict recorded under another one is not used.
+    Where the sources cannot be read (an install of compiled modules only): their functions' code."""
     import hashlib
-    from pathlib import Path
 
-    here = Path(__file__).parent
-    return hashlib.sha1(b"".join((here / f).read_bytes() for f in ("decide.py", "extract.py"))).hexdigest()[:16]
+    try:
+        from importlib import resources
+
+        data = b"".join(resources.files("memcli").joinpath(f).read_bytes() for f in ("decide.py", "extract.py"))
+    except (OSError, ValueError):
+        import inspect
+        import marshal
+        import sys
+
+        from memcli import extract
+
+        funcs = [getattr(f, "__wrapped__", f) for m in (sys.modules[__name__], extract) for f in vars(m).values()]
+        data = b"".join(marshal.dumps(f.__code__) for f in funcs if inspect.isfunction(f))
+    return hashlib.sha1(data).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=65536)

@@ -362,3 +362,25 @@ def test_verdicts_given_by_other_rules_are_not_used(noted):
     assert index.meta("pairs_rules") == rules_version()
     assert verdicts(store)[("D1", "D3")] == -1
     assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]]
+
+
+def test_the_rules_digest_is_read_from_the_sources_or_else_from_the_code(monkeypatch):
+    """The verdicts are recorded under a digest of the rules' sources; an install of compiled
+    modules only (no sources to read) still gets a stable digest, from the functions' code."""
+    from importlib import resources
+
+    from memcli import decide
+
+    decide.rules_version.cache_clear()
+    try:
+        from_sources = decide.rules_version()
+        decide.rules_version.cache_clear()
+        monkeypatch.setattr(resources, "files", lambda *a: (_ for _ in ()).throw(OSError("no sources")))
+        from_code = decide.rules_version()
+        decide.rules_version.cache_clear()
+        assert decide.rules_version() == from_code != from_sources
+        assert len(from_code) == 16 and int(from_code, 16) >= 0
+    finally:
+        monkeypatch.undo()
+        decide.rules_version.cache_clear()
+    assert decide.rules_version() == from_sources

@@ -28,6 +28,7 @@ validation hook included, applies the same rules, and each verdict carries a one
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -634,27 +635,39 @@ def texts_mergeable(a: str, b: str) -> bool:
         relate(b, a, 0.9, threshold=0.0).kind in (SAME, REFINES)
 
 
-@functools.cache
 def rules_version() -> str:
-    """A digest of the rules `texts_mergeable` applies (this module and the normalisation of
-    memcli/extract.py, whose sources it reads): a verdict recorded under another one is not used.
-    Where the sources cannot be read (an install of compiled modules only): their functions' code."""
+    """A digest of the rules `texts_mergeable` applies, as this process loaded them: a verdict
+    recorded under another one is not used. "" when it cannot be told (no verdict is recorded or
+    used then)."""
+    return _RULES
+
+
+def _rules_digest() -> str:
+    """The sources of this module and of memcli/extract.py (its normalisation), read when this
+    module is imported (a long-running process whose files are upgraded under it keeps the digest
+    of the code it runs), with the Python and Unicode versions (`lower`, `\\w` and `isupper` follow
+    the Unicode tables). Without the sources (an install of compiled modules only): the functions'
+    code."""
     import hashlib
+    import sys
+    import unicodedata
 
-    try:
-        from importlib import resources
+    head = f"{sys.version_info[:2]} {unicodedata.unidata_version}".encode()
+    try:  # (through the loader: a zipped package reads them too)
+        here = os.path.dirname(__file__)
+        data = b"".join(__spec__.loader.get_data(os.path.join(here, f)) for f in ("decide.py", "extract.py"))
+    except Exception:  # noqa: BLE001 - no readable sources: the code itself, or no digest
+        try:
+            import inspect
+            import marshal
 
-        data = b"".join(resources.files("memcli").joinpath(f).read_bytes() for f in ("decide.py", "extract.py"))
-    except (OSError, ValueError):
-        import inspect
-        import marshal
-        import sys
+            from memcli import extract
 
-        from memcli import extract
-
-        funcs = [getattr(f, "__wrapped__", f) for m in (sys.modules[__name__], extract) for f in vars(m).values()]
-        data = b"".join(marshal.dumps(f.__code__) for f in funcs if inspect.isfunction(f))
-    return hashlib.sha1(data).hexdigest()[:16]
+            funcs = [getattr(f, "__wrapped__", f) for m in (sys.modules[__name__], extract) for f in vars(m).values()]
+            data = b"".join(marshal.dumps(f.__code__) for f in funcs if inspect.isfunction(f))
+        except Exception:  # noqa: BLE001
+            return ""
+    return hashlib.sha1(head + data).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -716,3 +729,6 @@ def llm_supersedes(event: str, old: str, new: str, similarity: float) -> str | N
 def supersedes(old: str, new: str, similarity: float) -> bool:
     """Is `new` a new value (or a stated change) for the subject of `old`?"""
     return relate(old, new, similarity, threshold=0.0).kind == SUPERSEDES
+
+
+_RULES = _rules_digest()

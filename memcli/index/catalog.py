@@ -405,22 +405,19 @@ class Catalog:
             self.db.execute("UPDATE close_pairs SET apart=NULL WHERE a IN (SELECT value FROM json_each(?))"
                             " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
 
-    def near_forget(self, labels: Iterable[int]) -> list[int]:
-        """Forget every pair of `labels` (their rows left, or their vectors changed); returns the
-        other ends of those pairs when the table has a crowd (see `Sync._keep_near`), else []."""
+    def near_forget(self, labels: Iterable[int]) -> None:
+        """Forget every pair of `labels` (their rows left, or their vectors changed)."""
         ints = _json_ints(labels)
         if ints == "[]":
-            return []
+            return
         db = self.db
-        partners: list[int] = []
-        if db.execute("SELECT 1 FROM close_crowded LIMIT 1").fetchone():
-            db.execute("DELETE FROM close_crowded WHERE label IN (SELECT value FROM json_each(?))", (ints,))
-            q = ("SELECT b FROM close_pairs WHERE a IN (SELECT value FROM json_each(?))"
-                 " UNION SELECT a FROM close_pairs WHERE b IN (SELECT value FROM json_each(?))")
-            partners = [int(r[0]) for r in db.execute(q, (ints, ints))]
+        db.execute("DELETE FROM close_crowded WHERE label IN (SELECT value FROM json_each(?))", (ints,))
         db.execute("DELETE FROM close_pairs WHERE a IN (SELECT value FROM json_each(?))"
                    " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
-        return partners
+
+    def near_crowded(self) -> bool:
+        """Some memory's search for close pairs was cut short (`vectors.NEAR_CROWD`)."""
+        return self.db.execute("SELECT 1 FROM close_crowded LIMIT 1").fetchone() is not None
 
     def near_clear(self) -> None:
         self.db.execute("DELETE FROM close_pairs")

@@ -27,7 +27,7 @@ from memcli.embed import Embedder, text_hash
 from memcli.errors import MemcliError
 from memcli.files import Files, json_text
 from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
-from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_VERSION, Vectors
+from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_K, NEAR_VERSION, Vectors
 from memcli.memory import MalformedMemory, Memory
 
 
@@ -50,6 +50,21 @@ class SyncReport:
 REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long, and onnxruntime
 # keeps its largest batch's buffers. 400 merged texts of the 10k bench store, one thread: batch 64
 # peaked at 563 MB RSS for 8.2 s CPU, 16 at 369 MB for 6.3 s (less padding), 8 at 307 MB for 6.1 s.
+
+
+def _nearest(pairs: list[tuple[int, int, float]], k: int) -> list[int]:
+    """The positions in `pairs` ((a, b, similarity)) of the pairs among the `k` most similar of
+    either of their ends."""
+    if not pairs:
+        return []
+    n = len(pairs)
+    a, b, sim = (np.fromiter((p[c] for p in pairs), dtype, n) for c, dtype in ((0, np.int64), (1, np.int64),
+                                                                              (2, np.float64)))
+    ends, which, sims = np.concatenate([a, b]), np.tile(np.arange(n), 2), np.concatenate([sim, sim])
+    order = np.lexsort((-sims, ends))
+    ends, which = ends[order], which[order]
+    rank = np.arange(2 * n) - np.searchsorted(ends, ends)
+    return sorted(set(which[rank < k].tolist()))
 
 
 class Sync:
@@ -444,10 +459,9 @@ class Sync:
         not parse the texts again); the verdicts of the pairs of rows whose text changed under a
         kept vector (`retexted`: a merge's provisional takeover) forgotten, left to whoever reads
         them (the refresh that gives those rows their exact vectors finds and judges their pairs
-        again; judging them here cost a bulk merge ~0.2 s under the lock). In a table with a crowd
-        (`vectors.NEAR_CROWD`) the other ends of the forgotten pairs are searched again too: a
-        memory older than a crowd is listed by the crowd's first members only, and must not lose
-        its place when they leave. A catalog that started empty gets a complete table; one indexed
+        again; judging them here cost a bulk merge ~0.2 s under the lock). Rows whose search was
+        cut in a crowd of near-copies are marked (`vectors.NEAR_CROWD`): while there is one, the
+        table is not complete and not read. A catalog that started empty gets a complete table; one indexed
         before the table existed (or by an older memcli since) gets it built whole here while it
         is small (`NEAR_BUILD_MAX`), else it goes on without one (the kNN pass) until `memcli
         reindex`."""
@@ -458,10 +472,7 @@ class Sync:
         stacked = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, 0), np.float32)
         rules = rules_version()
         if not empty and self.vec.near_ready():
-            again = sorted(set(catalog.near_forget([*gone, *labels])) - set(gone) - set(labels))
-            if again:
-                search = np.concatenate([search, np.asarray(again, np.int64)])
-                stacked = np.concatenate([stacked.reshape(-1, hnsw.dim), catalog.vectors(again)])
+            catalog.near_forget([*gone, *labels])
             # given by other rules, or of a text no longer the row's: judged when read
             catalog.near_unjudge(None if catalog.meta("pairs_rules") != rules else retexted)
         elif empty or (catalog.meta("near") != "off" and catalog.count() <= NEAR_BUILD_MAX):
@@ -477,9 +488,13 @@ class Sync:
             catalog.near_clear()
             catalog.set_meta(near="off")
             return
-        texts = catalog.texts({x for a, b, _ in pairs for x in (a, b)})
-        catalog.near_put([(a, b, s, int(not texts_mergeable(texts[a], texts[b])) if a in texts and b in texts
-                           else None) for a, b, s in pairs], crowded)
+        # the texts' verdicts of each memory's NEAR_K nearest pairs (in a crowd the others are
+        # left unjudged: merge --auto reads 8 a memory, and judges any it meets unjudged itself)
+        judge = _nearest(pairs, NEAR_K) if rules else []
+        texts = catalog.texts({x for i in judge for x in pairs[i][:2]})
+        apart: dict[int, int] = {i: int(not texts_mergeable(texts[pairs[i][0]], texts[pairs[i][1]]))
+                                 for i in judge if pairs[i][0] in texts and pairs[i][1] in texts}
+        catalog.near_put([(a, b, s, apart.get(i)) for i, (a, b, s) in enumerate(pairs)], crowded)
         catalog.set_meta(near=NEAR_VERSION, near_gen=catalog.meta("hnsw_gen") or "0", pairs_rules=rules)
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,

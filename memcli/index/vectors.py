@@ -76,9 +76,11 @@ NEAR_FLOOR = NEAR_FROM  # the close-pair table (catalog `near`): every pair at >
 NEAR_K = 16  # twice curation's k: a row's k nearest are still recorded after some of them leave
 NEAR_CROWD = 4 * (NEAR_K + 1)  # a vector whose NEAR_K nearest are all close is searched again for this
 # many. A vector that has more close neighbours still is in a crowd of near-copies (thousands of alike
-# hook notes): there the table keeps ~NEAR_CROWD pairs per memory, not every pair (quadratic), and marks
-# the row (`near_crowded`); a memory older than the crowd is listed by the crowd's first members, and
-# searched again whenever one of its listed partners leaves or changes (`Sync._keep_near`).
+# hook notes, or the hash test embedder's 100k bench store: 4,554 of its rows): there the table keeps
+# ~NEAR_CROWD pairs per memory, not every pair (quadratic), and marks the row (`close_crowded`). Its
+# later members do not list a memory older than the crowd, so while any row is marked the table is
+# not complete and `neighbour_arrays` searches the graph; once none is left (each remaining vector
+# found every close one there was when it came) it is complete again.
 NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}/{NEAR_CROWD}/2"  # in the catalog's meta once the table is complete
 # (the last part: the table's format; 2: `close_pairs` with the texts' verdicts)
 NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it built whole on its next
@@ -259,7 +261,8 @@ class Vectors:
         if verdicts is not None:
             from memcli.decide import rules_version
 
-            if self.catalog.meta("pairs_rules") == rules_version():
+            rules = rules_version()
+            if rules and self.catalog.meta("pairs_rules") == rules:
                 judged = apart >= 0
                 for i, j, v in zip(pa[judged].tolist(), pb[judged].tolist(), (apart[judged] == 1).tolist()):
                     verdicts[(i, j)] = verdicts[(j, i)] = v
@@ -321,14 +324,15 @@ class Vectors:
             rows = self.catalog.vector_ids()  # in label order
             labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             ids = [r[1] for r in rows]
-            table = table and len(rows) >= 2 and self.near_ready()
+            table = table and len(rows) >= 2 and self.near_ready() and not self.catalog.near_crowded()
             if table:
                 nbr, sims = self._near_arrays(k, threshold, labels, verdicts)  # type: ignore[arg-type]
+                if searched is not None:
+                    searched.set()
+                # (in the same snapshot: the memories the caller reads are those the verdicts judged)
+                for i in range(0, len(rows), batch) if on_batch is not None else ():
+                    on_batch(ids, i, nbr[i : i + batch], sims[i : i + batch])
         if table:
-            if searched is not None:
-                searched.set()
-            for i in range(0, len(rows), batch) if on_batch is not None else ():
-                on_batch(ids, i, nbr[i : i + batch], sims[i : i + batch])
             return ids, np.zeros((len(rows), 0), np.float32), nbr, sims
         vecs = self.catalog.vectors(labels.tolist())
         h = self.load() if len(rows) else None

@@ -118,9 +118,12 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
               + ("in the background, or " if background_on(cfg.background) else "background work is off: ")
               + "`memcli reindex --provisional`)")
         # not a failure either: without it `merge --auto` searches the graph (slower, same groups)
-        check("close pairs", True, f"{index.near_count()} recorded" if index.vec.near_ready() or not rows else
-              "not recorded (an index made before them): `merge --auto` searches the graph; "
-              "the next write builds them, or `memcli reindex` on a large store")
+        ready = index.vec.near_ready()
+        check("close pairs", True, "not recorded (an index made before them, or written by an older memcli): "
+              "`merge --auto` searches the graph; the next write records them, or `memcli reindex` on a large "
+              "store" if rows and not ready else f"{index.near_count()} recorded" + (
+                  "; a crowd of near-copies: `merge --auto` searches the graph" if ready and index.near_crowded()
+                  else ""))
     except Exception as e:  # noqa: BLE001
         check("index", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
     if cfg.llm_model:

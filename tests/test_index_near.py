@@ -368,10 +368,22 @@ def test_verdicts_given_by_other_rules_are_not_used(noted):
     index.neighbour_arrays(NEIGHBOURS, threshold=0.85, verdicts=recorded)
     assert recorded == {}  # not handed out
     assert similar_groups(store, 0.85, apart=_opposed) == expected
-    (store.facts_dir / "C2.md").unlink()  # the next write forgets them (judged when read)
+    (store.facts_dir / "C2.md").unlink()  # the next write judges them again (a small store)
     index.sync()
     assert index.meta("pairs_rules") == rules_version()
-    assert verdicts(store)[("D1", "D3")] == -1
+    assert verdicts(store) == {("D1", "D2"): 0, ("D1", "D3"): 1, ("D2", "D3"): 1}
+    assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]]
+
+
+def test_verdicts_of_other_rules_in_a_large_store_are_left_to_the_reader(noted, monkeypatch):
+    monkeypatch.setattr(sync_mod, "NEAR_BUILD_MAX", 2)
+    store, _ = noted
+    index = store.index
+    index.set_meta(pairs_rules="other rules")
+    (store.facts_dir / "C2.md").unlink()
+    index.sync()
+    assert index.meta("pairs_rules") == rules_version()
+    assert set(verdicts(store).values()) == {-1}  # forgotten: merge --auto judges them when it reads
     assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]]
 
 

@@ -394,6 +394,14 @@ class Catalog:
         self.db.executemany("INSERT OR REPLACE INTO close_pairs VALUES (?,?,?,?)", pairs)
         self.db.executemany("INSERT OR IGNORE INTO close_crowded VALUES (?)", ((int(c),) for c in crowded))
 
+    def near_all(self) -> list[tuple[int, int, float]]:
+        """Every recorded pair (a, b, similarity)."""
+        return [(int(a), int(b), float(v)) for a, b, v in self.db.execute("SELECT a, b, sim FROM close_pairs")]
+
+    def near_judged(self, verdicts: Iterable[tuple[int, int, int | None]]) -> None:
+        """Record the texts' verdicts (a, b, apart) of recorded pairs; None: not judged."""
+        self.db.executemany("UPDATE close_pairs SET apart=? WHERE a=? AND b=?", ((v, a, b) for a, b, v in verdicts))
+
     def near_unjudge(self, labels: Iterable[int] | None = None) -> None:
         """Forget the texts' verdicts of the pairs of `labels` (their texts changed, their vectors
         kept), or of every pair (they were given by other rules)."""

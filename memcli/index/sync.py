@@ -52,6 +52,18 @@ REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts a
 # peaked at 563 MB RSS for 8.2 s CPU, 16 at 369 MB for 6.3 s (less padding), 8 at 307 MB for 6.1 s.
 
 
+def _judged(catalog: Catalog, pairs: list[tuple[int, int, float]]) -> dict[int, int]:
+    """The texts' verdicts (1 apart, 0 mergeable: `decide.texts_mergeable`) of the pairs ((a, b,
+    similarity)) among each memory's NEAR_K nearest, by position in `pairs`; in a crowd the others
+    are left unjudged (merge --auto reads 8 a memory, and judges any it meets unjudged itself)."""
+    from memcli.decide import texts_mergeable
+
+    judge = _nearest(pairs, NEAR_K)
+    texts = catalog.texts({x for i in judge for x in pairs[i][:2]})
+    return {i: int(not texts_mergeable(texts[pairs[i][0]], texts[pairs[i][1]]))
+            for i in judge if pairs[i][0] in texts and pairs[i][1] in texts}
+
+
 def _nearest(pairs: list[tuple[int, int, float]], k: int) -> list[int]:
     """The positions in `pairs` ((a, b, similarity)) of the pairs among the `k` most similar of
     either of their ends."""
@@ -465,15 +477,18 @@ class Sync:
         before the table existed (or by an older memcli since) gets it built whole here while it
         is small (`NEAR_BUILD_MAX`), else it goes on without one (the kNN pass) until `memcli
         reindex`."""
-        from memcli.decide import rules_version, texts_mergeable
+        from memcli.decide import rules_version
 
         catalog = self.catalog
         search = np.asarray(labels, np.int64)
         stacked = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, 0), np.float32)
         rules = rules_version()
+        rejudge = False
         if not empty and self.vec.near_ready():
             catalog.near_forget([*gone, *labels])
-            # given by other rules, or of a text no longer the row's: judged when read
+            # of a text no longer the row's: judged when read; given by other rules (an upgrade):
+            # judged again here while the store is small, else when read
+            rejudge = catalog.meta("pairs_rules") != rules and bool(rules) and catalog.count() <= NEAR_BUILD_MAX
             catalog.near_unjudge(None if catalog.meta("pairs_rules") != rules else retexted)
         elif empty or (catalog.meta("near") != "off" and catalog.count() <= NEAR_BUILD_MAX):
             catalog.near_clear()
@@ -488,13 +503,12 @@ class Sync:
             catalog.near_clear()
             catalog.set_meta(near="off")
             return
-        # the texts' verdicts of each memory's NEAR_K nearest pairs (in a crowd the others are
-        # left unjudged: merge --auto reads 8 a memory, and judges any it meets unjudged itself)
-        judge = _nearest(pairs, NEAR_K) if rules else []
-        texts = catalog.texts({x for i in judge for x in pairs[i][:2]})
-        apart: dict[int, int] = {i: int(not texts_mergeable(texts[pairs[i][0]], texts[pairs[i][1]]))
-                                 for i in judge if pairs[i][0] in texts and pairs[i][1] in texts}
-        catalog.near_put([(a, b, s, apart.get(i)) for i, (a, b, s) in enumerate(pairs)], crowded)
+        verdicts = _judged(catalog, pairs) if rules else {}
+        catalog.near_put([(a, b, s, verdicts.get(i)) for i, (a, b, s) in enumerate(pairs)], crowded)
+        if rejudge:  # (the new pairs above are judged twice: a few, once per upgrade)
+            every = catalog.near_all()
+            verdicts = _judged(catalog, every)
+            catalog.near_judged([(a, b, verdicts.get(i)) for i, (a, b, _) in enumerate(every)])
         catalog.set_meta(near=NEAR_VERSION, near_gen=catalog.meta("hnsw_gen") or "0", pairs_rules=rules)
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,

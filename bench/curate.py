@@ -109,20 +109,22 @@ def build(n: int, model: str | None) -> tuple[Path, Path, int]:
 
 
 def _current(store: Path) -> bool:
-    """Whether the store's sidecar is as this memcli's import makes it (its close-pair table)."""
+    """Whether the store's sidecar is as this memcli's import makes it: its close-pair table, with
+    verdicts given by these rules (else every timed run's first write would judge them again)."""
     import sqlite3
 
+    from memcli.decide import rules_version
     from memcli.index.vectors import NEAR_VERSION
 
     try:
         db = sqlite3.connect(f"file:{store / '.index' / 'catalog.sqlite'}?mode=ro", uri=True)
         try:
-            row = db.execute("SELECT value FROM meta WHERE key='near'").fetchone()
+            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('near', 'pairs_rules')"))
         finally:
             db.close()
     except sqlite3.Error:
         return False
-    return bool(row and row[0] == NEAR_VERSION)
+    return meta.get("near") == NEAR_VERSION and meta.get("pairs_rules") == rules_version()
 
 
 def built_cache(store: Path, cache: Path) -> Path:

@@ -118,10 +118,14 @@ class SeededCatalog:
         self.v, self.dir = v, None
         self.near: list[tuple[int, int, float]] = []  # the close-pair table, as an import records it
 
-    def near_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def near_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         a, b, s = (np.array(x) for x in zip(*self.near)) if self.near else (np.zeros(0),) * 3
         keep = s >= threshold
-        return a[keep].astype(np.int64), b[keep].astype(np.int64), s[keep].astype(np.float64)
+        return (a[keep].astype(np.int64), b[keep].astype(np.int64), s[keep].astype(np.float64),
+                np.full(int(keep.sum()), -1, np.int8))  # (no verdicts: the texts are not judged here)
+
+    def near_crowded(self) -> bool:
+        return False  # (the table of a seeded set is read as if complete: its pairs are compared below)
 
     def on_drop(self, forget: Any) -> None:
         pass

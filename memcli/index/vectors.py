@@ -63,16 +63,17 @@ NEAR_EF = 16  # the close-pairs pass (`neighbour_arrays(threshold=t)`, merge --a
 NEAR_FROM = 0.85
 NEAR_MARGIN = 0.03
 
-NEAR_FLOOR = NEAR_FROM  # the close-pair table (catalog `near`): every pair at >= this found when a vector
+NEAR_FLOOR = NEAR_FROM  # the close-pair table (catalog `close_pairs`): every pair at >= this found when a vector
 # enters the graph. Each new or changed vector is searched once, right after its insertion (its NEAR_K
 # nearest at CURATION_EF, as the wide pass searches; NEAR_CROWD if those are all close), and its pairs at
 # >= NEAR_FLOOR are recorded, each once; a row that leaves, or whose vector changes, takes its pairs along.
 # So a pair is found from its later end whatever came after, and from its earlier end while that end had
 # fewer close neighbours than the search returns. `neighbour_arrays(threshold=t)` for t >= NEAR_FLOOR
 # (merge --auto's groups) then reads each row's k nearest at >= t from the table instead of searching the
-# graph: on the 10k curation bench store ~0.02 s against the pass's 0.25-0.35 s of CPU, with exactly an
-# exact kNN's pairs (bench/knn_pass.py). The cost moved to the writes: one search per vector written
-# (an import of 10k memories: ~0.5 s of CPU, against ~100 s for their embeddings).
+# graph: on the 10k curation bench store 0.03 s against the pass's 0.3 s of CPU, the pass's groups, and an
+# exact kNN's pairs but for 1 of 5,946 at >= 0.9 and 5 of 13,489 at >= 0.85 that the approximate search
+# missed from both ends (the wide pass misses 0 and 1; bench/knn_pass.py). The cost moved to the writes:
+# one search per vector written, and the verdicts on the pairs' texts (sync.py `_keep_near`).
 NEAR_K = 16  # twice curation's k: a row's k nearest are still recorded after some of them leave
 NEAR_CROWD = 4 * (NEAR_K + 1)  # a vector whose NEAR_K nearest are all close is searched again for this
 # many. A vector that has more close neighbours still is in a crowd of near-copies (thousands of alike
@@ -84,7 +85,7 @@ NEAR_CROWD = 4 * (NEAR_K + 1)  # a vector whose NEAR_K nearest are all close is 
 NEAR_VERSION = f"{NEAR_FLOOR}/{NEAR_K}/{NEAR_CROWD}/2"  # in the catalog's meta once the table is complete
 # (the last part: the table's format; 2: `close_pairs` with the texts' verdicts)
 NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it built whole on its next
-# write up to this many vectors (~0.5 s of CPU at 10k); a larger one by `memcli reindex`
+# write up to this many vectors (~1.5 s at 10k, once); a larger one by `memcli reindex`
 
 
 class Vectors:

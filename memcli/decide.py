@@ -664,7 +664,9 @@ def _rules_digest() -> str:
             from memcli import extract
 
             funcs = [getattr(f, "__wrapped__", f) for m in (sys.modules[__name__], extract) for f in vars(m).values()]
-            data = b"".join(marshal.dumps(f.__code__) for f in funcs if inspect.isfunction(f))
+            # (format 2: no back-references, whose flags depend on what else holds the objects,
+            # i.e. on which modules were imported first)
+            data = b"".join(marshal.dumps(f.__code__, 2) for f in funcs if inspect.isfunction(f))
         except Exception:  # noqa: BLE001
             return ""
     return hashlib.sha1(head + data).hexdigest()[:16]

@@ -422,3 +422,18 @@ def test_a_superseded_memory_is_never_merged_whatever_its_texts_verdict(noted):
     assert not any("D2" in g for g in groups)
     store.index.set_meta(near="")
     assert similar_groups(store, 0.85, apart=_opposed) == groups
+
+
+def test_a_bulk_judging_lets_the_texts_it_read_go(store, monkeypatch):
+    """A whole store's pairs judged at once (an import, a rebuild) leave no parsed texts behind:
+    a long-running process (`memcli mcp`) would carry them through every later sync."""
+    from memcli import decide
+
+    monkeypatch.setattr(sync_mod, "FORGET_AFTER", 10)
+    index = store.index
+    index.set_meta(near="")
+    decide.forget_parsed()
+    write(store, "M00300", 300)
+    index.sync()  # builds the table whole: every pair judged
+    assert decide.parse.cache_info().currsize == 0
+    assert_exact(store)  # (the verdicts were given all the same)

@@ -56,12 +56,18 @@ def _judged(catalog: Catalog, pairs: list[tuple[int, int, float]]) -> dict[int, 
     """The texts' verdicts (1 apart, 0 mergeable: `decide.texts_mergeable`) of the pairs ((a, b,
     similarity)) among each memory's NEAR_K nearest, by position in `pairs`; in a crowd the others
     are left unjudged (merge --auto reads 8 a memory, and judges any it meets unjudged itself)."""
-    from memcli.decide import texts_mergeable
+    from memcli.decide import forget_parsed, texts_mergeable
 
     judge = _nearest(pairs, NEAR_K)
     texts = catalog.texts({x for i in judge for x in pairs[i][:2]})
-    return {i: int(not texts_mergeable(texts[pairs[i][0]], texts[pairs[i][1]]))
-            for i in judge if pairs[i][0] in texts and pairs[i][1] in texts}
+    verdicts = {i: int(not texts_mergeable(texts[pairs[i][0]], texts[pairs[i][1]]))
+                for i in judge if pairs[i][0] in texts and pairs[i][1] in texts}
+    if len(judge) >= FORGET_AFTER:
+        forget_parsed()
+    return verdicts
+
+
+FORGET_AFTER = 1000  # pairs judged at once from which the texts read for them are let go (`decide.forget_parsed`)
 
 
 def _nearest(pairs: list[tuple[int, int, float]], k: int) -> list[int]:

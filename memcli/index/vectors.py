@@ -88,6 +88,20 @@ NEAR_BUILD_MAX = 20_000  # a catalog indexed before the table existed gets it bu
 # write up to this many vectors (~1.5 s at 10k, once); a larger one by `memcli reindex`
 
 
+def positions(labels: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of `found` (labels) is in the sorted `labels`, and whether it is there at all."""
+    at = np.minimum(np.searchsorted(labels, found), len(labels) - 1)
+    return at, labels[at] == found
+
+
+def ranked(group: np.ndarray, sims: np.ndarray, tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts rows by `group`, the most similar first, then by `tie`; and each row's
+    rank within its group in that order (0: the nearest)."""
+    order = np.lexsort((tie, -sims, group))
+    g = group[order]
+    return order, np.arange(len(g)) - np.searchsorted(g, g)
+
+
 class Vectors:
     """The current vector file of one catalog, loaded once per process and generation."""
 
@@ -255,9 +269,8 @@ class Vectors:
         nbr = np.full((n, k), -1, np.int64)
         sims = np.zeros((n, k), np.float64)
         a, b, s, apart = self.catalog.near_pairs(threshold)
-        pa = np.minimum(np.searchsorted(labels, a), n - 1)  # labels are sorted: label -> position
-        pb = np.minimum(np.searchsorted(labels, b), n - 1)
-        known = (labels[pa] == a) & (labels[pb] == b)
+        (pa, known_a), (pb, known_b) = positions(labels, a), positions(labels, b)
+        known = known_a & known_b
         pa, pb, s, apart = pa[known], pb[known], s[known], apart[known]
         if verdicts is not None:
             from memcli.decide import rules_version
@@ -268,10 +281,8 @@ class Vectors:
                 for i, j, v in zip(pa[judged].tolist(), pb[judged].tolist(), (apart[judged] == 1).tolist()):
                     verdicts[(i, j)] = verdicts[(j, i)] = v
         row, col, sim = np.concatenate([pa, pb]), np.concatenate([pb, pa]), np.concatenate([s, s])
-        order = np.lexsort((col, -sim, row))  # row by row, nearest first (ties: by position)
+        order, slot = ranked(row, sim, col)  # row by row, nearest first (ties: by position)
         row, col, sim = row[order], col[order], sim[order]
-        first = np.searchsorted(row, row)  # where each row's run starts
-        slot = np.arange(len(row)) - first
         top = slot < k
         nbr[row[top], slot[top]] = col[top]
         sims[row[top], slot[top]] = sim[top]
@@ -351,8 +362,8 @@ class Vectors:
         def convert(i: int, j: int) -> None:
             """Rows i..j of `found`/`dists` into `nbr` (positions in `ids`, -1: none) and `sims`."""
             f = found[i:j]
-            at = np.minimum(np.searchsorted(labels, f), n - 1)  # labels are sorted: label -> position
-            known = (labels[at] == f) & (f != labels[i:j, None])
+            at, known = positions(labels, f)  # labels are sorted: label -> position
+            known &= f != labels[i:j, None]
             sims[i:j] = 1.0 - dists[i:j]  # float32 arithmetic, held as float64
             if threshold is not None:
                 known &= sims[i:j] >= threshold

@@ -27,7 +27,7 @@ from memcli.embed import Embedder, text_hash
 from memcli.errors import MemcliError
 from memcli.files import Files, json_text
 from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
-from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_K, NEAR_VERSION, Vectors
+from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_K, NEAR_VERSION, Vectors, ranked
 from memcli.memory import MalformedMemory, Memory
 
 
@@ -52,6 +52,9 @@ REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts a
 # peaked at 563 MB RSS for 8.2 s CPU, 16 at 369 MB for 6.3 s (less padding), 8 at 307 MB for 6.1 s.
 
 
+FORGET_AFTER = 1000  # pairs judged at once from which the texts read for them are let go (`decide.forget_parsed`)
+
+
 def _judged(catalog: Catalog, pairs: list[tuple[int, int, float]]) -> dict[int, int]:
     """The texts' verdicts (1 apart, 0 mergeable: `decide.texts_mergeable`) of the pairs ((a, b,
     similarity)) among each memory's NEAR_K nearest, by position in `pairs`; in a crowd the others
@@ -67,9 +70,6 @@ def _judged(catalog: Catalog, pairs: list[tuple[int, int, float]]) -> dict[int, 
     return verdicts
 
 
-FORGET_AFTER = 1000  # pairs judged at once from which the texts read for them are let go (`decide.forget_parsed`)
-
-
 def _nearest(pairs: list[tuple[int, int, float]], k: int) -> list[int]:
     """The positions in `pairs` ((a, b, similarity)) of the pairs among the `k` most similar of
     either of their ends."""
@@ -79,10 +79,8 @@ def _nearest(pairs: list[tuple[int, int, float]], k: int) -> list[int]:
     a, b, sim = (np.fromiter((p[c] for p in pairs), dtype, n) for c, dtype in ((0, np.int64), (1, np.int64),
                                                                               (2, np.float64)))
     ends, which, sims = np.concatenate([a, b]), np.tile(np.arange(n), 2), np.concatenate([sim, sim])
-    order = np.lexsort((-sims, ends))
-    ends, which = ends[order], which[order]
-    rank = np.arange(2 * n) - np.searchsorted(ends, ends)
-    return sorted(set(which[rank < k].tolist()))
+    order, rank = ranked(ends, sims, np.arange(2 * n))
+    return sorted(set(which[order][rank < k].tolist()))
 
 
 class Sync:
@@ -433,11 +431,12 @@ class Sync:
                 kw_docs[label] = fts_body(m)
                 new_labels.append(label)
                 new_vecs.append(vec)
+            stacked = np.stack(new_vecs).astype(np.float32, copy=False) if new_vecs else np.zeros((0, 0), np.float32)
             compact = bool(new_labels) and self.vec.compacts(hnsw, self.catalog.vector_count() + len(inserts))
             if new_labels and not compact:
                 # hnswlib releases the GIL while it inserts: the rows and the keyword postings are
                 # written meanwhile, and the graph is joined before it is saved (same transaction)
-                adding = in_thread("memcli-graph", self.vec.insert, hnsw, np.stack(new_vecs), new_labels)
+                adding = in_thread("memcli-graph", self.vec.insert, hnsw, stacked, new_labels)
             db.executemany(
                 "INSERT INTO mem (label, id, fname, mtime_ns, size, hash, norm, type, user, project,"
                 " created, updated, confidence, tags, record, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -452,7 +451,7 @@ class Sync:
                 adding.result()
             elif compact:  # too many tombstones: rebuilt from the catalog, which holds the new rows
                 hnsw = self.vec.rebuild()
-            self._keep_near(hnsw, empty, new_labels, new_vecs, kw_removed, [existing[f][0] for f in taken])
+            self._keep_near(hnsw, empty, new_labels, stacked, kw_removed, [existing[f][0] for f in taken])
             if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
                 self.vec.save(hnsw)
             self.catalog.set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
@@ -468,7 +467,7 @@ class Sync:
             raise
         self.vec.cleanup()
 
-    def _keep_near(self, hnsw: Any, empty: bool, labels: list[int], vecs: list[np.ndarray], gone: list[int],
+    def _keep_near(self, hnsw: Any, empty: bool, labels: list[int], vecs: np.ndarray, gone: list[int],
                    retexted: Iterable[int] = ()) -> None:
         """Keep the close-pair table (`vectors.NEAR_FLOOR`) in step, in the caller's transaction,
         once the graph holds the new vectors: the pairs of the rows that left (`gone`) or whose
@@ -486,16 +485,16 @@ class Sync:
         from memcli.decide import rules_version
 
         catalog = self.catalog
-        search = np.asarray(labels, np.int64)
-        stacked = np.stack(vecs).astype(np.float32) if vecs else np.zeros((0, 0), np.float32)
+        search, stacked = np.asarray(labels, np.int64), vecs
         rules = rules_version()
         rejudge = False
         if not empty and self.vec.near_ready():
             catalog.near_forget([*gone, *labels])
             # of a text no longer the row's: judged when read; given by other rules (an upgrade):
             # judged again here while the store is small, else when read
-            rejudge = catalog.meta("pairs_rules") != rules and bool(rules) and catalog.count() <= NEAR_BUILD_MAX
-            catalog.near_unjudge(None if catalog.meta("pairs_rules") != rules else retexted)
+            other_rules = catalog.meta("pairs_rules") != rules
+            rejudge = other_rules and bool(rules) and catalog.count() <= NEAR_BUILD_MAX
+            catalog.near_unjudge(None if other_rules else retexted)
         elif empty or (catalog.meta("near") != "off" and catalog.count() <= NEAR_BUILD_MAX):
             catalog.near_clear()
             if not empty:
@@ -509,9 +508,9 @@ class Sync:
             catalog.near_clear()
             catalog.set_meta(near="off")
             return
-        verdicts = _judged(catalog, pairs) if rules else {}
+        verdicts = _judged(catalog, pairs) if rules and not rejudge else {}
         catalog.near_put([(a, b, s, verdicts.get(i)) for i, (a, b, s) in enumerate(pairs)], crowded)
-        if rejudge:  # (the new pairs above are judged twice: a few, once per upgrade)
+        if rejudge:  # every pair, the new ones with them
             every = catalog.near_all()
             verdicts = _judged(catalog, every)
             catalog.near_judged([(a, b, verdicts.get(i)) for i, (a, b, _) in enumerate(every)])
@@ -551,7 +550,7 @@ class Sync:
                     db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))",
                                (_json_ints(labels),))
                     self.vec.insert(hnsw, vecs, labels)
-                    self._keep_near(hnsw, False, labels, list(vecs), [])
+                    self._keep_near(hnsw, False, labels, vecs, [])
                     self.vec.save(hnsw)
                 db.execute("DELETE FROM provisional WHERE NOT EXISTS (SELECT 1 FROM mem m"
                            " WHERE m.label = provisional.label AND m.hash = provisional.hash)")

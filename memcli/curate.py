@@ -298,7 +298,7 @@ class _Ahead:
 
     def __init__(self, store: Store, threshold: float, *, every: bool = False, later: float | None = None,
                  apart: Callable[[Memory, Memory], bool] | None = None, searched: threading.Event | None = None,
-                 ) -> None:
+                 recorded: dict[tuple[int, int], bool] | None = None) -> None:
         self.index, self.threshold, self.every, self.later, self.apart = store.index, threshold, every, later, apart
         self.linker: _Linker | None = None  # with `apart`: the groups at >= threshold, linked batch by batch
         #: with `searched`: once it is set (the graph is done), the batches are left to link after the
@@ -311,7 +311,7 @@ class _Ahead:
         self.queued = 0  # how many of `queue` were taken
         self.episodic: np.ndarray | None = None
         self.ids: list[str] = []
-        self.recorded: dict[tuple[int, int], bool] = {}  # handed to the linker (see `_Linker.recorded`)
+        self.recorded = {} if recorded is None else recorded  # handed to the linker (see `_Linker.recorded`)
 
     def __call__(self, ids: list[str], start: int, nbr: np.ndarray, sims: np.ndarray) -> None:
         # sorted distinct positions, as np.union1d gave; not union1d: numpy 2's unique imports numpy.ma
@@ -374,11 +374,9 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
     # the candidates read, and linked, while the kNN pass runs; once the graph has searched every
     # row (it is faster than the judging), the rows left are judged on two cores after the pass
     searched = threading.Event() if apart and can_fork() else None
-    ahead = _Ahead(store, threshold, apart=apart, searched=searched) if apart else None
     # the veto's verdicts on the texts, as the index recorded them with the close pairs
     recorded: dict[tuple[int, int], bool] | None = {} if apart is _opposed else None
-    if ahead is not None and recorded is not None:
-        ahead.recorded = recorded
+    ahead = _Ahead(store, threshold, apart=apart, searched=searched, recorded=recorded) if apart else None
     ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, on_batch=ahead, threshold=threshold,
                                                      searched=searched, verdicts=recorded)
     if len(ids) < 2:
@@ -561,7 +559,7 @@ def mergeable(a: Memory, b: Memory) -> bool:
     contradiction."""
     from memcli.decide import texts_mergeable
 
-    return not (a.superseded_by or b.superseded_by) and texts_mergeable(a.text, b.text)
+    return not _superseded(a, b) and texts_mergeable(a.text, b.text)
 
 
 def _opposed(a: Memory, b: Memory) -> bool:

@@ -20,8 +20,8 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from pathlib import Path
 
-    from memcli.config import DEFAULT_EMBED_MODEL
-    from memcli.embed import default_model_dir  # only builds the links to the packaged model files
+    from memcli.core.config import DEFAULT_EMBED_MODEL
+    from memcli.services.embed import default_model_dir  # only builds the links to the packaged model files
 
     cache = Path(os.environ.get("MEMCLI_CACHE_DIR") or tempfile.mkdtemp())
     model_dir = default_model_dir(cache)

@@ -67,7 +67,7 @@ def main() -> None:
     print(f"# cold search; {args.n} memories; {args.runs} runs each, interleaved; "
           f"load average at start {os.getloadavg()[0]:.2f}")
     try:
-        from memcli.embed import default_model_dir
+        from memcli.services.embed import default_model_dir
 
         model_dir = default_model_dir(work / "model-cache")  # links to the packaged model files
         base_t, base_rss, mem_t, mem_rss = [], [], [], []

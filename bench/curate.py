@@ -113,8 +113,8 @@ def _current(store: Path) -> bool:
     verdicts given by these rules (else every timed run's first write would judge them again)."""
     import sqlite3
 
-    from memcli.decide import rules_version
     from memcli.index.vectors import NEAR_VERSION
+    from memcli.rules.relate import rules_version
 
     try:
         db = sqlite3.connect(f"file:{store / '.index' / 'catalog.sqlite'}?mode=ro", uri=True)
@@ -136,7 +136,7 @@ def built_cache(store: Path, cache: Path) -> Path:
         return snap
     import sqlite3
 
-    from memcli.embed import text_hash
+    from memcli.services.embed import text_hash
 
     texts = [json.loads(line)["text"] for line in open(cache.parent / "in.jsonl", encoding="utf-8")]
     keep = {text_hash(t) for t in texts}
@@ -209,7 +209,7 @@ def fresh_copy(store: Path, name: str) -> Path:
 def settle() -> None:
     """Before a timed run (not timed: the command's clock starts when it is spawned): the copies
     written back to disk and more than two seconds old (see `fresh_copy`)."""
-    from memcli.changes import RACY_NS
+    from memcli.ops.changes import RACY_NS
 
     os.sync()
     time.sleep(RACY_NS / 1e9 + 0.1)

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memcli.api import Store  # noqa: E402
-from memcli.decide import relate  # noqa: E402
 from memcli.index import Filters  # noqa: E402
+from memcli.rules.relate import relate  # noqa: E402
 
 KINDS = ("duplicate", "refinement", "value_change", "distinct", "unrelated")
 

@@ -177,7 +177,7 @@ def main() -> None:
         n_mem = count()
 
         # Claude Code capture
-        from memcli.hooks import claude_commands
+        from memcli.agents.hooks import claude_commands
 
         command = claude_commands(str(store))["Stop"]
         fixture = ROOT / "tests" / "fixtures" / "claude_code_session.jsonl"

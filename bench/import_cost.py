@@ -3,7 +3,7 @@ compilation, in CPU (the machine may be shared: no wall clock here).
 
     python bench/import_cost.py [--store DIR] [--repeat 5]
 
-1. CPU of `import memcli.cli` (every command) and then of the modules consolidate / merge --auto
+1. CPU of `import memcli.cli.app` (every command) and then of the modules consolidate / merge --auto
    import and export does not (curate, decide, extract, llm_checks, background), each in a fresh
    process, median of --repeat.
 2. With --store (e.g. /tmp/memcli-bench/curate-10000-default/store; the embedding cache is the
@@ -28,12 +28,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CURATION_MODULES = ("memcli.curate", "memcli.decide", "memcli.extract", "memcli.llm_checks", "memcli.background")
+CURATION_MODULES = ("memcli.ops.curate", "memcli.rules.relate", "memcli.services.extract", "memcli.services.llm.checks",
+                    "memcli.services.background")
 
 _IMPORTS = """
 import importlib, json, sys, time
 t0 = time.process_time()
-import memcli.cli
+import memcli.cli.app
 t1 = time.process_time()
 for name in sys.argv[1:]:
     importlib.import_module(name)
@@ -51,11 +52,11 @@ def counted(pattern, flags=0):
         return compiler(pattern, flags)
     finally:
         spent.append(time.thread_time() - t)
-import memcli.cli
+import memcli.cli.app
 _compiler.compile = counted  # from here on: what the command itself compiles
 sys.argv = ["memcli", *sys.argv[1:]]
 try:
-    memcli.cli.main()
+    memcli.cli.app.main()
 except SystemExit as e:
     assert not e.code, e.code
 print(json.dumps([len(spent), sum(spent), "numpy.ma" in sys.modules]), file=sys.stderr)
@@ -79,7 +80,7 @@ def main() -> None:
     print(f"# memcli sources compiled on every run: {'yes (PYTHONDONTWRITEBYTECODE)' if source else 'no (.pyc)'}")
     runs = [json.loads(_python(_IMPORTS, *CURATION_MODULES).stdout) for _ in range(args.repeat)]
     cli, extra = (statistics.median(r[i] for r in runs) * 1000 for i in (0, 1))
-    print(f"import memcli.cli: {cli:.1f} ms CPU; then the curation modules: {extra:.1f} ms CPU "
+    print(f"import memcli.cli.app: {cli:.1f} ms CPU; then the curation modules: {extra:.1f} ms CPU "
           f"(median of {args.repeat})")
     if args.store is None:
         return

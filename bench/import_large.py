@@ -44,7 +44,7 @@ def reader_only(n: int, work: Path) -> None:
     """Heap peak of memcli's streaming reader over an n-record export vs reading the file whole."""
     import tracemalloc
 
-    from memcli.records import read_records, to_memory
+    from memcli.ops.records import read_records, to_memory
 
     texts = make_texts(n)
     dump = work / "export.jsonl"
@@ -69,7 +69,7 @@ def reader_only(n: int, work: Path) -> None:
     assert count == len(whole) == n
     print(f"reading and validating an export of {n:,} memories ({size:.1f} MB jsonl), Python heap peak:")
     print(table(["what", "s", "heap peak MB"], [
-        ["memcli.records: stream + validate every record", f"{stream_s:.1f}", f"{stream_peak / 1e6:.2f}"],
+        ["memcli.ops.records: stream + validate every record", f"{stream_s:.1f}", f"{stream_peak / 1e6:.2f}"],
         ["baseline: read the file whole, parse every line", f"{whole_s:.1f}", f"{whole_peak / 1e6:.2f}"],
     ]))
 

@@ -3,7 +3,7 @@
     .venv/bin/python bench/import_throughput.py [--sizes 2000,10000] [--repeat 1] [--profile]
 
 Baseline: a child process that loads fastembed's TextEmbedding with the same offline default model
-as memcli/embed.py and embeds the same texts with batch_size=64 (bench/_raw_embed.py). Its
+as memcli/services/embed.py and embeds the same texts with batch_size=64 (bench/_raw_embed.py). Its
 throughput counts the embedding loop only (model load excluded), which is the strictest baseline;
 memcli's figure is end to end (interpreter start, imports, model load, YAML files, fsyncs, SQLite,
 hnswlib). Runs are interleaved (raw, memcli, raw, memcli...) so machine load hits both alike.

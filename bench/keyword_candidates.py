@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     args = ap.parse_args()
     from memcli.index.keyword import KeywordIndex, tokenize
-    from memcli.search import query_terms
+    from memcli.ops.search import query_terms
 
     texts = make_texts(args.n)
     queries = [query_terms(q) for q in make_texts(args.queries, seed=4242)]

@@ -176,7 +176,7 @@ def store_rows(n: int) -> list[list[object]]:
     """The curation bench store of `n` memories (a private copy: opening it may sync its index)."""
     from curate import build
 
-    from memcli.store import Store
+    from memcli.ops.handle import Store
 
     store, cache, _ = build(n, None)
     tmp = Path(tempfile.mkdtemp(prefix="knn-pass-"))

@@ -147,8 +147,8 @@ def main() -> None:
     t0 = time.perf_counter()
     from typer.testing import CliRunner
 
-    from memcli.cli import app
-    from memcli.embed import Embedder
+    from memcli.cli.app import app
+    from memcli.services.embed import Embedder
     cli_import_s = time.perf_counter() - t0
 
     # Time every embedding-model load (a one-off per process in real use: reported apart).
@@ -183,7 +183,7 @@ def main() -> None:
         env = {"MEMCLI_LLM_MODEL": server.model, "MEMCLI_LLM_API_BASE": server.url}
 
         t0 = time.perf_counter()
-        from memcli.llm import _litellm
+        from memcli.services.llm.client import _litellm
 
         _litellm()
         litellm_import_s = time.perf_counter() - t0
@@ -236,7 +236,7 @@ def main() -> None:
     print(f"\ntarget: overhead < {TARGET_S} s -> {verdict(overhead < TARGET_S)}")
     print("\none-off costs (per process, not in the figures above):")
     print(table(["cost", "seconds"], [
-        ["import memcli.cli", f"{cli_import_s:.3f}"],
+        ["import memcli.cli.app", f"{cli_import_s:.3f}"],
         ["import litellm (lazy, LLM path only)", f"{litellm_import_s:.3f}"],
         ["embedding model load (first use)", f"{loads[0]:.3f}" if loads else "-"],
         ["warm-up add: wall (first request's client setup)", f"{warm['wall']:.3f}"],

@@ -100,7 +100,7 @@ def main() -> None:
                     help="also run the merge and ask cases (only: just those)")
     args = ap.parse_args()
 
-    from memcli.config import Config
+    from memcli.core.config import Config
 
     model, base = os.environ.get("MEMCLI_LLM_MODEL"), os.environ.get("MEMCLI_LLM_API_BASE")
     if not model:
@@ -111,12 +111,12 @@ def main() -> None:
     config = Config(llm_model=model, api_base=base, llm_retries=0,
                     llm_timeout=float(os.environ.get("MEMCLI_LLM_TIMEOUT") or 0) or None)
     t0 = time.perf_counter()
-    from memcli.llm import _litellm
+    from memcli.services.llm.client import _litellm
 
     _litellm()
     litellm_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
-        from memcli.store import Store
+        from memcli.ops.handle import Store
 
         t0 = time.perf_counter()
         warm = Store(Path(tmp) / "warm", config)

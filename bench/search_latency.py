@@ -1,5 +1,5 @@
 """Search latency with the query already embedded: hnswlib (memcli's settings) vs exact numpy,
-and the whole `memcli.search.search_many` path on real stores.
+and the whole `memcli.ops.search.search_many` path on real stores.
 
     .venv/bin/python bench/search_latency.py [--sizes 1000,10000,100000] [--store-sizes 1000,10000]
                                              [--hash-sizes 10000,100000] [--queries 200] [--no-store] [--part2-only]
@@ -25,7 +25,7 @@ exact numpy top-k over the same vectors, and that exact top-k; the whole path ru
 after the exact scan (150 MB at 100k) and the cold reads, which leave CPU caches cold (printed for
 information). Each row has wall and CPU time (time.thread_time: what other processes' load does
 not stretch).
-The whole path runs once more with `memcli.search.STEP_HOOK` set: each of its steps' CPU time, printed
+The whole path runs once more with `memcli.ops.search.STEP_HOOK` set: each of its steps' CPU time, printed
 side by side for the 10k and 100k test-embedder stores with each step's growth (where the ratio goes).
 A 10k store built with the same test embedder gives the like-for-like growth ratio; the verdict is the
 median of --growth-rounds rounds in which the whole path's loop on each of the two stores alternate
@@ -63,7 +63,7 @@ import resource  # noqa: E402
 import subprocess  # noqa: E402
 
 if TYPE_CHECKING:
-    from memcli.store import Store
+    from memcli.ops.handle import Store
 
 from _common import ROOT, build_store, env_with, make_texts, median, memcli_cmd, pct, table, verdict  # noqa: E402
 
@@ -85,7 +85,7 @@ def store_vectors(store: Path) -> np.ndarray:
 
 
 def real_queries(n: int, cache: Path) -> np.ndarray:
-    from memcli.embed import Embedder
+    from memcli.services.embed import Embedder
 
     e = Embedder(cache=cache)
     try:
@@ -136,8 +136,8 @@ def bench_index(name: str, X: np.ndarray, Q: np.ndarray, k: int, ef: int, M: int
 def open_warm(n: int, model: str | None, queries: list[str]) -> tuple[Store, Path]:
     """The bench store of `n` memories opened and synced, with every query embedded into its cache
     once (one batch), as part 2 and the growth rounds measure it. Returns (store, its path)."""
-    from memcli.search import search_many
-    from memcli.store import Store
+    from memcli.ops.handle import Store
+    from memcli.ops.search import search_many
 
     store_path, cache = build_store(n, model=model)
     os.environ["MEMCLI_CACHE_DIR"] = str(cache)  # each store's embedder keeps the cache it opened
@@ -151,7 +151,7 @@ def whole_path_loop(store: Store, queries: list[str]) -> tuple[list[float], list
     """The whole search path, one query after another as a batch or a server runs them: 20
     warm-up queries, then every query timed. Returns (wall ms, CPU ms of this thread) per query.
     Part 2's first row and every growth round run this same loop."""
-    from memcli.search import search_many
+    from memcli.ops.search import search_many
 
     for q in queries[:20]:
         search_many(store, [q], k=5, record_usage=False)
@@ -167,11 +167,11 @@ def whole_path_loop(store: Store, queries: list[str]) -> tuple[list[float], list
 def bench_store(n: int, nq: int, model: str | None
                 ) -> tuple[list[list[object]], tuple[float, float], dict[str, list[float]]]:
     """Part 2 on one store: the whole `search_many` path in a loop of its own, then again step by
-    step (CPU time of each of its steps, from `memcli.search.STEP_HOOK`), then its parts per query,
+    step (CPU time of each of its steps, from `memcli.ops.search.STEP_HOOK`), then its parts per query,
     interleaved (wall and CPU time of this thread for each), and hnswlib's recall@10."""
-    import memcli.search as search_mod
+    import memcli.ops.search as search_mod
     from memcli.index import HNSW_EF_SEARCH
-    from memcli.search import query_terms, search_many
+    from memcli.ops.search import query_terms, search_many
 
     queries = make_texts(nq, seed=4242)
     store, store_path = open_warm(n, model, queries)
@@ -287,7 +287,7 @@ def bench_upkeep(n: int, model: str | None, reps: int = 15) -> list[list[object]
     every add cost before the delta), and a merge of a delta of 1,000 added notes."""
     store_path, cache = build_store(n, model=model)
     os.environ["MEMCLI_CACHE_DIR"] = str(cache)
-    from memcli.store import Store
+    from memcli.ops.handle import Store
 
     store = Store(store_path)
     index = store.index
@@ -388,7 +388,7 @@ def main() -> None:
     ap.add_argument("--no-store", action="store_true", help="skip everything that needs the real model")
     ap.add_argument("--part2-only", action="store_true", help="skip part 1 (its 100k hnswlib builds take minutes)")
     args = ap.parse_args()
-    from memcli.config import Ranking
+    from memcli.core.config import Ranking
     from memcli.index import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M
 
     k = Ranking().candidates
@@ -433,7 +433,7 @@ def main() -> None:
             srows.extend(r)
             print(f"# part 2 at {n} ({model or 'default model'}) done", file=sys.stderr, flush=True)
         print()
-        print("## Part 2: memcli.search.search_many, one query at a time, query vector cached (ms per query)")
+        print("## Part 2: memcli.ops.search.search_many, one query at a time, query vector cached (ms per query)")
         print(table(["memories", "what", "p50", "p95", "CPU p50", "CPU p95", "p50 ratio vs exact"], srows))
         print(f"# load average at the end of part 2: {os.getloadavg()[0]:.2f}")
         big = max(n for n, _ in p50s)

@@ -60,8 +60,8 @@ def main() -> None:
     args = ap.parse_args()
     src, _ = build_store(args.n)
     os.environ.pop("MEMCLI_EMBED_MODEL", None)
-    from memcli.memory import Memory
-    from memcli.store import Store
+    from memcli.core.memory import Memory
+    from memcli.ops.handle import Store
 
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-sync-"))
     # An empty embedding cache: the sidecar holds every vector, so only edited text is embedded.

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """`memcli.Store` is imported on first use: git hooks run `python -m memcli.capture`, which
+    """`memcli.Store` is imported on first use: git hooks run `python -m memcli.agents.capture`, which
     must start in a few tens of milliseconds and never needs the YAML/Markdown layer."""
     if name == "Store":
         from memcli.api import Store

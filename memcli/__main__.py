@@ -1,5 +1,5 @@
 """`python -m memcli` runs the CLI."""
 
-from memcli.cli import main
+from memcli.cli.app import main
 
 main()

@@ -17,17 +17,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memcli.core.memory import Memory
+from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import Filters
-from memcli.memory import Memory
-from memcli.store import Store as _StoreHandle
-from memcli.vocab import ExportFormat, MemoryType, SortKey
+from memcli.ops.handle import Store as _StoreHandle
 
 if TYPE_CHECKING:  # each method imports the module it calls: `list` or `export` never loads extraction
-    from memcli.ask import Answer
-    from memcli.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
-    from memcli.ingest import AddResult
-    from memcli.io import ImportReport
-    from memcli.search import SearchResponse
+    from memcli.ops.add import AddResult
+    from memcli.ops.ask import Answer
+    from memcli.ops.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
+    from memcli.ops.io import ImportReport
+    from memcli.ops.search import SearchResponse
 
 __all__ = ["Filters", "Store"]
 
@@ -45,7 +45,7 @@ class Store(_StoreHandle):
         """Turn text into memories: extract facts, decide ADD / UPDATE / NONE / DELETE against
         what is stored, write (unless `dry_run`). `llm`: None = use the configured LLM if any,
         False = heuristic only, True = require one; `llm_model` picks a model for this call."""
-        from memcli.ingest import add
+        from memcli.ops.add import add
 
         return add(self, text, raw=raw, llm=llm, llm_model=llm_model, tags=tags,
                    type=None if type is None else str(type), origins=origins, user=user, project=project,
@@ -55,14 +55,14 @@ class Store(_StoreHandle):
     def search(self, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
                record_usage: bool = True, **options: Any) -> SearchResponse:
         """Ranked memories for a query; each hit has `.memory`, `.score` and `.parts`."""
-        from memcli.search import search
+        from memcli.ops.search import search
 
         return search(self, query, k=k, threshold=threshold, filters=filters, record_usage=record_usage, **options)
 
     def ask(self, question: str, *, k: int = 8, llm_model: str | None = None, redact: bool = True) -> Answer:
         """Answer from the top `k` memories with the LLM; iterate `answer.stream()` for the text,
         then `answer.cited()` for the memory ids it relies on."""
-        from memcli.ask import ask
+        from memcli.ops.ask import ask
 
         return ask(self, question, k=k, llm_model=llm_model, redact=redact)
 
@@ -79,7 +79,7 @@ class Store(_StoreHandle):
 
     def remove(self, ids: Iterable[str], *, reason: str = "removed by user", dry_run: bool = False) -> list[str]:
         """Move memories to the trash (restorable); returns their ids."""
-        from memcli.changes import ChangeSet
+        from memcli.ops.changes import ChangeSet
 
         cs = ChangeSet(self)
         done = [cs.trash(mid, reason, event="RM").id for mid in ids]
@@ -89,7 +89,7 @@ class Store(_StoreHandle):
 
     def restore(self, ids: Iterable[str] | str) -> list[str]:
         """Bring memories back from the trash, exactly as they were."""
-        from memcli.changes import ChangeSet
+        from memcli.ops.changes import ChangeSet
 
         cs = ChangeSet(self)
         done = [cs.restore(mid).id for mid in ([ids] if isinstance(ids, str) else ids)]
@@ -101,7 +101,7 @@ class Store(_StoreHandle):
         trashed before `older_than` (an age such as `30d`, or a date; one whose trash time cannot
         be read is kept). Returns them as they were in the trash (`extra["trashed"]`: at, reason);
         `dry_run` deletes nothing."""
-        from memcli.memory import parse_when
+        from memcli.core.memory import parse_when
 
         cutoff = parse_when(older_than) if older_than else None
 
@@ -120,22 +120,22 @@ class Store(_StoreHandle):
     def merge(self, ids: Sequence[str], *, use_llm: bool | None = None, llm_model: str | None = None,
               dry_run: bool = False) -> MergeResult:
         """Merge memories into one; the originals go to the trash, their texts into history."""
-        from memcli.curate import merge
+        from memcli.ops.curate import merge
 
         return merge(self, list(ids), use_llm=use_llm, llm_model=llm_model, dry_run=dry_run)
 
     def consolidate(self, *, use_llm: bool | None = None, llm_model: str | None = None,
                     dry_run: bool = False) -> ConsolidateReport:
         """Merge near-duplicates, flag contradictions, distil recurring episodes (one commit)."""
-        from memcli.curate import consolidate
+        from memcli.ops.curate import consolidate
 
         return consolidate(self, use_llm=use_llm, llm_model=llm_model, dry_run=dry_run)
 
     def prune(self, *, older_than: str | None = None, unused: bool = False, min_confidence: float | None = None,
               type: MemoryType | str | None = None, dry_run: bool = False) -> PruneResult:
         """Trash stale memories (criteria combine with AND; at least one)."""
-        from memcli.curate import prune
-        from memcli.memory import parse_when
+        from memcli.core.memory import parse_when
+        from memcli.ops.curate import prune
 
         cutoff = parse_when(older_than) if older_than else None
         return prune(self, older_than=cutoff, unused=unused, min_confidence=min_confidence,
@@ -143,20 +143,20 @@ class Store(_StoreHandle):
 
     def rollback(self, origin: str, *, dry_run: bool = False) -> RollbackResult:
         """Undo one origin: what only it vouched for goes to the trash; others just lose it."""
-        from memcli.curate import rollback
+        from memcli.ops.curate import rollback
 
         return rollback(self, origin, dry_run=dry_run)
 
     def export(self, fmt: ExportFormat | str = ExportFormat.JSONL, filters: Filters | None = None) -> str:
         """The memories as json, jsonl, md or csv text (what `memcli export` writes)."""
-        from memcli.io import export
+        from memcli.ops.io import export
 
         self.index.sync()
         return export(self.index.select(filters, order="id"), str(fmt))
 
     def import_records(self, records: list[dict[str, Any]], *, name: str = "records") -> ImportReport:
         """Load records (export's shape; `text` required): validated first, then one commit."""
-        from memcli.io import import_memories, to_memories
+        from memcli.ops.io import import_memories, to_memories
 
         self.ensure()
         self.index.sync()
@@ -165,7 +165,7 @@ class Store(_StoreHandle):
 
 def _trashed_before(memory: Memory, cutoff: str) -> bool:
     """Whether a trashed memory (`Files.trashed`) went to the trash before `cutoff` (ISO, UTC)."""
-    from memcli.memory import iso
+    from memcli.core.memory import iso
 
     try:
         at = iso(str(memory.extra["trashed"].get("at") or ""))

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from memcli.api import Store
-from memcli.cli import app
-from memcli.config import Config
-from memcli.memory import Memory
+from memcli.cli.app import app
+from memcli.core.config import Config
+from memcli.core.memory import Memory
 
 HASH = "hash:256"  # deterministic embedder: plumbing tests only, never search quality or dedup
 # `MEMCLI_STRESS=long pytest`: the seeded stress tests run their longer sizes (CI runs the bounded
@@ -58,7 +58,7 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
     # One onnxruntime thread, in this process and every memcli subprocess: its idle pool threads
     # spin, which doubled the CPU of embedding one text at a time (same vectors either way).
     os.environ["MEMCLI_EMBED_THREADS"] = "1"
-    # No detached refresh of provisional vectors after a bulk commit (memcli/detached.py): a test
+    # No detached refresh of provisional vectors after a bulk commit (memcli/agents/detached.py): a test
     # process must not leave workers behind; tests/test_provisional.py turns it on where it checks it.
     os.environ["MEMCLI_NO_BACKGROUND"] = "1"
     yield

@@ -380,8 +380,8 @@ def _norm(text: str) -> str:
 
 
 def _is_junk(text: str) -> str | None:
-    from memcli.extract import junk_reason
-    from memcli.llm_checks import fact_problem
+    from memcli.services.extract import junk_reason
+    from memcli.services.llm.checks import fact_problem
 
     prose = text.split("\n```")[0]
     return junk_reason(prose) or fact_problem(prose, source=prose)
@@ -389,8 +389,8 @@ def _is_junk(text: str) -> str | None:
 
 def run_case(case: dict[str, Any], root: Path, config: Any) -> CaseResult:
     """Add the case's seeds (verbatim) and its input (through the configured LLM) to a fresh store."""
-    from memcli import ingest
     from memcli.api import Store
+    from memcli.ops import add as ingest
 
     res = CaseResult(case["id"])
     store = Store(root / case["id"], config)
@@ -531,9 +531,9 @@ class MergeAskResult:
 
 def run_merge_case(case: dict[str, Any], root: Path, config: Any) -> MergeAskResult:
     """Store the versions (verbatim, oldest first), then `memcli merge` them with the model."""
-    from memcli import ingest
     from memcli.api import Store
-    from memcli.curate import merge
+    from memcli.ops import add as ingest
+    from memcli.ops.curate import merge
 
     res = MergeAskResult(case["id"], keep_expected=len(case["keep"]))
     store = Store(root / case["id"], config)
@@ -558,9 +558,9 @@ def run_merge_case(case: dict[str, Any], root: Path, config: Any) -> MergeAskRes
 
 def run_ask_case(case: dict[str, Any], root: Path, config: Any) -> MergeAskResult:
     """Store the memories (verbatim), then `memcli ask` the question with the model."""
-    from memcli import ingest
     from memcli.api import Store
-    from memcli.ask import ask
+    from memcli.ops import add as ingest
+    from memcli.ops.ask import ask
 
     res = MergeAskResult(case["id"], keep_expected=1)
     store = Store(root / case["id"], config)

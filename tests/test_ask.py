@@ -26,7 +26,7 @@ from conftest import Cli  # noqa: E402
 from llm_server import FakeLLMServer  # noqa: E402
 from test_pipeline_llm import dead_url, llm_env, message, seed  # noqa: E402
 
-from memcli.llm import ANSWER_SYSTEM  # noqa: E402
+from memcli.services.llm.client import ANSWER_SYSTEM  # noqa: E402
 
 llm_server = fake_llm.llm_server
 

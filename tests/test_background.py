@@ -1,4 +1,4 @@
-"""Work on another core (memcli/background.py): the result is the work's, whichever process ran
+"""Work on another core (memcli/services/background.py): the result is the work's, whichever process ran
 it, and nothing is left running behind."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from memcli import background as background_mod
-from memcli.background import background, can_fork
+from memcli.services import background as background_mod
+from memcli.services.background import background, can_fork
 
 two_cores = pytest.mark.skipif(not (background_mod.cores() > 1 and sys.platform.startswith("linux")),
                                reason="needs Linux and a second core")
@@ -58,7 +58,7 @@ def test_a_child_that_fails_leaves_the_work_to_the_parent() -> None:
 
 @two_cores
 def test_leaving_without_asking_stops_the_child(monkeypatch) -> None:
-    from memcli import background as bg
+    from memcli.services import background as bg
 
     started: list[int] = []
     start = bg._start

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from conftest import HASH, listed, run_memcli
 
-from memcli.store import Store
-from memcli.transcripts import read_chatgpt, read_claude_code
+from memcli.ops.handle import Store
+from memcli.services.transcripts import read_chatgpt, read_claude_code
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SESSION = "3f9c2b7e-8a41-4d5e-9c0b-2e6f1a7d4b93"
@@ -127,12 +127,13 @@ def test_capture_never_fails_its_host(tmp_path):
     """No store, bad JSON, a missing transcript: exit 0, nothing on stdout, a one-line note."""
     cases = [("{not json", tmp_path), (json.dumps({"session_id": "x", "transcript_path": "/nope"}), tmp_path)]
     for stdin, cwd in cases:
-        out = subprocess.run([sys.executable, "-m", "memcli.capture", "claude-code"], input=stdin, capture_output=True,
-                             text=True, cwd=cwd, env={**os.environ, **ENV, "XDG_DATA_HOME": str(tmp_path / "x")})
+        out = subprocess.run([sys.executable, "-m", "memcli.agents.capture", "claude-code"], input=stdin,
+                             capture_output=True, text=True, cwd=cwd,
+                             env={**os.environ, **ENV, "XDG_DATA_HOME": str(tmp_path / "x")})
         assert out.returncode == 0 and out.stdout == "" and "Traceback" not in out.stderr
     assert not (tmp_path / "x").exists()  # and no store was created
     Store(tmp_path / "s").init()
-    out = subprocess.run([sys.executable, "-m", "memcli.capture", "claude-code", "--store", str(tmp_path / "s")],
+    out = subprocess.run([sys.executable, "-m", "memcli.agents.capture", "claude-code", "--store", str(tmp_path / "s")],
                          input="{not json", capture_output=True, text=True, env={**os.environ, **ENV})
     assert out.returncode == 0 and out.stderr == ""
     assert "not JSON" in (tmp_path / "s" / "inbox" / "errors.log").read_text()
@@ -182,8 +183,8 @@ def test_a_capture_is_redacted_before_it_is_spooled(tmp_path):
                                 "message": {"role": "user", "content": text}}) + "\n")
     stdin = json.dumps({"session_id": "s-1", "transcript_path": str(transcript), "cwd": str(tmp_path),
                         "hook_event_name": "Stop"})
-    out = subprocess.run([sys.executable, "-m", "memcli.capture", "claude-code", "--store", str(store), "--worker",
-                          "none"], input=stdin, capture_output=True, text=True, env={**os.environ, **ENV})
+    out = subprocess.run([sys.executable, "-m", "memcli.agents.capture", "claude-code", "--store", str(store),
+                          "--worker", "none"], input=stdin, capture_output=True, text=True, env={**os.environ, **ENV})
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out
     (item,) = (store / "inbox").glob("*.json")
     raw = item.read_text()

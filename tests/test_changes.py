@@ -14,12 +14,12 @@ from conftest import HASH, Cli, run_memcli
 from llm_server import FakeLLMServer
 
 from memcli.api import Store
-from memcli.changes import ChangeSet, Link, Reinforce, Update
-from memcli.config import Config
-from memcli.curate import consolidate, plan_consolidate
-from memcli.errors import Conflict, StoreError
+from memcli.core.config import Config
+from memcli.core.errors import Conflict, StoreError
+from memcli.core.memory import Memory
 from memcli.index.sync import Sync
-from memcli.memory import Memory
+from memcli.ops.changes import ChangeSet, Link, Reinforce, Update
+from memcli.ops.curate import consolidate, plan_consolidate
 
 BASE = "Redis runs on port 6379 in every environment."
 DUP = "The staging database is reset every Sunday at 02:00 UTC."

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import HASH, Cli
 
-import memcli.changes as changes
-import memcli.files as files
-from memcli.memory import Memory
+import memcli.ops.changes as changes
+import memcli.storage.files as files
+from memcli.core.memory import Memory
 
 N = 2 * changes.BATCH + 4  # enough for a batch of merged files too (one per pair)
 
@@ -58,15 +58,15 @@ def test_a_bulk_prune_moves_the_files_and_the_trash_says_when_and_why(old_store:
 
 
 def _store(cli: Cli):
-    from memcli.config import load_config
-    from memcli.store import Store
+    from memcli.core.config import load_config
+    from memcli.ops.handle import Store
 
     return Store(cli.store, load_config(cli.store).with_overrides(embed_model=HASH))
 
 
 def test_a_bulk_merge_killed_between_its_renames_is_finished_by_the_next_command(
         old_store: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memcli.curate import merge_groups
+    from memcli.ops.curate import merge_groups
 
     before = _facts(old_store)
     ids = sorted(before)
@@ -102,8 +102,8 @@ def test_a_bulk_merge_killed_between_its_renames_is_finished_by_the_next_command
 def test_a_failed_flush_applies_nothing(old_store: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """syncfs reports an error (or is missing): each file is fsynced instead, and an fsync that
     fails stops the commit before any rename, the staged files removed."""
-    from memcli.curate import prune
-    from memcli.io import import_memories
+    from memcli.ops.curate import prune
+    from memcli.ops.io import import_memories
 
     before = _facts(old_store)
     monkeypatch.setattr(files, "_syncfs", lambda dirs: False)
@@ -130,7 +130,7 @@ def test_a_batch_replacing_files_leaves_no_second_name_even_when_killed(old_stor
     """A batch that rewrites existing files gives each old file a second name before the renames
     (freed after them): the normal path removes those names, and a kill before that leaves
     `.*.tmp` files that the next command removes; the memories are the new ones either way."""
-    from memcli.changes import ChangeSet, Reinforce
+    from memcli.ops.changes import ChangeSet, Reinforce
 
     ids = sorted(_facts(old_store))
     facts = old_store.store / "facts"
@@ -165,7 +165,7 @@ def test_a_batch_gives_a_second_name_only_to_the_files_it_replaces(old_store: Cl
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """New files in a batch have no old blocks to free: only the rewritten ones get a second name
     (seen when a kill leaves them behind), and the new memories are written all the same."""
-    from memcli.changes import ChangeSet, Reinforce
+    from memcli.ops.changes import ChangeSet, Reinforce
 
     ids = sorted(_facts(old_store))[: changes.BATCH // 2]
     facts = old_store.store / "facts"
@@ -201,7 +201,7 @@ def test_a_batch_edited_while_it_is_staged_is_replanned_and_indexed_as_written(o
     while the batch is being staged is found by the recheck there, the rows written meanwhile
     are rolled back, and the commit is planned again on the person's text. The index then says
     what the files say (nothing from the first attempt)."""
-    from memcli.changes import ChangeSet, Reinforce
+    from memcli.ops.changes import ChangeSet, Reinforce
 
     ids = sorted(_facts(old_store))
     facts = old_store.store / "facts"
@@ -238,7 +238,7 @@ def test_a_bulk_trash_with_a_few_new_files_is_indexed_as_written(old_store: Cli,
     """The usual shape of a merge at medium size: many sources moved to the trash (a batch,
     published in a thread) and fewer than BATCH merged files written. The new files are indexed
     from what staging wrote, not by a stat of a name the thread may not have renamed yet."""
-    from memcli.changes import ChangeSet
+    from memcli.ops.changes import ChangeSet
 
     ids = sorted(_facts(old_store))
     store = _store(old_store)

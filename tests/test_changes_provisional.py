@@ -25,13 +25,14 @@ import numpy as np
 import pytest
 from conftest import HASH, Cli
 
-from memcli import changes, detached
+from memcli.agents import detached
 from memcli.api import Store
-from memcli.changes import ChangeSet, Update
-from memcli.config import Config
-from memcli.curate import merge_groups
-from memcli.embed import Embedder, text_hash
-from memcli.memory import Memory, new_ulid
+from memcli.core.config import Config
+from memcli.core.memory import Memory, new_ulid
+from memcli.ops import changes
+from memcli.ops.changes import ChangeSet, Update
+from memcli.ops.curate import merge_groups
+from memcli.services.embed import Embedder, text_hash
 
 # Eight facts, each said twice with a different detail: eight groups of two to merge, and each
 # merged text (the newer wording plus the older detail) is a text no cache holds.
@@ -332,7 +333,7 @@ def test_an_input_spooled_while_the_worker_refreshes_is_processed_by_it(hashed: 
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A hook that spools while the worker refreshes finds the worker lock held and starts no
     worker of its own: the refreshing worker processes that input before it leaves."""
-    from memcli import spool
+    from memcli.agents import spool
     from memcli.index import Index
 
     store, _ = hashed
@@ -361,7 +362,7 @@ def test_a_worker_leaves_provisional_vectors_alone_when_background_work_is_off(
         hashed: tuple[Store, list], monkeypatch: pytest.MonkeyPatch) -> None:
     """Turning background work off (env or config) also keeps the worker a hook starts for its
     inbox from loading the model for the refresh: the vectors wait for `reindex --provisional`."""
-    from memcli import spool
+    from memcli.agents import spool
 
     store, _ = hashed
     monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
@@ -382,8 +383,8 @@ def test_a_failed_refresh_is_recorded_with_the_inbox_results_and_not_retried_at_
         hashed: tuple[Store, list], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A worker whose refresh fails (no model) still records its inbox items' results, records
     the failure, and the workers of the next hooks leave the refresh alone for a while."""
-    from memcli import spool
-    from memcli.errors import EmbedError
+    from memcli.agents import spool
+    from memcli.core.errors import EmbedError
     from memcli.index import Index
 
     store, _ = hashed
@@ -406,7 +407,7 @@ def test_a_failed_refresh_is_recorded_with_the_inbox_results_and_not_retried_at_
     assert "refresh of provisional vectors: EmbedError" in log and "waiting" in log
     assert spool.main(["--store", str(store.path)]) == 0  # the next hook's worker
     assert len(calls) == 1
-    from memcli.cli import _provisional_note
+    from memcli.cli.app import _provisional_note
 
     capsys.readouterr()
     assert _provisional_note(store)  # what a bulk merge now says: not "a background process is computing"

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import HASH, Cli
 
-import memcli.changes as changes
+import memcli.ops.changes as changes
 from memcli.api import Store
-from memcli.changes import ChangeSet, Update
-from memcli.config import Config
-from memcli.curate import prune
-from memcli.errors import Conflict
-from memcli.memory import Memory
+from memcli.core.config import Config
+from memcli.core.errors import Conflict
+from memcli.core.memory import Memory
+from memcli.ops.changes import ChangeSet, Update
+from memcli.ops.curate import prune
 
 OLD = "2024-01-15T10:00:00Z"
 

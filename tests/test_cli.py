@@ -11,7 +11,7 @@ import pytest
 from conftest import HASH, Cli
 
 from memcli import __version__
-from memcli.cli import app
+from memcli.cli.app import app
 
 NOTES = [
     ("The staging database is reset every Sunday at 02:00 UTC.", 0.9, "2026-01-10T10:00:00Z", "semantic"),
@@ -300,7 +300,7 @@ def test_the_process_skips_the_last_garbage_collection() -> None:
     probe = ("import atexit, gc, sys\n"
              "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
              "sys.argv = ['memcli', '--version']\n"
-             "from memcli.cli import main\n"
+             "from memcli.cli.app import main\n"
              "main()\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

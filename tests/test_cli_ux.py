@@ -10,7 +10,7 @@ import pytest
 import typer
 from conftest import HASH, Cli, run_memcli
 
-from memcli.cli import app
+from memcli.cli.app import app
 
 # --- help ---------------------------------------------------------------------------------------
 

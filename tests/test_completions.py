@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 import typer
 
-from memcli.cli import app
-from memcli.completion import FILENAMES, SHELLS, render
+from memcli.cli.app import app
+from tools.completion import FILENAMES, SHELLS, render
 
 REPO = Path(__file__).resolve().parents[1]
 COMPLETIONS = REPO / "completions"
 BASH_SCRIPT = COMPLETIONS / FILENAMES["bash"]
-REGENERATE = ".venv/bin/python -m memcli.completion --write completions"
+REGENERATE = ".venv/bin/python -m tools.completion --write completions"
 
 
 def _subcommand_names() -> list[str]:
-    """Every command and sub-command name, straight from click's tree (not from memcli.completion)."""
+    """Every command and sub-command name, straight from click's tree (not from tools.completion)."""
     names: list[str] = []
 
     def visit(cmd, ctx) -> None:
@@ -161,7 +161,7 @@ def test_fish_completes() -> None:
 
 
 def test_module_entry_points(tmp_path: Path) -> None:
-    run = [sys.executable, "-m", "memcli.completion"]
+    run = [sys.executable, "-m", "tools.completion"]
     printed = subprocess.run([*run, "bash"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout == BASH_SCRIPT.read_text(encoding="utf-8")
@@ -173,7 +173,7 @@ def test_module_entry_points(tmp_path: Path) -> None:
 
 
 def test_import_has_no_side_effects() -> None:
-    code = "import sys, memcli.completion; assert 'memcli.cli' not in sys.modules and 'typer' not in sys.modules"
+    code = "import sys, tools.completion; assert 'memcli.cli.app' not in sys.modules and 'typer' not in sys.modules"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stderr
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memcli.config import Config, ConfigError, Ranking, load_config
+from memcli.core.config import Config, ConfigError, Ranking, load_config
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

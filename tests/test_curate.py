@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from conftest import HASH, Cli, run_memcli
 
-from memcli.curate import heuristic_merge, opposing
-from memcli.memory import Memory
+from memcli.core.memory import Memory
+from memcli.ops.curate import heuristic_merge, opposing
 
 UNKNOWN = "01NOSUCHMEMORY0000000000000"
 
@@ -206,8 +206,9 @@ def test_merge_auto_never_merges_a_contradiction_whichever_process_judged_it(cli
     plan is the one a single process makes, also when the child fails."""
     import os
 
-    from memcli import background, curate
-    from memcli.store import Store
+    from memcli.ops import curate
+    from memcli.ops.handle import Store
+    from memcli.services import background
 
     by_text = load(cli, [{"text": t} for t in (*STAGING, *VITE, *RATE, *MIGRATIONS, ALICE)])
     store = Store(cli.store)
@@ -464,7 +465,8 @@ def test_consolidate_dry_run_reports_and_writes_nothing(messy):
 def test_consolidate_judges_contradictions_on_another_core_with_the_same_report(messy, monkeypatch):
     """The contradiction candidates outside the merges are judged in a forked process (another
     core) while the merges are planned; the report is the one a single process makes."""
-    from memcli import background, curate
+    from memcli.ops import curate
+    from memcli.services import background
 
     cli, by_text = messy
     monkeypatch.setattr(curate, "BACKGROUND_PAIRS", 0)  # fork even for this handful of pairs
@@ -578,7 +580,8 @@ def test_the_child_judges_a_share_of_the_merged_memories_and_a_mismatch_is_judge
     merged memories, making their merged texts itself; the report is the one-process report, and
     a merged memory the child made differently from the plan (a file edited meanwhile) makes the
     plan judge those pairs itself instead of taking the child's verdicts."""
-    from memcli import background, curate
+    from memcli.ops import curate
+    from memcli.services import background
 
     cli, by_text = messy
     # a neighbour of the merged staging memory: a contradiction candidate of a merged memory

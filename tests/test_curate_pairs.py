@@ -13,8 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-from memcli import background, curate
-from memcli.curate import _close_pairs, _gc_paused, _gc_running, _judged_ahead, _linked_groups, _Linker
+from memcli.ops import curate
+from memcli.ops.curate import _close_pairs, _gc_paused, _gc_running, _judged_ahead, _linked_groups, _Linker
+from memcli.services import background
 
 
 def _lists(ids: list[str], nbr: np.ndarray, sims: np.ndarray) -> list[list[tuple[str, float]]]:

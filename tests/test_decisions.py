@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from memcli.api import Store
-from memcli.decide import relate
-from memcli.embed import Embedder
 from memcli.index import Filters
+from memcli.rules.relate import relate
+from memcli.services.embed import Embedder
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parent / "data" / "decision_pairs.jsonl").open()]
 KINDS = ("duplicate", "refinement", "value_change", "distinct", "unrelated")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import HASH, listed, run_memcli
 
-from memcli.discovery import normalise_remote
+from memcli.core.discovery import normalise_remote
 
 ENV = {"MEMCLI_EMBED_MODEL": HASH}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memcli.embed import DEFAULT_DIM, Embedder, EmbedError
+from memcli.services.embed import DEFAULT_DIM, Embedder, EmbedError
 
 
 def test_default_model_loads_offline_and_gives_unit_vectors(tmp_path):

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from memcli import errors
-from memcli.completion import CHOICES
-from memcli.config import ConfigError
-from memcli.embed import EmbedError
-from memcli.errors import ExitStatus, InvalidInput, MemcliError
+from memcli.core import errors
+from memcli.core.config import ConfigError
+from memcli.core.errors import ExitStatus, InvalidInput, MemcliError
+from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import SORT_KEYS, IndexError_
-from memcli.ingest import IngestError
-from memcli.io import FORMATS, ImportError_
-from memcli.llm import LLMError, LLMFormatError
-from memcli.store import NotFound, StoreError
-from memcli.vocab import ExportFormat, MemoryType, SortKey
+from memcli.ops.add import IngestError
+from memcli.ops.handle import NotFound, StoreError
+from memcli.ops.io import FORMATS, ImportError_
+from memcli.services.embed import EmbedError
+from memcli.services.llm.client import LLMError, LLMFormatError
+from tools.completion import CHOICES
 
 
 @pytest.mark.parametrize("cls", [StoreError, NotFound, ConfigError, EmbedError, LLMError, LLMFormatError,

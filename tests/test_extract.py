@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from memcli.extract import code_pattern_of, detect_flags, heuristic_extract, infer_tags, normalise
-from memcli.facts import MEMORY_TYPES, Extraction
+from memcli.core.facts import MEMORY_TYPES, Extraction
+from memcli.services.extract import code_pattern_of, detect_flags, heuristic_extract, infer_tags, normalise
 
 
 def texts(ex: Extraction) -> list[str]:
@@ -310,7 +310,7 @@ def test_default_type_overrides_inference():
 def test_confidence_reflects_rules_and_hedging():
     decided = only(heuristic_extract("We decided to keep SQLite for the local cache."))
     hedged = only(heuristic_extract("I think the flaky test is probably caused by a shared tmp dir."))
-    plain = only(heuristic_extract("The CLI entry point is memcli.cli:main."))
+    plain = only(heuristic_extract("The CLI entry point is memcli.cli.app:main."))
     assert decided.confidence > plain.confidence > hedged.confidence
     assert all(0.0 < f.confidence <= 1.0 for f in (decided, hedged, plain))
     assert {decided.type, hedged.type, plain.type} <= set(MEMORY_TYPES)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memcli.extract import heuristic_extract
+from memcli.services.extract import heuristic_extract
 
 
 def texts(text: str) -> list[str]:

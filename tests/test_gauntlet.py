@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memcli.cli import app
+from memcli.cli.app import app
 
 sys.path.insert(0, str(Path(__file__).parent))
 import llm_server as fake_llm  # noqa: E402
@@ -126,7 +126,7 @@ def test_stdin_over_the_limit_stops_reading_there(store: Path) -> None:
             self.read_bytes += n
             return b"a" * n
 
-    from memcli.ingest import MAX_INPUT_BYTES, IngestError, read_limited
+    from memcli.ops.add import MAX_INPUT_BYTES, IngestError, read_limited
 
     stream = Endless()
     with pytest.raises(IngestError, match="limit"):
@@ -400,7 +400,7 @@ def test_a_full_disk_never_reports_failure_as_success_nor_leaves_half_a_write(ti
 def test_a_commit_cut_short_between_its_renames_is_finished_by_the_next_command(bigger: Path, monkeypatch) -> None:
     """merge writes the merged memory and the sources' trash copies, then removes the sources:
     killed in between, the next command (even a read) completes it from the journal."""
-    import memcli.changes as changes
+    import memcli.ops.changes as changes
 
     ids = [m["id"] for m in json.loads(run(bigger, "list", "--json", "--sort", "id").stdout)["memories"]][:3]
     real = os.replace
@@ -414,9 +414,9 @@ def test_a_commit_cut_short_between_its_renames_is_finished_by_the_next_command(
 
     monkeypatch.setattr(changes.os, "replace", dies_after_two)
     with pytest.raises(KeyboardInterrupt):
-        from memcli.config import load_config
-        from memcli.curate import merge
-        from memcli.store import Store
+        from memcli.core.config import load_config
+        from memcli.ops.curate import merge
+        from memcli.ops.handle import Store
 
         store = Store(bigger, load_config(bigger).with_overrides(embed_model="hash:256"))
         merge(store, ids, use_llm=False)

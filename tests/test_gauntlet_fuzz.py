@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from memcli.cli import app
+from memcli.cli.app import app
 
 COMMAND = typer.main.get_command(app)  # built once: Typer's per-call build is half of a call's cost
 

@@ -24,8 +24,8 @@ import pytest
 from conftest import HASH, STRESS_LONG
 from typer.testing import CliRunner
 
-from memcli.cli import app
-from memcli.memory import Memory
+from memcli.cli.app import app
+from memcli.core.memory import Memory
 
 KILLS = int(os.environ.get("MEMCLI_GAUNTLET_KILLS") or (50 if STRESS_LONG else 4))
 WRITERS = 16 if STRESS_LONG else 8  # concurrent `add` processes (each pays a ~0.5 s CPU start-up)

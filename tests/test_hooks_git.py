@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import HASH, listed, run_memcli
 
-from memcli.store import Store
+from memcli.ops.handle import Store
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
            "GIT_COMMITTER_EMAIL": "dev@example.com", "MEMCLI_EMBED_MODEL": HASH, "GIT_EDITOR": "true",
@@ -332,7 +332,7 @@ def test_a_reworded_amend_replaces_the_old_message_memory(tmp_path):
 def test_origins_follow_chained_rewrites_at_any_abbreviation():
     """An amend of an amend: git:<A> goes to the newest commit, abbreviated like the original;
     refs nobody rewrote stay as they are, among thousands of recorded rewrites."""
-    from memcli.spool import translate_origins
+    from memcli.agents.spool import translate_origins
 
     a, b, c = "1a2b3c4d5e6f" + "0" * 28, "9f8e7d6c5b4a" + "1" * 28, "77aa88bb99cc" + "2" * 28
     noise = {f"{i:07x}" + "3" * 33: f"{i:07x}" + "4" * 33 for i in range(5000)}

@@ -3,7 +3,7 @@
 consolidate / merge --auto import the rule modules (decide, extract, llm_checks) that export does
 not; compiling their ~85 regular expressions at import was ~35 ms CPU of every such command, and
 numpy's `union1d` pulled in numpy.ma (~8 ms) for one sorted union. The patterns now compile when
-first used (`memcli.lazy_re`), so a command compiles only those its code path reaches.
+first used (`memcli.core.lazy_re`), so a command compiles only those its code path reaches.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from memcli.lazy_re import LazyPattern, lazy_compile
+from memcli.core.lazy_re import LazyPattern, lazy_compile
 
 ROOT = Path(__file__).resolve().parent.parent
-RULE_MODULES = ("memcli.decide", "memcli.extract", "memcli.llm_checks")
+RULE_MODULES = ("memcli.rules.relate", "memcli.services.extract", "memcli.services.llm.checks")
 #: module-level patterns that the module's own import-time code uses (a table built from them)
-USED_AT_IMPORT = {"memcli.decide._WORD_RUN_RE"}
+USED_AT_IMPORT = {"memcli.rules.relate._WORD_RUN_RE"}
 
 
 def _python(code: str, *args: str, env: dict[str, str] | None = None) -> str:
@@ -37,7 +37,7 @@ def test_the_rule_modules_compile_no_pattern_at_import() -> None:
     after a fresh import (a plain `re.compile` added at module level fails here)."""
     code = (
         "import importlib, json, re, sys\n"
-        "from memcli.lazy_re import LazyPattern\n"
+        "from memcli.core.lazy_re import LazyPattern\n"
         "def patterns(name, value):\n"  # a global, or the patterns of a table of (pattern, label) pairs
         "    if isinstance(value, (re.Pattern, LazyPattern)):\n"
         "        yield name, value\n"
@@ -52,11 +52,11 @@ def test_the_rule_modules_compile_no_pattern_at_import() -> None:
         "print(json.dumps(out))\n"
     )
     state = json.loads(_python(code, *RULE_MODULES))
-    assert sum(1 for k in state if k.startswith("memcli.extract.")) >= 40  # the check sees the patterns
-    assert sum(1 for k in state if k.startswith("memcli.llm_checks.")) >= 20
+    assert sum(1 for k in state if k.startswith("memcli.services.extract.")) >= 40  # the check sees the patterns
+    assert sum(1 for k in state if k.startswith("memcli.services.llm.checks.")) >= 20
     eager = {k: v for k, v in state.items() if v != "lazy" and k not in USED_AT_IMPORT}
     assert eager == {}, ("module-level patterns compiled at import: define them with "
-                         "memcli.lazy_re.lazy_compile (compiled on first use), not re.compile")
+                         "memcli.core.lazy_re.lazy_compile (compiled on first use), not re.compile")
 
 
 def test_a_lazy_pattern_behaves_as_the_compiled_one() -> None:
@@ -96,7 +96,7 @@ def test_a_consolidate_process_does_not_import_numpy_ma(tmp_path: Path) -> None:
                        cwd=ROOT, timeout=120)
     code = (
         "import json, sys\n"
-        "from memcli.cli import main\n"
+        "from memcli.cli.app import main\n"
         "sys.argv = ['memcli', *sys.argv[1:]]\n"
         "try:\n"
         "    main()\n"

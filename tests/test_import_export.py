@@ -18,7 +18,7 @@ import pytest
 from conftest import HASH, Cli, fill, run_memcli
 from test_pipeline_llm import llm_env
 
-from memcli.memory import Memory
+from memcli.core.memory import Memory
 
 llm_server = fake_llm.llm_server
 
@@ -230,7 +230,7 @@ def test_log_shows_history_filtered_by_id_event_and_time(filled):
 
 @pytest.mark.parametrize("columns", [80, 120])
 def test_log_fits_the_terminal(filled, columns):
-    r = filled.runner.invoke(__import__("memcli.cli").cli.app, ["--store", str(filled.store), "log"],
+    r = filled.runner.invoke(__import__("memcli.cli.app").cli.app.app, ["--store", str(filled.store), "log"],
                              env={"MEMCLI_EMBED_MODEL": HASH, "MEMCLI_FORCE_TTY": "1", "COLUMNS": str(columns)})
     assert r.exit_code == 0 and all(len(line) <= columns for line in r.stdout.splitlines())
 

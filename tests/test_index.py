@@ -10,7 +10,7 @@ import pytest
 from conftest import DEV_NOTES, Cli
 
 from memcli.api import Store
-from memcli.config import Config
+from memcli.core.config import Config
 
 NOTES = DEV_NOTES[:5]
 
@@ -276,7 +276,7 @@ def test_odd_queries_and_unicode_text(hash_cli):
 
 
 def test_many_deletions_compact_the_vector_index(hash_store):
-    from memcli.io import import_memories, to_memories
+    from memcli.ops.io import import_memories, to_memories
 
     recs = [{"text": f"Note number {i}: service s{i} runs on port {9000 + i}."} for i in range(1500)]
     import_memories(hash_store, to_memories(recs, "bulk", "import:bulk"))
@@ -306,7 +306,7 @@ def test_a_graph_that_fails_while_the_rows_are_written_leaves_the_catalog_as_it_
 
     monkeypatch.setattr(Vectors, "insert", broken)
     hash_store.add("Deploys freeze on Fridays after 15:00.", raw=True)  # the file is written, the index not
-    from memcli.safety import drain
+    from memcli.storage.safety import drain
 
     assert any("index could not be updated (graph broke)" in n for n in drain())
     assert index.count() == 1 and len(list(hash_store.facts_dir.glob("*.md"))) == 2
@@ -357,7 +357,7 @@ HAND_WRITTEN = {
 def test_the_catalog_returns_the_memory_its_file_holds(tmp_path):
     """Every read of the catalog gives the `Memory` that parsing `facts/<id>.md` gives, on every
     field the catalog keeps (confidence as the file writes it, to 4 decimals)."""
-    from memcli.memory import Memory
+    from memcli.core.memory import Memory
 
     root = Path(__file__).resolve().parent.parent / "sample_memories"
     store = Store(tmp_path / "store", Config(embed_model="hash:64"))
@@ -406,7 +406,7 @@ def test_the_catalog_returns_the_memory_its_file_holds(tmp_path):
 
 
 def test_the_step_hook_sees_every_step_of_a_search_and_changes_nothing(hash_store, monkeypatch):
-    import memcli.search as search
+    import memcli.ops.search as search
 
     for t in NOTES:
         hash_store.add(t, raw=True)

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from test_knn_pass import DIM, SeededEmbedder
 
-from memcli import changes
 from memcli.api import Store
-from memcli.config import Config
-from memcli.curate import NEIGHBOURS, _opposed, merge_groups, similar_groups
-from memcli.decide import rules_version, texts_mergeable
+from memcli.core.config import Config
+from memcli.core.memory import Memory
 from memcli.index import sync as sync_mod
 from memcli.index import vectors as vectors_mod
 from memcli.index.vectors import NEAR_FLOOR, NEAR_VERSION
-from memcli.memory import Memory
+from memcli.ops import changes
+from memcli.ops.curate import NEIGHBOURS, _opposed, merge_groups, similar_groups
+from memcli.rules.relate import rules_version, texts_mergeable
 
 POINTS = 900
 
@@ -388,10 +388,10 @@ def test_verdicts_of_other_rules_in_a_large_store_are_left_to_the_reader(noted, 
 
 
 def test_the_rules_digest_is_read_from_the_sources_or_else_from_the_code(monkeypatch):
-    """The verdicts are recorded under a digest of the rules' sources (read when memcli.decide is
+    """The verdicts are recorded under a digest of the rules' sources (read when memcli.rules.relate is
     imported); an install of compiled modules only (no sources to read) still gets a stable one,
     from the functions' code."""
-    from memcli import decide
+    from memcli.rules import relate as decide
 
     from_sources = decide._rules_digest()
     assert decide.rules_version() == from_sources and len(from_sources) == 16
@@ -427,7 +427,7 @@ def test_a_superseded_memory_is_never_merged_whatever_its_texts_verdict(noted):
 def test_a_bulk_judging_lets_the_texts_it_read_go(store, monkeypatch):
     """A whole store's pairs judged at once (an import, a rebuild) leave no parsed texts behind:
     a long-running process (`memcli mcp`) would carry them through every later sync."""
-    from memcli import decide
+    from memcli.rules import relate as decide
 
     monkeypatch.setattr(sync_mod, "FORGET_AFTER", 10)
     index = store.index

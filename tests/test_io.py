@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import HASH, Cli, fill
 
-from memcli.memory import Memory
+from memcli.core.memory import Memory
 
 RICH = Memory(
     id="01JDQ8ZK4M6V3XW7T2B9C5N1RA",

@@ -12,10 +12,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from memcli.core.memory import Memory
 from memcli.index import fts_body
 from memcli.index.keyword import KeywordIndex, Posting, coverage_idf, fts5_idf, tokenize
-from memcli.memory import Memory
-from memcli.search import query_terms
+from memcli.ops.search import query_terms
 
 WORDS = ("deploy deploys deployed deploying pipeline pipelines cache cached caching redis postgres migration "
          "migrations token tokens expire expires expired flaky retry retries retried worker workers queue "

@@ -17,11 +17,11 @@ import pytest
 from conftest import DEV_NOTES, Cli
 
 from memcli.api import Store
-from memcli.config import Config
-from memcli.curate import NEIGHBOURS, _linked_groups, _opposed, similar_groups
-from memcli.embed import Embedder
+from memcli.core.config import Config
+from memcli.core.memory import Memory
 from memcli.index.vectors import NEAR_VERSION, Vectors
-from memcli.memory import Memory
+from memcli.ops.curate import NEIGHBOURS, _linked_groups, _opposed, similar_groups
+from memcli.services.embed import Embedder
 
 DIM = 384
 

@@ -1,9 +1,22 @@
-"""The layering, checked from the modules' own imports: a lower module never imports an upper one.
+"""The layering, checked from the modules' own imports: each folder imports only the folders below it.
 
-files < index < store handle < changes < planning < api < cli, with the shared vocabulary
-(errors, config, memory, ...) and the leaf services (embedding, extraction, redaction, LLM) below
-them all. Every `import memcli.x` / `from memcli.x import ...` counts, including the lazy ones
-inside functions, so a cycle cannot hide in a function body.
+    core < services < storage < index < rules < ops < agents < api < cli, agents.mcp
+
+- `core/`: the record, the vocabularies, the errors, the settings and where a store is (stdlib + YAML).
+- `services/`: leaf services behind small interfaces: embeddings, redaction, extraction, the LLM
+  client and its prompts, conversation readers.
+- `storage/`: the files on disk: `facts/`, the trash, the log, the journal, locks, atomic writes.
+- `index/`: the derived sidecar (catalog, keyword index, vectors, sync).
+- `rules/`: the decision rules and deciders (pure functions of texts, and the LLM decider).
+- `ops/`: what a user does to a store (add, search, curate, import/export, ...), through one ChangeSet.
+- `agents/`: the integrations that run the operations for others: the inbox worker, hook
+  installers and capture, team sync.
+- `api.py`: `memcli.Store`, the public facade.
+- `cli/` and `agents/mcp.py`: presentation. They import only the public API, the core vocabulary
+  and (the CLI) its own rendering.
+
+Every `import memcli.x` / `from memcli.x import ...` counts, including lazy ones inside functions,
+so a cycle cannot hide in a function body.
 """
 
 from __future__ import annotations
@@ -15,100 +28,123 @@ import memcli
 
 PACKAGE = Path(memcli.__file__).parent
 
-LAYERS: list[tuple[str, set[str]]] = [
-    ("vocabulary", {"errors", "vocab", "config", "memory", "facts", "decision", "discovery", "render", "ids", "chain",
-                    "safety", "trust", "locks", "yaml_fast", "background", "lazy_re", "detached"}),
-    ("services", {"embed", "extract", "redact", "llm", "llm_checks", "decide"}),
-    ("files", {"files", "journal"}),
-    # the index package, bottom up: the catalog, then the vector graph over it, the sync of both,
-    # and the package itself (`Index`); its modules are named `index.<module>`
-    ("index catalog", {"index.keyword", "index.catalog"}),
-    ("index vectors", {"index.vectors"}),
-    ("index sync", {"index.sync"}),
-    ("index", {"index"}),
-    ("store handle", {"store"}),
-    ("changes", {"changes"}),
-    ("planning", {"ingest", "batch", "curate", "io", "records", "history", "search", "admin", "ask", "sharing",
-                  "repair"}),
-    ("api", {"api"}),
-]
-TOP = len(LAYERS)  # the CLI, completion, entry points, and modules not placed yet
+#: bottom up; a module may import its own layer and the ones below
+LAYERS = ["core", "services", "storage", "index", "rules", "ops", "agents", "api", "presentation"]
+PRESENTATION = {"cli", "agents.mcp"}
 
 
-def rank(module: str) -> int:
-    for i, (_, names) in enumerate(LAYERS):
-        if module in names:
-            return i
-    return TOP
+def layer(module: str) -> str:
+    """The layer of a module named relative to the package (`ops.add`, `api`, `cli.app`; "" is the package)."""
+    if module in ("", "api"):
+        return "api"
+    if module in ("__main__", "cli") or module.startswith("cli.") or module in PRESENTATION:
+        return "presentation"
+    return module.split(".")[0]
 
 
-def layer_name(r: int) -> str:
-    return LAYERS[r][0] if r < TOP else "cli"
+def modules() -> dict[str, Path]:
+    """Every memcli source file by its dotted name below the package (`ops.add`, `index`)."""
+    out = {}
+    for p in PACKAGE.rglob("*.py"):
+        parts = p.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
 
 
-def memcli_imports(path: Path) -> set[str]:
-    """Top-level memcli module names a source file imports, anywhere in it."""
+def imports(path: Path) -> set[str]:
+    """The memcli modules a source file imports, anywhere in it, named as in `modules()`."""
+    known = modules()
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-            if node.module == "memcli":
-                names = [f"memcli.{a.name}" for a in node.names]
+            names = [f"{node.module}.{a.name}" for a in node.names]
         else:
             continue
-        out |= {module_name(n) for n in names if n.startswith("memcli.")}
+        for name in names:
+            if not name.startswith("memcli.") and name != "memcli":
+                continue
+            dotted = name.removeprefix("memcli").lstrip(".")
+            while dotted and dotted not in known:  # `memcli.ops.add.plan_add` -> `ops.add`
+                dotted = dotted.rpartition(".")[0]
+            out.add(dotted)
     return out
 
 
-def module_name(dotted: str) -> str:
-    """`memcli.x.y` -> `x` for a top-level module, `index.y` inside the index package."""
-    parts = dotted.split(".")
-    return ".".join(parts[1:3]) if parts[1] == "index" and len(parts) > 2 else parts[1]
-
-
-def modules() -> dict[str, Path]:
-    """Every memcli source file by module name (`index.<m>` inside the index package)."""
-    out = {p.stem: p for p in PACKAGE.glob("*.py")}
-    out["index"] = PACKAGE / "index" / "__init__.py"
-    out |= {f"index.{p.stem}": p for p in (PACKAGE / "index").glob("*.py") if p.stem != "__init__"}
-    return out
+def test_every_module_sits_in_a_known_layer() -> None:
+    assert {layer(m) for m in modules()} <= set(LAYERS)
+    assert not [m for m in modules() if "." not in m and m not in ("", "__main__", "api", "index", "cli", "core",
+                                                                     "services", "storage", "rules", "ops", "agents")]
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
     violations = []
     for me, path in sorted(modules().items()):
-        if me in ("__init__", "__main__"):
-            continue
-        for other in memcli_imports(path):
-            if rank(other) > rank(me):
-                violations.append(f"{me} ({layer_name(rank(me))}) imports {other} ({layer_name(rank(other))})")
+        for other in imports(path):
+            if LAYERS.index(layer(other)) > LAYERS.index(layer(me)) and me not in ("", "__main__"):
+                violations.append(f"{me} ({layer(me)}) imports {other} ({layer(other)})")
     assert violations == []
 
 
-def test_the_layers_are_in_the_documented_order() -> None:
-    order = [rank(m) for m in ("files", "index", "store", "changes", "ingest", "curate", "io", "api", "cli")]
-    assert order == sorted(order) and rank("files") < rank("index") < rank("ingest") < rank("api") < rank("cli")
-    assert rank("errors") < rank("files") and rank("embed") < rank("index")
+def test_presentation_imports_only_the_public_api_and_the_core_vocabulary() -> None:
+    violations = []
+    for me, path in sorted(modules().items()):
+        if layer(me) != "presentation" or me == "__main__":
+            continue
+        for other in imports(path):
+            if not (other in ("", "api") or layer(other) in ("core", "presentation")):
+                violations.append(f"{me} imports {other}")
+            if me == "agents.mcp" and other.startswith("cli"):
+                violations.append(f"{me} imports {other}")
+    assert violations == []
 
 
-def test_the_files_layer_imports_only_memory_config_and_errors() -> None:
-    assert memcli_imports(PACKAGE / "files.py") <= {"memory", "config", "errors", "vocab", "safety", "journal"}
+def _cycles() -> list[list[str]]:
+    graph = {m: imports(p) - {m} for m, p in modules().items()}
+    # a package's __init__ importing its own modules is not a cycle of two modules
+    graph = {m: {o for o in deps if not o.startswith(f"{m}.") and o != m} for m, deps in graph.items()}
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_there_is_no_import_cycle() -> None:
+    assert _cycles() == []
 
 
 def test_only_the_index_runs_sql_against_the_catalog() -> None:
     offenders = [me for me, p in modules().items()
                  if not me.startswith("index") and ".db.execute(" in p.read_text(encoding="utf-8")]
     assert offenders == []
-
-
-def test_the_index_is_a_package_of_catalog_vectors_keyword_and_sync() -> None:
-    assert {"index.catalog", "index.vectors", "index.keyword", "index.sync"} <= set(modules())
-    assert not (PACKAGE / "index.py").exists() and not (PACKAGE / "keyword_index.py").exists()
-    # the vector graph and the sync reach the catalog through its methods, not its SQL
-    assert ".db.execute(" not in (PACKAGE / "index" / "vectors.py").read_text(encoding="utf-8")
 
 
 def test_the_public_api_is_typed_and_documented() -> None:
@@ -134,8 +170,8 @@ def test_the_index_hands_out_memories_not_record_dicts() -> None:
     import inspect
     import typing
 
+    from memcli.core.memory import Memory
     from memcli.index import Index
-    from memcli.memory import Memory
 
     readers = {"records", "records_of", "select", "iter_select", "catalog_entries"}
     for name, fn in inspect.getmembers(Index, inspect.isfunction):
@@ -146,9 +182,7 @@ def test_the_index_hands_out_memories_not_record_dicts() -> None:
         if name in readers:
             assert "Memory" in returns, f"Index.{name} returns {returns}"
     assert typing.get_type_hints(Index.select)["return"] == list[Memory]
-    # nobody outside the index re-reads catalog records as dicts: `.get("superseded_by")` was how
-    # a record dict said "replaced" (a Memory says `m.superseded_by`), `hit.record` a search hit's
     record_reads = ('.get("superseded_by")', ".record[", ".record.get(", "h.record", "Memory.from_dict(r")
-    offenders = [(me, pattern) for me, p in modules().items() if not me.startswith("index") and me != "memory"
+    offenders = [(me, pattern) for me, p in modules().items() if not me.startswith("index") and me != "core.memory"
                  for pattern in record_reads if pattern in p.read_text(encoding="utf-8")]
     assert offenders == []

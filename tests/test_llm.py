@@ -1,4 +1,4 @@
-"""memcli.llm over real HTTP, through litellm ("openai/<name>" + api_base), against a fake server.
+"""memcli.services.llm.client over real HTTP, through litellm ("openai/<name>" + api_base), against a fake server.
 
 Nothing here needs a real model or the internet: tests/llm_server.py scripts the replies and logs
 the requests, so the tests check both what memcli makes of odd replies and what it sends.
@@ -24,8 +24,9 @@ for _p in (str(_TESTS), str(_TESTS.parent)):
 import llm_server as fake_llm  # noqa: E402
 from llm_server import FakeLLMServer  # noqa: E402
 
-from memcli.facts import Fact  # noqa: E402
-from memcli.llm import (  # noqa: E402
+from memcli.core.facts import Fact  # noqa: E402
+from memcli.core.memory import Memory  # noqa: E402
+from memcli.services.llm.client import (  # noqa: E402
     DECIDE_SCHEMA,
     EXTRACT_SCHEMA,
     LLM,
@@ -37,7 +38,6 @@ from memcli.llm import (  # noqa: E402
     escape_data,
     parse_json_reply,
 )
-from memcli.memory import Memory  # noqa: E402
 
 llm_server = fake_llm.llm_server  # the pytest fixture, made visible to this module
 
@@ -77,7 +77,7 @@ def system_message(body: dict) -> str:
 # ----------------------------------------------------------------------------------------------
 def test_importing_memcli_llm_does_not_import_litellm() -> None:
     root = Path(__file__).resolve().parent.parent
-    code = "import memcli.llm, sys; assert 'litellm' not in sys.modules, 'litellm imported eagerly'"
+    code = "import memcli.services.llm.client, sys; assert 'litellm' not in sys.modules, 'litellm imported eagerly'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 
@@ -670,9 +670,9 @@ def test_merge_keeps_a_good_text_and_a_superseded_command_may_go(llm_server: Fak
 
 def test_a_refused_llm_merge_falls_back_to_the_heuristic_one(tmp_path, llm_server: FakeLLMServer) -> None:
     from memcli.api import Store
-    from memcli.config import Config
-    from memcli.curate import merge
-    from memcli.ingest import add
+    from memcli.core.config import Config
+    from memcli.ops.add import add
+    from memcli.ops.curate import merge
 
     store = Store(tmp_path / "s", Config(embed_model="hash:64", llm_model="openai/fake", api_base=llm_server.url,
                                          llm_retries=0))
@@ -686,7 +686,7 @@ def test_a_refused_llm_merge_falls_back_to_the_heuristic_one(tmp_path, llm_serve
 
 
 def test_the_heuristic_merge_drops_an_older_block_a_newer_one_replaces() -> None:
-    from memcli.curate import heuristic_merge
+    from memcli.ops.curate import heuristic_merge
 
     old = "Ruff config:\n```toml\n[tool.ruff]\nline-length = 100\n```\nRun it with `ruff check .` in CI."
     new = "Ruff config (line length raised):\n```toml\n[tool.ruff]\nline-length = 110\n```"
@@ -876,7 +876,7 @@ def test_fake_server_models_endpoint_and_clean_shutdown() -> None:
     ("https://user:pw@llm.example.com/v1", "openai/x", False),
 ])
 def test_default_timeout_is_long_for_a_local_model(api_base: str | None, model: str, local: bool) -> None:
-    from memcli.llm import LOCAL_TIMEOUT, REMOTE_TIMEOUT, default_timeout
+    from memcli.services.llm.client import LOCAL_TIMEOUT, REMOTE_TIMEOUT, default_timeout
 
     assert default_timeout(api_base, model) == (LOCAL_TIMEOUT if local else REMOTE_TIMEOUT)
     assert LOCAL_TIMEOUT >= 300 and REMOTE_TIMEOUT == 60

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memcli.memory import Memory
-from memcli.store import Store
+from memcli.core.memory import Memory
+from memcli.ops.handle import Store
 
 mcp = pytest.importorskip("mcp")
 
@@ -104,7 +104,7 @@ def test_hand_edits_between_calls_are_seen_and_forget_goes_to_the_trash(tmp_path
 def test_the_server_does_not_import_litellm_without_an_llm():
     import subprocess
 
-    code = ("import sys, memcli.mcp_server as m; from memcli.store import Store; "
+    code = ("import sys, memcli.agents.mcp as m; from memcli.ops.handle import Store; "
             "m.build_server(Store(sys.argv[1]), warm=False); print('litellm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, "/nonexistent"], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

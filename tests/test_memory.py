@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
-from memcli.memory import MalformedMemory, Memory, new_ulid
-from memcli.store import NotFound
+from memcli.core.memory import MalformedMemory, Memory, new_ulid
+from memcli.ops.handle import NotFound
 
 PLAIN_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 CROCKFORD = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
@@ -251,7 +251,7 @@ def odd_memories() -> list[Memory]:
 def test_to_dict_is_the_front_matter_and_the_text_as_json(m):
     """`to_dict` (export, --json, the catalog's record) is built directly, not through the YAML
     front matter: it must stay exactly that mapping, key order included (export output)."""
-    from memcli.memory import _jsonable
+    from memcli.core.memory import _jsonable
 
     reference = _jsonable({**m.front_matter(), "text": m.text})
     assert m.to_dict() == reference

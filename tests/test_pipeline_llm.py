@@ -31,8 +31,8 @@ from conftest import HASH, Cli, run_memcli  # noqa: E402
 from llm_server import FakeLLMServer  # noqa: E402
 from test_redact import CASES as REDACT_CASES  # noqa: E402
 
-from memcli.llm import DECIDE_SYSTEM, EXTRACT_SYSTEM, MERGE_SYSTEM  # noqa: E402
-from memcli.memory import Memory  # noqa: E402
+from memcli.core.memory import Memory  # noqa: E402
+from memcli.services.llm.client import DECIDE_SYSTEM, EXTRACT_SYSTEM, MERGE_SYSTEM  # noqa: E402
 
 llm_server = fake_llm.llm_server  # the pytest fixture
 
@@ -261,7 +261,7 @@ def test_update_rewrites_the_target_and_keeps_history(tmp_path: Path, llm_server
 
 def test_an_llm_update_that_changes_a_value_ends_as_a_supersede(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     """The model answers UPDATE for PG 15 -> 16 (with a merged text holding both versions); the rules
-    of memcli.decide say new value: the fact becomes a new memory and the old one is kept, marked
+    of memcli.rules.relate say new value: the fact becomes a new memory and the old one is kept, marked
     superseded_by it, out of list and search, its text unchanged."""
     cli = make_cli(tmp_path, llm_server, real=True)
     (pg,) = seed(cli, PG15)
@@ -383,7 +383,7 @@ def test_ten_facts_cost_two_requests_and_only_facts_with_neighbours_are_decided(
         assert f["memories"][0] == {"n": 1, "text": expected[f["text"]]}
     events = {e["text"] if e["event"] == "ADD" else e["id"]: e for e in out["memory"]}
     assert len(out["memory"]) == 10
-    # the model's UPDATE gives PG a new value: it ends as a supersede (memcli.decide's rules)
+    # the model's UPDATE gives PG a new value: it ends as a supersede (memcli.rules.relate's rules)
     assert events[PG16]["supersedes"] == pg and events[PG16]["old_memory"] == PG15
     assert events[redis]["event"] == "DELETE" and events[redis]["refused"] is True
     assert events[ci]["event"] == "NONE" and events[ci]["verdict"] == "already_known"
@@ -820,7 +820,7 @@ def test_doctor_reports_llm_reachable_and_unreachable(tmp_path: Path, llm_server
 # ----------------------------------------------------------------------------------------------
 _PROBE = """
 import sys
-from memcli.cli import app
+from memcli.cli.app import app
 for args in {commands!r}:
     try:
         app(["--store", {store!r}, *args], standalone_mode=False)
@@ -849,15 +849,15 @@ def test_search_list_export_never_import_litellm(tmp_path: Path, llm_server: Fak
                            "FastAPI"], capture_output=True, text=True, timeout=120, env=full_env)
     assert proc.returncode == 0, proc.stderr
     assert "FastAPI" in proc.stdout
-    assert "litellm" not in proc.stderr and "memcli.cli" in proc.stderr
+    assert "litellm" not in proc.stderr and "memcli.cli.app" in proc.stderr
     assert llm_server.requests == []
 
 
 def test_progress_is_reported_per_request_and_timeout_defaults_to_local(tmp_path: Path,
                                                                         llm_server: FakeLLMServer) -> None:
     from memcli.api import Store
-    from memcli.config import Config
-    from memcli.ingest import llm_client
+    from memcli.core.config import Config
+    from memcli.ops.add import llm_client
 
     store = Store(tmp_path / "store", Config(embed_model=HASH, llm_model=llm_server.model, api_base=llm_server.url))
     store.init()

@@ -51,7 +51,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::U
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[CaseResult]:
-    from memcli.config import Config
+    from memcli.core.config import Config
 
     config = Config(llm_model=MODEL, api_base=API_BASE, llm_retries=0)
     root = tmp_path_factory.mktemp("real-llm")
@@ -99,7 +99,7 @@ def test_decisions(results: list[CaseResult]) -> None:
 
 @pytest.fixture(scope="module")
 def merge_ask(tmp_path_factory: pytest.TempPathFactory) -> list[MergeAskResult]:
-    from memcli.config import Config
+    from memcli.core.config import Config
 
     config = Config(llm_model=MODEL, api_base=API_BASE, llm_retries=0)
     root = tmp_path_factory.mktemp("real-llm-merge-ask")

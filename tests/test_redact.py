@@ -1,4 +1,4 @@
-"""memcli.redact: every kind is caught, ordinary developer notes are left exactly as written."""
+"""memcli.services.redact: every kind is caught, ordinary developer notes are left exactly as written."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # memcli importable whether or not it is installed
     sys.path.insert(0, _ROOT)
 
-from memcli.redact import KINDS, placeholder, redact  # noqa: E402
+from memcli.services.redact import KINDS, placeholder, redact  # noqa: E402
 
 # (kind, text, the secret that must disappear)
 CASES = [

@@ -12,9 +12,9 @@ import pytest
 from conftest import Cli
 
 from memcli.api import Store
-from memcli.io import import_memories, to_memories
-from memcli.memory import iso
-from memcli.search import search_many
+from memcli.core.memory import iso
+from memcli.ops.io import import_memories, to_memories
+from memcli.ops.search import search_many
 
 # ~20 developer notes: (text, tags, type, user, project)
 NOTES = [
@@ -333,8 +333,8 @@ def test_a_long_lived_process_never_reads_a_replaced_usage_file(hash_store):
     removed, or removed and created again, must not leave a server or batch reading the old one."""
     from pathlib import Path
 
-    from memcli.memory import Memory
-    from memcli.search import Usage
+    from memcli.core.memory import Memory
+    from memcli.ops.search import Usage
 
     hash_store.write(Memory(id="M1", text="the payments service times out under load", tags=["ops"]))
     hash_store.write(Memory(id="M2", text="grafana alert for the payments queue", tags=["ops"]))

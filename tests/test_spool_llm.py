@@ -29,8 +29,8 @@ from conftest import HASH, Cli, listed, run_memcli  # noqa: E402
 from llm_server import FakeLLMServer  # noqa: E402
 from test_pipeline_llm import facts_reply, llm_env  # noqa: E402
 
-from memcli import spool  # noqa: E402
-from memcli.store import Store  # noqa: E402
+from memcli.agents import spool  # noqa: E402
+from memcli.ops.handle import Store  # noqa: E402
 
 llm_server = fake_llm.llm_server
 

@@ -13,11 +13,11 @@ import pytest
 from conftest import HASH, run_memcli
 from typer.testing import CliRunner
 
-from memcli import store as store_mod
 from memcli.api import Store
-from memcli.cli import app
-from memcli.memory import Memory
-from memcli.store import NotFound, StoreError
+from memcli.cli.app import app
+from memcli.core.memory import Memory
+from memcli.ops import handle as store_mod
+from memcli.ops.handle import NotFound, StoreError
 
 
 def log_lines(store: Store) -> list[dict]:

@@ -15,10 +15,10 @@ import pytest
 from conftest import HASH, Cli
 
 import memcli.api as api
-import memcli.changes as changes
-import memcli.files as files
-from memcli.config import load_config
-from memcli.store import Store
+import memcli.ops.changes as changes
+import memcli.storage.files as files
+from memcli.core.config import load_config
+from memcli.ops.handle import Store
 
 N = changes.BATCH + 2  # a prune of this many moves the files (the bulk form)
 
@@ -171,7 +171,7 @@ def test_a_compaction_killed_before_its_rename_leaves_the_notes_whole(
 
 
 def _epoch(stamp: str) -> float:
-    from memcli.memory import parse_time
+    from memcli.core.memory import parse_time
 
     return parse_time(stamp).timestamp()
 

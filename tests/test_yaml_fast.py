@@ -1,4 +1,4 @@
-"""memcli's own front-matter writer (`memcli/yaml_fast.py`) against the YAML library it replaces on
+"""memcli's own front-matter writer (`memcli/core/yaml_fast.py`) against the YAML library it replaces on
 the usual path: for any memory it either declines (and `yaml.dump` writes the file, as before) or
 writes exactly the bytes `yaml.dump` writes; and every file reads back as the memory it came
 from. Generated memories include what breaks naive YAML writers: quotes, `: ` and ` #`, leading
@@ -10,8 +10,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memcli import yaml_fast
-from memcli.memory import Memory, _Block, _dump, _Dumper, _Stamp
+from memcli.core import yaml_fast
+from memcli.core.memory import Memory, _Block, _dump, _Dumper, _Stamp
 
 TRICKY = ["yes", "No", "on", "OFF", "null", "~", "true", "False", "0", "-1", "1e3", ".5", "0x1F", "0o17", "1_000",
           "+12", ".inf", "-.Inf", ".NaN", "2026-01-31", "2026-01-31T10:00:00Z", "2026-01-31 10:00:00", "=", "<<",

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memcli.embed import Embedder
-from memcli.errors import IndexUnavailable
-from memcli.files import Files
+from memcli.core.errors import IndexUnavailable
+from memcli.core.memory import Memory
 from memcli.index.catalog import SCHEMA_VERSION, SORT_KEYS, Catalog, Filters, RankFields, fts_body
 from memcli.index.sync import Sync, SyncReport
 from memcli.index.vectors import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, Vectors
-from memcli.memory import Memory
+from memcli.services.embed import Embedder
+from memcli.storage.files import Files
 
 if TYPE_CHECKING:
     import threading

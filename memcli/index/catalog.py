@@ -25,12 +25,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from memcli import safety
-from memcli.errors import IndexUnavailable
-from memcli.files import Files
+from memcli.core.errors import IndexUnavailable
+from memcli.core.memory import Memory
+from memcli.core.vocab import SortKey
 from memcli.index.keyword import KeywordIndex
-from memcli.memory import Memory
-from memcli.vocab import SortKey
+from memcli.storage import safety
+from memcli.storage.files import Files
 
 SCHEMA_VERSION = "2"  # 2: the keyword index of memcli/index/keyword.py replaced FTS5
 SORT_KEYS = SortKey.values()
@@ -54,7 +54,7 @@ CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
 -- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
 CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
--- rows whose vector is provisional (a bulk curation commit's stand-in: memcli/changes.py
+-- rows whose vector is provisional (a bulk curation commit's stand-in: memcli/ops/changes.py
 -- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
 CREATE TABLE IF NOT EXISTS provisional (label INTEGER PRIMARY KEY, hash TEXT NOT NULL);
 -- the close pairs of the vector graph, each once (a < b), kept by every write that changes a vector
@@ -589,6 +589,6 @@ def _seed_catalog(src: Path, dst: Path) -> None:
 
 
 def norm_hash(text: str) -> str:
-    from memcli.extract import normalise  # here, not at the top: search never needs it (~15 ms of import)
+    from memcli.services.extract import normalise  # here, not at the top: search never needs it (~15 ms of import)
 
     return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()

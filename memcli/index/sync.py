@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from memcli import safety
-from memcli.background import in_thread
-from memcli.embed import Embedder, text_hash
-from memcli.errors import MemcliError
-from memcli.files import Files, json_text
+from memcli.core.errors import MemcliError
+from memcli.core.memory import MalformedMemory, Memory
 from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
 from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_K, NEAR_VERSION, Vectors, ranked
-from memcli.memory import MalformedMemory, Memory
+from memcli.services.background import in_thread
+from memcli.services.embed import Embedder, text_hash
+from memcli.storage import safety
+from memcli.storage.files import Files, json_text
 
 
 @dataclass
@@ -59,7 +59,7 @@ def _judged(catalog: Catalog, pairs: list[tuple[int, int, float]]) -> dict[int, 
     """The texts' verdicts (1 apart, 0 mergeable: `decide.texts_mergeable`) of the pairs ((a, b,
     similarity)) among each memory's NEAR_K nearest, by position in `pairs`; in a crowd the others
     are left unjudged (merge --auto reads 8 a memory, and judges any it meets unjudged itself)."""
-    from memcli.decide import forget_parsed, texts_mergeable
+    from memcli.rules.relate import forget_parsed, texts_mergeable
 
     judge = _nearest(pairs, NEAR_K)
     texts = catalog.texts({x for i in judge for x in pairs[i][:2]})
@@ -207,7 +207,7 @@ class Sync:
         to be corrupt past its header ("malformed") is dropped and rebuilt.
         """
         if not self.catalog.readonly and (self.store.path / ".journal.json").exists() and not self.store.locked:
-            # a commit was cut short: the writer lock finishes it (memcli/journal.py); never wait
+            # a commit was cut short: the writer lock finishes it (memcli/storage/journal.py); never wait
             with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
                 pass
         try:
@@ -308,7 +308,7 @@ class Sync:
         # the vectors the caller has (a commit embedded its new texts before taking the lock)
         known = embedded or {}
         # A new memory given a provisional vector (`provisional`: its file -> the source whose
-        # vector stands in, see memcli/changes.py PROVISIONAL_MIN) takes over the source's row the
+        # vector stands in, see memcli/ops/changes.py PROVISIONAL_MIN) takes over the source's row the
         # same way when the source leaves in this batch (a merge): the row is rewritten for the
         # new memory, its vector and graph node are kept. Otherwise (a distillation: the sources
         # stay) it is inserted with a copy of the source's vector. Either is recorded in the
@@ -482,7 +482,7 @@ class Sync:
         before the table existed (or by an older memcli since) gets it built whole here while it
         is small (`NEAR_BUILD_MAX`), else it goes on without one (the kNN pass) until `memcli
         reindex`."""
-        from memcli.decide import rules_version
+        from memcli.rules.relate import rules_version
 
         catalog = self.catalog
         search, stacked = np.asarray(labels, np.int64), vecs

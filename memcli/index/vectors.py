@@ -273,7 +273,7 @@ class Vectors:
         known = known_a & known_b
         pa, pb, s, apart = pa[known], pb[known], s[known], apart[known]
         if verdicts is not None:
-            from memcli.decide import rules_version
+            from memcli.rules.relate import rules_version
 
             rules = rules_version()
             if rules and self.catalog.meta("pairs_rules") == rules:

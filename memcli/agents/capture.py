@@ -1,0 +1,318 @@
+"""Fast capture for hooks: read what happened, redact it, spool it, return (< 100 ms).
+
+`python -m memcli.agents.capture KIND` is what installed hooks run (no Typer, no model, no YAML: a
+hook runs inside git or Claude Code and must not slow them down); `memcli capture KIND` is the
+same code through the full CLI.
+
+- `claude-code`: the hook's JSON on stdin (`session_id`, `transcript_path`, `cwd`,
+  `hook_event_name`); only the transcript lines added since the last capture of that session are
+  read (a byte offset per session, under `<store>/.capture/`), only user/assistant text is kept,
+  origin `session:<id>`.
+- `git`: one commit (`--sha`, default HEAD): subject and body as one input, origin `git:<short
+  sha>`; merges, `fixup!`/`squash!`/`amend!` commits and subjects matching `git_skip` are skipped.
+- `git-rewrite`: git's post-rewrite input on stdin (`old new` per line): origins are remapped, and
+  a commit whose message changed (`commit --amend -m`, a reword) has its memory replaced.
+- `text`: text on stdin (or arguments), with `--origin`.
+
+Every input is redacted before it is written anywhere, then spooled to `<store>/inbox/`; a
+detached worker (`memcli.agents.spool`) extracts and decides. Failures are recorded in
+`<store>/inbox/errors.log`, never printed into the host's output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from memcli.agents import spool as spooler
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_CAPTURE_BYTES = 2 * 1024 * 1024  # per capture: a huge first capture is read in several steps
+STATE_DIR = ".capture"
+
+
+class Captured:
+    """What one capture did: the spooled item (None when there was nothing worth keeping).
+    (A plain class: `dataclasses` costs a hook ~25 ms of imports.)"""
+
+    def __init__(self, item: Path | None, reason: str, store: Path) -> None:
+        self.item, self.reason, self.store = item, reason, store
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"item": str(self.item) if self.item else None, "reason": self.reason, "store": str(self.store)}
+
+
+class CaptureError(Exception):
+    """No store to capture into, or unusable hook input; one line, recorded, never fatal to the host."""
+
+
+def _store_for(explicit: str | None, cwd: Path | None) -> Path:
+    from memcli.core.discovery import resolve
+
+    res = resolve(explicit, cwd)
+    if not (res.path / "facts").is_dir():
+        raise CaptureError(f"no memcli store at {res.path} ({res.why}); run `memcli init` first")
+    return res.path
+
+
+def _redact(text: str, redact: bool) -> str:
+    if not redact:
+        return text
+    from memcli.services.redact import redact as scrub
+
+    return scrub(text)[0]
+
+
+
+# ------------------------------------------------------------------------------------ Claude Code
+def _state_path(store: Path, session: str) -> Path:
+    return store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
+
+
+def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any]:
+    """Complete lines added to `transcript` since the last capture of `session`, and a function
+    that records them as taken (call it once they are spooled). A transcript that shrank (it was
+    rewritten) is read again from the start; the dedup of `add` absorbs repeats."""
+    state_path = _state_path(store, session)
+    state_path.parent.mkdir(exist_ok=True)
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = {}
+    offset = int(state.get("offset") or 0) if state.get("transcript") == str(transcript) else 0
+    size = transcript.stat().st_size
+    if size < offset:
+        offset = 0
+    with open(transcript, "rb") as f:
+        f.seek(offset)
+        data = f.read(MAX_CAPTURE_BYTES)
+    end = data.rfind(b"\n")
+    if end < 0:  # no complete new line yet (a line being written is taken next time)
+        return [], lambda: None
+    data = data[: end + 1]
+
+    def commit() -> None:
+        body = json.dumps({"session": session, "transcript": str(transcript), "offset": offset + len(data)})
+        spooler._write_atomic(state_path, body.encode())
+
+    return data.splitlines(), commit
+
+
+def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, redact: bool = True) -> Captured:
+    """One Claude Code hook call (Stop, PreCompact, SessionEnd): spool the new conversation text."""
+    from memcli.services.transcripts import claude_code_lines
+
+    session = str(payload.get("session_id") or "").strip()
+    transcript = payload.get("transcript_path")
+    if not session or not transcript:
+        raise CaptureError("hook input has no session_id or transcript_path")
+    cwd = Path(str(payload["cwd"])) if payload.get("cwd") and Path(str(payload["cwd"])).is_dir() else None
+    store_path = _store_for(store, cwd)
+    path = Path(str(transcript)).expanduser()
+    if not path.is_file():
+        raise CaptureError(f"transcript {path} does not exist")
+    state_lock = store_path / STATE_DIR / ".lock"
+    state_lock.parent.mkdir(exist_ok=True)
+    with open(state_lock, "a") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)  # Stop and SessionEnd may fire together: one reads each line
+        lines, taken = new_transcript_lines(store_path, session, path)
+        turns = claude_code_lines(lines)
+        if not turns:
+            taken()
+            return Captured(None, "no new conversation text", store_path)
+        text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t in turns)
+        # Redacted before it is written anywhere (the inbox item, a parked retry): ~15 ms of this
+        # hook's < 100 ms budget (bench/hooks.py measures it).
+        text = _redact(text, redact)
+        options = {"session": session, "cwd": str(cwd) if cwd else None}
+        item = spooler.spool(store_path, text, options, source="claude-code")
+        taken()
+    return Captured(item, f"{len(turns)} turn(s) of session {session}", store_path)
+
+
+# ------------------------------------------------------------------------------------------- git
+_ALWAYS_SKIP = re.compile(r"^(fixup|squash|amend)! ")
+
+
+def _git(args: list[str], cwd: Path | None) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise CaptureError(f"git {args[0]} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+    return out.stdout
+
+
+def skip_reason(subject: str, parents: int, pattern: str | None) -> str | None:
+    """Why a commit is not remembered, or None to remember it."""
+    if parents > 1:
+        return "merge commit"
+    if _ALWAYS_SKIP.match(subject):
+        return f"{subject.split('!')[0]}! commit"
+    if pattern:
+        try:
+            if re.search(pattern, subject):
+                return f"subject matches git_skip {pattern!r}"
+        except re.error as e:
+            raise CaptureError(f"git_skip is not a valid regular expression: {e}") from None
+    return None
+
+
+def capture_git(sha: str = "HEAD", *, store: str | None = None, cwd: Path | None = None,
+                redact: bool = True) -> Captured:
+    """Spool one commit's message (subject + body as one input), origin `git:<short sha>`."""
+    from memcli.core.config import Config, load_config
+
+    store_path = _store_for(store, cwd)
+    try:
+        cfg = load_config(store_path)
+    except Exception:  # noqa: BLE001 - a bad config must not lose the commit: defaults apply
+        cfg = Config()
+    out = _git(["log", "-1", "--format=%h%x00%P%x00%B", sha], cwd)
+    short, parents, body = (out.split("\x00", 2) + ["", ""])[:3]
+    message = body.strip()
+    subject = message.splitlines()[0] if message else ""
+    why = skip_reason(subject, len(parents.split()), cfg.git_skip)
+    if why or not message:
+        return Captured(None, why or "empty message", store_path)
+    text = _redact(message, redact)
+    options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True, "cwd": str((cwd or Path.cwd()).absolute())}
+    return Captured(spooler.spool(store_path, text, options, source="git"), f"commit {short.strip()}", store_path)
+
+
+def capture_git_rewrite(lines: list[str], kind: str = "rebase", *, store: str | None = None,
+                        cwd: Path | None = None, redact: bool = True) -> Captured:
+    """git's post-rewrite input (`old new [extra]` per line): spool an origin remap, with the new
+    message of every rewritten commit whose message changed (`commit --amend -m`, a reword)."""
+    store_path = _store_for(store, cwd)
+    mapping = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and re.fullmatch(r"[0-9a-fA-F]{7,64}", parts[0]) and re.fullmatch(r"[0-9a-fA-F]{7,64}",
+                                                                                            parts[1]):
+            mapping[parts[0]] = parts[1]
+    if not mapping:
+        return Captured(None, "nothing rewritten", store_path)
+    options = {"mapping": mapping, "rewrite": kind, "cwd": str((cwd or Path.cwd()).absolute()),
+               "reworded": reworded(mapping, store_path, cwd, redact)}
+    item = spooler.spool(store_path, "", options, kind="remap", source="git")
+    return Captured(item, f"{len(mapping)} commit(s) rewritten by {kind}", store_path)
+
+
+def reworded(mapping: dict[str, str], store_path: Path, cwd: Path | None, redact: bool = True) -> dict[str, dict]:
+    """Old commit -> {new, short, text, skip} for each rewritten commit whose message changed: the
+    worker replaces the old message's memory with the new one. `text` is redacted (None when the
+    new message is one the post-commit hook skips). One `git log` for every commit."""
+    from memcli.core.config import Config, load_config
+
+    try:
+        cfg = load_config(store_path)
+    except Exception:  # noqa: BLE001 - a bad config must not lose the rewrite: defaults apply
+        cfg = Config()
+    shas = list(dict.fromkeys([*mapping, *mapping.values()]))
+    try:
+        out = _git(["log", "--no-walk=unsorted", "--format=%H%x00%h%x00%P%x00%B%x1e", *shas], cwd)
+    except (CaptureError, OSError):
+        return {}
+    info: dict[str, tuple[str, int, str]] = {}
+    for rec in out.split("\x1e"):
+        fields = rec.lstrip("\n").split("\x00", 3)
+        if len(fields) == 4:
+            info[fields[0].lower()] = (fields[1], len(fields[2].split()), fields[3].strip())
+    changed: dict[str, dict] = {}
+    for old, new in mapping.items():
+        before, after = info.get(old.lower()), info.get(new.lower())
+        if before is None or after is None or before[2] == after[2]:
+            continue
+        subject = after[2].splitlines()[0] if after[2] else ""
+        skip = skip_reason(subject, after[1], cfg.git_skip) or (None if after[2] else "empty message")
+        changed[old.lower()] = {"new": new.lower(), "short": after[0], "skip": skip,
+                                "text": None if skip else _redact(after[2], redact)}
+    return changed
+
+
+def capture_text(text: str, *, origins: list[str] | None = None, store: str | None = None,
+                 redact: bool = True, tags: list[str] | None = None) -> Captured:
+    store_path = _store_for(store, None)
+    if not text.strip():
+        return Captured(None, "empty input", store_path)
+    options = {"origins": origins or ["cli"], "tags": tags or [], "cwd": str(Path.cwd())}
+    return Captured(spooler.spool(store_path, _redact(text, redact), options, source="text"), "text", store_path)
+
+
+# ------------------------------------------------------------------------------------ entry point
+def run(kind: str, *, store: str | None = None, stdin: bytes = b"", sha: str | None = None,
+        rewrite: str | None = None, origins: list[str] | None = None, text: str | None = None,
+        redact: bool = True, worker: str = "detach") -> Captured:
+    """Dispatch one capture, then start the worker: `detach` (a detached process, for hooks
+    that must return: Claude Code), `inline` (run it here: the git hook's process is already
+    in the background), or `none`."""
+    if kind == "claude-code":
+        try:
+            payload = json.loads(stdin.decode("utf-8") or "{}")
+        except ValueError as e:
+            raise CaptureError(f"hook input is not JSON: {e}") from None
+        if not isinstance(payload, dict):
+            raise CaptureError("hook input is not a JSON object")
+        result = capture_claude_code(payload, store=store, redact=redact)
+    elif kind == "git":
+        result = capture_git(sha or "HEAD", store=store, redact=redact)
+    elif kind == "git-rewrite":
+        result = capture_git_rewrite(stdin.decode("utf-8", "replace").splitlines(), rewrite or "rebase", store=store,
+                                     redact=redact)
+    elif kind == "text":
+        body = text if text is not None else stdin.decode("utf-8", "replace")
+        result = capture_text(body, origins=origins, store=store, redact=redact)
+    else:
+        raise CaptureError(f"unknown capture kind {kind!r} (claude-code, git, git-rewrite, text)")
+    if result.item is not None or spooler.pending(result.store):
+        if worker == "detach":
+            spooler.start_worker(result.store)
+        elif worker == "inline":
+            with contextlib.suppress(Exception):
+                spooler.main(["--store", str(result.store)])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m memcli.agents.capture KIND`: always exit 0 (a hook never fails its host); problems go
+    to `<store>/inbox/errors.log` when there is a store, else one line on stderr."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m memcli.agents.capture")
+    parser.add_argument("kind", choices=["claude-code", "git", "git-rewrite", "text"])
+    parser.add_argument("rest", nargs="*", help="git-rewrite: amend|rebase; text: the text")
+    parser.add_argument("--store")
+    parser.add_argument("--sha")
+    parser.add_argument("--origin", action="append")
+    parser.add_argument("--no-redact", action="store_true")
+    parser.add_argument("--worker", choices=["detach", "inline", "none"], default="detach")
+    args = parser.parse_args(argv)
+    data = b""
+    if args.kind in ("claude-code", "git-rewrite") or (args.kind == "text" and not args.rest):
+        data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
+    try:
+        run(args.kind, store=args.store, stdin=data, sha=args.sha,
+            rewrite=args.rest[0] if args.kind == "git-rewrite" and args.rest else None,
+            origins=args.origin, text=" ".join(args.rest) if args.kind == "text" and args.rest else None,
+            redact=not args.no_redact, worker=args.worker)
+    except Exception as e:  # noqa: BLE001 - never fail the host program
+        msg = f"capture {args.kind}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        with contextlib.suppress(Exception):
+            where = _store_for(args.store, Path.cwd())
+            spooler.record_failure(where, msg)
+            return 0
+        sys.stderr.write(f"memcli: {msg}\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run by hooks
+    sys.exit(main())

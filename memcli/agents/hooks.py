@@ -1,0 +1,264 @@
+"""`memcli hooks install git|claude-code [--uninstall]`: idempotent, and never clobbering.
+
+git: a marked block goes into `post-commit` and `post-rewrite` in the directory git really reads
+hooks from (`git rev-parse --git-path hooks`: honours `core.hooksPath`, and the common dir for
+worktrees). An existing shell hook keeps its content (the block is inserted after its `#!` line);
+a hook in another language is moved aside to `<name>.memcli-chained` and called from ours. The
+block reads the commit id synchronously (shell built-ins reading the ref git just wrote) and hands
+everything else to ONE background process (a single fork, no subshell), so a commit waits for
+memcli no longer than for an empty hook plus one fork: that process spools the message and runs
+the worker. What it prints goes to `<common dir>/memcli-hook.log`, never to git's output.
+Uninstall removes exactly the block (and restores a moved hook).
+
+Claude Code: entries are merged into `.claude/settings.json` (project), `.claude/settings.local.json`
+(local) or `~/.claude/settings.json` (user): SessionStart runs `memcli context` (its stdout is added
+to the session), Stop / PreCompact / SessionEnd run the capture. Other settings and hooks are left
+as they are; uninstall removes only the entries memcli added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcli.core.errors import MemcliError
+from memcli.ops.handle import atomic_write
+
+BEGIN = "# >>> memcli >>>"
+END = "# <<< memcli <<<"
+CHAINED = ".memcli-chained"
+GIT_HOOKS = ("post-commit", "post-rewrite")
+CLAUDE_EVENTS = ("SessionStart", "Stop", "PreCompact", "SessionEnd")
+_OURS = re.compile(r"memcli(?:\.agents)?\.capture\b.*claude-code|-m memcli\b.* context --hook")
+
+
+class HookError(MemcliError):
+    """Not a git repository, an unreadable settings file...: one line for the user."""
+
+
+@dataclass
+class HookReport:
+    target: str
+    changed: list[str] = field(default_factory=list)  # what was written or removed
+    unchanged: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "changed": self.changed, "unchanged": self.unchanged, "notes": self.notes}
+
+
+def python_command() -> str:
+    """This interpreter by absolute path: hooks run with whatever PATH the IDE or agent has."""
+    return shlex.quote(str(Path(sys.executable).absolute()))
+
+
+# ------------------------------------------------------------------------------------------- git
+def _git(args: list[str], cwd: Path | None) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        raise HookError(f"cannot run git: {e.strerror}") from None
+    if out.returncode != 0:
+        raise HookError((out.stderr.strip().splitlines() or ["not a git repository"])[-1])
+    return out.stdout.strip()
+
+
+def git_hooks_dir(cwd: Path | None = None) -> tuple[Path, Path]:
+    """(hooks directory git reads, the common git dir)."""
+    hooks = Path(_git(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd))
+    common = Path(_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd))
+    return hooks, common
+
+
+def git_block(name: str, common: Path, store: str | None, created: bool = False, chained: bool = False) -> str:
+    """The marked block of hook `name`. `chained`: a hook of the user's runs after it (and reads
+    the same input)."""
+    py = python_command()
+    log = shlex.quote(str(common / "memcli-hook.log"))
+    opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
+    mark = " [created]" if created else ""
+    head = f"{BEGIN}{mark} (memcli hooks install git; remove with: memcli hooks install git --uninstall)\n"
+    if name == "post-commit":
+        # The new commit's id, read with shell built-ins from the files git just wrote (HEAD, then
+        # the branch's ref, in the common dir for a worktree): a `git rev-parse` would add a process
+        # to every commit. Anything unusual (packed or reftable refs) falls back to rev-parse.
+        # Then ONE fork: a plain `cmd &` (a non-interactive shell neither waits for it nor signals
+        # it at exit, and gives it /dev/null as stdin); `nice` and the interpreter are exec'd in
+        # that child, so the commit waits for the shell's start-up, a few reads and one fork only
+        # (no `( ... & )` subshell: that is a second fork and a wait).
+        body = (
+            '_memcli_sha= _memcli_g=${GIT_DIR:-${GIT_INDEX_FILE%/*}}\n'
+            'if [ -n "$_memcli_g" ] && [ -f "$_memcli_g/HEAD" ] && read -r _memcli_h < "$_memcli_g/HEAD"; then\n'
+            '  case $_memcli_h in\n'
+            '    "ref: refs/"*) _memcli_c=$_memcli_g\n'
+            '      if [ -f "$_memcli_g/commondir" ] && read -r _memcli_c < "$_memcli_g/commondir"; then\n'
+            '        case $_memcli_c in /*) ;; *) _memcli_c=$_memcli_g/$_memcli_c ;; esac\n'
+            '      fi\n'
+            '      [ -f "$_memcli_c/${_memcli_h#ref: }" ] && read -r _memcli_sha < "$_memcli_c/${_memcli_h#ref: }" ;;\n'
+            '    *) _memcli_sha=$_memcli_h ;;\n'
+            '  esac\n'
+            'fi\n'
+            'case $_memcli_sha in ""|*[!0-9a-f]*) _memcli_sha=$(git rev-parse HEAD 2>/dev/null) ;; esac\n'
+            f'if [ -n "$_memcli_sha" ]; then nice -n 10 {py} -m memcli.agents.capture git --worker inline '
+            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} & fi\n'
+        )
+    elif chained:  # post-rewrite whose input a chained hook reads too: keep a copy, hand it on
+        body = (
+            "_memcli_in=$(cat)\n"
+            f"printf '%s\\n' \"$_memcli_in\" | nice -n 10 {py} -m memcli.agents.capture git-rewrite \"$1\" "
+            f"--worker inline{opt} >/dev/null 2>>{log} &\n"
+            "exec 0<<_MEMCLI_EOF_\n$_memcli_in\n_MEMCLI_EOF_\n"
+        )
+    else:  # post-rewrite: git's "old new" lines go straight to the background process (fd 3:
+        # an asynchronous command's own stdin is /dev/null), which reads them after the hook exits
+        body = (
+            f"exec 3<&0\nnice -n 10 {py} -m memcli.agents.capture git-rewrite \"$1\" --worker inline{opt} "
+            f"<&3 3<&- >/dev/null 2>>{log} &\nexec 3<&-\n"
+        )
+    return head + body
+
+
+def _strip_block(text: str) -> str:
+    return re.sub(rf"(?ms)^{re.escape(BEGIN)}.*?^{re.escape(END)}\n?", "", text)
+
+
+def _is_shell(text: str) -> bool:
+    first = text.splitlines()[0] if text else ""
+    return bool(re.match(r"#!\s*\S*/(?:env\s+)?(?:ba|da|z|k)?sh\b", first))
+
+
+def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall: bool = False) -> HookReport:
+    hooks_dir, common = git_hooks_dir(cwd)
+    report = HookReport(str(hooks_dir))
+    if not uninstall:
+        hooks_dir.mkdir(parents=True, exist_ok=True)
+    for name in GIT_HOOKS:
+        path = hooks_dir / name
+        chained = hooks_dir / f"{name}{CHAINED}"
+        current = path.read_text(encoding="utf-8", errors="surrogateescape") if path.is_file() else None
+        if uninstall:
+            if current is None or BEGIN not in current:
+                report.unchanged.append(name)
+                continue
+            rest = _strip_block(current)
+            created = f"{BEGIN} [created]" in current
+            if created and rest.strip() in ("", "#!/bin/sh"):
+                path.unlink()
+                if chained.exists():
+                    os.replace(chained, path)
+                    report.notes.append(f"{name}: restored the hook that was there before")
+            else:
+                atomic_write(path, rest.encode("utf-8", "surrogateescape"))
+            report.changed.append(name)
+            continue
+        created = current is None or f"{BEGIN} [created]" in current
+        if current is not None and not _is_shell(current) and BEGIN not in current:
+            # another language: move it aside and call it after ours
+            os.replace(path, chained)
+            current, created = None, True
+            report.notes.append(f"{name}: the existing hook moved to {chained.name} and is called after memcli's")
+        if current is None:
+            first, rest = "#!/bin/sh", ""
+        else:
+            first, _, rest = (_strip_block(current) if BEGIN in current else current).partition("\n")
+            if BEGIN not in current:
+                report.notes.append(f"{name}: kept the existing hook; memcli's part runs first, in the background")
+        has_chained = chained.exists()
+        # the user's commands after the block read the same input (post-rewrite's stdin)
+        follows = has_chained or bool(rest.strip())
+        block = git_block(name, common, store, created, follows) + (
+            f'exec "${{0%/*}}/{name}{CHAINED}" "$@"\n' if has_chained else "") + END + "\n"
+        new = first + "\n" + block + rest
+        if new == current:
+            report.unchanged.append(name)
+            continue
+        atomic_write(path, new.encode("utf-8", "surrogateescape"))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        report.changed.append(name)
+    return report
+
+
+# ------------------------------------------------------------------------------------ Claude Code
+def claude_settings_path(scope: str, cwd: Path | None = None) -> Path:
+    if scope == "user":
+        return Path.home() / ".claude" / "settings.json"
+    base = cwd or Path.cwd()
+    try:
+        base = Path(_git(["rev-parse", "--show-toplevel"], base))
+    except HookError:
+        pass
+    return base / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
+
+
+def claude_commands(store: str | None) -> dict[str, str]:
+    py = python_command()
+    opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
+    # -S: no site-packages scan at start-up (~30 ms of a < 100 ms budget); the capture needs only the
+    # standard library and memcli itself, whose directory is put on the path by hand.
+    root = str(Path(__file__).resolve().parents[2])
+    code = f"import sys; sys.path[:0] = [{root!r}]; from memcli.agents.capture import main; sys.exit(main())"
+    capture = f"{py} -S -c {shlex.quote(code)} claude-code{opt}"
+    return {"SessionStart": f"{py} -m memcli{opt} context --hook", "Stop": capture, "PreCompact": capture,
+            "SessionEnd": capture}
+
+
+def install_claude_code(cwd: Path | None = None, *, scope: str = "project", store: str | None = None,
+                        uninstall: bool = False) -> HookReport:
+    path = claude_settings_path(scope, cwd)
+    report = HookReport(str(path))
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raw = ""
+    try:
+        settings = json.loads(raw) if raw.strip() else {}
+    except ValueError as e:
+        raise HookError(f"{path} is not valid JSON ({e}); fix it first, memcli does not overwrite it") from None
+    if not isinstance(settings, dict) or not isinstance(settings.get("hooks", {}), dict):
+        raise HookError(f"{path}: unexpected shape (hooks must be an object); not changing it")
+    hooks: dict[str, Any] = settings.setdefault("hooks", {})
+    commands = claude_commands(store)
+    for event in CLAUDE_EVENTS:
+        groups = hooks.get(event) or []
+        if not isinstance(groups, list):
+            raise HookError(f"{path}: hooks.{event} is not a list; not changing it")
+        kept = []
+        removed = False
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                entries = [h for h in group["hooks"]
+                           if not (isinstance(h, dict) and _OURS.search(str(h.get("command", ""))))]
+                removed |= len(entries) != len(group["hooks"])
+                if entries:
+                    kept.append({**group, "hooks": entries})
+            else:
+                kept.append(group)
+        if not uninstall:
+            timeout = 30 if event == "SessionStart" else 10
+            kept.append({"hooks": [{"type": "command", "command": commands[event], "timeout": timeout}]})
+        if kept:
+            hooks[event] = kept
+        else:
+            hooks.pop(event, None)
+        if uninstall:
+            (report.changed if removed else report.unchanged).append(event)
+    if not hooks:
+        settings.pop("hooks", None)
+    new = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    if new == raw or (uninstall and not report.changed):
+        if not uninstall:
+            report.unchanged.extend(CLAUDE_EVENTS)
+        return report
+    if not uninstall:
+        report.changed.extend(CLAUDE_EVENTS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, new.encode("utf-8"))
+    return report

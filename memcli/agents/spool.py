@@ -1,0 +1,534 @@
+"""Never block a caller on a slow model: spool the input, return, let a detached worker do the work.
+
+Hooks (git, Claude Code) and anything else that runs inside another program call `spool()`, which
+writes one JSON file to `<store>/inbox/` (atomically: the input is on disk before the caller goes
+on) and returns in a few milliseconds; `start_worker()` then launches a detached
+`python -m memcli.agents.spool` that runs `process()`: each item goes through the add pipeline (extract,
+decide, write) and leaves the inbox only when it landed. When the LLM is unreachable the item
+stays, with its error and attempt count, and the worker stops; the next worker (the next hook, or
+`memcli inbox process` by hand) tries again. Nothing is lost and the caller never waits.
+
+Two workers never process one item: a worker takes `inbox/.worker.lock` (only one runs at a time,
+so twenty commits in a rebase start one model, not twenty), and each item is `flock`ed while it
+is processed (so a worker and a hand-run `inbox retry` cannot both add it).
+
+Items are the same JSON as the inbox's LLM-failure items (`text`, `options`, `attempts`,
+`error`), plus `kind`: "add" (default) or "remap" (a git rewrite: move `git:<old>` origins to
+`git:<new>`). This module imports only the standard library at the top: `spool()` and
+`start_worker()` run on a hook's < 100 ms budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from memcli.agents.detached import ERROR_LOG, REFRESH_FAILED, background_on, inbox_dir, refresh_failed_recently
+from memcli.storage.locks import item_lock, try_flock
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from memcli.api import Store
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+WORKER_LOCK = ".worker.lock"
+
+
+def _ulid() -> str:
+    """A ULID (time-sortable): inbox files are processed in the order they were spooled."""
+    n = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    return "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same directory (mode 0600: inputs may be private), fsync, rename."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any] | None = None, *,
+          kind: str = "add", source: str | None = None) -> Path:
+    """Park one input in `<store>/inbox/` for the worker; returns the item's path.
+
+    `text` should already be redacted (the caller knows whether the user opted out); `options`
+    are `memcli.ops.add.add` keyword arguments (tags, type, origins, session, raw, project, user...).
+    The store must exist: a hook never creates one.
+    """
+    store_path = Path(store_path)
+    if not (store_path / "facts").is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no memcli store", str(store_path))
+    d = inbox_dir(store_path)
+    d.mkdir(exist_ok=True)
+    item = {"at": _now(), "kind": kind, "source": source, "attempts": 0, "options": options or {}, "text": text}
+    # a remap is not an input to add: `.remap`, so `memcli inbox` / `inbox retry` never replay it
+    path = d / f"{_ulid()}.{'json' if kind == 'add' else kind}"
+    _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+    return path
+
+
+def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
+    """Append one line to `<store>/inbox/errors.log`: a hook must never print into its host's
+    output, and must never fail silently either."""
+    with contextlib.suppress(OSError):
+        d = inbox_dir(Path(store_path))
+        d.mkdir(exist_ok=True)
+        with open(d / ERROR_LOG, "a", encoding="utf-8") as f:
+            f.write(f"{_now()} {' '.join(message.split())}\n")
+
+
+def start_worker(store_path: str | os.PathLike[str]) -> None:
+    """Launch a detached worker (`python -m memcli.agents.spool --store STORE`) and return at once.
+
+    The worker has its own session and no inherited pipes, so the caller (git, Claude Code) does
+    not wait for it, and nothing it prints can reach the caller's output (memcli/agents/detached.py).
+    """
+    from memcli.agents.detached import start_worker as launch
+
+    launch(store_path)
+
+
+def queue_add(store_path: str | os.PathLike[str], text: str, options: dict[str, Any] | None = None, *,
+              redact: bool = True, source: str | None = None) -> Path:
+    """Redact `text` (unless the user opted out), spool it and start a worker: what a caller that
+    must not wait for a model does (MCP `remember`, `memcli add` from a hook). Returns the item."""
+    if redact:
+        from memcli.services.redact import redact as scrub
+
+        text = scrub(text)[0]
+    options = {"cwd": os.getcwd(), **(options or {})}
+    path = spool(store_path, text, options, source=source)
+    start_worker(store_path)
+    return path
+
+
+# ------------------------------------------------------------------------------------- the worker
+class ProcessReport:
+    """What one `process()` run did, item by item."""
+
+    def __init__(self) -> None:
+        self.done: list[dict[str, Any]] = []  # {file, summary}
+        self.waiting: list[dict[str, Any]] = []  # {file, error}: kept for the next run
+        self.skipped = 0  # items another worker holds
+        self.busy = False  # another worker is running; this one did nothing
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"done": self.done, "waiting": self.waiting, "skipped": self.skipped, "busy": self.busy}
+
+
+def pending(store_path: str | os.PathLike[str]) -> list[Path]:
+    """Spooled and parked items, oldest first."""
+    d = inbox_dir(Path(store_path))
+    if not d.is_dir():
+        return []
+    return sorted([*d.glob("*.json"), *d.glob("*.remap")], key=lambda p: p.name)
+
+
+def _try_lock(path: Path) -> int | None:
+    """An exclusive non-blocking flock on `path` (created): the fd, or None if another holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        taken = try_flock(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not taken:
+        os.close(fd)
+        return None
+    return fd
+
+
+RETRY_AFTER = 60.0  # seconds: while the LLM was found down this recently, hooks' workers do not retry it
+
+
+def _llm_down_recently(paths: list[Path]) -> bool:
+    """An item failed on the LLM less than RETRY_AFTER ago: commits made during an outage then do
+    not each pay for an LLM client's import and a refused connection; `memcli inbox process` does."""
+    now = time.time()
+    for p in paths:
+        if p.suffix != ".json":
+            continue
+        try:
+            item = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(item, dict) or not item.get("llm_down"):
+            continue
+        if now - float(item.get("last_attempt_ts") or 0) < RETRY_AFTER:
+            return True
+    return False
+
+
+def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = None,
+            force: bool = True) -> ProcessReport:
+    """Run every inbox item through the add pipeline (or the origin remap), oldest first.
+
+    Only one worker runs at a time (`busy` when another does). An item leaves the inbox when it
+    landed; one that fails stays with its error and attempt count. When the LLM is unreachable
+    the run stops there (the following items would fail the same way): they wait for the next run.
+    `held`: the worker lock's fd when the caller took it already (it is released here).
+    """
+    report = ProcessReport()
+    d = inbox_dir(store.path)
+    if not d.is_dir():
+        if held is not None:
+            os.close(held)
+        return report
+    tried: set[str] = set()
+    while True:
+        fd = held if held is not None else _try_lock(d / WORKER_LOCK)
+        held = None
+        if fd is None:
+            report.busy = not (report.done or report.waiting)
+            return report
+        try:
+            fresh = [p for p in pending(store.path) if p.name not in tried]
+            defer = not force and _llm_down_recently(fresh)
+            stop = False
+            for path in fresh:
+                tried.add(path.name)
+                if defer and path.suffix == ".json":
+                    report.skipped += 1  # waits for the LLM to be back (or `memcli inbox process`)
+                    continue
+                outcome = _process_one(store, path)
+                if outcome is None:
+                    report.skipped += 1
+                elif outcome.get("error"):
+                    report.waiting.append(outcome)
+                    if outcome.get("llm") and stop_on_llm_error:
+                        stop = True
+                        break
+                else:
+                    report.done.append(outcome)
+        finally:
+            os.close(fd)  # releases the lock
+        if stop or not fresh:
+            return report
+        # released: anything spooled while we worked (whose worker saw us busy) is picked up now
+
+
+def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
+    with item_lock(path) as fd:
+        if fd is None:
+            return None
+        try:
+            item = json.loads(Path(path).read_text(encoding="utf-8"))
+            if not isinstance(item, dict):
+                raise ValueError("not a JSON object")
+            if (item.get("options") or {}).get("redact_first"):
+                _redact_item(path, item)
+        except (OSError, ValueError) as e:
+            return {"file": path.name, "error": f"unreadable inbox item: {e}"}
+        try:
+            summary = _run(store, item)
+        except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
+            from memcli.services.redact import redact
+
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            msg = redact(msg)[0]
+            item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
+            item["last_attempt"], item["last_attempt_ts"] = _now(), time.time()
+            client = sys.modules.get("memcli.services.llm.client")
+            llm = client is not None and isinstance(e, client.LLMError)
+            item["llm_down"] = llm
+            with contextlib.suppress(OSError):
+                _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+            return {"file": path.name, "error": msg, "llm": llm}
+        path.unlink(missing_ok=True)
+        store.log("INBOX_DONE", file=path.name)
+        return {"file": path.name, "summary": summary}
+
+
+_ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
+                "raw", "no_dedup", "llm_model")
+
+
+def _redact_item(path: Path, item: dict[str, Any]) -> None:
+    """Scrub an item an older memcli spooled unredacted (its Claude Code capture left redaction to
+    the worker; captures are now redacted before they are spooled) and write it back, before
+    anything else reads it: a parked item then holds no secret either."""
+    from memcli.services.redact import redact
+
+    item["text"] = redact(item.get("text") or "")[0]
+    item["options"] = {k: v for k, v in (item.get("options") or {}).items() if k != "redact_first"}
+    _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
+def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
+    opts = dict(item.get("options") or {})
+    if item.get("kind") == "remap":
+        return apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
+    text = item.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return {"ADD": 0, "note": "empty input"}
+    result = _add(store, text, opts)
+    if result.failed:
+        raise OSError("some memories could not be written")
+    return result.summary()
+
+
+def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:
+    """One spooled input through the add pipeline; the AddResult."""
+    opts = dict(opts)
+    if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
+        opts["raw"] = not store.config.llm_model or llm is False
+    if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
+        opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
+    cwd = opts.pop("cwd", None)
+    if "project" not in opts and cwd and Path(cwd).is_dir():  # derived here: git calls cost a hook
+        from memcli.core.discovery import project_identity
+
+        opts["project"] = project_identity(Path(cwd))
+    kwargs = {k: v for k, v in opts.items() if k in _ADD_OPTIONS}
+    if llm is None and isinstance(opts.get("llm"), bool):  # `add --llm` (require one), spooled
+        llm = opts["llm"]
+    # redact=False: the text was redacted when it was spooled (unless the user opted out then)
+    return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
+
+
+def apply_rewrite(store: Store, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],
+                  cwd: str | None = None) -> dict[str, Any]:
+    """A git rewrite (amend, rebase): the new message of each reworded commit goes through the add
+    pipeline (an exact repeat of what the post-commit hook already added is that same memory),
+    then the old message's memories are marked superseded by it and every `git:<old>` origin
+    becomes `git:<new>` (one ChangeSet). An unreachable LLM falls back to the message verbatim:
+    a rewrite never waits for a model."""
+    replaced: dict[str, list[str]] = {}
+    if reworded:  # only commits that left a memory (not a fixup! squashed away): no pointless add
+        store.index.sync()
+        refs = {o[4:].lower() for m in store.index.select() for o in m.origins
+                if o.startswith("git:") and len(o) >= 11}
+        reworded = {old: info for old, info in reworded.items() if any(old.lower().startswith(r) for r in refs)}
+    for old, info in reworded.items():
+        text = info.get("text") if isinstance(info, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            continue
+        opts = {"origins": [f"git:{info.get('short') or str(info.get('new', ''))[:7]}"], "raw_without_llm": True,
+                "cwd": cwd}
+        from memcli.services.llm.client import LLMError
+
+        try:
+            result = _add(store, text, opts)
+        except LLMError:
+            result = _add(store, text, opts, llm=False)
+        ids = [e.id for e in result.events
+               if e.id and e.event in ("ADD", "UPDATE", "NONE") and e.verdict in ("accepted", "already_known")]
+        if ids:
+            replaced[old.lower()] = ids
+    return {"remapped": remap_origins(store, mapping, replaced), "reworded": len(replaced)}
+
+
+REWRITES = "rewrites.json"  # under <store>/.capture/: old commit -> new commit, the last MAX_REWRITES
+MAX_REWRITES = 20000
+
+
+def load_rewrites(store_path: Path) -> dict[str, str]:
+    try:
+        data = json.loads((Path(store_path) / ".capture" / REWRITES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _save_rewrites(store_path: Path, mapping: dict[str, str]) -> dict[str, str]:
+    known = load_rewrites(store_path)
+    known.update({o.lower(): n.lower() for o, n in mapping.items()})
+    if len(known) > MAX_REWRITES:
+        known = dict(list(known.items())[-MAX_REWRITES:])
+    d = Path(store_path) / ".capture"
+    d.mkdir(exist_ok=True)
+    _write_atomic(d / REWRITES, json.dumps(known).encode())
+    return known
+
+
+def _by_prefix(rewrites: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """The rewrites grouped by their first 7 characters, in the order they were recorded. Two refs
+    that abbreviate one another share those 7 (both are at least 7 long), so a lookup reads one
+    short bucket instead of every rewrite ever recorded (up to MAX_REWRITES, per origin)."""
+    buckets: dict[str, list[tuple[str, str]]] = {}
+    for old, new in rewrites.items():
+        buckets.setdefault(old[:7], []).append((old, new))
+    return buckets
+
+
+def _rewrite_ref(ref: str, buckets: dict[str, list[tuple[str, str]]]) -> str:
+    """`ref` (a full or abbreviated sha) after every known rewrite, abbreviated like `ref`."""
+    ref = ref.lower()
+    if len(ref) < 7:
+        return ref
+    seen = set()
+    current = ref
+    while True:
+        nxt = next((new for old, new in buckets.get(current[:7], ())
+                    if old.startswith(current) or current.startswith(old)), None)
+        if nxt is None or nxt in seen:
+            break
+        seen.add(nxt)
+        current = nxt[: max(len(ref), 7)]
+    return current[: len(ref)]
+
+
+def translate_origins(origins: list[str], rewrites: dict[str, str],
+                      buckets: dict[str, list[tuple[str, str]]] | None = None) -> list[str]:
+    """`origins` with every `git:<sha>` moved through the recorded rewrites (`buckets`, from
+    `_by_prefix(rewrites)`, when the caller translates many)."""
+    if not rewrites:
+        return origins
+    buckets = buckets if buckets is not None else _by_prefix(rewrites)
+    out = [f"git:{_rewrite_ref(o[4:], buckets)}" if o.startswith("git:") else o for o in origins]
+    return list(dict.fromkeys(out))
+
+
+def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, list[str]] | None = None) -> int:
+    """After `git commit --amend` or a rebase: every `git:<old>` origin becomes `git:<new>`
+    (abbreviated to the same length), so origins name commits that exist; a memory of an old
+    commit in `replaced` (old sha -> the new message's memories) is marked superseded by the
+    first of them. One ChangeSet; returns how many memories changed."""
+    from memcli.ops.changes import ChangeSet, Retarget, Supersede, commit_planned
+
+    pairs = {o.lower(): n.lower() for o, n in mapping.items() if len(o) >= 7 and len(n) >= 7}
+    if not pairs:
+        return 0
+    replaced = {k.lower(): v for k, v in (replaced or {}).items() if v}
+    rewrites = _save_rewrites(store.path, pairs)  # also for inputs of these commits not processed yet
+    buckets = _by_prefix(rewrites)
+
+    def plan() -> tuple[ChangeSet, int]:
+        index = store.index
+        index.sync()
+        cs = ChangeSet(store)
+        changed = 0
+        for m in index.select():
+            origins = list(m.origins)
+            moves = {o: t for o in origins if (t := translate_origins([o], rewrites, buckets)[0]) != o}
+            by = None
+            if not m.superseded_by:
+                refs = [o[4:].lower() for o in origins if o.startswith("git:") and len(o) >= 11]
+                by = next((ids[0] for old, ids in replaced.items() for ref in refs
+                           if old.startswith(ref) and m.id not in ids), None)
+            if moves:
+                cs.edit(m.id, Retarget(moves), origin=list(moves.values()), detail="git history rewritten")
+            if by:
+                cs.edit(m.id, Supersede(by=by), detail="the commit message was reworded")
+            changed += bool(moves or by)
+        return cs, changed
+
+    return commit_planned(plan)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m memcli.agents.spool --store STORE`: the detached worker. Exits at once (before loading
+    the model) when another worker holds the lock."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m memcli.agents.spool")
+    parser.add_argument("--store", required=True)
+    args = parser.parse_args(argv)
+    store_path = Path(args.store)
+    d = inbox_dir(store_path)
+    with contextlib.suppress(OSError):  # started by hand on a store that never spooled anything
+        d.mkdir(exist_ok=True)
+    held = _try_lock(d / WORKER_LOCK)  # kept from here: a hook that sees it held knows work is under way
+    if held is None:
+        return 0
+    from memcli.api import Store
+
+    store = Store(store_path)
+    try:
+        report = process(store, held=held, force=False)
+        _refresh_logged(store)
+        if any(p.name not in report_files(report) for p in pending(store_path)):
+            # spooled while this worker refreshed (their hooks' workers found the lock held)
+            again = process(store, force=False)
+            report.done += again.done
+            report.waiting += again.waiting
+        for w in report.waiting:
+            record_failure(store_path, f"{w['file']}: waiting: {w['error']}")
+    except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output
+        record_failure(store_path, f"worker: {type(e).__name__}: {e}")
+        return 1
+    finally:
+        store.close()
+    return 0
+
+
+def report_files(report: ProcessReport) -> set[str]:
+    """The inbox files a run tried (done or left waiting)."""
+    return {r["file"] for r in (*report.done, *report.waiting)}
+
+
+REFRESH_ROUNDS = 5  # a worker's refreshes, while commits keep leaving provisional vectors
+
+
+def _refresh_logged(store: Store) -> int:
+    """`refresh_provisional`, its failure recorded in errors.log (the inbox's own results are
+    recorded all the same) and remembered, so that the workers of the next hooks do not each try
+    to load a model that just failed (`detached.REFRESH_RETRY_AFTER`)."""
+    marker = inbox_dir(store.path) / REFRESH_FAILED
+    try:
+        done = refresh_provisional(store)
+    except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output
+        record_failure(store.path, f"refresh of provisional vectors: {type(e).__name__}: {e}")
+        with contextlib.suppress(OSError):
+            marker.touch()
+        return 0
+    if done:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+    return done
+
+
+def refresh_provisional(store: Store) -> int:
+    """After the inbox: make the provisional vectors a bulk curation commit left exact (see
+    memcli/agents/detached.py), under the worker lock, at a lower priority (the user's own commands come
+    first). A commit that leaves more while this runs starts a worker that finds the lock held:
+    this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
+    lock = inbox_dir(store.path) / WORKER_LOCK
+    done = 0
+    if not background_on(store.config.background):
+        return done  # background work is off: `memcli reindex --provisional` does it
+    if refresh_failed_recently(store.path):
+        return done  # it failed a moment ago (errors.log says why)
+    if not store.index.provisional_count():
+        return done
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    # one model thread in the background: onnxruntime's idle pool threads spin, costing a busy
+    # machine ~2x the CPU for the same vectors (a setting of the user's own wins)
+    os.environ.setdefault("MEMCLI_EMBED_THREADS", "1")
+    for _ in range(REFRESH_ROUNDS):
+        fd = _try_lock(lock)
+        if fd is None:
+            break  # another worker runs: it looks after its own work
+        try:
+            done += store.index.refresh_provisional()
+        finally:
+            os.close(fd)
+        if not store.index.provisional_count():
+            break
+    return done
+
+
+if __name__ == "__main__":  # pragma: no cover - the detached worker
+    sys.exit(main())

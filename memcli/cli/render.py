@@ -1,0 +1,411 @@
+"""How the command line shows things: errors, JSON documents, and rows that fit the terminal.
+
+The CLI parses and calls the library; everything about *presentation* lives here, so that every
+command prints errors the same way (`memcli: error: ...` plus an optional `hint:` line, and with
+`--json` a JSON object on stderr too), every JSON document carries a `schema` version and
+snake_case keys, and memory text is printed literally (never through rich markup, never
+re-wrapped mid-word).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memcli.core.errors import ExitStatus
+
+if TYPE_CHECKING:
+    from memcli.core.memory import Memory
+
+# The version of the JSON shapes the CLI prints (README "JSON output"). Bump when a key changes
+# meaning or disappears; adding a key is not a new version.
+JSON_SCHEMA = 1
+
+# Exit statuses (README "Exit codes"), as plain ints for sys.exit and JSON.
+OK, ERROR, USAGE, INTERRUPTED = (int(s) for s in (ExitStatus.OK, ExitStatus.ERROR, ExitStatus.USAGE,
+                                                  ExitStatus.INTERRUPTED))
+
+MIN_ID_CHARS = 8  # the shortest id prefix shown, even when fewer characters would be unique
+
+
+# ---------------------------------------------------------------- errors
+def error(message: str, *, hint: str | None = None, code: int = ERROR, as_json: bool = False,
+          kind: str | None = None) -> None:
+    """Write one error to stderr: `memcli: error: ...`, an optional `hint: ...`, and with
+    `as_json` a JSON object `{"error", "code", "kind", "hint", "schema"}` as the last line."""
+    first = " ".join(message.strip().split("\n")[0].split()) or "unknown error"
+    lines = [f"memcli: error: {first}"]
+    if hint:
+        lines.append(f"hint: {' '.join(hint.split())}")
+    if as_json:
+        doc: dict[str, Any] = {"schema": JSON_SCHEMA, "error": first, "code": code, "kind": kind or _kind(code)}
+        if hint:
+            doc["hint"] = " ".join(hint.split())
+        lines.append(json.dumps(doc, ensure_ascii=False))
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()
+
+
+def _kind(code: int) -> str:
+    return {ERROR: "error", USAGE: "usage", INTERRUPTED: "interrupted"}.get(code, "error")
+
+
+def usage_error(message: str, command_path: str | None = None) -> tuple[str, str | None]:
+    """A click usage message as one lower-case line and a hint (click's suggestions, or where help is)."""
+    msg = " ".join(message.strip().split())
+    hint = None
+    m = re.search(r"\s*\((?:Possible options|possible options): ([^)]*)\)\.?$", msg)
+    if m:
+        hint = f"did you mean {m.group(1)}?"
+        msg = msg[: m.start()]
+    m = re.search(r"\.?\s*Did you mean (.*)\?$", msg)
+    if m:
+        hint = f"did you mean {m.group(1)}?"
+        msg = msg[: m.start()]
+    msg = msg.rstrip(".")
+    if msg[:1].isupper() and not msg[1:2].isupper():
+        msg = msg[0].lower() + msg[1:]
+    if hint is None and command_path:
+        hint = f"see '{command_path} --help'"
+    return msg, hint
+
+
+# ---------------------------------------------------------------- JSON
+def document(data: Any, **envelope: Any) -> dict[str, Any]:
+    """A JSON document: `schema` first, then the command's own keys (data must be a mapping)."""
+    if not isinstance(data, dict):
+        raise TypeError("a JSON document is an object")
+    return {"schema": JSON_SCHEMA, **envelope, **data}
+
+
+def emit_json(data: dict[str, Any], *, stream: Any = None) -> None:
+    """One JSON document on stdout, with the schema version."""
+    out = stream or sys.stdout
+    out.write(json.dumps(document(data), ensure_ascii=False, indent=1) + "\n")
+
+
+def json_line(data: dict[str, Any]) -> str:
+    """One JSON document on one line (for --batch and other JSON-lines output)."""
+    return json.dumps(document(data), ensure_ascii=False) + "\n"
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def snake(key: str) -> str:
+    return _CAMEL.sub(r"_\1", key).lower()
+
+
+# ---------------------------------------------------------------- terminal
+def terminal_width(default: int = 80) -> int:
+    """Columns to fit: $COLUMNS when set (tests, `COLUMNS=120 memcli list`), else the terminal's."""
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+def stdout_is_terminal() -> bool:
+    """Whether stdout is a person's terminal (caps, colours) rather than a pipe or a file.
+    `MEMCLI_FORCE_TTY=1` makes tests see a terminal."""
+    if os.environ.get("MEMCLI_FORCE_TTY") == "1":
+        return True
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def cell_width(text: str) -> int:
+    """Columns a string takes (wide East Asian characters and most emoji take two)."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def clip(text: str, width: int) -> str:
+    """`text` on one line in at most `width` columns, cut at a word boundary with `…`."""
+    one = " ".join(text.split())
+    if cell_width(one) <= width:
+        return one
+    if width <= 1:
+        return "…"[:width]
+    out, used = [], 0
+    for c in one:
+        w = cell_width(c)
+        if used + w > width - 1:
+            break
+        out.append(c)
+        used += w
+    cut = "".join(out)
+    space = cut.rfind(" ")
+    if space >= width // 2:  # end at a word boundary unless that throws away half the room
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """Word-wrap one paragraph into lines of at most `width` columns; never splits a word unless the
+    word alone is wider than a line."""
+    words, lines, line = text.split(), [], ""
+    room = max(10, width - cell_width(indent))
+    for w in words:
+        while cell_width(w) > room:  # a URL or a hash longer than a line: cut it, there is no better place
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(w[:room])
+            w = w[room:]
+        if not line:
+            line = w
+        elif cell_width(line) + 1 + cell_width(w) <= room:
+            line += " " + w
+        else:
+            lines.append(line)
+            line = w
+    if line:
+        lines.append(line)
+    return [indent + x for x in lines]
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """Split Markdown text into ("text", paragraph) and ("code", block) pieces, fences kept in code."""
+    out: list[tuple[str, str]] = []
+    para: list[str] = []
+    code: list[str] | None = None
+    for line in text.splitlines():
+        if code is not None:
+            code.append(line)
+            if _FENCE.match(line):
+                out.append(("code", "\n".join(code)))
+                code = None
+            continue
+        if _FENCE.match(line):
+            if para:
+                out.append(("text", " ".join(para)))
+                para = []
+            code = [line]
+        elif not line.strip():
+            if para:
+                out.append(("text", " ".join(para)))
+                para = []
+        else:
+            para.append(line.strip())
+    if code is not None:
+        out.append(("code", "\n".join(code)))
+    if para:
+        out.append(("text", " ".join(para)))
+    return out
+
+
+def body_lines(text: str, width: int, indent: str = "  ", max_lines: int | None = None) -> list[str]:
+    """A memory's text for a listing: paragraphs word-wrapped, code blocks kept as code (line by
+    line, clipped, never joined into one line). Literal: nothing is interpreted as markup."""
+    lines: list[str] = []
+    for kind, piece in blocks(text):
+        if kind == "code":
+            lines.extend(indent + "  " + clip_code(x, width - cell_width(indent) - 2) for x in piece.splitlines())
+        else:
+            lines.extend(wrap(piece, width, indent))
+    if max_lines is not None and len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = clip(lines[-1], width - 1) if not lines[-1].endswith("…") else lines[-1]
+        if not lines[-1].endswith("…"):
+            lines[-1] += " …"
+    return lines
+
+
+def clip_code(line: str, width: int) -> str:
+    """One code line in `width` columns (whitespace kept, cut with `…`)."""
+    line = line.rstrip().expandtabs(4)
+    if cell_width(line) <= width:
+        return line
+    out, used = [], 0
+    for c in line:
+        w = cell_width(c)
+        if used + w > width - 1:
+            break
+        out.append(c)
+        used += w
+    return "".join(out) + "…"
+
+
+# ---------------------------------------------------------------- ids
+def shortest_prefix(mid: str, neighbours: Iterable[str], minimum: int = MIN_ID_CHARS) -> str:
+    """The shortest prefix of `mid` that no neighbour shares (case-insensitive, as id resolution
+    is), at least `minimum` characters: git's abbreviated hashes. The neighbours that matter are
+    the ids just before and after `mid` in sorted order."""
+    u = mid.upper()
+    need = minimum
+    for other in neighbours:
+        o = other.upper()
+        if o == u:
+            continue
+        common = 0
+        for a, b in zip(u, o):
+            if a != b:
+                break
+            common += 1
+        need = max(need, common + 1)
+    return mid[: min(need, len(mid))]
+
+
+def short_ids(ids: Sequence[str], universe: Iterable[str] | None = None, minimum: int = MIN_ID_CHARS) -> dict[str, str]:
+    """Shortest unique prefixes for `ids` among `universe` (default: `ids`), at least `minimum` long."""
+    pool = sorted({i.upper() for i in (universe if universe is not None else ids)} | {i.upper() for i in ids})
+    pos = {u: n for n, u in enumerate(pool)}
+    out: dict[str, str] = {}
+    for i in ids:
+        n = pos[i.upper()]
+        near = [pool[j] for j in (n - 1, n + 1) if 0 <= j < len(pool)]
+        out[i] = shortest_prefix(i, near, minimum)
+    return out
+
+
+def size(n: int) -> str:
+    """Bytes for people: 6.0 kB, 2.31 MB (JSON keeps the number)."""
+    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+# ---------------------------------------------------------------- colour (terminal only, NO_COLOR respected)
+def colour_enabled(stream: Any = None) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    s = stream or sys.stdout
+    try:
+        return bool(s.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+_STYLES = {"dim": "2", "bold": "1", "cyan": "36", "green": "32", "yellow": "33", "red": "31", "magenta": "35"}
+
+
+def style(text: str, name: str, enabled: bool) -> str:
+    """ANSI style around already-clipped text (widths are computed before styling)."""
+    return f"\x1b[{_STYLES[name]}m{text}\x1b[0m" if enabled and text else text
+
+
+# ---------------------------------------------------------------- list
+def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colour: bool = False) -> list[str]:
+    """One row per memory that fits `width` columns: short id, date, type, text clipped at a word
+    boundary, tags. A memory's code blocks follow its row as code (indented), never flattened."""
+    if not records:
+        return []
+    id_w = max(cell_width(short.get(r.id, r.id)) for r in records)
+    type_w = max(len(r.type) for r in records)
+    fixed = id_w + 2 + 10 + 2 + type_w + 2  # id, date, type and the gaps between them
+    room = max(12, width - fixed)
+    lines = []
+    for r in records:
+        pieces = blocks(r.text)
+        prose = " ".join(p for k, p in pieces if k == "text")
+        code = [p for k, p in pieces if k == "code"]
+        if not prose and code:  # a memory that is only code: its first code line stands for it
+            prose = next((x.strip() for x in code[0].splitlines() if x.strip() and not _FENCE.match(x)), "(code)")
+        tags = " ".join("#" + t for t in r.tags)
+        text_room = room
+        if tags:
+            tag_room = min(cell_width(tags), room // 3)
+            tags = clip(tags, tag_room) if tag_room >= 4 else ""
+            text_room = room - (cell_width(tags) + 2 if tags else 0)
+        text = clip(prose, text_room)
+        gap = " " * (text_room - cell_width(text) + 2) if tags else ""
+        sid = style(short.get(r.id, r.id).ljust(id_w), "dim", colour)
+        row = (f"{sid}  {r.created[:10]:<10}  {r.type:<{type_w}}  "
+               f"{text}{gap}{style(tags, 'cyan', colour)}")
+        lines.append(row.rstrip())
+        indent = " " * fixed
+        for block in code[:2]:
+            code_lines = block.splitlines()
+            shown = code_lines[:6]
+            lines.extend((indent + clip_code(x, width - len(indent))).rstrip() for x in shown)
+            if len(code_lines) > len(shown):
+                lines.append(indent + f"… {len(code_lines) - len(shown)} more lines")
+    return lines
+
+
+def list_tsv(records: Sequence[Memory]) -> list[str]:
+    """The listing for a pipe: full ids, tab-separated, one memory per line (text on one line)."""
+    return ["\t".join([r.id, r.created, r.type, " ".join(r.text.split()), ",".join(r.tags)]) for r in records]
+
+
+# ---------------------------------------------------------------- search
+def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: bool = False,
+               explain: dict[str, float] | None = None) -> list[str]:
+    """One search result: a header line (score, id, type, tags) and the text, wrapped at words,
+    code blocks kept as code. Literal text: nothing in it is markup."""
+    tags = " ".join("#" + t for t in rec.tags)
+    head_plain = f"{score:.3f}  {short_id}  {rec.type}"
+    tags = clip(tags, max(0, width - cell_width(head_plain) - 2)) if tags else ""
+    head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  {rec.type}"
+            + (f"  {style(tags, 'cyan', colour)}" if tags else ""))
+    lines = [head]
+    lines.extend(body_lines(rec.text, width, "  ", max_lines=12))
+    if explain:
+        parts = "  ".join(f"{k} {v:.3f}" for k, v in explain.items())
+        lines.extend(style(x, "dim", colour) for x in wrap(parts, width, "  "))
+    return lines
+
+
+# ---------------------------------------------------------------- spinner
+def stderr_is_terminal() -> bool:
+    if os.environ.get("MEMCLI_FORCE_TTY") == "1":
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Spinner:
+    """A spinner on stderr while waiting (e.g. for an LLM's first token); nothing when stderr is not
+    a terminal. `wrap(iterator)` stops it at the first item; the line is cleared when it stops."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def __init__(self, label: str, interval: float = 0.1) -> None:
+        self.label = label
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if stderr_is_terminal():
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        while True:
+            sys.stderr.write(f"\r{self.FRAMES[n % len(self.FRAMES)]} {self.label}…")
+            sys.stderr.flush()
+            n += 1
+            if self._stop.wait(self.interval):
+                break
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    def wrap(self, items: Iterable[Any]) -> Iterator[Any]:
+        try:
+            for item in items:
+                self.stop()
+                yield item
+        finally:
+            self.stop()

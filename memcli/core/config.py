@@ -1,0 +1,213 @@
+"""Store resolution and settings: defaults in one place, then config.toml, then env, then flags.
+
+Everything here is cheap to import: `search` runs through this module on every cold start.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from memcli.core.errors import ConfigError
+
+__all__ = ["Config", "ConfigError", "Ranking", "load_config"]
+
+DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+PROJECT_STORE_DIR = ".memcli"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Weights of the one ranking function (see search.py); tuned on the LoCoMo dev split."""
+
+    similarity: float = 0.65
+    keyword: float = 0.35
+    recency: float = 0.15
+    reliability: float = 0.20
+    recency_days: float = 30.0
+    mmr_lambda: float = 0.9
+    threshold: float = 0.3
+    candidates: int = 100
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved settings for one store. Build with `load_config`; tests may use `replace`."""
+
+    embed_model: str = DEFAULT_EMBED_MODEL
+    user: str | None = None  # unset: `git config user.email`, else "default" (see default_user)
+    llm_model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    llm_timeout: float | None = None  # None: 60 s for a remote API, 300 s for a local server (llm.default_timeout)
+    llm_retries: int = 2
+    llm_temperature: float = 0.0
+    llm_backoff: float = 0.5  # seconds before the first retry, doubled each time
+    add_threshold: float = 0.85
+    decide_threshold: float = 0.8
+    llm_decide_threshold: float = 0.6  # a neighbour this close sends the fact to the LLM's decide request
+    consolidate_threshold: float = 0.95
+    contradiction_threshold: float = 0.8
+    # Commits the git hook does not remember (a Python regex searched in the subject line);
+    # merges and fixup!/squash!/amend! commits are always skipped.
+    git_skip: str = r"^(docs|style|chore|ci)(\([^)]*\))?!?:|^memcli: "
+    # after a bulk curation commit, make its provisional vectors exact in a detached process
+    # (memcli/agents/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too
+    background: bool = True
+    shared: bool = False  # a team store: new directories 0750 and files 0640 instead of 0700 / 0600
+    ranking: Ranking = field(default_factory=Ranking)
+
+    def with_overrides(self, **kw: object) -> Config:
+        """Apply non-None flag values (flags beat env and file)."""
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+_ENV = {
+    "MEMCLI_EMBED_MODEL": "embed_model",
+    "MEMCLI_USER": "user",
+    "MEMCLI_LLM_MODEL": "llm_model",
+    "MEMCLI_LLM_API_BASE": "api_base",
+    "MEMCLI_LLM_API_KEY": "api_key",
+    "MEMCLI_LLM_TIMEOUT": "llm_timeout",
+    "MEMCLI_LLM_RETRIES": "llm_retries",
+    "MEMCLI_LLM_TEMPERATURE": "llm_temperature",
+    "MEMCLI_LLM_BACKOFF": "llm_backoff",
+    "MEMCLI_SHARED": "shared",
+}
+
+
+def _coerce(name: str, value: object, target: type | str) -> object:
+    kind = target if isinstance(target, str) else target.__name__
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).strip().lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"config: {name} must be true or false, got {value!r}")
+    try:
+        if "float" in kind:
+            return float(value)  # type: ignore[arg-type]
+        if "int" in kind:
+            return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ConfigError(f"config: {name} must be a number, got {value!r}") from None
+    if isinstance(value, (list, dict)):
+        raise ConfigError(f"config: {name} must be a string, got a {'list' if isinstance(value, list) else 'table'}")
+    return None if value in ("", None) else str(value)
+
+
+def load_config(store: Path) -> Config:
+    """Read `<store>/config.toml` and the MEMCLI_* environment into a Config.
+
+    The file may hold top-level keys (embed_model, llm_model, api_base, user, thresholds, ...) and
+    a `[ranking]` table; `[llm]` and `[embedding]` tables with `model` keys are accepted too.
+    """
+    data: dict[str, object] = {}
+    path = store / "config.toml"
+    if path.is_file():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: invalid TOML ({e})") from None
+        data.update({k: v for k, v in raw.items() if not isinstance(v, dict)})
+        for table, prefix in (("llm", "llm_"), ("embedding", "embed_")):
+            values = raw.get(table)
+            for k, v in (values.items() if isinstance(values, dict) else ()):
+                key = {"model": prefix + "model", "api_base": "api_base", "api_key": "api_key"}.get(k, f"llm_{k}")
+                data[key] = v
+        ranking_raw = raw.get("ranking") or raw.get("search") or {}
+        if not isinstance(ranking_raw, dict):
+            raise ConfigError(f"{path}: [ranking] must be a table")
+        _drop_untrusted(store, path, data)
+    else:
+        ranking_raw = {}
+    for env, key in _ENV.items():
+        if os.environ.get(env):
+            data[key] = os.environ[env]
+    types = {f.name: f.type for f in fields(Config)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in types or key == "ranking":
+            raise ConfigError(f"{path}: unknown setting {key!r}")
+        kwargs[key] = _coerce(key, value, types[key])
+    rtypes = {f.name: f for f in fields(Ranking)}
+    rk = {}
+    for key, value in ranking_raw.items():
+        if key not in rtypes:
+            raise ConfigError(f"{path}: unknown ranking setting {key!r}")
+        rk[key] = _coerce(key, value, rtypes[key].type)
+    return Config(**kwargs, ranking=Ranking(**rk))
+
+
+def default_user(cfg: Config) -> str:
+    """The user `add` stamps: the configured one, else `git config user.email`, else "default"."""
+    if cfg.user:
+        return cfg.user
+    from memcli.core.discovery import git_user_email
+
+    return git_user_email() or "default"
+
+
+def _drop_untrusted(store: Path, path: Path, data: dict[str, object]) -> None:
+    """A store's config may not pick where data goes unless the user trusts the store (see
+    memcli.core.trust): those settings are dropped here, with one warning line."""
+    from memcli.core.trust import DESTINATION_KEYS, is_trusted
+
+    wanted = [k for k in DESTINATION_KEYS if data.get(k) not in (None, "")]
+    if not wanted or is_trusted(store):
+        return
+    for k in wanted:
+        data.pop(k, None)
+    from memcli.storage.safety import notice
+
+    notice(f"warning: {path} sets {', '.join(wanted)}: ignored, this store is not trusted "
+           f"(if you trust it: memcli trust {store})")
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    value = os.environ.get(var)
+    return Path(value) if value else Path.home() / fallback
+
+
+def global_store() -> Path:
+    from memcli.core.discovery import global_store as found
+
+    return found()
+
+
+def cache_dir() -> Path:
+    """Embedding cache and model files: outside the store so deleting `.index/` costs nothing."""
+    explicit = os.environ.get("MEMCLI_CACHE_DIR")
+    return Path(explicit) if explicit else _xdg("XDG_CACHE_HOME", ".cache") / "memcli"
+
+
+def find_project_store(start: Path) -> Path | None:
+    """The nearest `.memcli/` directory in `start` or its parents, found like `.git`."""
+    from memcli.core.discovery import nearest_store
+
+    return nearest_store(start)
+
+
+def resolve_store(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """--store DIR > $MEMCLI_STORE > nearest .memcli/ > the main worktree's .memcli/ > global
+    (see memcli.core.discovery, which also says why)."""
+    from memcli.core.discovery import resolve
+
+    return resolve(explicit).path
+
+
+def git_project(cwd: Path | None = None) -> str | None:
+    """The default project: the normalised origin remote (github.com/acme/ledger), else the
+    repository's common-dir name, so every clone and worktree of a repository is one project.
+    Returns None outside a repository or without git."""
+    from memcli.core.discovery import project_identity
+
+    return project_identity(cwd)

@@ -1,0 +1,196 @@
+"""Which store, which project, which user: found from where the command runs, and why.
+
+Stdlib only and cheap to import: git hooks and `memcli capture` resolve the store through this
+module on a < 100 ms budget.
+
+- Store: `--store DIR` > `$MEMCLI_STORE` > the nearest `.memcli/` in the working directory or its
+  parents > the main worktree's `.memcli/` (so a `git worktree` elsewhere on disk uses its
+  repository's store) > the global store (`$XDG_DATA_HOME/memcli`).
+- Project: the normalised `origin` remote (`github.com/acme/ledger` from the https, ssh and scp
+  forms alike), else the name of the repository's common dir; so every clone and every worktree
+  of one repository is one project.
+- User: `$MEMCLI_USER` or config.toml, else `git config user.email`, else `default`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from pathlib import Path
+
+PROJECT_STORE_DIR = ".memcli"
+
+
+class Repo:
+    """What git says about the repository around a directory. (Plain classes in this module:
+    `dataclasses` costs a hook ~25 ms of imports.)"""
+
+    def __init__(self, toplevel: Path, common_dir: Path, origin: str | None) -> None:
+        self.toplevel = toplevel  # this worktree's top directory
+        self.common_dir = common_dir  # the shared .git directory (the same for every worktree)
+        self.origin = origin  # remote.origin.url as configured
+
+    @property
+    def main_worktree(self) -> Path:
+        """The main worktree's top directory (a bare repository's own directory)."""
+        return self.common_dir.parent if self.common_dir.name == ".git" else self.common_dir
+
+
+def _git(args: list[str], cwd: Path | None) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def _repo_at(cwd: str) -> Repo | None:
+    out = _git(["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir"], Path(cwd))
+    if out is None or out.returncode != 0:
+        return None
+    lines = out.stdout.splitlines()
+    if len(lines) < 2:  # a bare repository has no toplevel: rev-parse prints the common dir only
+        if not lines:
+            return None
+        lines = [lines[0], lines[0]]
+    origin = _git(["config", "--get", "remote.origin.url"], Path(cwd))
+    url = origin.stdout.strip() if origin is not None and origin.returncode == 0 else None
+    return Repo(Path(lines[0]), Path(lines[1]), url or None)
+
+
+def repo(cwd: Path | None = None) -> Repo | None:
+    """The git repository around `cwd` (default: the working directory), or None."""
+    return _repo_at(str((cwd or Path.cwd()).absolute()))
+
+
+_SCP = re.compile(r"^(?:[\w.+-]+@)?([\w.-]+):(?!//)(.+)$")
+
+
+def normalise_remote(url: str) -> str | None:
+    """`host/owner/name` from any spelling of a remote URL, lower-cased host, no `.git`, no user,
+    no port, no scheme: https://github.com/acme/ledger.git, git@github.com:acme/ledger and
+    ssh://git@github.com:22/acme/ledger all give `github.com/acme/ledger`. A local path gives its
+    last component (the repository's name)."""
+    u = url.strip()
+    if not u:
+        return None
+    m = re.match(r"^[a-z][a-z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d*)?/*(.*)$", u, re.I)
+    if m:
+        host, path = m.group(1), m.group(2)
+        if u.lower().startswith("file://"):
+            host, path = "", path
+    else:
+        m2 = _SCP.match(u)
+        if m2 and "/" not in m2.group(1):
+            host, path = m2.group(1), m2.group(2)
+        else:  # a local path: /srv/git/ledger.git -> ledger
+            name = Path(u.rstrip("/")).name.removesuffix(".git")
+            return name or None
+    path = path.strip("/").removesuffix(".git").strip("/")
+    if not host:
+        name = Path(path).name
+        return name or None
+    return f"{host.lower()}/{path}" if path else host.lower()
+
+
+def project_identity(cwd: Path | None = None) -> str | None:
+    """The default project: the normalised origin remote, else the common dir's repository name.
+    None outside a repository (or without git)."""
+    r = repo(cwd)
+    if r is None:
+        return None
+    if r.origin:
+        ident = normalise_remote(r.origin)
+        if ident:
+            return ident
+    common = r.common_dir
+    # /repo/.git -> "repo"; a bare repo /srv/repo.git -> "repo"
+    name = common.parent.name if common.name == ".git" else common.name.removesuffix(".git")
+    return name or None
+
+
+@functools.lru_cache(maxsize=1)
+def git_user_email() -> str | None:
+    """`git config user.email` (the repository's, else the global one), or None."""
+    out = _git(["config", "--get", "user.email"], None)
+    if out is None or out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def global_store() -> Path:
+    value = os.environ.get("XDG_DATA_HOME")
+    return (Path(value) if value else Path.home() / ".local/share") / "memcli"
+
+
+def nearest_store(start: Path) -> Path | None:
+    """The nearest `.memcli/` directory in `start` or its parents, found like `.git`."""
+    for d in (start, *start.parents):
+        candidate = d / PROJECT_STORE_DIR
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+class Resolution:
+    """A store path and the reason it was chosen (`memcli where` prints both)."""
+
+    def __init__(self, path: Path, why: str, explicit: bool) -> None:
+        self.path, self.why = path, why
+        self.explicit = explicit  # named by --store: it must exist (a typo must not create a store)
+
+
+def resolve(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Resolution:
+    """--store DIR > $MEMCLI_STORE > nearest .memcli/ > the main worktree's .memcli/ > global."""
+    if explicit:
+        return Resolution(Path(explicit).expanduser(), "--store", True)
+    env = os.environ.get("MEMCLI_STORE")
+    if env:
+        return Resolution(Path(env).expanduser(), "$MEMCLI_STORE", False)
+    here = (cwd or Path.cwd()).absolute()
+    found = nearest_store(here)
+    if found is not None:
+        return Resolution(found, f"nearest {PROJECT_STORE_DIR}/ above {here}", False)
+    r = repo(here)
+    if r is not None and (r.main_worktree / PROJECT_STORE_DIR).is_dir():
+        return Resolution(r.main_worktree / PROJECT_STORE_DIR,
+                          f"the main worktree's {PROJECT_STORE_DIR}/ (this is a git worktree of {r.main_worktree})",
+                          False)
+    return Resolution(global_store(), "no project store here: the global store", False)
+
+
+def where(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> dict[str, object]:
+    """What `memcli where` prints: the store, project and user a command here would use, and why."""
+    from memcli.core.config import ConfigError, load_config
+
+    res = resolve(explicit, cwd)
+    here = (cwd or Path.cwd()).absolute()
+    r = repo(here)
+    exists = (res.path / "facts").is_dir()
+    info: dict[str, object] = {"store": str(res.path.absolute()), "store_exists": exists, "store_why": res.why}
+    if r is None:
+        info.update(project=None, project_why="not in a git repository")
+    else:
+        ident = project_identity(here)
+        why = (f"origin remote {r.origin}" if r.origin and normalise_remote(r.origin)
+               else f"repository directory {r.common_dir} (no origin remote)")
+        info.update(project=ident, project_why=why, repository=str(r.toplevel),
+                    main_worktree=str(r.main_worktree))
+    user, user_why = None, ""
+    if os.environ.get("MEMCLI_USER"):
+        user, user_why = os.environ["MEMCLI_USER"], "$MEMCLI_USER"
+    elif exists:
+        try:
+            cfg = load_config(res.path)
+        except ConfigError as e:
+            info["config_error"] = str(e)
+            cfg = None
+        if cfg is not None and cfg.user:
+            user, user_why = cfg.user, f"{res.path / 'config.toml'}"
+    if user is None:
+        email = git_user_email()
+        user, user_why = (email, "git config user.email") if email else ("default", "nothing configured")
+    info.update(user=user, user_why=user_why)
+    return info

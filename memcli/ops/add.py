@@ -1,0 +1,773 @@
+"""The add pipeline: redact -> extract -> embed -> neighbours -> decide -> write -> index.
+
+Decisions never destroy: UPDATE keeps the old text in `history`, DELETE (LLM only, and only with
+`allow_delete`) moves the memory to the trash with its reason, NONE adds the new origin to the
+memory that already said it. Every fact gets an event and a verdict
+(accepted / already_known / invalid / failed).
+
+With an LLM an add costs at most two requests whatever the number of facts: one extract, and one
+decide for all the facts that have neighbours (cosine >= decide_threshold, up to 5 each); facts
+with no neighbour, and exact repeats, are decided locally. What the model returns is untrusted:
+a DELETE applies only with `allow_delete`, a decision naming a memory that is not one of the
+fact's neighbours is rejected (the heuristic decision stands, and says so), unusable JSON falls
+back to the heuristic extractor or decisions with a note. When the model cannot be reached at
+all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry` replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memcli.cli.render import snake
+from memcli.core.config import default_user, git_project
+from memcli.core.decision import Decision, Event
+from memcli.core.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
+from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
+from memcli.core.memory import Memory, new_ulid, now_iso
+from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
+from memcli.ops.handle import Store, atomic_write
+from memcli.services.extract import heuristic_extract, infer_tags
+
+if TYPE_CHECKING:  # types only: search and list never import the LLM client (litellm)
+    from memcli.index import Index
+    from memcli.services.llm.client import LLM
+
+MAX_INPUT_BYTES = 10 * 1024 * 1024
+RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
+_WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
+
+
+class IngestError(InputRejected):
+    """Input that cannot be added (empty, too large, binary, not UTF-8); one line for the user."""
+
+
+@dataclass
+class AddResult:
+    extraction: Extraction
+    events: list[Event]
+    dry_run: bool = False
+    timestamp: str = field(default_factory=now_iso)
+    llm_usage: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # fallbacks the user should hear about
+    redacted: list[str] = field(default_factory=list)  # kinds of secrets scrubbed from the input
+
+    @property
+    def failed(self) -> bool:
+        return any(e.verdict == "failed" for e in self.events)
+
+    def summary(self) -> dict[str, int]:
+        s = {k: 0 for k in ("ADD", "UPDATE", "DELETE", "NONE", "accepted", "already_known", "invalid", "failed",
+                            "refused")}
+        for e in self.events:
+            s[e.event] = s.get(e.event, 0) + 1
+            s[e.verdict] = s.get(e.verdict, 0) + 1
+            s["refused"] += e.refused
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        ex = self.extraction
+        d: dict[str, Any] = {
+            "extraction": {
+                "method": ex.method, "extracted": len(ex.facts), "skipped": ex.skipped,
+                "skipped_pieces": ex.skipped_pieces,
+                "invalid": len(ex.invalid), "note": ex.note,
+                "facts": [
+                    {"text": f.text, "type": f.type, "tags": f.tags, "confidence": f.confidence,
+                     "code_pattern": f.code_pattern, **{snake(k): v for k, v in f.flags.items()}}
+                    for f in ex.facts
+                ],
+            },
+            "memory": [e.to_dict() for e in self.events],
+            "summary": {k.lower(): v for k, v in self.summary().items()},
+            "dry_run": self.dry_run,
+            "timestamp": self.timestamp,
+        }
+        if self.notes:
+            d["notes"] = self.notes
+        if self.redacted:
+            d["redacted"] = self.redacted
+        if self.llm_usage is not None:
+            d["llm"] = self.llm_usage
+        return d
+
+
+def read_limited(stream: Any, name: str = "stdin", limit: int = MAX_INPUT_BYTES) -> bytes:
+    """Read a binary stream up to `limit` bytes and stop there: `add - < /dev/zero` must not read
+    gigabytes before refusing. Raises IngestError when there is more than `limit`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = stream.read(min(1 << 20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise IngestError(f"{name}: input is over the {limit // 2**20} MB limit; stopped reading there")
+
+
+def read_input(data: bytes, name: str = "stdin", limit: int = MAX_INPUT_BYTES) -> str:
+    """Decode user input: refuse binary, invalid UTF-8 and oversized input with one clear line."""
+    if len(data) > limit:
+        raise IngestError(f"{name}: input is {len(data) / 1e6:.1f} MB; the limit is {limit // 2**20} MB")
+    if b"\x00" in data:
+        raise IngestError(f"{name}: looks like binary data, not text")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        raise IngestError(f"{name}: not valid UTF-8 (byte {e.start})") from None
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower().strip(".") for w in _WORD.findall(text)}
+
+
+def more_informative(new: str, old: str) -> bool:
+    """Heuristic UPDATE test: the new text says something the old one does not, at least as fully."""
+    nw, ow = _words(new), _words(old)
+    return bool(nw - ow) and len(nw) >= len(ow)
+
+
+def add(store: Store, text: str, *, dry_run: bool = False, **options: Any) -> AddResult:
+    """Turn `text` into memories and write them: `plan_add`, then one `commit()`.
+
+    A memory the plan rewrites that changed on disk meanwhile (a person's edit, another writer)
+    is re-planned when the change is a reinforcement or a supersede mark; an UPDATE of a changed
+    memory re-plans the whole input (at most twice) and then reports the Conflict. Nothing is
+    half written: an OSError (full disk, read-only store) raised by the commit left the store as
+    it was.
+    """
+    if dry_run:
+        return plan_add(store, text, dry_run=True, **options)[1]
+    return commit_planned(lambda: plan_add(store, text, **options))
+
+
+def plan_add(
+    store: Store,
+    text: str,
+    *,
+    raw: bool = False,
+    llm: bool | None = None,
+    tags: Sequence[str] = (),
+    type: str | None = None,
+    origins: Sequence[str] = (),
+    user: str | None = None,
+    project: str | None = None,
+    session: str | None = None,
+    threshold: float | None = None,
+    allow_delete: bool = False,
+    dry_run: bool = False,
+    redact: bool = True,
+    source: str | None = None,
+    inbox: bool = True,
+    no_dedup: bool = False,
+    created: str | None = None,
+    progress: Any = None,
+    llm_model: str | None = None,
+    changes: ChangeSet | None = None,
+    view: Any = None,
+) -> tuple[ChangeSet, AddResult]:
+    """Plan turning `text` into memories: redaction, extraction, embeddings, neighbours and
+    decisions (LLM calls included), with no lock held. See the module docstring for the semantics.
+
+    `llm`: None uses the LLM when one is configured; False forces the heuristic path; True requires
+    an LLM (LLMNotConfigured if none is configured); `llm_model` overrides the configured model for
+    this call. When the LLM is unreachable the (redacted) input is saved to the store's inbox
+    (unless `inbox=False` or a dry run) and the LLMError is raised.
+
+    `raw` stores the text verbatim: no extraction and no near-duplicate merging; only an exact
+    (normalised) repeat is NONE. `no_dedup` skips even that. `created` (ISO 8601) dates the new
+    memories, e.g. a chat turn imported from a log.
+
+    `changes` and `view` plan into an existing change set against a view of the index that includes
+    what that change set already plans (`add --batch`, see memcli/ops/batch.py); by default a fresh
+    change set against the synced index.
+    """
+    if not text or not text.strip():
+        raise IngestError("nothing to add: the input is empty")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (undecodable bytes in argv): not text we can store
+        raise IngestError("input is not valid UTF-8 text (it holds a lone surrogate)") from None
+    if "\x00" in text:  # a NUL would make the fact file unreadable ("binary content")
+        raise IngestError("input holds a NUL byte; not text that can be stored")
+    if size > MAX_INPUT_BYTES:
+        raise IngestError(f"input too large (limit {MAX_INPUT_BYTES // 2**20} MB)")
+    if type is not None and type not in MEMORY_TYPES:
+        raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}, got {type!r}")
+    cfg = store.config
+    model = llm_model or cfg.llm_model
+    threshold = cfg.add_threshold if threshold is None else threshold
+    if llm and not model:
+        raise LLMNotConfigured("no LLM configured: set MEMCLI_LLM_MODEL (or llm_model in config.toml)")
+    use_llm = bool(model) if llm is None else llm
+    kinds: list[str] = []
+    if redact:  # before anything is sent to a model or written to disk (inbox and log included)
+        from memcli.services.redact import redact as scrub
+
+        text, kinds = scrub(text)
+    user = user or default_user(cfg)
+    if project is None:
+        project = git_project()
+    client = llm_client(store, model=model) if use_llm and not raw else None
+    if client is not None and progress is not None:
+        client.on_request = progress  # called with "extract" / "decide" before each request, "" at the end
+    options = {"tags": list(tags), "type": type, "origins": list(origins), "user": user, "project": project,
+               "session": session, "threshold": threshold, "allow_delete": allow_delete,
+               "source": source, "redact": redact}
+    result = AddResult(Extraction([]), [], dry_run=dry_run, redacted=kinds)
+    from memcli.services.llm.client import (
+        LLMError,  # cheap: memcli.services.llm.client imports litellm only when a request is made
+    )
+
+    try:
+        extraction = _extract(text, raw=raw, type=type, client=client)
+        if extraction.note:
+            result.notes.append(extraction.note)
+        facts = extraction.facts
+        for f in facts:
+            f.tags = list(dict.fromkeys([*[t.lower() for t in tags], *f.tags]))
+            if type:
+                f.type = type
+            if redact and extraction.method == "llm":  # the model's words are data too
+                f.text = _scrub(f.text)
+                f.code_pattern = _scrub(f.code_pattern) if f.code_pattern else f.code_pattern
+        result.extraction = extraction
+        decisions: list[Decision] = []
+        llm_log: list[str] = []
+        if facts and dry_run and not store.exists():  # nothing to compare with, and nothing to create
+            vecs = store.index.embedder.embed([f.text for f in facts])
+            decisions = [Decision("ADD", reasoning="no store yet") for _ in facts]
+        elif facts:
+            index = store.index
+            vecs = index.embedder.embed([f.text for f in facts])
+            if view is None:
+                index.sync()
+            # Decided outside the writer lock: an LLM call can take seconds and other writers
+            # (git hooks) must not wait on it. `commit()` re-checks every file it rewrites.
+            decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact,
+                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log, view=view)
+            result.notes.extend(notes)
+    except LLMError as e:
+        if progress is not None and client is not None and client.usage.requests:
+            progress("")  # end the "waiting for the model" line before the error line
+        if inbox and not dry_run:
+            path = save_to_inbox(store, text, {**options, "model": model}, str(e))
+            e.args = (f"{e}; input saved to {path.relative_to(store.path)} (run `memcli inbox retry`)",)
+        raise
+    src = source or ("llm" if extraction.method == "llm" else "heuristic")
+    if extraction.method == "llm" or extraction.invalid:  # the heuristic standing in for the model: its gates
+        for reason in extraction.invalid:  # items the model produced that failed validation
+            result.events.append(Event("NONE", "invalid", "", None, reasoning=f"extracted item dropped: {reason}",
+                                       source=src, decided_by="llm"))
+    cs = changes if changes is not None else ChangeSet(store)
+    for line in llm_log:
+        cs.log("LLM_INVALID", detail=line)
+    if facts:
+        all_origins = list(dict.fromkeys([*origins, *([f"session:{session}"] if session else [])])) or ["cli"]
+        batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
+        for fact, vec, decision in zip(facts, vecs, decisions):
+            event = _plan_one(cs, fact, vec, decision, batch, all_origins, user, project, src, threshold,
+                              created=created, no_dedup=no_dedup or raw)
+            result.events.append(event)
+    if client is not None:
+        if progress is not None and client.usage.requests:
+            progress("")
+        u = client.usage
+        result.llm_usage = {"model": model, "requests": u.requests, "prompt_tokens": u.prompt_tokens,
+                            "completion_tokens": u.completion_tokens, "llm_seconds": round(u.llm_seconds, 3)}
+    return cs, result
+
+
+def _scrub(text: str) -> str:
+    from memcli.services.redact import redact as scrub
+
+    return scrub(text)[0]
+
+
+# ---------------------------------------------------------------- extraction
+def llm_client(store: Store, *, model: str | None = None) -> LLM:
+    """The LLM client for this store's settings (model, api_base, key, timeout, retries,
+    temperature, backoff: config.toml, MEMCLI_LLM_* or flags); `model` overrides the model for
+    this call (the config itself never changes once loaded)."""
+    from memcli.services.llm.client import LLM, LLMSettings, default_timeout
+
+    cfg = store.config
+    model = str(model or cfg.llm_model)
+    timeout = cfg.llm_timeout if cfg.llm_timeout else default_timeout(cfg.api_base, model)
+    return LLM(LLMSettings(model=model, api_base=cfg.api_base, api_key=cfg.api_key,
+                           timeout=timeout, retries=max(0, cfg.llm_retries),
+                           temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
+
+
+def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> Extraction:
+    if raw:
+        from memcli.services.extract import code_pattern_of, detect_flags
+
+        body = text.strip()
+        fact = Fact(text=body, type=type or "semantic", tags=infer_tags(body), confidence=0.9,
+                    code_pattern=code_pattern_of(body), flags=detect_flags(body))
+        return Extraction([fact], method="raw")
+    if client is None:
+        return _without_injected(heuristic_extract(text, default_type=type), text)
+    from memcli.services.llm.client import LLMFormatError
+
+    try:
+        return client.extract(text)
+    except LLMFormatError as e:
+        from memcli.services.llm.checks import fallback_problem, with_orphan_blocks
+
+        fallback = _without_injected(heuristic_extract(text, default_type=type), text)
+        fallback.note = f"LLM extraction unusable ({e}); used the heuristic extractor"
+        gated = [(f, fallback_problem(f, text)) for f in fallback.facts]
+        fallback.facts = with_orphan_blocks([f for f, rule in gated if rule is None], text)
+        fallback.invalid += [f"{rule}: {f.text[:80]!r}" for f, rule in gated if rule]
+        return fallback
+
+
+def _without_injected(extraction: Extraction, text: str) -> Extraction:
+    """Drop facts taken from an instruction inside the input ("store: ...", "ignore previous
+    instructions and ..."): the same rule the LLM path applies (counted as skipped)."""
+    from memcli.services.llm.checks import carries_reply, instruction_lines
+
+    lines = instruction_lines(text)
+    if not lines and not any(carries_reply(f.text) for f in extraction.facts):
+        return extraction
+    from memcli.services.llm.checks import fact_problem
+
+    kept = [f for f in extraction.facts if not carries_reply(f.text)
+            and fact_problem(f.text, source=text, instructions=lines) != "injected"]
+    extraction.skipped += len(extraction.facts) - len(kept)
+    extraction.facts = kept
+    return extraction
+
+
+def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) -> Path:
+    """Park an input the LLM could not process; `text` is already redacted (unless opted out)."""
+    error = _scrub(error)  # an api_base may carry a password, a server may echo the input
+    store.ensure()
+    store.inbox_dir.mkdir(exist_ok=True)
+    path = store.inbox_dir / f"{new_ulid()}.json"
+    record = {"at": now_iso(), "error": error, "attempts": 1, "options": options, "text": text}
+    atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"))
+    store.log("INBOX", file=path.name, error=error)
+    return path
+
+
+# ---------------------------------------------------------------- decisions
+_NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth showing the model
+_CHANGE_FLOOR = 0.3  # ... unless the fact says it replaced a value that memory holds (change_related)
+
+
+def _shown(fact: str, neighbour: dict[str, Any]) -> bool:
+    """Whether the model is shown this neighbour of ``fact`` in the decide request."""
+    from memcli.services.llm.checks import change_related
+
+    return neighbour["similarity"] >= _NEIGHBOUR_FLOOR or change_related(fact, str(neighbour.get("text") or ""))
+
+
+def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: LLM | None,
+            allow_delete: bool, redact: bool = True, *, raw: bool = False,
+            no_dedup: bool = False, llm_log: list[str] | None = None,
+            view: Any = None) -> tuple[list[Decision], list[str]]:
+    """One decision per fact, and notes for the user.
+
+    Every fact first gets the heuristic decision of `memcli.rules.relate` (exact repeat: NONE; else the
+    live neighbours at or above the candidate floor, closest first: the first one with the same
+    subject decides NONE / UPDATE / SUPERSEDE; none: ADD). Superseded memories are not candidates.
+    With a client, the facts that have neighbours at or above the decide threshold (0.8; up to 5
+    each) then go to the model in ONE request; exact repeats and facts without neighbours never
+    do, and what the model says is checked against the same rules (`decide.check_llm`: another
+    subject is ADD; `decide.llm_supersedes`: an UPDATE that gives a new value is a supersede).
+    """
+    from memcli.rules.relate import CANDIDATE_FLOOR
+    from memcli.services.llm.checks import change_related, states_change
+
+    index = store.index if view is None else view
+    cfg = store.config
+    out: list[Decision] = []
+    notes: list[str] = []
+    neighbours: list[list[dict[str, Any]]] = []
+    near = index.knn(vecs, 8) if not (raw or no_dedup) else [[] for _ in facts]
+    for fact, hits in zip(facts, near):
+        if no_dedup:
+            out.append(Decision("ADD", reasoning="stored as given (no dedup)"))
+            neighbours.append([])
+            continue
+        exact = _live_exact(index, fact.text)
+        if exact:
+            out.append(Decision("NONE", exact.id, reasoning="same text as an existing memory", similarity=1.0,
+                                exact=True, matched=_matched(exact.id, exact.text)))
+            neighbours.append([])
+            continue
+        if raw:
+            out.append(Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
+            neighbours.append([])
+            continue
+        floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, _NEIGHBOUR_FLOOR)
+        # With a model, a fact that says it changed a value ("from Yarn to pnpm") also sees the
+        # memory that holds the old value, however far its embedding is (llm_checks.change_related).
+        low_floor = _CHANGE_FLOOR if client is not None and states_change(fact.text) else floor
+        close = [(lab, s) for lab, s in hits if s >= low_floor]
+        recs = index.records([lab for lab, _ in close])
+        close = [(lab, s) for lab, s in close
+                 if s >= floor or (lab in recs and change_related(fact.text, recs[lab].text))]
+        live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:5]
+        nb = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
+        # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)
+        out.append(heuristic_decision(fact.text, nb, threshold))
+        neighbours.append(nb)
+    asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
+    if client is not None:
+        # The model sees a fact when a memory is close (cosine >= llm_decide_threshold, 0.6: a
+        # correction such as PG16 -> PG17 or "no longer on Jenkins" scores well below 0.8), or when
+        # the fact states a change and a memory is at least loosely related. Still one request.
+        bar = cfg.llm_decide_threshold
+        asks = [i for i in asks if neighbours[i][0]["similarity"] >= bar
+                or (states_change(facts[i].text) and any(_shown(facts[i].text, n) for n in neighbours[i]))]
+    else:
+        asks = []
+    if client is not None and asks:
+        from memcli.services.llm.client import LLMFormatError
+
+        shown = [[n for n in neighbours[i] if _shown(facts[i].text, n)][:3] for i in asks]
+        sent = [[{**n, "text": _scrub(n["text"])} for n in nb] if redact else nb for nb in shown]
+        try:
+            decisions, invalid = client.decide([facts[i] for i in asks], sent)
+        except LLMFormatError as e:
+            notes.append(f"LLM decisions unusable ({e}); used the heuristic decisions")
+            if llm_log is not None:
+                llm_log.append(str(e))
+            decisions, invalid = [], []
+        decided: set[int] = set()
+        for dec in decisions:
+            if not 0 <= dec.fact < len(asks):
+                continue
+            i = asks[dec.fact]
+            decided.add(dec.fact)
+            text = _scrub(dec.text) if redact and dec.text else dec.text
+            llm_dec = Decision(dec.event, dec.target, text or facts[i].text, dec.reasoning or None,
+                               dec.confidence, by_llm=True)
+            target = next((n for n in neighbours[i] if n["id"] == dec.target), None)
+            if target is not None:
+                llm_dec.matched = named = _matched(target["id"], target["text"])
+                from memcli.rules.relate import check_llm, llm_supersedes
+
+                downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
+                change = None if downgrade else llm_supersedes(dec.event, target["text"], facts[i].text,
+                                                               target["similarity"])
+                if downgrade:
+                    llm_dec = Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
+                                       confidence=dec.confidence, by_llm=True, matched=named)
+                elif change:  # a new value: the fact becomes the current memory, the old one is kept
+                    llm_dec = Decision("SUPERSEDE", target["id"], facts[i].text,
+                                       f"LLM {dec.event} is a new value, so it supersedes: {change}",
+                                       dec.confidence, by_llm=True, matched=named)
+            out[i] = llm_dec
+        if llm_log is not None:
+            llm_log.extend(invalid)
+        # A fact the model did not decide on (or decided invalidly) keeps its heuristic decision,
+        # and its reasoning says why.
+        for j, i in enumerate(asks):
+            if j in decided or not invalid:
+                continue
+            why = [r for r in invalid if re.search(rf"\bfact {j}\b", r)] or ["no valid decision returned"]
+            out[i].reasoning = f"LLM decision rejected ({'; '.join(why)}); heuristic: {out[i].reasoning}"
+    for d in out:
+        if d.event == "DELETE" and not allow_delete:
+            d.refused = True
+    return out, notes
+
+
+def _matched(mid: str, text: str) -> dict[str, str]:
+    """The memory a decision names: its id and a short text, for the user."""
+    text = " ".join(text.split())
+    return {"id": mid, "text": text if len(text) <= 80 else text[:79] + "…"}
+
+
+def _live_exact(index: Index, text: str) -> Memory | None:
+    """The memory with exactly this (normalised) text, unless it was superseded: saying a replaced
+    value again is a change back, decided by the rules against the live memories."""
+    mid = index.find_exact(text)
+    if not mid:
+        return None
+    labels = index.labels_of([mid])
+    rec = index.records(labels.values()).get(labels.get(mid, -1)) if labels else None
+    if rec is None:
+        return Memory(id=mid, text=text)
+    return None if rec.superseded_by else rec
+
+
+def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float) -> Decision:
+    """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD."""
+    from memcli.rules.relate import DISTINCT, REFINES, SAME, relate
+
+    first = None
+    for n in neighbours:
+        rel = relate(n["text"], text, float(n["similarity"]), threshold=threshold)
+        first = first or (n, rel)
+        if rel.kind == DISTINCT:
+            continue
+        sim = float(n["similarity"])
+        named = _matched(n["id"], n["text"])
+        if rel.kind == SAME:
+            return Decision("NONE", n["id"], similarity=sim, matched=named,
+                             reasoning=f"already known: {rel.reason}")
+        if rel.kind == REFINES:
+            return Decision("UPDATE", n["id"], text, similarity=sim, matched=named,
+                             reasoning=f"same subject, {rel.reason}")
+        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason)
+    if first is None:
+        return Decision("ADD", reasoning="no similar memory")
+    n, rel = first
+    related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
+    return Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
+                     matched=_matched(n["id"], n["text"]), related=related)
+
+
+def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: list[tuple[np.ndarray, Memory]],
+              origins: list[str], user: str, project: str | None, src: str, threshold: float, *,
+              created: str | None = None, no_dedup: bool = False) -> Event:
+    """Turn one decision into planned changes, and the event the user sees."""
+    by = {"decided_by": "llm" if d.by_llm else "heuristic", "decision_confidence": d.confidence}
+    base = {"tags": fact.tags, "type": fact.type, "source": src, "matched": d.matched, **by}
+    # in-batch dedup: a later fact that says the same as one this call already added
+    if d.event == "ADD" and not no_dedup:
+        from memcli.rules.relate import SAME, relate
+
+        for bvec, bmem in batch:
+            s = float(bvec @ vec)
+            rel = relate(bmem.text, fact.text, s, threshold=threshold)
+            if rel.kind == SAME:
+                cs.edit(bmem.id, Reinforce(origins, when=created), quiet=True)
+                return Event("NONE", "already_known", fact.text, bmem.id, confidence=bmem.confidence,
+                             reasoning=f"repeats a fact of this input: {rel.reason}",
+                             **{**base, "decided_by": "heuristic", "decision_confidence": None,
+                                "matched": _matched(bmem.id, bmem.text)})
+    if d.event == "ADD":
+        m = _new_memory(fact, src, origins, user, project, created)
+        if d.related:
+            m.links.append({"rel": "related", "id": d.related})
+        cs.add(m, event="ADD", origin=origins, reason=d.reasoning)
+        batch.append((vec, m))
+        return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
+                     related=d.related, **base)
+    try:
+        target = cs.memory(d.target) if d.target else None
+    except NotFound:  # removed meanwhile (by another writer, or by an earlier fact of this input)
+        target = None
+    if target is None:
+        return Event(d.event, "invalid", fact.text, d.target, reasoning=(
+            f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
+    if d.event == "SUPERSEDE":
+        m = _new_memory(fact, src, origins, user, project, created)
+        m.text = d.text or fact.text
+        m.extra["supersedes"] = target.id
+        cs.add(m, event="SUPERSEDE", old_id=target.id, old=target.text, origin=origins, reason=d.reasoning)
+        cs.edit(target.id, Supersede(m.id, when=created), quiet=True)
+        batch.append((vec, m))
+        return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
+                     supersedes=target.id, old_memory=target.text, **base)
+    if d.event == "NONE":
+        target = cs.edit(target.id, Reinforce(origins, when=created), origin=origins)
+        cs.on_commit(_count_use(cs.store, target.id))  # seen again: a use, which ranking counts
+        return Event("NONE", "already_known", target.text, target.id, confidence=target.confidence,
+                     reasoning=d.reasoning, **{**base, "tags": target.tags})
+    if d.event == "UPDATE":
+        old = target.text
+        new_text = d.text or fact.text
+        target = cs.edit(target.id, Update(new_text, tags=fact.tags, origins=origins, confidence=fact.confidence,
+                                           code_pattern=fact.code_pattern, flags=dict(fact.flags),
+                                           when=created),
+                         origin=origins, reason=d.reasoning)
+        return Event("UPDATE", "accepted", new_text, target.id, confidence=target.confidence,
+                     reasoning=d.reasoning, old_memory=old, **{**base, "tags": target.tags})
+    if d.event == "DELETE":
+        if d.refused:
+            cs.log("DELETE_REFUSED", id=target.id, reason=d.reasoning, origin=origins)
+            return Event("DELETE", "invalid", target.text, target.id, reasoning=(
+                f"refused without --allow-delete: {d.reasoning or ''}").strip(), old_memory=target.text,
+                refused=True, **{**base, "tags": target.tags})
+        cs.trash(target.id, d.reasoning or "deleted by add", event="DELETE", origin=",".join(origins))
+        return Event("DELETE", "accepted", target.text, target.id, confidence=target.confidence,
+                     reasoning=d.reasoning, old_memory=target.text, **{**base, "tags": target.tags})
+    return Event(d.event, "invalid", fact.text, None, reasoning=f"unknown event {d.event!r}", **base)
+
+
+def _count_use(store: Store, mid: str) -> Callable[[], None]:
+    def use() -> None:
+        from memcli.ops.search import Usage
+
+        Usage(store).use([mid])
+
+    return use
+
+
+def feedback(store: Store, memory_id: str, *, useful: bool) -> Memory:
+    """Explicit feedback: useful raises confidence by 0.05 (capped at 0.95) and counts a use;
+    wrong lowers it by 0.05 (not below 0.05). Logged; the Markdown's confidence changes."""
+    cs = ChangeSet(store)
+    before = cs.memory(memory_id).confidence
+    m = cs.edit(memory_id, Feedback(useful), quiet=True)
+    cs.log("FEEDBACK", id=m.id, useful=useful, old_confidence=before, confidence=m.confidence)
+    if useful:
+        cs.on_commit(_count_use(store, m.id))
+    cs.commit()
+    return m
+
+
+def _new_memory(fact: Fact, src: str, origins: list[str], user: str, project: str | None,
+                created: str | None) -> Memory:
+    m = Memory(
+        id=new_ulid(), text=fact.text, type=fact.type, tags=list(fact.tags), confidence=fact.confidence,
+        source=src, origins=list(origins), user=user, project=project, code_pattern=fact.code_pattern,
+        flags=dict(fact.flags),
+    )
+    if created:
+        m.created = m.updated = created
+    return m
+
+
+# ---------------------------------------------------------------- batch
+_BATCH_KEYS = {"text", "origins", "created", "tags", "type"}
+
+
+def add_batch(store: Store, lines: Any, **options: Any) -> Any:
+    """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each one run
+    through extraction and decisions in order, in this one process (one model load).
+
+    Yields `(line_number, AddResult)` for each input, or `(line_number, message)` for a line that
+    cannot be used (bad JSON, no text, a bad field): one bad line never stops the others. Blank
+    lines are skipped. `options` are `add`'s (tags and origins given here join each line's own).
+    Lines are decided exactly as one `add` each after the other, but written a chunk at a time
+    (memcli/ops/batch.py): a result is yielded once its chunk is written.
+    """
+    from memcli.ops.batch import add_chunks, preview_chunks
+
+    if options.get("dry_run") and store.exists():  # planned as a real run would, never committed
+        yield from preview_chunks(store, batch_items(lines, options))
+        return
+    if options.get("dry_run"):  # a store still to be created: nothing to decide against but the input
+        for n, item in batch_items(lines, options):
+            if isinstance(item, str):
+                yield n, item
+                continue
+            try:
+                yield n, add(store, **item)
+            except (ValueError, InvalidInput, IngestError) as e:
+                yield n, f"line {n}: {e}"
+        return
+    yield from add_chunks(store, batch_items(lines, options))
+
+
+def batch_items(lines: Any, options: dict[str, Any]) -> Any:
+    """`(line_number, add keyword arguments)` per usable line of an `add --batch` input, or
+    `(line_number, message)` for a line that cannot be used."""
+    from memcli.core.memory import iso
+
+    options = dict(options)
+    base_tags = list(options.pop("tags", ()) or ())
+    base_origins = list(options.pop("origins", ()) or ())
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            yield n, f"line {n}: not JSON ({e.msg})"
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
+            yield n, f"line {n}: needs a non-empty \"text\""
+            continue
+        try:
+            tags = item.get("tags") or []
+            origins = item.get("origins") or []
+            if isinstance(tags, str):
+                tags = [tags]
+            if isinstance(origins, str):
+                origins = [origins]
+            if not all(isinstance(x, str) for x in [*tags, *origins]):
+                raise InvalidInput("tags and origins must be strings")
+            created = iso(item["created"]) if item.get("created") else None
+        except (ValueError, InvalidInput) as e:
+            yield n, f"line {n}: {e}"
+            continue
+        kw = {**options, "text": item["text"], "created": created, "tags": [*base_tags, *tags],
+              "origins": [*base_origins, *origins]}
+        if item.get("type"):
+            kw["type"] = item["type"]
+        yield n, kw
+
+
+# ---------------------------------------------------------------- inbox
+def inbox_items(store: Store) -> list[tuple[Path, dict[str, Any]]]:
+    """Parked inputs, oldest first (file names are ULIDs)."""
+    if not store.inbox_dir.is_dir():
+        return []
+    out = []
+    for p in sorted(store.inbox_dir.glob("*.json")):
+        try:
+            item = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            out.append((p, item))
+    return out
+
+
+_ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source")
+
+
+def retry_inbox(store: Store, *, model: str | None = None) -> list[tuple[str, AddResult | str]]:
+    """Replay parked inputs through the LLM pipeline; each one that succeeds leaves the inbox.
+
+    The model is `model` if given, else the store's configured one, else the one the input was
+    parked with. An input that fails again stays, with its error and attempt count updated.
+    """
+    from memcli.storage.locks import item_lock
+
+    results: list[tuple[str, AddResult | str]] = []
+    for path, _ in inbox_items(store):
+        # the lock `memcli inbox process` (the hooks' worker) takes: one process per item
+        with item_lock(path) as fd:
+            if fd is None:
+                results.append((path.name, "skipped: another worker is processing it"))
+                continue
+            try:
+                item = json.loads(path.read_text(encoding="utf-8"))  # as it is now, under the lock
+            except (OSError, ValueError):
+                continue
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                results.append(_retry_one(store, path, item, model))
+    return results
+
+
+def _retry_one(store: Store, path: Path, item: dict[str, Any], model: str | None) -> tuple[str, AddResult | str]:
+    """One parked input through the LLM pipeline, under its item lock: (file name, result or error)."""
+    configured = store.config.llm_model
+    opts = {k: v for k, v in (item.get("options") or {}).items() if k in _ADD_OPTIONS}
+    use = model or configured or item.get("options", {}).get("model")
+    try:
+        # redact=False: what was parked was redacted already (unless the user opted out)
+        res = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **opts)
+    except Exception as e:  # noqa: BLE001 - LLMError, StoreError...: keep the item, report
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        item["error"], item["attempts"] = _scrub(msg), int(item.get("attempts") or 1) + 1
+        item["last_attempt"] = now_iso()
+        try:
+            atomic_write(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+        except OSError:
+            pass
+        return path.name, msg
+    if res.failed:  # a write did not land: keep the input for another go
+        return path.name, "some memories could not be written"
+    path.unlink(missing_ok=True)
+    store.log("INBOX_DONE", file=path.name)
+    return path.name, res

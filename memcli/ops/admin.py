@@ -1,0 +1,148 @@
+"""stats and doctor: what is in a store, and whether every part of it works."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from memcli.agents.detached import background_on
+from memcli.core.config import ConfigError, load_config
+from memcli.ops.handle import Store
+
+
+def _size(path: Path) -> int:
+    total = 0
+    if path.is_file():
+        return path.stat().st_size
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def _counts(pairs: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"name": name, "count": n} for name, n in pairs]
+
+
+def stats(store: Store) -> dict[str, Any]:
+    """Counts by type, top tags, users, projects, sizes of facts/ and .index/, trash and inbox."""
+    index = store.index
+    types: Counter[str] = Counter()
+    tags: Counter[str] = Counter()
+    projects: Counter[str] = Counter()
+    users: Counter[str] = Counter()
+    oldest = newest = None
+    for m in index.select():
+        types[m.type or "?"] += 1
+        tags.update(m.tags)
+        projects[m.project or "(none)"] += 1
+        users[m.user or "(none)"] += 1
+        created = m.created
+        oldest = created if oldest is None or (created and created < oldest) else oldest
+        newest = created if newest is None or (created and created > newest) else newest
+    return {
+        "store": str(store.path),
+        "memories": index.count(),
+        # counts as [{name, count}]: JSON keys stay a fixed vocabulary (a tag is data, not a key)
+        "types": _counts(types.most_common()),
+        "top_tags": _counts(tags.most_common(10)),
+        "projects": _counts(projects.most_common(10)),
+        "users": _counts(users.most_common(10)),
+        "oldest": oldest,
+        "newest": newest,
+        "trash": len(list(store.trash_dir.glob("*.md"))) if store.trash_dir.is_dir() else 0,
+        "inbox": len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0,
+        "malformed_files": len(index.bad_files()),
+        "provisional_vectors": index.provisional_count(),  # a bulk merge's stand-ins, made exact in the background
+        "facts_bytes": _size(store.facts_dir),
+        "index_bytes": _size(store.index_dir),
+        "embed_model": store.config.embed_model,
+        "llm_model": store.config.llm_model or "none (heuristic extraction)",
+    }
+
+
+def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
+    """Every check, each {check, ok, detail}; no check raises. `fix` repairs what is damaged
+    (see memcli.ops.repair) before the index is checked."""
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        checks.append({"check": name, "ok": ok, "detail": detail})
+
+    check("store", store.exists(), str(store.path) if store.exists() else f"no store at {store.path}")
+    if not store.exists():
+        return checks
+    from memcli.agents.sharing import conflict_advice, conflicted_files
+
+    conflicts = conflicted_files(store)
+    check("merge conflicts", not conflicts,
+          "none" if not conflicts else f"conflict markers in {', '.join(conflicts)}: {conflict_advice(conflicts)}")
+    try:
+        cfg = load_config(store.path)
+        check("config", True, "config.toml ok" if (store.path / "config.toml").exists() else "defaults")
+    except ConfigError as e:
+        check("config", False, str(e))
+        return checks
+    from memcli.ops.repair import check as damage
+
+    checks += damage(store, fix=fix)
+    try:
+        vec = store.index.embedder.embed_one("memcli doctor probe")
+        check("embedding model", True, f"{cfg.embed_model} ({len(vec)}-d)")
+    except Exception as e:  # noqa: BLE001 - doctor reports, never raises
+        check("embedding model", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return checks
+    try:
+        report = store.index.sync()
+        index = store.index
+        files = len([p for p in store.facts_dir.glob("*.md") if not p.name.startswith(".")])
+        bad = index.bad_files()
+        rows = index.count()
+        vec_count = index.vector_count()
+        consistent = rows + len(bad) == files and vec_count == rows
+        detail = f"{rows} memories indexed, {files} files"
+        if report.rebuilt:
+            detail += f" (rebuilt: {report.rebuilt})"
+        check("index", consistent, detail)
+        check("malformed files", not bad, "none" if not bad else "; ".join(f"facts/{f}: {e}" for f, e in bad))
+        provisional = index.provisional_count()
+        # not a failure: search works with them; they are exact once the background refresh ran
+        check("provisional vectors", True, "none" if not provisional else
+              f"{provisional} merged {'memory has' if provisional == 1 else 'memories have'} a source's vector "
+              "until their own is computed ("
+              + ("in the background, or " if background_on(cfg.background) else "background work is off: ")
+              + "`memcli reindex --provisional`)")
+        # not a failure either: without it `merge --auto` searches the graph (slower, same groups)
+        ready = index.vec.near_ready()
+        if rows and not ready:
+            detail = ("off (the vector graph could not answer a search): `memcli reindex` records them again"
+                      if index.meta("near") == "off" else
+                      "not recorded (an index made before them, or written by an older memcli): `merge --auto` "
+                      "searches the graph; the next write records them, or `memcli reindex` on a large store")
+        else:
+            detail = f"{index.near_count()} recorded" + (
+                "; a crowd of near-copies: `merge --auto` searches the graph" if index.near_crowded() else "")
+        check("close pairs", True, detail)
+    except Exception as e:  # noqa: BLE001
+        check("index", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if cfg.llm_model:
+        try:
+            from memcli.services.llm.client import LLM, LLMSettings
+
+            client = LLM(LLMSettings(model=cfg.llm_model, api_base=cfg.api_base, api_key=cfg.api_key,
+                                     timeout=min(cfg.llm_timeout or 20, 20), retries=0))
+            seconds = client.ping()  # one minimal request (a 1-token reply), no retry
+            check("llm", True, f"{cfg.llm_model} reachable" + (f" at {cfg.api_base}" if cfg.api_base else "")
+                  + f" ({seconds * 1000:.0f} ms)")
+        except Exception as e:  # noqa: BLE001
+            check("llm", False, f"{cfg.llm_model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    else:
+        check("llm", True, "none configured: heuristic extraction, no network")
+    inbox = len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0
+    check("inbox", inbox == 0, "empty" if not inbox else f"{inbox} input(s) waiting: run `memcli inbox retry`")
+    return checks

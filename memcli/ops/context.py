@@ -1,0 +1,80 @@
+"""`memcli context`: a compact Markdown block of what a coding agent should know at session start.
+
+The memories of the current project (and, with a query, the ones most relevant to it), rules
+and how-tos first, each on one line with its short id and date, cut to a token budget (about four
+characters a token, the usual rule of thumb for English and code). Showing a memory here does not
+count as using it: usage counts are left alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memcli.index import Filters
+
+if TYPE_CHECKING:
+    from memcli.core.memory import Memory
+    from memcli.ops.handle import Store
+
+CHARS_PER_TOKEN = 4
+MAX_ITEM_CHARS = 400
+_TYPE_ORDER = {"procedural": 0, "semantic": 1, "episodic": 2}
+
+
+def _one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[Memory]:
+    """Candidate memories, best first: search hits for a query, else the project's memories
+    (procedural first, then most recently updated). Falls back to the whole store when the
+    project has no memories (a global store used from a new repository)."""
+    index = store.index
+    index.sync()
+    scopes = [Filters(project=project), Filters()] if project else [Filters()]
+    for filters in scopes:
+        if query:
+            from memcli.ops.search import search_many
+
+            hits = search_many(store, [query], k=min(limit, 50), filters=filters, record_usage=False,
+                               sync=False)[0].hits
+            records = [h.memory for h in hits]
+        else:
+            records = index.select(filters, order="updated", desc=True, limit=limit * 4)
+            records.sort(key=lambda r: _TYPE_ORDER.get(r.type, 3))
+            records = records[:limit]
+        if records:
+            return records
+    return []
+
+
+def render(records: list[Memory], *, project: str | None, query: str | None, budget: int) -> str:
+    """Markdown within `budget` tokens; empty when there is nothing to say."""
+    if not records:
+        return ""
+    head = f"## What memcli remembers{f' about {project}' if project else ''}"
+    if query:
+        head += f" (for: {_one_line(query, 80)})"
+    lines = [head, ""]
+    used = len(head) + 2
+    cap = max(budget, 0) * CHARS_PER_TOKEN
+    shown = 0
+    more = "- … {n} more: `memcli search` or the memcli MCP tools"
+    for i, r in enumerate(records):
+        line = f"- {_one_line(r.text)} ({r.type}, {str(r.created)[:10]}, `{r.id[:10]}`)"
+        reserve = 0 if i == len(records) - 1 else len(more) + 6  # room to say that more exist
+        if used + len(line) + 1 + reserve > cap:
+            break
+        lines.append(line)
+        used += len(line) + 1
+        shown += 1
+    if not shown:
+        return ""
+    if shown < len(records):
+        lines.append(more.format(n=len(records) - shown))
+    return "\n".join(lines) + "\n"
+
+
+def build(store: Store, query: str | None = None, *, project: str | None = None, budget: int = 1500) -> str:
+    return render(select(store, query, project), project=project, query=query, budget=budget)

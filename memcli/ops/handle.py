@@ -1,0 +1,41 @@
+"""The store handle: a store's files (`memcli.storage.files`) together with its sidecar index.
+
+Planning modules (ingest, curate, io, search, ask) take this handle: it is what they read
+through (`store.index`, `store.read`) and what a `ChangeSet` commits to. The public API
+(`memcli.api.Store`, re-exported as `memcli.Store`) adds the typed methods on top of it.
+
+The files-layer names are re-exported here for the callers that imported them from this module.
+"""
+
+from __future__ import annotations
+
+import os
+
+from memcli.core.config import Config
+from memcli.core.errors import NotFound, StoreError
+from memcli.index import Index
+from memcli.storage.files import GITIGNORE, Files, atomic_write, fsync_dir, stage_file, stage_many
+
+__all__ = ["GITIGNORE", "Files", "NotFound", "Store", "StoreError", "atomic_write", "fsync_dir", "stage_file",
+           "stage_many"]
+
+
+class Store(Files):
+    """A memcli store directory and its index. Cheap to construct; nothing is read until needed."""
+
+    def __init__(self, path: str | os.PathLike[str], config: Config | None = None) -> None:
+        super().__init__(path, config)
+        self._index: Index | None = None
+
+    @property
+    def index(self) -> Index:
+        """The sidecar (`.index/`), opened on first use; call `index.sync()` before reading."""
+        if self._index is None:
+            self._index = Index(self)
+        return self._index
+
+    def close(self) -> None:
+        """Close the index's connections (a long-lived process that is done with the store)."""
+        if self._index is not None:
+            self._index.close()
+            self._index = None

@@ -1,0 +1,180 @@
+"""export / import: memories to and from json, jsonl, md and csv.
+
+`import` reads what `export` writes, in every format, and gives back the same files: ids,
+timestamps, history, links and unknown keys included (memcli.ops.records reads files as streams). It
+loads records as they are (no extraction, no dedup): it is the bulk path, and it validates every
+record before writing any, so a bad line leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memcli.cli.render import JSON_SCHEMA
+from memcli.core.errors import InputRejected
+from memcli.core.memory import Memory
+from memcli.core.vocab import ExportFormat
+from memcli.index import Filters, Index
+from memcli.ops.changes import ChangeSet
+from memcli.ops.handle import Store
+from memcli.ops.records import CSV_COLUMNS, Record, to_memory
+
+FORMATS = ExportFormat.values()
+
+
+class ImportError_(InputRejected):
+    """A file that cannot be imported; names the record at fault."""
+
+
+@dataclass
+class ImportReport:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged}
+
+
+# ---------------------------------------------------------------- export
+_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder, not one per record (json.dumps)
+
+
+def export(memories: Iterable[Memory], fmt: str) -> str:
+    """Render memories in one of FORMATS, as one string."""
+    return "".join(export_chunks(memories, fmt))
+
+
+def export_chunks(memories: Iterable[Memory], fmt: str) -> Iterator[str]:
+    """The export, piece by piece (a 100k-memory store is written without holding it twice).
+
+    Every format imports back: json and jsonl are the records as they are; md puts each record
+    (without its text) as JSON in an HTML comment under a heading, invisible when rendered; csv
+    has one column per common field plus `more`, a JSON object with the rest (history, links,
+    code pattern, flags, your own keys). Each memory is written as `Memory.to_dict` gives it."""
+    records = (m.to_dict() for m in memories)
+    if fmt == "json":
+        yield f'{{"schema": {JSON_SCHEMA}, "memories": ['
+        for n, r in enumerate(records):
+            yield ("\n " if n == 0 else ",\n ") + _JSON(r)
+        yield "\n]}\n"
+    elif fmt == "jsonl":
+        for r in records:
+            yield _JSON(r) + "\n"
+    elif fmt == "md":
+        yield "# memcli export\n"
+        for r in records:
+            meta = {k: v for k, v in r.items() if k != "text"}
+            title = " · ".join(x for x in (r["id"], r.get("type"), " ".join("#" + t for t in r.get("tags") or []),
+                                           str(r.get("created") or "")[:10]) if x)
+            marker = json.dumps(meta, ensure_ascii=False).replace("-->", "--\\u003e")
+            yield f"\n## {title}\n<!-- memcli {marker} -->\n\n{r['text'].strip(chr(10))}\n"
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        yield buf.getvalue()
+        for r in records:
+            buf.seek(0)
+            buf.truncate()
+            more = {k: v for k, v in r.items() if k not in CSV_COLUMNS}
+            w.writerow([";".join(r.get(c) or []) if c in ("tags", "origins")
+                        else json.dumps(more, ensure_ascii=False) if c == "more" and more
+                        else "" if r.get(c) is None or c == "more" else r.get(c) for c in CSV_COLUMNS])
+            yield buf.getvalue()
+    else:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def iter_records(index: Index, filters: Filters) -> Iterator[Memory]:
+    """Memories matching `filters`, by id, from a cursor: an export of 100k memories never holds
+    them all."""
+    yield from index.iter_select(filters)
+
+
+def write_stream(path: Path, chunks: Iterable[str]) -> None:
+    """Write chunks to a temporary file beside `path`, fsync, rename: readers see the old file or
+    the whole new one, and nothing is held in memory. A `path` that is a device or a pipe
+    (`-o /dev/null`, `-o /dev/stdout`, a FIFO) is written to as it is: the rename would put a
+    regular file in its place (it did, for /dev/null, when run as root)."""
+    import contextlib
+    import os
+    import stat
+    import tempfile
+
+    from memcli.storage.files import fsync_dir
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = stat.S_IFREG  # not there yet (or not reachable: the temporary file says why)
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+# ---------------------------------------------------------------- import
+def to_memories(records: list[Any], name: str, origin: str, *, redact: bool = True) -> list[Memory]:
+    """Validate every record first (the same check as a streamed import: `records.to_memory`):
+    nothing is written unless all of them are good. Texts are scrubbed of secrets like any added
+    text (`redact=False` keeps them verbatim)."""
+    out = []
+    seen: set[str] = set()
+    for no, rec in enumerate(records, 1):
+        m = to_memory(Record(rec, f"{name}: record {no}"), origin, redact=redact)
+        if m.id in seen:
+            raise ImportError_(f"{name}: record {no} repeats id {m.id}")
+        seen.add(m.id)
+        out.append(m)
+    return out
+
+
+def plan_import(store: Store, memories: list[Memory]) -> tuple[ChangeSet, ImportReport]:
+    """Plan writing validated memories; an existing id is updated (old text to history), an
+    identical one is left alone."""
+    report = ImportReport()
+    cs = ChangeSet(store)
+    for m in memories:
+        outcome = cs.put(m, event="IMPORT", origin=m.origins)
+        setattr(report, outcome, getattr(report, outcome) + 1)
+    return cs, report
+
+
+def import_memories(
+    store: Store, memories: list[Memory], *, on_progress: Callable[[int, int], None] | None = None
+) -> ImportReport:
+    """Write validated memories and index them (see `plan_import`): embeddings first (the slow
+    part, cached, no lock), then one commit."""
+    total = len(memories)
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        if on_progress:
+            on_progress(min(done[0], total), total)
+
+    store.index.embedder.embed([m.text for m in memories], on_progress=tick)
+    cs, report = plan_import(store, memories)
+    cs.commit()
+    return report

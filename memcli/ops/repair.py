@@ -1,0 +1,201 @@
+"""`doctor`'s checks of the parts of a store that can be damaged, and `doctor --fix`'s repairs.
+
+Every derived file heals by itself on the next command (a damaged catalog is rebuilt, a damaged
+usage file moved aside); these checks say so explicitly, find what no command trips over
+(entries in `facts/` that are not regular files, temp files left by a killed writer, a memory
+left both in `facts/` and in `.trash/`), and repair it when asked. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+from memcli.ops.handle import Store, fsync_dir
+from memcli.storage import safety
+
+Check = dict[str, Any]
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def nonregular_entries(facts_dir: Path) -> list[tuple[str, str]]:
+    """`*.md` entries of facts/ that are not regular files, with what they are (lstat: never followed)."""
+    out = []
+    try:
+        entries = list(os.scandir(facts_dir))
+    except OSError:
+        return out
+    for e in entries:
+        if not e.name.endswith(".md") or e.name.startswith("."):
+            continue
+        try:
+            mode = e.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            out.append((e.name, _kind(mode)))
+    return sorted(out)
+
+
+def temp_files(store: Store) -> list[Path]:
+    """`.*.tmp` files a killed writer left in facts/ or .trash/ (a live writer holds the lock)."""
+    out: list[Path] = []
+    for d in (store.facts_dir, store.trash_dir):
+        with contextlib.suppress(OSError):
+            out += [d / n for n in os.listdir(d) if n.startswith(".") and n.endswith(".tmp")]
+    return sorted(out)
+
+
+def in_both(store: Store) -> list[str]:
+    """Ids present in facts/ and in .trash/: a trash move (rm, merge, prune) cut short."""
+    try:
+        trashed = {n[:-3] for n in os.listdir(store.trash_dir) if n.endswith(".md")}
+        live = {n[:-3] for n in os.listdir(store.facts_dir) if n.endswith(".md")}
+    except OSError:
+        return []
+    return sorted(trashed & live)
+
+
+def finish_trash_moves(store: Store, ids: list[str]) -> tuple[list[str], list[str]]:
+    """Complete the trash moves cut short: where the live file is the trashed one (same memory
+    but the `trashed` stamp), the live copy goes. Returns (completed, left as they are)."""
+    from memcli.core.memory import MalformedMemory, Memory
+
+    done, left = [], []
+    for mid in ids:
+        try:
+            live = Memory.parse(safety.read_regular(store.fact_path(mid)), file_id=mid)
+            gone = Memory.parse(safety.read_regular(store.trash_dir / f"{mid}.md"), file_id=mid)
+        except (OSError, MalformedMemory):
+            left.append(mid)
+            continue
+        gone.extra.pop("trashed", None)
+        if live.to_markdown() == gone.to_markdown():
+            os.unlink(store.fact_path(mid))
+            done.append(mid)
+        else:
+            left.append(mid)
+    if done:
+        fsync_dir(store.facts_dir)
+    return done, left
+
+
+def _sqlite_ok(path: Path) -> str | None:
+    """None when the database opens and passes `quick_check`; else what is wrong."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("PRAGMA quick_check").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        return str(e)
+    return None if rows == [("ok",)] else str(rows[0][0])
+
+
+def check(store: Store, *, fix: bool = False) -> list[Check]:
+    """The damage checks, each {check, ok, detail}; with `fix`, each repair made is in `detail`."""
+    checks: list[Check] = []
+    writable = safety.writable(store.path)
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        checks.append({"check": name, "ok": ok, "detail": detail})
+
+    def repair(action: Any) -> str | None:
+        if not writable:
+            return "the store cannot be written"
+        try:
+            with store.lock():
+                action()
+        except Exception as e:  # noqa: BLE001 - doctor reports, never raises
+            return str(e).splitlines()[0] if str(e) else type(e).__name__
+        return None
+
+    # .index must be a directory (never a file or a link)
+    idx = store.index_dir
+    if idx.is_symlink() or (idx.exists() and not idx.is_dir()):
+        what = "a symbolic link" if idx.is_symlink() else "not a directory"
+        if fix:
+            err = repair(lambda: safety.move_aside(idx, ".index"))
+            add("index directory", err is None, f".index was {what}: " + (err or "moved aside"))
+        else:
+            add("index directory", False, f".index is {what} (doctor --fix moves it aside)")
+    # the catalog and the usage counts: derived, so a damaged one is rebuilt / restarted
+    for name, path, what in (("index catalog", idx / "catalog.sqlite", "rebuilt from facts/"),
+                             ("usage counts", store.path / ".state.sqlite", "moved aside, counts restart")):
+        if not path.is_file():
+            continue
+        problem = _sqlite_ok(path)
+        if problem is None:
+            add(name, True, "ok")
+        elif fix:
+            def drop(path: Path = path) -> None:
+                safety.move_aside(path, path.name)
+                for suffix in ("-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f"{path}{suffix}")
+            err = repair(drop)
+            add(name, err is None, f"{problem}: " + (err or what))
+        else:
+            add(name, False, f"{problem} (doctor --fix: {what})")
+    # facts/ entries that are not regular files: never followed, never indexed
+    odd = nonregular_entries(store.facts_dir)
+    if odd:
+        listing = "; ".join(f"facts/{n} is {k}" for n, k in odd)
+        if fix:
+            quarantine = store.path / ".quarantine"
+
+            def move() -> None:
+                quarantine.mkdir(mode=0o700, exist_ok=True)
+                for n, _k in odd:
+                    os.replace(store.facts_dir / n, quarantine / n)
+            err = repair(move)
+            add("facts entries", err is None, listing + (f": {err}" if err else ": moved to .quarantine/"))
+        else:
+            add("facts entries", False, listing + " (skipped, never followed; doctor --fix moves them to .quarantine/)")
+    else:
+        add("facts entries", True, "all regular files")
+    # leftovers of a killed writer
+    tmps = temp_files(store)
+    if tmps:
+        if fix:
+            err = repair(lambda: [p.unlink(missing_ok=True) for p in tmps])
+            add("temp files", err is None, f"{len(tmps)} left by an interrupted write: " + (err or "removed"))
+        else:
+            add("temp files", False, f"{len(tmps)} left by an interrupted write (doctor --fix removes them)")
+    # a store made by an older memcli: its .gitignore lacks what newer versions may leave behind
+    missing = store.missing_ignores()
+    if missing:
+        if fix:
+            err = repair(store.ensure_gitignore)
+            add(".gitignore", err is None, f"added {', '.join(missing)}" + (f": {err}" if err else ""))
+        else:
+            add(".gitignore", False, f"does not ignore {', '.join(missing)} (doctor --fix adds them)")
+    both = in_both(store)
+    if both:
+        if fix:
+            result: dict[str, Any] = {}
+            err = repair(lambda: result.update(zip(("done", "left"), finish_trash_moves(store, both))))
+            left = result.get("left", both)
+            add("trash moves", not left and err is None,
+                f"{len(result.get('done', []))} completed" + (f"; still in both: {', '.join(left)}" if left else "")
+                + (f" ({err})" if err else ""))
+        else:
+            add("trash moves", False,
+                f"in both facts/ and .trash/: {', '.join(both)} (doctor --fix completes the move)")
+    return checks

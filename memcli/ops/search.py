@@ -1,0 +1,484 @@
+"""Search: candidates (vector + keyword) -> one ranking function -> filters -> MMR -> results.
+
+`rank` is the only place that turns evidence into a score, so `search`, `ask`, `merge --auto`
+and the benchmarks all agree on what "best" means. A search never rewrites a fact file: usage
+counts go to `<store>/.state.sqlite`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memcli.core.config import Ranking
+from memcli.core.memory import Memory, now_iso, parse_time
+from memcli.index import Filters, RankFields
+from memcli.storage import safety
+
+if TYPE_CHECKING:
+    from memcli.ops.handle import Store
+
+_TOKEN = re.compile(r"[\w][\w.+#-]*[\w+#]|[\w]", re.UNICODE)
+# Function words carry no evidence for BM25; the list is English because the model is.
+STOPWORDS = frozenset(
+    """a about above after again all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves ever did does""".split()
+)
+
+
+def query_terms(query: str) -> list[str]:
+    """Keyword terms of a query: lower-cased tokens without function words, deduplicated."""
+    seen: dict[str, None] = {}
+    for tok in _TOKEN.findall(query.lower()):
+        tok = tok.strip(".-")
+        if tok and tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
+            seen.setdefault(tok, None)
+    return list(seen)
+
+
+@dataclass
+class Hit:
+    """One ranked memory (`hit.memory.text`) and the parts of its score."""
+
+    memory: Memory
+    score: float
+    similarity: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    def to_dict(self, explain: bool = False) -> dict[str, Any]:
+        d = {**self.memory.to_dict(), "score": round(self.score, 4), "similarity": round(self.similarity, 4)}
+        if explain:
+            d["explain"] = {k: round(v, 4) for k, v in self.parts.items()}
+        return d
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    hits: list[Hit]
+    metadata: dict[str, Any]
+
+    def __iter__(self):  # noqa: ANN204 - `for hit in store.search(...)` reads naturally
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+
+# ---------------------------------------------------------------- usage state
+class Usage:
+    """Per-memory state beside the index, never in the Markdown.
+
+    Two counts, kept apart on purpose: `usage` is how often a memory was *returned* by a search
+    (for `prune --unused` only), `uses` is how often it was *used*: explicit feedback
+    (`memcli feedback --useful`), an `ask` answer citing it, the fact being observed again (NONE).
+    Only `uses` feeds `reliability`, so being shown never changes a ranking: the same query on an
+    unchanged store scores the same every time.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.path = store.path / ".state.sqlite"
+        self._db: sqlite3.Connection | None = None
+        self._ready = False
+        self.immutable = False  # opened read-only (no lock, no journal): never kept open for reuse
+
+    def _conn(self, create: bool) -> sqlite3.Connection | None:
+        """Reads only connect (WAL mode is a property of the file, set by the first write); the
+        journal-mode switch and table creation cost ~0.7 ms, so only a write pays for them.
+
+        On a store that cannot be written the file is opened immutable (no lock, no journal, no
+        wait) and nothing is counted. A damaged file is moved aside by `_heal`.
+        """
+        if self._db is None:
+            if not create and not self.path.exists():
+                return None
+            if not safety.writable(self.path.parent) or (self.path.exists() and not os.access(self.path, os.W_OK)):
+                if create or not self.path.is_file():
+                    return None
+                try:
+                    self._db = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None)
+                except sqlite3.Error:
+                    return None
+                self._ready = self.immutable = True  # read-only: never set up, never written
+                return self._db
+            self._db = sqlite3.connect(self.path, timeout=5, isolation_level=None)
+        if create and not self._ready:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS usage (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_used TEXT)"
+            )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS uses (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last TEXT)"
+            )
+            self._ready = True
+        return self._db
+
+    def _heal(self, error: BaseException) -> None:
+        """A damaged usage file is derived data: move it aside (counts start again), with a notice."""
+        if not (isinstance(error, sqlite3.DatabaseError) and safety.is_corrupt(error)):
+            return
+        self.close()
+        if not safety.writable(self.path.parent):
+            return
+        with contextlib.suppress(OSError):
+            safety.move_aside(self.path, ".state.sqlite (usage counts; they start again)")
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{self.path}{suffix}")
+
+    def get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+        try:
+            return self._get(ids)
+        except sqlite3.Error as e:
+            self._heal(e)
+            return {}
+
+    def _get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+        db = self._conn(create=False)
+        if db is None or not ids:
+            return {}
+        q = "SELECT id, count, last_used FROM usage WHERE id IN (SELECT value FROM json_each(?))"
+        try:
+            return {r[0]: (r[1], r[2]) for r in db.execute(q, (json.dumps(list(ids)),))}
+        except sqlite3.OperationalError:  # no table yet (a file from before any bump), or busy
+            return {}
+        except sqlite3.DatabaseError as e:
+            self._heal(e)
+            return {}
+
+    def uses(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+        """How often each memory was used (feedback, citations, re-observation): what ranks."""
+        db = self._conn(create=False)
+        if db is None or not ids:
+            return {}
+        out: dict[str, tuple[int, str | None]] = {}
+        ids = list(ids)
+        try:
+            # Most stores have a state file (every search counts) but no use recorded yet: one
+            # probe instead of a lookup of every candidate's id (~150 bound values, ~30 us a query).
+            if db.execute("SELECT 1 FROM uses LIMIT 1").fetchone() is None:
+                return out
+            for i in range(0, len(ids), 900):
+                chunk = ids[i : i + 900]
+                q = f"SELECT id, count, last FROM uses WHERE id IN ({','.join('?' * len(chunk))})"
+                out.update({r[0]: (r[1], r[2]) for r in db.execute(q, chunk)})
+        except sqlite3.Error as e:  # a state file from before `uses` existed (read-only), or a damaged one
+            self._heal(e)
+            return {}
+        return out
+
+    def use(self, ids: Sequence[str], delta: int = 1) -> None:
+        """Count a use of each memory (never below zero)."""
+        if not ids:
+            return
+        try:
+            db = self._conn(create=True)
+            if db is None:  # a store that cannot be written: the use is not counted
+                return
+            at = now_iso()
+            db.executemany(
+                "INSERT INTO uses VALUES (?, max(?, 0), ?) ON CONFLICT(id) DO UPDATE SET count=max(count+?, 0), last=?",
+                [(i, delta, at, delta, at) for i in ids],
+            )
+        except (sqlite3.Error, OSError) as e:
+            self._heal(e)  # a ranking hint; failing to count must not fail the command
+        finally:
+            self.close()
+
+    def bump(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        try:
+            db = self._conn(create=True)
+            if db is None:  # a store that cannot be written: counting is skipped, the search is not
+                return
+            at = now_iso()
+            with db:  # one transaction: row by row, a 200-query batch spent ~2 s committing
+                db.execute("BEGIN")
+                db.executemany(
+                    "INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET count=count+1, last_used=?",
+                    [(i, at, at) for i in ids],
+                )
+        except (sqlite3.Error, OSError) as e:
+            self._heal(e)  # usage is a ranking hint; failing to count must not fail a search
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+            self._ready = False
+
+
+_READERS: dict[tuple[int, str], tuple[tuple[int, int, int], Usage]] = {}
+
+
+def _usage_reader(store: Any) -> Usage:
+    """A `Usage` kept open for this thread's searches of a store: opening the state file costs
+    ~0.5 ms, as much as ranking. Reopened when the file is replaced (moved aside, recreated); a
+    fresh one, not kept, while there is no file or it can only be opened immutable (read-only)."""
+    key = (threading.get_ident(), str(store.path))
+    try:
+        st = os.stat(store.path / ".state.sqlite")
+    except OSError:
+        old = _READERS.pop(key, None)
+        if old is not None:
+            old[1].close()
+        return Usage(store)
+    sig = (st.st_dev, st.st_ino, st.st_ctime_ns)  # ctime: a new file on a reused inode is a new file
+    held = _READERS.get(key)
+    if held is not None and held[0] == sig and held[1]._db is not None and not held[1].immutable:
+        return held[1]
+    if held is not None:
+        held[1].close()
+    if len(_READERS) > 64:  # a long-lived process that searched many stores
+        for _, (_, u) in list(_READERS.items()):
+            u.close()
+        _READERS.clear()
+    usage = Usage(store)
+    _READERS[key] = (sig, usage)
+    return usage
+
+
+# ---------------------------------------------------------------- ranking
+def recency(updated: str | None, now: float, days: float) -> float:
+    if not updated:
+        return 0.0
+    stamp = _timestamp(updated)
+    if stamp is None:
+        return 0.0
+    return math.exp(-max(0.0, (now - stamp) / 86400.0) / days)
+
+
+@functools.lru_cache(maxsize=65536)
+def _timestamp(value: str) -> float | None:
+    """Seconds since the epoch of an ISO time; remembered, as a process ranks the same memories
+    again and again (a batch, a server)."""
+    try:
+        return parse_time(value).timestamp()
+    except ValueError:
+        return None
+
+
+def reliability(confidence: float, usage_count: int) -> float:
+    return min(float(confidence) * math.sqrt(usage_count / 10.0), 1.0)
+
+
+def rank(
+    sims: np.ndarray, keyword: np.ndarray, records: Sequence[RankFields | Memory],
+    usage: dict[str, tuple[int, str | None]], weights: Ranking, now: float,
+) -> tuple[np.ndarray, list[dict[str, float]]]:
+    """The one scoring function. `keyword` is BM25 already scaled to [0, 1] within the query;
+    `records` are the candidates' `RankFields` (what the catalog reads for ranking) or memories."""
+    scores = np.zeros(len(records))
+    parts = []
+    for i, rec in enumerate(records):
+        rec_ = recency(rec.updated or rec.created, now, weights.recency_days)
+        rel = reliability(rec.confidence, usage.get(rec.id, (0, None))[0])
+        p = {
+            "similarity": float(sims[i]), "keyword": float(keyword[i]), "recency": rec_, "reliability": rel,
+        }
+        scores[i] = (
+            weights.similarity * p["similarity"] + weights.keyword * p["keyword"]
+            + weights.recency * rec_ + weights.reliability * rel
+        )
+        parts.append(p)
+    return scores, parts
+
+
+def mmr_pool(scores: np.ndarray, k: int) -> list[int]:
+    """The candidates MMR picks from: the best max(4k, 20) by score, in their original order
+    (so only their vectors need reading)."""
+    return sorted(np.argsort(-scores)[: max(k * 4, 20)].tolist())
+
+
+def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> tuple[list[int], list[float]]:
+    """Maximal marginal relevance: trade a little score for not repeating what is already picked.
+
+    Returns the picks and, for each, the value it was picked with (lam * score - (1 - lam) *
+    similarity to what was already picked). Greedy picking makes those values non-increasing: each
+    remaining candidate's value can only drop as picks accumulate, and the best of them is taken.
+    So they are the order of the results, and what `search` shows as the score."""
+    order = list(np.argsort(-scores))
+    if lam >= 1.0 or len(order) <= 1:
+        return order[:k], [float(scores[i]) for i in order[:k]]
+    pool = order[: max(k * 4, 20)]
+    picked: list[int] = []
+    values: list[float] = []
+    max_sim = np.full(len(scores), -1.0)
+    while pool and len(picked) < k:
+        value = {i: lam * scores[i] - (1 - lam) * max(max_sim[i], 0.0) for i in pool}
+        best = max(pool, key=value.__getitem__)
+        picked.append(best)
+        values.append(float(value[best]) / lam)  # in the units of `scores` (the first pick: its own score)
+        pool.remove(best)
+        sims = vecs @ vecs[best]
+        max_sim = np.maximum(max_sim, sims)
+    return picked, values
+
+
+def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> np.ndarray:
+    """Keyword evidence in [0, 1]: BM25 relative to the query's best hit, times the share of the
+    query (IDF-weighted) the memory contains. Relative BM25 alone gives full marks to the best of
+    a bad lot, e.g. a memory sharing only "kept" with "where should secrets be kept?"."""
+    kmax = max((s for s, _ in kw.values()), default=0.0)
+    if kmax <= 0:
+        return np.zeros(len(labels))
+    return np.array([(kw[lab][0] / kmax) * kw[lab][1] if lab in kw else 0.0 for lab in labels])
+
+
+# ---------------------------------------------------------------- search
+# Per-step timing for bench/search_latency.py: when set, called with each step's name as the step
+# ends (the bench takes the CPU time between calls), so the whole path a user's search takes is
+# broken down without a second copy of it to drift. None: a test per step, nothing else.
+STEP_HOOK: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if STEP_HOOK is not None:
+        STEP_HOOK(name)
+
+
+def search(
+    store: Store, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
+    record_usage: bool = True, sync: bool = True, include_superseded: bool = False,
+) -> SearchResponse:
+    """Ranked memories for one query. See `search_many` for the options."""
+    return search_many(store, [query], k=k, threshold=threshold, filters=filters,
+                       record_usage=record_usage, sync=sync, include_superseded=include_superseded)[0]
+
+
+def search_many(
+    store: Store, queries: Sequence[str], *, k: int = 5, threshold: float | None = None,
+    filters: Filters | None = None, record_usage: bool = True, sync: bool = True,
+    include_superseded: bool = False,
+) -> list[SearchResponse]:
+    """Ranked memories for each query; queries are embedded in one batch.
+
+    `threshold` is the minimum cosine similarity (default from config, 0.3); a memory below it is
+    still returned when the query's keywords match it strongly (keyword evidence of 0.5 or more,
+    see `keyword_evidence`), because an exact identifier, error code or name is evidence a small
+    embedding model misses.
+    Memories replaced by a newer one (`superseded_by`) are left out unless `include_superseded`.
+    Being returned is recorded (for `prune --unused`) but never changes a ranking: reliability
+    counts uses (see `Usage`), so the same query on an unchanged store scores the same every time.
+    """
+    _step("start")
+    index = store.index
+    if sync and not index.synced:
+        index.sync()
+    weights: Ranking = store.config.ranking
+    floor = weights.threshold if threshold is None else threshold
+    filters = filters or Filters()
+    t0 = time.perf_counter()
+    qvecs = index.embedder.embed(list(queries)) if queries else np.zeros((0, 1))
+    embed_time = time.perf_counter() - t0
+    _step("query vectors (embedding cache)")
+    allowed = index.filtered_labels(filters) if filters.active else None
+    allowed_set = set(allowed) if allowed is not None else None
+    per_query_embed = embed_time / max(1, len(queries))
+    n_cand = max(weights.candidates, k * 4)
+    t1 = time.perf_counter()
+    knn = index.knn(qvecs, n_cand, allowed)
+    _step("Index.knn")
+    kws: list[dict[int, tuple[float, float]]] = []
+    for query in queries:
+        kw = {lab: (s, cov) for lab, s, cov in index.keyword(query_terms(query), n_cand)}
+        if allowed_set is not None:
+            kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
+        kws.append(kw)
+    _step("Index.keyword")
+    # One read of every candidate's row: the ranking's fields and the vector (similarities are
+    # hnswlib's for its own candidates; the keyword-only ones, and MMR's pool, need the vector).
+    cands, sims_of = [], []
+    for qi in range(len(queries)):
+        known = dict(knn[qi])
+        cands.append(list(dict.fromkeys([*known, *kws[qi]])))
+        sims_of.append(known)
+    vec_of: dict[int, np.ndarray] = {}
+    fields = index.rank_fields(list(dict.fromkeys(lab for c in cands for lab in c)), vectors=vec_of)
+    _step("candidates' fields and vectors (Index.rank_fields)")
+    zero = np.zeros(qvecs.shape[1], np.float32)
+    passed = []
+    for qi, labels in enumerate(cands):
+        known = sims_of[qi]
+        sims = np.array([known[lab] if lab in known else float(vec_of.get(lab, zero) @ qvecs[qi]) for lab in labels])
+        kwe = keyword_evidence(kws[qi], labels)
+        keep = [i for i in range(len(labels)) if sims[i] >= floor or kwe[i] >= 0.5]
+        passed.append(([labels[i] for i in keep], sims[keep], kwe[keep]))
+    _step("similarities, keyword evidence, threshold")
+    usage = _usage_reader(store)
+    use = usage.uses(list(dict.fromkeys(f.id for f in fields.values())))
+    _step("uses (Usage.uses)")
+    now = time.time()
+    ranked = []
+    for labels, sims, kwe in passed:
+        keep = [i for i, lab in enumerate(labels)
+                if lab in fields and (include_superseded or not fields[lab].superseded)]
+        labels, sims, kwe = [labels[i] for i in keep], sims[keep], kwe[keep]
+        scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
+        pool = mmr_pool(scores, k)
+        ranked.append((labels, sims, scores, parts, pool))
+    _step("rank")
+    picks = []
+    full = weights.similarity + weights.keyword + weights.recency + weights.reliability
+    for labels, sims, scores, parts, pool in ranked:
+        vecs = np.stack([vec_of[labels[i]] for i in pool]) if pool else np.zeros((0, 1), np.float32)
+        sub, values = mmr(scores[pool], vecs, k, weights.mmr_lambda)
+        picked = [pool[i] for i in sub]
+        for i, value in zip(picked, values):
+            # Shown score: the value the result was ordered by, scaled to [0, 1] by the best possible
+            # score; `relevance` (before the diversity penalty) and the penalty go in --explain.
+            parts[i]["relevance"] = float(scores[i])
+            parts[i]["diversity_penalty"] = float(scores[i]) - value
+        picks.append([(labels[i], min(1.0, max(0.0, value / full)) if full > 0 else 0.0, float(sims[i]), parts[i])
+                      for i, value in zip(picked, values)])
+    _step("MMR")
+    records = index.records(lab for p in picks for lab, *_ in p)
+    _step("results' records (Index.records)")
+    per_query = (time.perf_counter() - t1) / max(1, len(queries))
+    out = []
+    returned: list[str] = []
+    for query, p in zip(queries, picks):
+        hits = [Hit(records[lab], score, sim, parts) for lab, score, sim, parts in p if lab in records]
+        returned.extend(h.id for h in hits)
+        out.append(SearchResponse(query, hits, _metadata(hits, per_query_embed, per_query)))
+    if record_usage:
+        writer = Usage(store)
+        writer.bump(returned)
+        writer.close()
+    _step("hits, metadata, usage counts")
+    return out
+
+
+def _metadata(hits: list[Hit], embed_time: float, search_time: float) -> dict[str, Any]:
+    """Times are per query: a batch's shared work is divided among its queries."""
+    sims = [h.similarity for h in hits]
+    return {
+        "total_results": len(hits),
+        "search_time_ms": round(search_time * 1000 + embed_time * 1000, 2),
+        "embedding_time_ms": round(embed_time * 1000, 2),
+        "max_similarity": round(max(sims), 4) if sims else None,
+        "min_similarity": round(min(sims), 4) if sims else None,
+        "average_similarity": round(sum(sims) / len(sims), 4) if sims else None,
+    }

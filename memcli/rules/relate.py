@@ -1,0 +1,744 @@
+"""Decision rules shared by `add`, `merge --auto` and `consolidate`: how a new text relates to a
+stored one.
+
+Embedding similarity says two texts are *about the same kind of thing*; it cannot tell "the staging
+API listens on 8080" from "the production API listens on 443" (0.65-0.93 for such pairs, as high as
+real paraphrases). So a similar neighbour is only a candidate, and these rules decide, reading the
+words of both texts:
+
+1. **Subject first.** The identifying parts must agree: scope words (staging/production, EU/US,
+   iOS/Android, frontend/backend ...) and whatever sits before the sentence's verb (names,
+   identifiers, paths, hosts, topic/service names). A text whose subject words are missing from the
+   other is about something else: DISTINCT (ADD, linked `related` when close).
+2. **Stated change.** Same subject, and the new text says it changed ("now", "no longer",
+   "instead", "switched to", "replaced", "deprecated", "from now on", ...): SUPERSEDES.
+3. **Value change.** Same subject and one slot holding a value (a number, version, identifier, a
+   name, a tool, a day or frequency, on/off ...) has another value: SUPERSEDES; a negated predicate
+   ("always"/"never", "can"/"cannot"): SUPERSEDES too (for `add`, the newer statement wins; for
+   `consolidate` both are existing memories, so the pair is a contradiction to resolve).
+4. **Novelty.** Same subject, nothing removed: SAME when nothing is added, else REFINES (UPDATE,
+   the old text kept in `history`). Only generic wording swapped (a paraphrase) counts as the same
+   fact when the texts are close enough (`threshold`, 0.85 by default); one specific detail swapped
+   for another is never a paraphrase.
+
+Everything here is pure string work on two texts (no I/O, no model), so every caller, the LLM
+validation hook included, applies the same rules, and each verdict carries a one-line reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import chain
+
+from memcli.core.lazy_re import lazy_compile
+
+SAME = "same"  # nothing new: NONE
+REFINES = "refines"  # same subject, says more: UPDATE
+SUPERSEDES = "supersedes"  # same subject, new value or stated change: new memory, old one superseded
+DISTINCT = "distinct"  # another subject or another fact: ADD
+
+#: below this cosine similarity two texts are never treated as the same fact
+CANDIDATE_FLOOR = 0.5
+
+_TOKEN_RE = lazy_compile(
+    r"`[^`\n]+`"  # inline code, whole
+    r"|https?://\S+[\w/]"  # URLs
+    r"|~?/[\w.@%+-]*[\w@%+-](?:/[\w.@%+-]*[\w@%+-])*/?"  # paths
+    r"|\d{1,2}:\d{2}(?::\d{2})?"  # times of day
+    r"|[A-Za-z0-9_@#$%+]+(?:['’][a-z]{1,2}\b)?(?:[.\-/:][A-Za-z0-9_@#$%+]+)*"  # words, identifiers, versions
+)
+
+STOPWORDS = frozenset(
+    """a about above across after again against all almost also am an and any are as at be because been
+    before being below between both but by can could did do does doing done down during each either else
+    etc every few for from further get gets got had has have having he her here hers him his how i if in
+    into is it its it's just let like may me might mine more most much my no nor not of off often on once
+    only onto or other our ours out over own per please quite rather really same she should so some such
+    than that that's the their theirs them then there these they this those through thus to too under
+    until up upon us very via was we were what when where whether which while who whom whose why will with
+    within would yet you your yours one ones thing things something anything everything
+    always usually typically generally currently normally still there's we're we've i'm i've you're they're
+    be can't won't isn't aren't don't doesn't didn't wasn't weren't shouldn't mustn't cannot never""".split()
+)
+#: words that state a change; multi-word ones are matched on the lowered text
+CHANGE_PHRASES = (
+    "now", "no longer", "not anymore", "anymore", "any more", "instead", "switched", "switch to", "switching to",
+    "moved to", "moved from", "moving to", "migrated to", "migrated from", "replaced", "replaces", "replacing",
+    "deprecated", "retired", "renamed", "from now on", "going forward", "as of today", "starting today",
+    "changed to", "changed from", "is gone", "are gone", "was dropped", "were dropped", "dropped",
+    "used to", "nowadays", "these days", "phased out", "superseded", "obsolete", "was removed", "were removed",
+    "upgraded to", "downgraded to", "bumped to", "raised to", "lowered to", "reduced to", "increased to",
+)
+_CHANGE_RE = lazy_compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(CHANGE_PHRASES, key=len, reverse=True))
+                          + r")\b")
+_CHANGE_WORDS = frozenset(w for p in CHANGE_PHRASES for w in p.split()) - STOPWORDS - {"to", "from"}
+_CHANGE_STEMS: frozenset[str] = frozenset()  # filled below, after _stem is defined
+
+#: scope words: two texts that name different members of one class are about different things
+SCOPES: tuple[frozenset[str], ...] = (
+    frozenset("staging stage production prod dev development qa uat sandbox preview local test".split()),
+    frozenset("eu us uk apac emea latam europe asia america na".split()),
+    frozenset("ios android web mobile desktop macos linux windows".split()),
+    frozenset("frontend backend client server".split()),
+    frozenset("primary replica secondary leader follower master".split()),
+    frozenset("internal external public private".split()),
+    frozenset("v1 v2 v3 v4 v5".split()),
+)
+_SCOPE_OF = {w: i for i, ws in enumerate(SCOPES) for w in ws}
+#: scope words that are also everyday words: scopes only in capitals ("the US cluster", not "tell us")
+_CASED_SCOPES = frozenset({"us", "na", "eu", "uk"})
+#: generic words that still hold a value in their slot (a day, a frequency, a switch)
+VALUE_WORDS = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday weekday weekend weekends daily weekly
+    monthly yearly hourly nightly quarterly annually biweekly on off enabled disabled enable disable true
+    false yes tabs spaces asc desc ascending descending sync async synchronous asynchronous read-only
+    read-write required optional allowed denied allow deny upper lower uppercase lowercase utc local gmt
+    january february march april may june july august september october november december
+    main master develop trunk debug info warning warn error critical trace verbose quiet
+    once twice two three four five six seven eight nine ten eleven twelve dozen hundred thousand""".split()
+)
+#: values of one kind (a weekday, a frequency, a month); two values of different kinds fill different
+#: slots ("released weekly" and "released on Mondays" can both be true)
+_VALUE_CLASSES = (
+    frozenset("monday tuesday wednesday thursday friday saturday sunday weekday weekend weekends".split()),
+    frozenset("daily weekly monthly yearly hourly nightly quarterly annually biweekly".split()),
+    frozenset("january february march april may june july august september october november december".split()),
+)
+
+
+def _value_class(t: _Tok) -> int | None:
+    low = re.sub(r"s$", "", t.low) if t.low.endswith("days") else t.low
+    if low.startswith("every_"):
+        return 1
+    for i, ws in enumerate(_VALUE_CLASSES):
+        if low in ws or t.low in ws:
+            return i
+    return None
+
+
+#: pairs of predicates that negate each other
+OPPOSITES = (
+    ("always", "never"), ("enable", "disable"), ("enabled", "disabled"), ("allow", "deny"), ("allowed", "denied"),
+    ("must", "must not"), ("should", "should not"), ("can", "cannot"), ("do", "don't"), ("include", "exclude"),
+    ("required", "optional"), ("increase", "decrease"),
+)
+_OPPOSITE_WORDS = frozenset(w for pair in OPPOSITES for w in pair if " " not in w)
+_OPPOSITE_PHRASES = frozenset(w for pair in OPPOSITES for w in pair if " " in w)
+_NEGATION_RE = lazy_compile(
+    r"\b(?:never|no longer|cannot|can't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|won't|shouldn't|mustn't"
+    r"|(?:do|does|did|is|are|was|were|will|should|must|can|could|would|may|need|has|have) not)\b"
+)
+_VERBS = frozenset(
+    """is are was were be been being am has have had do does did can could should would will shall must may
+    might need needs needed use uses used using run runs ran running listen listens listened own owns owned
+    take takes took need require requires required store stores stored hold holds held handle handles handled
+    go goes went move moves moved live lives lived point points pointed target targets targeted support
+    supports supported evict evicts evicted deploy deploys deployed release releases released build builds
+    built review reviews reviewed maintain maintains maintained validate validates validated cache caches
+    cached retry retries retried export exports exported happen happens happened include includes included
+    contain contains contained get gets got keep keeps kept send sends sent write writes wrote read reads
+    serve serves served call calls called expose exposes exposed depend depends depended rely relies relied
+    make makes made create creates created leak leaks leaked fail fails failed break breaks broke crash
+    crashes crashed return returns returned expire expires expired rotate rotates rotated back backs backed
+    sit sits lives talk talks talked connect connects connected belong belongs belonged mean means meant
+    ship ships shipped push pushes pushed pull pulls pulled start starts started stop stops stopped
+    replace replaces replaced switch switches switched migrate migrates migrated prefer prefers preferred
+    like likes liked love loves loved want wants wanted plan plans planned think thinks thought know knows
+    knew went visit visits visited work works worked sync syncs synced load loads loaded generate generates
+    generated process processes processed emit emits emitted publish publishes published consume consumes
+    consumed accept accepts accepted reject rejects rejected block blocks blocked trigger triggers
+    triggered schedule schedules scheduled tag tags tagged limit limits limited wrap wraps wrapped
+    follow follows followed skip skips skipped log logs logged retain retains retained index indexes indexed
+    time times timed check checks checked lint lints linted format formats formatted test tests tested
+    review reviewed restart restarts restarted autoscale autoscales take took taken lead leads led""".split()
+)
+_DETERMINERS = frozenset("a an the this that these those our your their my its his her each every all".split())
+
+
+def _stem(word: str) -> str:
+    """A crude stem: enough to match deploys/deployed/deploying and backup/backups, nothing more."""
+    w = word
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    for suffix in ("ing", "ed", "es", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            if suffix == "s" and w.endswith("ss"):
+                break
+            w = w[: -len(suffix)]
+            break
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    return w
+
+
+_CHANGE_STEMS = frozenset(_stem(w) for w in _CHANGE_WORDS)
+
+
+#: abbreviations read as the words they stand for ("the analytics DB" is "the analytics database")
+ABBREVIATIONS = {
+    "db": "database", "dbs": "databases", "repo": "repository", "repos": "repositories", "pr": "pull request",
+    "prs": "pull requests", "prod": "production", "env": "environment", "envs": "environments",
+    "config": "configuration", "configs": "configurations", "k8s": "kubernetes", "docs": "documentation",
+    "deps": "dependencies", "dep": "dependency", "auth": "authentication", "msg": "message", "msgs": "messages",
+    "infra": "infrastructure", "dev": "development", "pw": "password", "pwd": "password", "svc": "service",
+}
+
+
+#: a frequency said in words is the same value as its adverb ("every night" is "nightly")
+_FREQUENCY_RE = lazy_compile(r"\b(?:every|each|once a|once per|once every)\s+(night|day|week|month|hour|year)\b", re.I)
+_FREQUENCY = {"night": "nightly", "day": "daily", "week": "weekly", "month": "monthly", "hour": "hourly",
+              "year": "yearly"}
+#: verbs that say the same thing ("X requires Y" is "X needs Y"), read as one
+SYNONYMS = {"require": "need", "requires": "needs", "requiring": "needing", "begin": "start", "begins": "starts",
+            "began": "started", "beginning": "starting", "utilise": "use", "utilize": "use", "utilises": "uses",
+            "utilizes": "uses"}
+
+
+_EVERY_N_RE = lazy_compile(r"\b(?:every|each|once every)\s+(other|\w+)\s+(night|day|week|month|hour|year)s?\b", re.I)
+_NUMBER_WORDS = {"other": "2", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "2": "2", "3": "3",
+                 "4": "4", "5": "5", "6": "6", "10": "10", "12": "12", "15": "15", "30": "30"}
+
+
+def _normalise_phrases(text: str) -> str:
+    """Rewrite fixed phrases to the single word they mean, before tokenising: "every night" is
+    "nightly", "every two weeks" / "every other week" is the one value "every_2_weeks"."""
+    def every_n(m: re.Match[str]) -> str:
+        n = _NUMBER_WORDS.get(m.group(1).lower())
+        return f"every_{n}_{m.group(2).lower()}s" if n else m.group()
+    return _FREQUENCY_RE.sub(lambda m: _FREQUENCY[m.group(1).lower()], _EVERY_N_RE.sub(every_n, text))
+
+
+@dataclass
+class _Tok:
+    text: str  # as written
+    low: str
+    stem: str
+    specific: bool  # carries a value or identifies something: number, identifier, name, code, tool...
+    scope: int | None  # index into SCOPES
+    cap: bool = False  # written with a capital (a name, wherever it stands)
+    # derived from the fields above once per token (tokens are cached and shared between texts), so
+    # that `parse` does not work them out again for every text a curation pass meets the word in
+    kept: bool = field(init=False, compare=False)  # a content word (see `Parsed.content`)
+    parts: frozenset[str] = field(init=False, compare=False)  # see `Parsed.parts`
+    verb: bool = field(init=False, compare=False)  # a known verb
+    s_form: bool = field(init=False, compare=False)  # a word in -s that may be a verb (see `_is_verb`)
+
+    def __post_init__(self) -> None:
+        low = self.low
+        self.kept = not ((low in STOPWORDS and self.scope is None) or self.stem in _CHANGE_STEMS
+                         or low in _CHANGE_WORDS or (len(low) == 1 and not low.isdigit()))
+        self.parts = _word_parts(low) - STOPWORDS
+        self.verb = low in _VERBS
+        self.s_form = low.endswith("s") and not low.endswith("ss") and low.isalpha()
+
+
+@dataclass
+class Parsed:
+    """What the rules need of one text."""
+
+    text: str
+    tokens: list[_Tok]
+    content: dict[str, _Tok]  # stem -> token, stopwords and change words left out
+    subject: set[str]  # stems before the first verb
+    change: bool  # states a change
+    negated: bool
+    scopes: dict[int, set[str]] = field(default_factory=dict)
+    #: the word parts of its identifiers, paths and URLs ("gs://ml-ckpt/resnet" -> ml, ckpt, resnet;
+    #: "NDCG@10" -> ndcg, 10), stemmed, less the identifiers themselves and stopwords
+    parts: set[str] = field(default_factory=set)
+    # Built once per text by `parse`, not once per comparison (a curation pass compares each text
+    # with several others):
+    #: the lowered tokens joined by single spaces, with a space at each end: where a phrase
+    #: ("must not") is looked up word-aligned
+    spaced: str = ""
+    words: frozenset[str] = frozenset()  # the lowered tokens, as a set
+    keys: frozenset[str] = frozenset()  # the stems of `content`
+    specific_keys: frozenset[str] = frozenset()  # the stems of `content` whose token is specific
+    opposites: frozenset[str] = frozenset()  # the words of OPPOSITES found in `spaced`
+    change_words: frozenset[str] = frozenset()  # `words` that are change words
+
+
+_TECH: frozenset[str] | None = None
+
+
+def _tech_words() -> frozenset[str]:
+    """Tool and technology names: values in their slot ("format with black" -> "with ruff")."""
+    global _TECH
+    if _TECH is None:
+        _TECH = frozenset(
+            """pnpm npm yarn pip uv poetry black ruff flake8 mypy pytest tox nox jest vitest mocha playwright
+            cypress webpack vite rollup esbuild babel eslint prettier docker podman kubernetes helm terraform
+            ansible jenkins buildkite circleci travis netlify vercel heroku fly sentry rollbar datadog grafana
+            prometheus loki promtail elasticsearch opensearch kafka rabbitmq redis memcached postgres mysql
+            sqlite mongodb dynamodb celery dramatiq rq sidekiq vault nginx apache caddy traefik make just bazel
+            gradle maven cargo go rust python node deno bun java kotlin swift ruby php elixir scala react vue
+            svelte angular django flask fastapi rails spring express nextjs nuxt alembic flyway liquibase
+            github gitlab bitbucket slack jira linear notion confluence aws gcp azure s3 gcs cloudflare
+            launchdarkly unleash okta auth0 keycloak stripe paypal twilio sendgrid mailgun""".split()
+        )
+    return _TECH
+
+
+_POSSESSIVE_RE = lazy_compile(r"['’]s$")
+_JOINED_RE = lazy_compile(r"[a-z0-9][._/][a-z0-9]")
+_CAMEL_RE = lazy_compile(r"[a-z][A-Z]")
+_HYPHENATED_RE = lazy_compile(r"[a-z]+(?:-[a-z]+)+")
+
+
+@functools.lru_cache(maxsize=65536)
+def _tokens_of(raw: str, sentence_start: bool) -> tuple[_Tok, ...]:
+    """The token(s) one matched word stands for. It depends only on the word as written and on
+    whether a sentence starts there, and words recur across texts: a curation pass over 10k
+    memories parses ~10k texts but meets a few thousand distinct words, so each is worked out once.
+    The tokens are shared between texts and never modified."""
+    low = raw.lower().strip("`'’")
+    low = _POSSESSIVE_RE.sub("", low)
+    is_code = raw.startswith("`")
+    has_digit = any(c.isdigit() for c in low)
+    has_alpha = any(c.isalpha() for c in low)
+    ident = is_code or low.startswith(("/", "~", "http")) or (has_digit and has_alpha) or bool(
+        _JOINED_RE.search(low)) or ("_" in low) or bool(_CAMEL_RE.search(raw))
+    proper = raw[:1].isupper() and not sentence_start and low not in STOPWORDS
+    acronym = len(raw) >= 2 and raw.isupper() and raw.isalpha()
+    specific = (has_digit or ident or proper or acronym or low in _tech_words() or low in VALUE_WORDS)
+    if low in SYNONYMS:
+        low = SYNONYMS[low]
+    if low in ABBREVIATIONS and not is_code:
+        return tuple(_Tok(word, word, _stem(word), False, _SCOPE_OF.get(word), False)
+                     for word in ABBREVIATIONS[low].split())
+    stem = low if (has_digit or ident) else _stem(low)
+    if _HYPHENATED_RE.fullmatch(low):  # squash-merged / squash-merge
+        head, _, last = low.rpartition("-")
+        stem = f"{head}-{_stem(last)}"
+    scope = _SCOPE_OF.get(low)
+    if low in _CASED_SCOPES and not raw.isupper():
+        scope = None  # "us" the pronoun, not the US
+    return (_Tok(raw, low, stem, specific or scope is not None, scope, raw[:1].isupper()),)
+
+
+@functools.lru_cache(maxsize=32768)
+def parse(text: str) -> Parsed:
+    """Tokens of `text` with their roles (see the module docstring). Cached: a stored memory is
+    compared with many new facts (one `add --batch` of a chat log compares the same few hundred)."""
+    lowered = " ".join(text.lower().split())
+    # `_normalise_phrases` rewrites only phrases with "every", "each" or "once": a text without any
+    # (lowered: the regexes ignore case) is left as it is
+    hint = "every" in lowered or "each" in lowered or "once" in lowered
+    spelled = _normalise_phrases(text) if hint else text
+    # each word with what follows it: a new sentence starts after . ! ? ; or : (or a space and one
+    # of them, or a line break), and the capital that follows is not a name
+    found = _TOKEN_END_RE.findall(spelled)
+    raws, afters = zip(*found) if found else ((), ())
+    # word i starts a sentence when word i-1 ended one (map stops at the shorter iterable)
+    toks: list[_Tok] = list(chain.from_iterable(map(_tokens_of, raws, chain((True,), map(bool, afters)))))
+    # stem -> its first content token (built from the last, so the first one stays)
+    content: dict[str, _Tok] = {t.stem: t for t in toks[::-1] if t.kept}
+    parts: set[str] = set().union(*[t.parts for t in toks])
+    subject: set[str] = set()
+    for i, t in enumerate(toks):
+        if (t.verb or (i and t.s_form)) and _is_verb(toks, i):
+            break
+        if t.stem in content:
+            subject.add(t.stem)
+    else:
+        subject = set()  # no verb found: a fragment, whose "subject" cannot be told
+    scopes: dict[int, set[str]] = {}
+    for t in [t for t in toks if t.scope is not None]:
+        if not (t.low == "test" and not _scope_noun_follows(t, toks)):
+            scopes.setdefault(t.scope, set()).add(t.low)
+    lows = [t.low for t in toks]
+    spaced = f" {' '.join(lows)} "
+    words = frozenset(lows)
+    # the phrase regexes run only when a word they need is in the text (most texts state no change)
+    runs = frozenset(_WORD_RUN_RE.findall(lowered))
+    change = not runs.isdisjoint(_CHANGE_KEYS) and bool(_CHANGE_RE.search(lowered))
+    negated = not runs.isdisjoint(_NEGATION_KEYS) and bool(_NEGATION_RE.search(lowered))
+    return Parsed(text, toks, content, subject, change, negated, scopes, parts, spaced=spaced, words=words,
+                  keys=frozenset(content), specific_keys=frozenset([s for s, t in content.items() if t.specific]),
+                  opposites=_opposites(spaced, words, len(toks)),
+                  change_words=words & _CHANGE_WORDS)
+
+
+def _opposites(spaced: str, words: frozenset[str], n: int) -> frozenset[str]:
+    """The words and phrases of OPPOSITES that `spaced` holds word-aligned. When no token holds a
+    space (one separator per token), a word is there exactly when it is a token."""
+    if n and spaced.count(" ") == n + 1:
+        found = words & _OPPOSITE_WORDS
+        if "not" in words:
+            found |= {w for w in _OPPOSITE_PHRASES if f" {w} " in spaced}
+        return found
+    return frozenset(w for w in _OPPOSITE_WORDS | _OPPOSITE_PHRASES if f" {w} " in spaced)
+
+
+#: `_TOKEN_RE` and, for each word, what ends a sentence right after it (empty when nothing does)
+_TOKEN_END_RE = lazy_compile(f"({_TOKEN_RE.pattern})" + r"(?=(\s?[.!?;:]|\n)?)")
+_WORD_RUN_RE = lazy_compile(r"\w+")
+#: one word (a run of \w) of each phrase of _CHANGE_RE / _NEGATION_RE: a text without any of them
+#: cannot match the regex ("can't" ends in the run "t")
+_CHANGE_KEYS = frozenset(max(_WORD_RUN_RE.findall(p), key=len) for p in CHANGE_PHRASES)
+_NEGATION_KEYS = frozenset({"never", "longer", "cannot", "t", "not"})
+
+
+def _is_verb(words: list[_Tok], i: int) -> bool:
+    """Is words[i] the sentence's verb? A known verb not right after a determiner, or a word in -s
+    between a noun and what reads like an object ("the team *follows* the ...")."""
+    t = words[i]
+    prev = words[i - 1].low if i else ""
+    if t.low in _VERBS:
+        return prev not in _DETERMINERS
+    if i == 0 or not t.low.endswith("s") or t.low.endswith("ss") or not t.low.isalpha():
+        return False
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    return (prev not in _DETERMINERS and prev not in STOPWORDS and nxt is not None
+            and (nxt.low in _DETERMINERS or nxt.low in _PREPOSITIONS or nxt.cap or nxt.low[:1].isdigit()))
+
+
+_PREPOSITIONS = frozenset("in on at to from with by for of into onto via under over after before".split())
+
+
+def _scope_noun_follows(t: _Tok, toks: list[_Tok]) -> bool:
+    """`test` is a scope only as in "the test environment/cluster/server/database"."""
+    i = toks.index(t)
+    return i + 1 < len(toks) and toks[i + 1].low in {"environment", "env", "cluster", "server", "database", "db",
+                                                        "instance", "stack", "account", "region", "bucket"}
+
+
+class Relation:
+    """How a new text relates to a stored one, and why (one line, for the user).
+
+    `kind`: SAME | REFINES | SUPERSEDES | DISTINCT; `contradiction`: a value or polarity conflict
+    between same-subject texts. The reason may be given as a function that writes it, called when
+    the reason is first read: a curation pass asks for ~20k relations and reads a few hundred reasons.
+    """
+
+    __slots__ = ("kind", "contradiction", "_reason")
+
+    def __init__(self, kind: str, reason: str | Callable[[], str], contradiction: bool = False) -> None:
+        self.kind, self.contradiction, self._reason = kind, contradiction, reason
+
+    @property
+    def reason(self) -> str:
+        if not isinstance(self._reason, str):
+            self._reason = self._reason()
+        return self._reason
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Relation):
+            return NotImplemented
+        return (self.kind, self.reason, self.contradiction) == (other.kind, other.reason, other.contradiction)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as the dataclass it was)
+
+    def __repr__(self) -> str:
+        return f"Relation(kind={self.kind!r}, reason={self.reason!r}, contradiction={self.contradiction!r})"
+
+
+_AFTER_MARKERS = frozenset("replaced replaces replacing longer switched migrated moved".split())
+
+
+_INNER_MARK_RE = lazy_compile(r"[a-z0-9][._/-][a-z0-9]")
+_NON_WORD_RE = lazy_compile(r"[^a-z0-9]+")
+
+
+def _identifying(t: _Tok) -> bool:
+    """A token that names one thing among others of its kind: digits, dots, slashes, dashes."""
+    return _identifying_word(t.low)
+
+
+@functools.lru_cache(maxsize=65536)
+def _identifying_word(low: str) -> bool:
+    """`_identifying` of a lowered word, worked out once per distinct word (it is asked for every
+    token of every text a curation pass compares)."""
+    return any(c.isdigit() for c in low) or bool(_INNER_MARK_RE.search(low)) or "_" in low
+
+
+def _change_about(new: Parsed, old: Parsed) -> bool:
+    """Does a change word of `new` bear on something the old text named? ("... GitHub Actions was
+    retired", "instead of Netlify"): a specific word of the old text within four words of it.
+    "Use tmp_path instead of writing to /tmp" states no change to the stored fact."""
+    toks = new.tokens
+    old_words = old.words
+    for i, t in enumerate(toks):
+        if t.low not in _CHANGE_WORDS or t.low in old_words:
+            continue
+        after_only = t.low in _AFTER_MARKERS or (t.low == "instead" and i + 1 < len(toks) and toks[i + 1].low == "of")
+        if t.low == "instead" and not after_only:
+            continue  # "use X instead": X is the new value; the old one is not named here
+        window = toks[i + 1: i + 6] if after_only else toks[max(0, i - 4): i + 5]
+        for u in window:
+            if u is not t and u.stem in old.content and (u.specific or u.cap) and u.low not in STOPWORDS:
+                return True
+    return False
+
+
+def _short(words: set[str] | list[str], limit: int = 3) -> str:
+    w = sorted(words)
+    return ", ".join(w[:limit]) + ("…" if len(w) > limit else "")
+
+
+def _polarity_flip(a: Parsed, b: Parsed) -> str | None:
+    """The predicate negated between two texts ("always" vs "never", "can" vs "cannot")."""
+    la, lb = a.opposites, b.opposites  # which of the words of OPPOSITES each text holds, word-aligned
+    if la or lb:
+        for x, y in OPPOSITES:
+            if " " in y:  # "must" / "must not"
+                if (y in la) != (y in lb) and x in la and x in lb:
+                    return f"'{x}' vs '{y}'"
+                continue
+            if (x in la and y in lb and y not in la and x not in lb) or (
+                    y in la and x in lb and x not in la and y not in lb):
+                return f"'{x}' vs '{y}'"
+    if a.negated != b.negated:
+        plain = a if b.negated else b
+        other = {t.stem for t in (b if b.negated else a).tokens}
+        if any(t.low in NEGATIVE_WORDS and t.stem not in other for t in plain.tokens):
+            return None  # "is broken" / "doesn't work": both say it does not
+        return "one says not"
+    return None
+
+
+#: words that say "not" by themselves: a text holding one agrees with a negated rewording
+NEGATIVE_WORDS = frozenset(
+    """broken fails failing failed down missing unavailable unsupported unreachable forbidden disallowed
+    prohibited banned impossible flaky absent unused lacks lacking""".split()
+)
+
+
+def _small(removed: dict[str, _Tok], added: dict[str, _Tok]) -> bool:
+    """Only a word or two differs: a negation then bears on what both texts say."""
+    return len(removed) <= 1 and len(added) <= 1
+
+
+@functools.lru_cache(maxsize=65536)
+def _normal(text: str) -> str:
+    """`extract.normalise`, remembered: a curation pass compares each text with several others."""
+    from memcli.services.extract import normalise  # here, not at the top: search never needs it (~15 ms of import)
+
+    return normalise(text)
+
+
+def warm(text: str) -> None:
+    """Read `text` ahead (its tokens and normal form, into the caches `relate` reads them from):
+    a curation pass does it while the kNN pass still runs in another thread."""
+    _normal(text)
+    parse(text)
+
+
+#: how many texts `warm` may read ahead in one pass: fewer than `parse` keeps, so that reading
+#: ahead never pushes out a text before its comparisons
+WARM_LIMIT = 20_000
+
+
+def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) -> Relation:
+    """The relation of `new` to the stored `old` (cosine `similarity` between them).
+
+    `threshold` is the similarity from which a pure rewording (generic words swapped, nothing
+    specific changed) counts as the same fact.
+    """
+    if _normal(old) == _normal(new):
+        return Relation(SAME, "same text")
+    if similarity < min(CANDIDATE_FLOOR, threshold):
+        return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
+    po, pn = parse(old), parse(new)
+    # 1. scope words: staging vs production, EU vs US, iOS vs Android ...
+    for scope, words in po.scopes.items():
+        other = pn.scopes.get(scope)
+        if other and other != words and (words - other) and (other - words):
+            return Relation(DISTINCT, f"different subject: {_short(words - other)} vs {_short(other - words)}")
+    # a word that is a part of an identifier of the other text is not gone: "NDCG" -> "NDCG@10",
+    # "resnet checkpoints" -> "gs://ml-ckpt/resnet"
+    parts_o, parts_n = po.parts, pn.parts
+    keys_o, keys_n = po.keys, pn.keys
+    removed_keys, added_keys = keys_o - keys_n - parts_n, keys_n - keys_o - parts_o
+    removed = {s: po.content[s] for s in removed_keys}
+    added = {s: pn.content[s] for s in added_keys}
+    r_spec, a_spec = removed_keys & po.specific_keys, added_keys & pn.specific_keys
+    r_gen, a_gen = removed_keys - r_spec, added_keys - a_spec
+    shared = keys_o & keys_n
+    # the subject: words before the verb, missing from the other text
+    old_gone = po.subject - keys_n - parts_n
+    new_gone = pn.subject - keys_o - parts_o
+    # an identifier or a number in one subject that the other lacks names another thing ("orders.created",
+    # "service-1"); a plain name or acronym may just be reworded away ("the cache TTL ..." -> "... cached")
+    specific_gone = {s for s in old_gone if _identifying(po.content[s])} | \
+        {s for s in new_gone if _identifying(pn.content[s])}
+    subj_missing = (old_gone | new_gone) if (old_gone and new_gone) or specific_gone else set()
+    fresh = pn.change_words - po.words
+    # a change word counts when it bears on the old text: a value of it named near the word, or
+    # the texts otherwise parallel (one or two words replaced: "is master" -> "was renamed to main")
+    change = pn.change and bool(fresh) and (bool(r_spec) or 0 < len(removed) <= 2 or _change_about(pn, po))
+    single_slot = len(r_spec) <= 1 and len(a_spec) <= 2 and not (r_gen and a_gen and r_spec)
+    if subj_missing:
+        # "Priya is the lead ..." -> "Ahmed is the lead ... now": a stated change of one name is a new value
+        names = {s for s, t in {**removed, **added}.items() if t.specific or t.cap}
+        # "Keiko is the release manager for Q3" -> "Rafael is ...": one holder of a role named with
+        # "the" (or owned, led) replaced by another, nothing else changed
+        if _holder_swapped(po, pn, old_gone, new_gone, removed, added):
+            return Relation(SUPERSEDES, f"new holder: {_short(old_gone)} -> {_short(new_gone)}", contradiction=True)
+        if not (change and single_slot and subj_missing <= names and len(shared) >= 2):
+            return Relation(DISTINCT, lambda: f"different subject: {_short(subj_missing)}")
+    if not shared:
+        return Relation(DISTINCT, "nothing in common")
+    overlap = len(shared) / max(1, min(len(po.content), len(pn.content)))
+    # 2. a stated change about the same subject
+    if change and overlap >= 0.4:
+        what = f"{_short(r_spec)} -> {_short(a_spec)}" if r_spec and a_spec else _short(a_spec or set(added)) or "it"
+        return Relation(SUPERSEDES, lambda: f"states a change ({what})", contradiction=bool(r_spec and a_spec))
+    # 3. several specific slots changed at once: another thing, not another value
+    if r_spec and a_spec and (len(r_spec) >= 2 and len(a_spec) >= 2 or (r_gen and a_gen)):
+        return Relation(DISTINCT, lambda: f"differs in {_short(r_spec)} vs {_short(a_spec)}")
+    # 3. a value of one kind swapped for one of another kind (a frequency for a weekday): other slots
+    if r_spec and a_spec and not change:
+        kinds_r = {_value_class(removed[x]) for x in r_spec}
+        kinds_a = {_value_class(added[x]) for x in a_spec}
+        if None not in kinds_r and None not in kinds_a and not (kinds_r & kinds_a):
+            return Relation(DISTINCT, lambda: f"another slot: {_short(r_spec)} vs {_short(a_spec)}")
+    # 3. one value replaced by another; when both texts deny it ("does not support IE11" / "... Safari 13")
+    # both can be true
+    if r_spec and a_spec and po.negated and pn.negated and not _polarity_flip(po, pn):
+        return Relation(DISTINCT, lambda: f"both say not, of {_short(r_spec)} and {_short(a_spec)}")
+    if r_spec and a_spec:
+        return Relation(SUPERSEDES, lambda: f"new value: {_short(r_spec)} -> {_short(a_spec)}", contradiction=True)
+    flip = _polarity_flip(po, pn)
+    negated_extra = added if pn.negated and not po.negated else removed
+    if flip and overlap >= 0.6 and _small(removed, added) and not (
+            flip == "one says not" and any(t.specific for t in negated_extra.values())):
+        return Relation(SUPERSEDES, lambda: f"negates it ({flip})", contradiction=True)
+    # 4. novelty
+    if not removed:
+        if not added:
+            return Relation(SAME, lambda: f"says the same ({similarity:.2f})")
+        return Relation(REFINES, lambda: f"adds {_short(set(a.text for a in added.values()))}")
+    if r_spec and not added:
+        return Relation(SAME if similarity >= threshold else DISTINCT,
+                        (lambda: f"says less ({similarity:.2f})") if similarity >= threshold else "says something else")
+    if similarity >= threshold and not r_spec:
+        if a_spec or len(added) > len(removed):
+            return Relation(REFINES, lambda: f"rewording that adds {_short(set(a.text for a in added.values()))}")
+        return Relation(SAME, lambda: f"rewording ({similarity:.2f})")
+    if not r_spec and not a_spec and similarity >= threshold - 0.05 and len(added) <= 2 and len(removed) <= 2:
+        return Relation(SAME, lambda: f"rewording ({similarity:.2f})")
+    return Relation(DISTINCT, lambda: f"says something else ({_short(set(removed))} vs {_short(set(added))})")
+
+
+def texts_mergeable(a: str, b: str) -> bool:
+    """Are two texts one fact, each a rewording or a refinement of the other, about the same
+    subject (never a change of value, a negation or another subject)? What `curate.mergeable`
+    asks of two memories' texts; a pure function of the texts under these rules, so the index
+    records it with each close pair (memcli/index/sync.py) and `merge --auto` need not parse them
+    again (`rules_version` tells when the rules changed)."""
+    return relate(a, b, 0.9, threshold=0.0).kind in (SAME, REFINES) and \
+        relate(b, a, 0.9, threshold=0.0).kind in (SAME, REFINES)
+
+
+def forget_parsed() -> None:
+    """Drop the texts read so far (`parse`, `_normal`). A bulk judging (the index's close pairs of a
+    whole store) fills them with ~10k texts nothing asks for again; held on, they slowed every later
+    sync of that process by ~20 ms (bench/sync_nochange.py: the garbage collector walks them)."""
+    parse.cache_clear()
+    _normal.cache_clear()
+
+
+def rules_version() -> str:
+    """A digest of the rules `texts_mergeable` applies, as this process loaded them: a verdict
+    recorded under another one is not used. "" when it cannot be told (no verdict is recorded or
+    used then)."""
+    return _RULES
+
+
+def _rules_digest() -> str:
+    """The sources of this module and of memcli/services/extract.py (its normalisation), read when this
+    module is imported (a long-running process whose files are upgraded under it keeps the digest
+    of the code it runs), with the Python and Unicode versions (`lower`, `\\w` and `isupper` follow
+    the Unicode tables). Without the sources (an install of compiled modules only): the functions'
+    code."""
+    import hashlib
+    import sys
+    import unicodedata
+
+    head = f"{sys.version_info[:2]} {unicodedata.unidata_version}".encode()
+    try:  # (through the loader: a zipped package reads them too)
+        here = os.path.dirname(__file__)
+        data = b"".join(__spec__.loader.get_data(os.path.join(here, f)) for f in ("decide.py", "extract.py"))
+    except Exception:  # noqa: BLE001 - no readable sources: the code itself, or no digest
+        try:
+            import inspect
+            import marshal
+
+            from memcli.services import extract
+
+            funcs = [getattr(f, "__wrapped__", f) for m in (sys.modules[__name__], extract) for f in vars(m).values()]
+            # (format 2: no back-references, whose flags depend on what else holds the objects,
+            # i.e. on which modules were imported first)
+            data = b"".join(marshal.dumps(f.__code__, 2) for f in funcs if inspect.isfunction(f))
+        except Exception:  # noqa: BLE001
+            return ""
+    return hashlib.sha1(head + data).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_parts(low: str) -> frozenset[str]:
+    """The stemmed parts of one identifier, path or URL (nothing for another word), once per word."""
+    if not (_identifying_word(low) or low.startswith(("/", "~", "http"))):
+        return frozenset()
+    return frozenset(_stem(w) for w in _NON_WORD_RE.split(low) if w and w != low)
+
+
+_ROLE_RE = lazy_compile(r"^(.+?)\s+(?:is|was|will be)\s+(?:the|our)\s+(.+)$", re.I | re.S)
+_HOLDER_RE = lazy_compile(r"^\s*\S+\s+(?:owns|leads|runs|manages)\s+the\s", re.I)
+
+
+def _holder_swapped(po: Parsed, pn: Parsed, old_gone: set[str], new_gone: set[str], removed: dict[str, _Tok],
+                    added: dict[str, _Tok]) -> bool:
+    """One subject word replaced by another before the same "is the <role>" ("Keiko is the release
+    manager for Q3", "Python 3.10 is the minimum supported version"), or one name before the same
+    "owns/leads the <thing>": a role has one holder at a time. "Marta prefers X" -> "Jun prefers X" is
+    not this (two people can both prefer something), nor "Anna is a reviewer" (a role many hold)."""
+    if len(old_gone) != 1 or len(new_gone) != 1 or set(removed) != old_gone or set(added) != new_gone:
+        return False
+    ro, rn = _ROLE_RE.match(po.text.strip()), _ROLE_RE.match(pn.text.strip())
+    if ro and rn and _norm_rest(ro.group(2)) == _norm_rest(rn.group(2)):
+        return True
+    (o,), (n,) = old_gone, new_gone
+    if not (po.content[o].cap and pn.content[n].cap and po.content[o].text.isalpha() and pn.content[n].text.isalpha()):
+        return False
+    return bool(_HOLDER_RE.match(po.text) and _HOLDER_RE.match(pn.text))
+
+
+def _norm_rest(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def check_llm(event: str, old: str, new: str, similarity: float) -> str | None:
+    """Why an LLM decision must not stand: an UPDATE, NONE or DELETE of a memory about another
+    subject ("the staging X" for "the production X") is downgraded to ADD. None when it may stand."""
+    if event not in ("UPDATE", "NONE", "DELETE"):
+        return None
+    rel = relate(old, new, similarity, threshold=0.0)
+    if rel.kind == DISTINCT and rel.reason.startswith("different subject"):
+        return rel.reason
+    return None
+
+
+def llm_supersedes(event: str, old: str, new: str, similarity: float) -> str | None:
+    """Why an LLM UPDATE (or NONE) of a memory must end as a supersede instead: the new fact gives
+    the same subject a new value or states a change (PG 15 -> 16), so the old memory is kept,
+    marked `superseded_by`, and the fact becomes the current memory. None when it may stand.
+    An UPDATE rewriting the memory in place would leave the replaced value only in `history`, and
+    merged texts such as "PostgreSQL 16 (upgraded from 15)" hold both values as if both held."""
+    if event not in ("UPDATE", "NONE"):
+        return None
+    rel = relate(old, new, similarity, threshold=0.0)
+    return rel.reason if rel.kind == SUPERSEDES else None
+
+
+def supersedes(old: str, new: str, similarity: float) -> bool:
+    """Is `new` a new value (or a stated change) for the subject of `old`?"""
+    return relate(old, new, similarity, threshold=0.0).kind == SUPERSEDES
+
+
+_RULES = _rules_digest()

@@ -1,0 +1,771 @@
+"""What memcli does around a model's reply, so that small local models give good memories.
+
+Measured on real small instruct models (Qwen2.5-Coder 0.5B/1.5B, SmolLM2-135M): every reply
+parsed, and the content was often wrong. The model is therefore asked for as little as possible
+(fact texts; for decide: event, target, text) and everything else is memcli's, in code:
+
+* **Before sending** (:func:`prepare_input`): JSON shaped like memcli's own replies inside the
+  input ("{"facts": [...]}") is removed, so the model cannot be handed a ready-made answer.
+  (Credentials in words are redacted earlier, by ``memcli.services.redact``, before anything is sent.)
+* **Every fact text** (:func:`fact_problem`) passes the heuristic extractor's junk gates
+  (``extract.junk_reason``: questions, requests, pleasantries, filler, status chatter, recalled
+  memories, credential lines, too short, only redaction markers) plus the model-specific ones:
+  placeholders ("...", "fact"), key-like strings ("type:", "confidence: 0.9"), text copied from
+  the prompt (the worked example), text taken from an instruction inside the input ("store: ...",
+  "ignore previous instructions and ..."), and text whose only source in the input is a line the
+  gates reject (a question rephrased as a statement). The verdict names the rule.
+* **Code** (:func:`attach_code`): fenced blocks, ``$`` lines, command lines and backtick commands
+  are taken from the input, never from the model, and attached to the fact they belong to (the
+  heuristic extractor already knows which sentence introduces which block); a block no fact
+  claims keeps the heuristic fact that carries it, so no command is lost.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+from memcli.core.facts import Fact
+from memcli.core.lazy_re import lazy_compile
+from memcli.services.extract import (
+    _FENCED_RE,
+    _fenced_blocks,
+    _strip_fences,
+    fact_from_text,
+    heuristic_extract,
+    junk_reason,
+    normalise,
+)
+
+__all__ = [
+    "attach_code",
+    "carries_reply",
+    "change_related",
+    "fact_problem",
+    "fallback_problem",
+    "instruction_lines",
+    "merge_problem",
+    "without_superseded_code",
+    "prepare_input",
+    "states_change",
+    "strip_version_marks",
+    "supporting",
+    "with_orphan_blocks",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Input preparation
+# ---------------------------------------------------------------------------------------------
+# A JSON object carrying memcli's reply keys: {"facts": ...}, {"decisions": ...}, or an event.
+_REPLY_KEY = lazy_compile(
+    r"""["'](?:facts|decisions)["']\s*:|["']event["']\s*:\s*["'](?:ADD|UPDATE|DELETE|NONE)["']""", re.I
+)
+REMOVED_REPLY = "[memcli-shaped JSON removed]"
+
+
+def _object_end(text: str, start: int) -> int | None:
+    """Index after the ``}`` closing the object opened at ``text[start]``, honouring strings."""
+    depth, quote, escape = 0, "", False
+    for i in range(start, min(len(text), start + 20000)):
+        ch = text[i]
+        if quote:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def carries_reply(text: str) -> bool:
+    """Whether ``text`` holds JSON shaped like memcli's own replies (an answer planted in the input)."""
+    return bool(_REPLY_KEY.search(text))
+
+
+def prepare_input(text: str) -> str:
+    """The input as it is sent to the model: memcli-shaped JSON replies and HTML comments removed.
+
+    An input that carries ``{"facts": [{"text": "The admin password is ..."}]}`` hands a small
+    model its answer; it copies it. The object is replaced by a marker (the stored text, and the
+    heuristic fallback, still see the input as written).
+    """
+    for _ in range(50):  # bounded: each pass removes one object
+        m = _REPLY_KEY.search(text)
+        if m is None:
+            break
+        start = text.rfind("{", max(0, m.start() - 400), m.start() + 1)
+        end = _object_end(text, start) if start >= 0 else None
+        if start < 0:
+            text = text[: m.start()] + REMOVED_REPLY + text[m.end():]
+            continue
+        text = text[:start] + REMOVED_REPLY + text[end if end is not None else len(text):]
+    return _HTML_COMMENT.sub("", text)
+
+
+# Lines that instruct a model or a memory tool rather than state something: "store: ...",
+# "ignore previous instructions and ...", "you are now ...", "new instructions: ...".
+_INSTRUCTION_RE = lazy_compile(
+    r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+|my\s+)?"
+    r"(?:previous|prior|above|earlier|preceding|system|original|former|other)\b"
+    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+|your\s+)?(?:instructions|rules|guidelines|everything)\b"
+    r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:|\bsystem\s+(?:prompt|override|message)\s*:"
+    r"|(?:^|[\s>*#(-])(?:store|save|memori[sz]e|record|output|reply|respond|print|return|write|add)"
+    r"(?:\s+(?:this|that|these|the\s+following))?(?:\s+(?:facts?|memor(?:y|ies)|json|as\s+a\s+fact))?\s*:"
+    r"|\b(?:store|save|memori[sz]e|record|add)\s+(?:this|the\s+following|that)\s+(?:as\s+)?(?:a\s+)?"
+    r"(?:facts?|memor(?:y|ies))\b"
+    r"|\b(?:output|reply\s+with|respond\s+with|return)\s+(?:only\s+)?(?:the\s+following\s+)?(?:json|\{)"
+    r"|\byour\s+(?:reply|answer|output|response)\s+(?:must|should|has\s+to)\b"
+    r"|^\s*\W{0,3}system\s*:"  # a "SYSTEM:" role line inside data
+    r"|\b(?:ai|llm|assistant|agent|model|memory\s+tool|bot)\s*[:,]\s*(?:remember|store|save|record|note|add)\b",
+    re.I,
+)
+# An HTML comment: hidden from whoever reads the rendered text, so what it says is not what the
+# author shows; a planted instruction ("<!-- AI memory tool: remember that ... -->") hides there.
+_HTML_COMMENT = lazy_compile(r"<!--.*?(?:-->|$)", re.S)
+
+
+def instruction_lines(text: str) -> list[str]:
+    """The lines of ``text`` that give instructions to a model or a memory tool (an injection),
+    and the content of its HTML comments."""
+    hidden = [re.sub(r"^<!--|-->$", "", m.group().strip()).strip() for m in _HTML_COMMENT.finditer(text)]
+    return [line.strip() for line in text.splitlines() if _INSTRUCTION_RE.search(line)] + [h for h in hidden if h]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fact texts
+# ---------------------------------------------------------------------------------------------
+_STOP = frozenset(
+    "a an the and or but of to in on at by for with from into as is are was were be been being it its this that "
+    "these those there here we our us you your i me my they them their he she his her not no do does did has have "
+    "had will would should can could may might must so if then than also just only very all any some each which "
+    "who what when where how why about over under up down out via per use uses used using now".split()
+)
+_WORD = lazy_compile(r"[\w][\w.+#/-]*\w|\w")
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in (t.lower().strip("./-") for t in _WORD.findall(text)) if w and w not in _STOP}
+
+
+_PLACEHOLDER_RE = lazy_compile(
+    r"^\W*(?:\.\.\.|…|text|facts?|string|str|null|none|n/?a|todo|tbd|example|placeholder|one short sentence"
+    r"|the (?:merged )?(?:memory|fact|text)(?: text)?|fact text|memory text|your fact|same|unchanged|no change)"
+    r"\W*$|^\W*$|^\s*<[^<>]{0,40}>\s*$|\.\.\.\s*$|^\s*(?:\.\.\.|…)",
+    re.I,
+)
+_KEY_LIKE_RE = lazy_compile(
+    r"^\s*[\"']?[A-Za-z_][\w -]{0,24}[\"']?\s*:\s*[\"']?[\w.\[\]-]{0,30}[\"']?\s*,?\s*$"
+    r"|[\"'](?:text|type|tags|confidence|code_pattern|event|target_id|target|skipped|facts)[\"']\s*:"
+    r"|^\s*\{|^\s*\[\s*[{\"']"
+)
+
+
+def _copied_from(text: str, source: str) -> bool:
+    """Whether (nearly) all of ``text``'s words come from ``source`` in one piece."""
+    norm = normalise(text)
+    return len(norm) >= 8 and norm in normalise(source)
+
+
+def _coverage(words: set[str], text: str) -> float:
+    return len(words & _content_words(text)) / len(words) if words else 0.0
+
+
+_SPEAKER_PREFIX = lazy_compile(r"^\s*(?:\*\*|__)?[A-Za-z][\w -]{0,20}(?:\*\*|__)?\s*:\s+")
+_SENTENCE_SPLIT = lazy_compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
+
+
+_CODE_CHARS = lazy_compile(r"[=(){}\[\];]|^\s*(?:return|raise|import|from|def|class|await|yield)\b")
+
+
+@functools.lru_cache(maxsize=4)
+def _machine_lines(source: str) -> Mapping[str, str]:
+    """Input lines that are not prose, by their normalised text: a command's output (the lines
+    after a ``$`` line, up to a blank line or the next command) and indented code (a traceback's
+    source lines). A fact copied from one restates output or code, not a statement. Cached: every
+    fact of one reply is checked against the same input (read-only to callers)."""
+    out: dict[str, str] = {}
+    after_command = False
+    for raw in source.splitlines():
+        line = raw.strip()
+        if not line:
+            after_command = False
+            continue
+        if line.startswith("$ "):
+            after_command = True
+            continue
+        if after_command:
+            out[normalise(line)] = "tool_output"
+        elif raw[:2] in ("  ", "\t") and _CODE_CHARS.search(line):
+            out[normalise(line)] = "bare_code"
+    return out
+
+
+def _source_pieces(source: str) -> list[tuple[str, str | None]]:
+    """Each sentence of the input with the junk rule it trips (None for a plain statement)."""
+    pieces: list[tuple[str, str | None]] = []
+    machine = _machine_lines(source)
+    for line in source.splitlines():
+        if normalise(line.strip()) in machine:
+            pieces.append((line.strip(), machine[normalise(line.strip())]))
+            continue
+        line = _SPEAKER_PREFIX.sub("", line.strip(), count=1)
+        if not line:
+            continue
+        for sentence in _SENTENCE_SPLIT.split(line):
+            if sentence.strip():
+                pieces.append((sentence, junk_reason(sentence)))
+    return pieces
+
+
+def fact_problem(
+    text: str,
+    *,
+    source: str,
+    prompt: str = "",
+    instructions: Iterable[str] = (),
+    pieces: list[tuple[str, str | None]] | None = None,
+) -> str | None:
+    """Why a fact text from a model must not be stored (a rule name), or None when it may be.
+
+    ``source`` is the input the fact was extracted from (as sent), ``prompt`` the instructions
+    and worked example the model was given, ``instructions`` the input's instruction lines.
+    """
+    if _PLACEHOLDER_RE.search(text):
+        return "placeholder"
+    if _KEY_LIKE_RE.search(text):
+        return "key_like"
+    reason = junk_reason(text)
+    if reason and reason != "dangling":  # an intro to code is judged once the input's code is attached
+        return reason
+    extra = _chat_rule(text)
+    if extra:
+        return extra
+    bare = re.sub(r"^\$\s*", "", text.strip().strip("`"))
+    if _BARE_COMMAND.match(bare) and not _PROSE_SENTENCE.search(bare):
+        return "bare_code"  # a command alone is no statement: the input's code goes to the fact it belongs to
+    if translated(text, source):
+        return "translated"
+    if prompt and _copied_from(text, prompt) and not _copied_from(text, source):
+        return "copied_prompt"
+    words = _content_words(text)
+    if prompt and words and _coverage(words, prompt) >= 0.85 and _coverage(words, source) < 0.5:
+        return "copied_prompt"
+    for line in instructions:
+        if _copied_from(text, line) or (words and _coverage(words, line) >= 0.6):
+            return "injected"
+    invented = novel_specifics(text, source)
+    if invented:
+        return "invented"
+    machine = _machine_lines(source).get(normalise(text.strip().rstrip(".")))
+    if machine:
+        return machine  # "Error response from daemon: ...", "payload = json.loads(msg.body)"
+    if words and len(words) >= 2:
+        # The fact's only source is a sentence the gates reject (a question restated as a fact,
+        # a pasted search result): the same verdict as that sentence.
+        pieces = _source_pieces(source) if pieces is None else pieces
+        best_good, best_junk, junk_rule = 0.0, 0.0, None
+        for sentence, rule in pieces:
+            cov = _coverage(words, sentence)
+            if rule is None:
+                best_good = max(best_good, cov)
+            elif cov > best_junk and rule not in ("too_short", "dangling"):
+                best_junk, junk_rule = cov, rule
+        if junk_rule and best_junk >= 0.6 and best_good < 0.34:
+            return junk_rule
+        # The fact's specific values (8000, redis:7.2) occur only in sentences the gates reject (a
+        # pasted search result, a tool's status output): it restates them, whatever else it shares.
+        specifics = {t.lower().rstrip(".:") for t in _SPECIFIC.findall(text)} - {""}
+        if specifics:
+            homes = [rule for sentence, rule in pieces if specifics & {
+                t.lower().rstrip(".:") for t in _SPECIFIC.findall(sentence)}]
+            junk_homes = [r for r in homes if r not in (None, "too_short", "dangling")]
+            if junk_homes and len(junk_homes) == len(homes):
+                return junk_homes[0]
+    return None
+
+
+_TOOL_CALL_RE = lazy_compile(r"\b(?:Bash|Read|Update|Edit|MultiEdit|Write|Grep|Glob|LS|WebFetch|WebSearch|Task"
+                             r"|TodoWrite|NotebookEdit)\([^)\n]*\)")
+# "Reviewers: @maria @tom", "Co-authored-by: Dana <dana@x>", "Fixes #412": who/what metadata of a
+# PR or commit, not a statement.
+_METADATA_RE = lazy_compile(
+    r"^\s*(?:[\w -]{1,30}:\s*(?:[@#][\w./-]+[\s,]*(?:and\s+)?)+$"
+    r"|(?:co-authored-by|signed-off-by|reviewed-by|acked-by|reported-by|cc)\s*:"
+    r"|(?:fixes|closes|resolves|refs?)\s+#\d+\W*$)",
+    re.I,
+)
+# A model's report of a conversational act rather than a fact: "Tom asked if anyone wanted lunch",
+# "Maria thanked Priya", "Ana is still blocked on the SSO ticket", "Ben will look into it".
+_REPORTED_CHATTER_RE = lazy_compile(
+    r"^\s*(?:[Tt]he\s+)?[\w'-]+(?:\s+[A-Z][\w'-]+)?\s+(?:"
+    r"ask(?:ed|s)\s+(?:if|whether|about|why|how|what|when|where|who|anyone|someone|everyone)"
+    r"|wondered|wants\s+to\s+know|wanted\s+to\s+know|thanked|said\s+(?:thanks|hi|hello|goodbye)|greeted"
+    r"|(?:is|was)\s+(?:still\s+)?blocked|will\s+look\s+into|(?:is|was)\s+looking\s+into|offered\s+to"
+    r"|(?:completed|finished|started)\s+\w+ing|confirmed\s+(?:that\s+)?(?:it|the\s+change)\s+(?:is|was)\s+done)\b",
+)
+# Chat lines the shared gates let through, seen on the round-2 cases: thanks to someone ("🙏 thanks
+# priya", "Thanks everyone who jumped in!"), an agent announcing its next step ("I'll look at the
+# test first."), a speaker's status ("still blocked on ..."), a traceback frame.
+_CHATTER_EXTRA = (
+    (lazy_compile(r"^\W*(?:thanks|thank\s+you|thx|ty|cheers)\b(?:\W+\w+){0,6}\W*$", re.I), "pleasantry"),
+    (lazy_compile(r"^\W*(?:i'll|i\s+will|let\s+me|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:first\s+)?"
+                  r"(?:look|check|read|start|investigate|take\s+a\s+look|try|see|examine|inspect|dig)\b", re.I),
+     "status"),
+    (lazy_compile(r"^\W*(?:still\s+)?blocked\s+on\b|^\W*will\s+look\s+into\b", re.I), "reported_chatter"),
+    (lazy_compile(r"^\s*(?:File\s+[\"'][^\"']+[\"'],\s+line\s+\d+|Traceback\s+\(most\s+recent\s+call\s+last\))"),
+     "traceback"),
+)
+
+
+def _chatter(text: str) -> str | None:
+    return next((rule for pattern, rule in _CHATTER_EXTRA if pattern.search(text)), None)
+
+
+_EN_FUNCTION = frozenset(
+    "the a an and or of to in on at is are was were be been will would should must not no for with from this that "
+    "these those it its we our you your they their there here by as but if then than every each all any".split()
+)
+_WORDS_RE = lazy_compile(r"[^\W\d_]{2,}")
+
+
+def _english_share(text: str) -> float:
+    words = [w.lower() for w in _WORDS_RE.findall(text)]
+    return sum(w in _EN_FUNCTION for w in words) / len(words) if words else 0.0
+
+
+def translated(text: str, source: str) -> bool:
+    """Whether a fact is the model's English translation of an input in another language (a German
+    note came back in English: its own words, "Montag", were lost). The input's prose must have
+    almost no English function words, the fact many, and the two few content words in common."""
+    prose = _strip_fences(source)
+    if len(_WORDS_RE.findall(prose)) < 6 or _english_share(prose) >= 0.06 or _english_share(text) < 0.15:
+        return False
+    words = _content_words(text)
+    return bool(words) and _coverage(words, prose) < 0.5
+
+
+# A "specific" token: a number, version, path, identifier or command word (has a digit or one
+# of - _ . / : = inside). A fact carrying one the input does not have was made up by the model
+# (measured: the 0.5B answered a question with an invented `npm run generate-schema`).
+_SPECIFIC = lazy_compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]*\w|\b\d\b")
+_QUOTED = lazy_compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
+
+
+def novel_specifics(text: str, source: str, *, small_numbers: bool = False) -> list[str]:
+    """Specific tokens of ``text`` (numbers, versions, names with - _ . /) absent from ``source``.
+
+    Numbers of one or two digits count only with ``small_numbers`` (a model writes "2" for "two";
+    for a decision, "16" against "15" is the whole point)."""
+    low = source.lower()
+    compact = re.sub(r"\s+", "", low)
+    out = []
+    for m in _QUOTED.finditer(text):
+        span = next(g for g in m.groups() if g is not None).lower()
+        if span not in low and re.sub(r"\s+", "", span) not in compact:
+            out.append(span)
+    for tok in _SPECIFIC.findall(text):
+        t = tok.lower().rstrip(".:")
+        if t and t not in low and t not in compact and (small_numbers or not re.fullmatch(r"\d{1,2}", t)):
+            out.append(tok)
+    return out
+
+
+_NAME = lazy_compile(r"(?<=[\w,;:)] )[A-Z][\w.+#-]*[\w+#]|(?<=[\w,;:)] )[A-Z]")
+
+
+def news(fact: str, memory: str) -> list[str]:
+    """What ``fact`` says that ``memory`` does not: specific tokens (numbers, versions, paths) and
+    names (capitalised words inside a sentence) absent from it. Used to overrule a decision that
+    would lose them: NONE ("already known") for a fact with news, DELETE of a memory whose
+    replacement the fact names, UPDATE text that drops the fact's new value."""
+    low = memory.lower()
+    found = [t for t in novel_specifics(fact, memory, small_numbers=True)
+             if not re.search(rf"(?<![\w.]){re.escape(t.lower())}(?![\w])", low)]
+    for m in _NAME.finditer(fact):
+        word = m.group().lower()
+        if word not in low and word not in (n.lower() for n in found):
+            found.append(m.group())
+    return found
+
+
+def _stems(text: str) -> set[str]:
+    return {w.rstrip("s") if len(w) > 3 else w for w in _content_words(text)}
+
+
+# Words that frame a statement rather than add to it ("Reminder: port 8443 is ...", "FYI, ...").
+_DISCOURSE = frozenset("reminder remind note fyi btw remember again heads ps nb quick also still just".split())
+
+
+def says_nothing_new(fact: str, memory: str) -> bool:
+    """Whether (nearly) every content word of ``fact`` is already in ``memory`` (a paraphrase);
+    framing words ("Reminder:", "FYI") do not count as content (measured: the 1.5B model
+    "updated" a memory with "Reminder: port 8443 is where the admin dashboard listens")."""
+    words = _stems(fact) - _DISCOURSE
+    return bool(words) and len(words & _stems(memory)) / len(words) >= 0.75
+
+
+_SENTENCE_JUNK = ("question", "pleasantry", "request", "filler", "status")
+
+
+def trim_junk_sentences(text: str) -> tuple[str, str | None]:
+    """``text`` without the sentences the gates reject ("How do I run the tests? Run make test."
+    -> "Run make test."), and the rule of the first one dropped; ("", rule) when every sentence is
+    junk ("Hey! How's it going? Thanks again, have a nice weekend!")."""
+    parts = [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p.strip()]
+    if len(parts) < 2:
+        return text, None
+    rules = [junk_reason(p) for p in parts]
+    kept = [p for p, r in zip(parts, rules) if r not in _SENTENCE_JUNK]
+    first = next((r for r in rules if r in _SENTENCE_JUNK), None)
+    if not kept:  # all junk: the whole text's own verdict when it has one ("Done. I changed ... for you")
+        first = junk_reason(text) or first
+    return " ".join(kept), first
+
+
+_CHANGE_RE = lazy_compile(
+    r"\b(?:no longer|not anymore|any ?more|now|instead|switched|switching|moved|moving|migrated|migrating"
+    r"|replaced|replacing|upgraded|downgraded|changed|renamed|deprecated|dropped|stopped|retired|removed"
+    r"|from now on|going forward|actually|correction|rather than|superseded?s?)\b",
+    re.I,
+)
+
+
+def states_change(text: str) -> bool:
+    """Whether a fact says that something changed ("no longer", "now", "instead", "moved to")."""
+    return bool(_CHANGE_RE.search(text))
+
+
+# The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",
+# "instead of Celery", "replaced Nginx", "moved off Heroku", "Yarn -> pnpm".
+_REPLACED_RE = lazy_compile(
+    r"\bfrom\s+(?:the\s+)?([\w.+#-]+)\s+(?:to|with)\b|\bno\s+longer\s+(?:use\s+|uses\s+|on\s+|run\s+on\s+|in\s+)?"
+    r"(?:the\s+)?([\w.+#-]+)|\binstead\s+of\s+(?:the\s+)?([\w.+#-]+)|\breplaced\s+(?:the\s+)?([\w.+#-]+)"
+    r"|\bmoved\s+(?:off|away\s+from)\s+(?:the\s+)?([\w.+#-]+)|([\w.+#-]+)\s*(?:->|→)",
+    re.I,
+)
+
+
+def change_related(fact: str, memory: str) -> bool:
+    """Whether ``fact`` states a change away from a value ``memory`` holds ("We switched the web
+    frontend from Yarn to pnpm" and "The web frontend uses Yarn 1"): such a pair is what decide
+    is for, yet measured at cosine 0.44, below the bar that shows a memory to the model."""
+    olds = {g.lower() for m in _REPLACED_RE.finditer(fact) for g in m.groups() if g} - _STOP
+    low = memory.lower()
+    return any(re.search(rf"(?<![\w.-]){re.escape(o)}(?![\w-])", low) for o in olds)
+
+
+# ---------------------------------------------------------------------------------------------
+# Code: taken from the input, attached to the fact it belongs to
+# ---------------------------------------------------------------------------------------------
+_FENCE_LINE = lazy_compile(r"^\s*(`{3,}|~{3,})")
+_BARE_COMMAND = lazy_compile(
+    r"^\s*(?:sudo\s+)?(?:git|npm|npx|pnpm|yarn|pip3?|uv|poetry|python3?|pytest|make|docker(?:-compose)?|kubectl"
+    r"|helm|memcli|curl|cargo|go|terraform|aws|gcloud|gh|ruff|psql|mysql|redis-cli|alembic|vault|ansible"
+    r"|systemctl|ssh|scp|rsync|export|brew|apt(?:-get)?|openssl|createdb|dropdb|pg_dump|pg_restore|tar|chmod"
+    r"|ln|mkdir|cp|mv|rm|sed|jq)\s+\S[^\n]*$"
+)
+_REFERS_TO_CODE = lazy_compile(
+    r"\b(?:following|below|these|those|this|the)\s+(?:commands?|steps?|snippet|config(?:uration)?|block|code"
+    r"|settings|lines?)\b|\bas follows\b|:\s*$",
+    re.I,
+)
+_PROSE_SENTENCE = lazy_compile(r"[a-z]{3,}\s+[a-z]{3,}\s+[a-z]{3,}.*[.!?]$")
+
+
+def _mark_command_lines(source: str) -> str:
+    """Bare command lines outside fences become ``$`` lines, so the heuristic attaches them too."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in source.splitlines():
+        m = _FENCE_LINE.match(line)
+        if m:
+            fence = None if fence and m.group(1).startswith(fence) else (fence or m.group(1))
+            out.append(line)
+            continue
+        if fence is None and _BARE_COMMAND.match(line) and not _PROSE_SENTENCE.search(line.strip()):
+            out.append(f"$ {line.strip()}")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _identifier_parts(text: str) -> set[str]:
+    """Content words with identifiers split ("PRICING_TIMEOUT_S", "pricing/client.py" -> pricing,
+    timeout, client, py), so code and prose about it can be matched."""
+    return {p for w in _content_words(text) for p in re.split(r"[_./:=-]+", w) if len(p) >= 3 and p not in _STOP}
+
+
+def _code_part(fact: Fact) -> tuple[str, str]:
+    """(prose, rendered code) of a heuristic fact that carries code."""
+    code = fact.code_pattern or ""
+    text = fact.text
+    cut = text.find("\n")
+    if "```" in text or (cut >= 0 and code and code.splitlines()[0] in text[cut:]):
+        return text[:cut].strip() if cut >= 0 else text, text[cut + 1:] if cut >= 0 else ""
+    return text, ""  # inline `command` in the sentence itself
+
+
+def _with_code(text: str, code: str, rendered: str) -> str:
+    """``text`` carrying ``code`` verbatim (its own partial copy of a block replaced)."""
+    if code in text:
+        return text
+    if "```" in text:  # the model copied (part of) the block: the input's copy wins
+        text = text[: text.index("```")].rstrip()
+    if rendered:
+        return f"{text.rstrip()}\n{rendered}"
+    return f"{text.rstrip().rstrip('.:')}: `{code}`"
+
+
+def _says_something(prose: str, code: str) -> bool:
+    """Whether a heuristic code carrier's prose is a statement, not just its command again."""
+    words = _content_words(prose) - _content_words(code)
+    return len(words) >= 2
+
+
+def orphan_blocks(texts: list[str], source: str, carried: str) -> list[tuple[int, str, str]]:
+    """(index of the text it goes with, code, rendered block) for each fenced block of ``source``
+    that no sentence introduces (not in ``carried``) and that one of ``texts`` is about.
+
+    A block after a heading ("## Diff") gets no fact from the heuristic, yet it is the substance
+    of a PR. It goes with the text that names what it touches (identifier parts shared, at least
+    two: "PRICING_TIMEOUT_S" and "the pricing timeout")."""
+    out = []
+    for lang, code in _fenced_blocks(source):
+        if not code.strip() or code in carried:
+            continue
+        parts = _identifier_parts(code)
+        scores = [len(parts & _identifier_parts(t)) for t in texts]
+        if scores and max(scores) >= 2:
+            out.append((scores.index(max(scores)), code, f"```{lang}\n{code}\n```"))
+    return out
+
+
+def with_orphan_blocks(facts: list[Fact], source: str) -> list[Fact]:
+    """Heuristic ``facts`` with the input's unintroduced blocks attached (see :func:`orphan_blocks`)."""
+    carried = "\n".join(f.code_pattern or "" for f in facts) + "\n" + "\n".join(f.text for f in facts)
+    for i, code, rendered in orphan_blocks([f.text for f in facts], source, carried):
+        f = facts[i]
+        f.text = f"{f.text.rstrip()}\n{rendered}"
+        f.code_pattern = f"{f.code_pattern}\n{code}" if f.code_pattern else code
+    return facts
+
+
+def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
+    """Facts for the model's ``texts`` with the input's code attached, and how many facts were
+    added because the model dropped a piece of code no text of its claimed.
+
+    Which sentence introduces which block is the heuristic extractor's job already: its facts
+    that carry code are matched to the model's texts by shared words (a text that refers to code,
+    "the following commands", needs fewer), and the code goes with the best match.
+    """
+    carriers = [f for f in heuristic_extract(_mark_command_lines(source)).facts if f.code_pattern]
+    machine = _machine_lines(source)
+    code_of: dict[int, list[tuple[str, str]]] = {}
+    extra: list[Fact] = []
+    for i, code, rendered in orphan_blocks(texts, source, "\n".join(f.code_pattern or "" for f in carriers)):
+        code_of.setdefault(i, []).append((code, rendered))
+    for carrier in carriers:
+        code = carrier.code_pattern or ""
+        prose, rendered = _code_part(carrier)
+        pwords = _content_words(prose) | _content_words(code)
+        best, best_score = None, 0.0
+        for i, text in enumerate(texts):
+            if code in text:
+                best, best_score = i, 2.0
+                break
+            shared = pwords & _content_words(text)
+            score = len(shared) / max(1, len(_content_words(prose)) or 1)
+            if _REFERS_TO_CODE.search(text):
+                score += 0.25
+            if len(shared) >= 2 and score > best_score:
+                best, best_score = i, score
+        if best is not None and best_score >= 0.4:
+            code_of.setdefault(best, []).append((code, rendered))
+        elif _says_something(prose, code) and normalise(prose.strip().rstrip(".")) not in machine:
+            extra.append(carrier)
+        # else: a command line no sentence introduces (shell history: "$ docker compose up -d db"):
+        # alone it is no statement, and the model's facts did not claim it
+    facts: list[Fact] = []
+    for i, text in enumerate(texts):
+        codes = code_of.get(i, [])
+        for code, rendered in codes:
+            text = _with_code(text, code, rendered)
+        pattern = "\n".join(code for code, _ in codes) or None
+        facts.append(fact_from_text(text, pattern))
+    return facts + extra, len(extra)
+
+
+def as_json(value: object) -> str:
+    """Compact JSON for prompts (non-ASCII kept: a German note stays German)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _chat_rule(text: str) -> str | None:
+    """The rules a model's fact and the heuristic fallback share: a line that restates an agent's
+    tool call ("Bash(pytest -q) passed with 12 tests"), metadata, reported chatter or chit-chat is
+    no memory whichever extractor produced it. One place, so the two gates cannot drift apart."""
+    if _TOOL_CALL_RE.search(text):
+        return "tool_output"
+    if _METADATA_RE.search(text):
+        return "metadata"
+    if _REPORTED_CHATTER_RE.search(text):
+        return "reported_chatter"
+    return _chatter(text)
+
+
+def fallback_problem(fact: Fact, source: str = "") -> str | None:
+    """Why a heuristic fact must not be stored when it stands in for a model's unusable reply, or
+    None. The LLM path stores nothing that fails the gates its own facts pass: the heuristic keeps
+    a chat turn whole ("priya: done, updated etl/config.py."), an agent's tool lines, metadata."""
+    prose = fact.text.split("\n```")[0].split("\n$ ")[0].strip()
+    if fact.code_pattern and prose.rstrip().endswith(":"):
+        return None  # an intro with its code: the code is the fact
+    if prose.startswith("$ ") or (fact.code_pattern and not _says_something(prose, fact.code_pattern)):
+        return "bare_code"  # a shell-history line alone
+    machine = _machine_lines(source).get(normalise(prose.rstrip("."))) if source else None
+    if machine:
+        return machine
+    said = _SPEAKER_PREFIX.sub("", prose, count=1)
+    for text in (prose, said):
+        if text[:1] in "⏺●⎿" and junk_reason(text):
+            return "tool_output"  # a transcript's tool glyph in front of a junk line
+        rule = _chat_rule(text)
+        if rule:
+            return rule
+        rule = junk_reason(text)
+        if rule and rule not in ("dangling", "too_short") and not (fact.code_pattern and rule == "request"):
+            return rule
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Merge: what the merged text must keep
+# ---------------------------------------------------------------------------------------------
+_INLINE = lazy_compile(r"(?<!`)`([^`\n]{2,200})`(?!`)")
+
+
+def _code_spans(text: str) -> list[str]:
+    """The code of ``text``: each fenced block's body, and each inline `span` outside them."""
+    blocks = [m.group(3).strip("\n") for m in _FENCED_RE.finditer(text)]
+    prose = _strip_fences(text)
+    return [b for b in blocks if b.strip()] + [m.group(1) for m in _INLINE.finditer(prose)]
+
+
+def _first_word(code: str) -> str:
+    words = code.split()
+    return words[0].lstrip("$").lower() if words else ""
+
+
+def without_superseded_code(texts: list[str]) -> list[str]:
+    """``texts`` (oldest first) without each older fenced block that a newer version replaces (a
+    block or span of a later text starts with the same command or config word)."""
+    out = []
+    for i, text in enumerate(texts):
+        newer = {_first_word(c) for n in texts[i + 1:] for c in _code_spans(n)}
+        if newer:
+            text = _FENCED_RE.sub(lambda m, newer=newer: "" if _first_word(m.group(3)) in newer else m.group(0),
+                               text).strip()
+        out.append(text)
+    return out
+
+
+def _identifiers(text: str) -> list[str]:
+    """Name-like specific tokens (a letter and one of - _ . / inside: db-billing-1, etl/config.py)."""
+    return [t.rstrip(".:") for t in _SPECIFIC.findall(text)
+            if re.search(r"[A-Za-z]", t) and re.search(r"\w[-_./]\w", t)]
+
+
+_VERSION_MARK = lazy_compile(r"^\s*---(?:\s*version\s+\d+.*?---)?\s*$", re.M | re.I)
+
+
+def strip_version_marks(merged: str, texts: list[str]) -> str:
+    """The merged text without the "--- version n of N ---" separators of the prompt (copied by
+    the 1.5B model as bare "---" lines), unless a version has such a line itself."""
+    if any(_VERSION_MARK.search(t) for t in texts):
+        return merged
+    return re.sub(r"\n{3,}", "\n\n", _VERSION_MARK.sub("", merged)).strip()
+
+
+def merge_problem(merged: str, texts: list[str]) -> str | None:
+    """Why a model's merge of ``texts`` (oldest first) must not replace them, or None.
+
+    Measured: the 0.5B model returned the OLDEST version and dropped a code block. The merged
+    text must keep the newest version's code verbatim (and an older version's code when no newer
+    version has any), carry the newest version's new values (numbers, versions, names with - _ .
+    / that no older version has), and invent no value found in none of the versions.
+    """
+    if not merged.strip() or _PLACEHOLDER_RE.search(merged.strip()):
+        return "placeholder"
+    newest, older = texts[-1], texts[:-1]
+    code_needed = list(_code_spans(newest))
+    for i, t in enumerate(older):
+        # An older span is superseded by a newer one for the same command ("make test" -> "make
+        # test -j4"); any other older code must survive the merge.
+        newer = {_first_word(c) for n in texts[i + 1:] for c in _code_spans(n)}
+        code_needed += [c for c in _code_spans(t) if _first_word(c) not in newer]
+    for i, t in enumerate(older):
+        # ... and an older block a newer one replaces must not come back ("line-length = 100" beside
+        # "line-length = 110": the 0.5B model kept both, the stale value read as current).
+        newer_spans = [c for n in texts[i + 1:] for c in _code_spans(n)]
+        newer = {_first_word(c) for c in newer_spans}
+        for c in _code_spans(t):
+            if _first_word(c) in newer and c not in newer_spans and "\n" in c and c in merged:
+                return "stale_code"
+    compact = re.sub(r"\s+", "", merged)
+    for code in code_needed:
+        if code not in merged and re.sub(r"\s+", "", code) not in compact:
+            return "code_lost"
+    prose_words = set().union(*(_content_words(_strip_fences(t)) for t in texts))
+    if prose_words and _coverage(prose_words, _strip_fences(merged)) < 0.5:
+        return "prose_lost"  # measured: the 1.5B answered a merge with the code block alone
+    for i, t in enumerate(older):
+        # An older name, host or path (db-billing-1) no newer version replaces is a unique fact.
+        newer_parts = set().union(*(_identifier_parts(" ".join(_identifiers(n))) for n in texts[i + 1:]))
+        for ident in _identifiers(t):
+            if ident.lower() not in merged.lower() and not (_identifier_parts(ident) & newer_parts):
+                return "older_fact_lost"
+    new_values = novel_specifics(newest, "\n".join(older), small_numbers=True) if older else []
+    low = merged.lower()
+    for value in new_values:
+        if value.lower().rstrip(".:") not in low:
+            return "newest_value_lost"
+    if novel_specifics(merged, "\n".join(texts), small_numbers=True):
+        return "invented"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Ask: which memories an answer that cites none draws on
+# ---------------------------------------------------------------------------------------------
+def supporting(answer: str, memories: list[tuple[str, str]]) -> list[str]:
+    """Ids of the memories whose specific values (numbers, versions, commands, names with - _ .
+    /) the answer repeats, or failing that, that share most of their content words with it;
+    best first. Measured: the 1.5B model answered "Which PostgreSQL version does billing use?"
+    right and cited no id."""
+    low = answer.lower()
+    words = _content_words(answer)
+    scored: list[tuple[float, str]] = []
+    for mid, text in memories:
+        specifics = {t.lower().rstrip(".:") for t in _SPECIFIC.findall(text)} - {""}
+        shared = {s for s in specifics if re.search(rf"(?<![\w.]){re.escape(s)}(?![\w])", low)}
+        mwords = _content_words(text)
+        overlap = len(words & mwords) / len(mwords) if mwords else 0.0
+        if shared and overlap >= 0.2:
+            scored.append((1.0 + len(shared) + overlap, mid))
+        elif overlap >= 0.6:
+            scored.append((overlap, mid))
+        elif words and len(words) <= 3 and words <= mwords:
+            scored.append((0.5, mid))  # a short answer ("Bob") that one memory holds whole
+    return [mid for _, mid in sorted(scored, key=lambda x: -x[0])]

@@ -1,0 +1,489 @@
+"""The files layer: a store on disk — `facts/` (the source of truth), `.trash/`, `log.jsonl`,
+`inbox/` and the writer lock. It imports only the record, the settings and the errors.
+
+Writes to `facts/` come from `memcli.ops.changes.ChangeSet.commit`, which uses the primitives here
+(`stage_file`, `fsync_dir`, `log_many`, the lock). Every write is atomic (temp file in the same directory,
+fsync, rename, fsync of the directory), so a reader — another memcli process, an editor, git —
+never sees half a file. Writers serialise on an exclusive `flock` of `<store>/.lock`, so two git
+hooks running `memcli add` at once both land.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from memcli.core.config import Config, load_config
+from memcli.core.errors import NotFound, StoreError
+from memcli.core.memory import Memory, now_iso, valid_id
+from memcli.storage import safety
+
+__all__ = ["GITIGNORE", "Files", "NotFound", "Staged", "StoreError", "atomic_write", "flush_files", "fsync_dir",
+           "json_text", "stage_file", "stage_many"]
+
+GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
+             ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n")  # derived files and leftovers
+TRASH_NOTES = "trashed.jsonl"  # in .trash/: when and why each memory moved there by a bulk commit
+# one encoder for every log line, trash note and catalog record: json.dumps(..., ensure_ascii=False)
+# builds a new one per call, a third of the cost of a curation commit's ~6,600 short lines
+json_text = json.JSONEncoder(ensure_ascii=False).encode
+
+
+
+# Read once, at import (single-threaded): reading the umask means setting it, and `import` writes
+# files from several threads, where a set-and-restore could hand another thread the wrong mask.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _file_mode(path: Path, new_mode: dict[str, int] | None = None) -> tuple[int, bool]:
+    """(the mode `path` is written with, whether it exists). An existing file keeps its mode. A
+    new one is private (0600), or group-readable (0640) in a directory that is group-readable: a
+    store is private unless it was made shared (`shared = true` / MEMCLI_SHARED), which creates its
+    directories 0750. `new_mode` remembers a directory's answer for a batch."""
+    try:
+        return os.stat(path).st_mode & 0o7777, True
+    except FileNotFoundError:
+        pass
+    parent = os.path.dirname(path)
+    if new_mode is not None and parent in new_mode:
+        return new_mode[parent], False
+    try:
+        shared = os.stat(parent).st_mode & 0o050 == 0o050
+    except OSError:
+        shared = False
+    mode = (0o640 if shared else 0o600) & ~_UMASK
+    if new_mode is not None:
+        new_mode[parent] = mode
+    return mode, False
+
+
+def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> tuple[int, int]:
+    """Give a new temp file (created 0600) its final `mode` and write all of `data` (os.write may
+    write less than asked); fsync it when `sync`. Closes `fd`. Returns the file's (mtime_ns, size)
+    once written: what it keeps when it is renamed into place (its signature for the index)."""
+    try:
+        if mode != 0o600:
+            os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+        st = os.fstat(fd)
+        return st.st_mtime_ns, st.st_size
+    finally:
+        os.close(fd)
+
+
+def stage_file(path: Path, data: bytes) -> tuple[str, tuple[int, int]]:
+    """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
+    return its name and its signature (mtime_ns, size: what it keeps when renamed into place).
+    `os.replace(tmp, path)` then publishes it atomically (a change set stages all its files
+    before it renames any)."""
+    mode = _file_mode(path)[0]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        return tmp, _fill(fd, data, mode, sync=True)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class Staged(NamedTuple):
+    """What staging learnt while writing: each path's signature (mtime_ns, size) once its temp
+    file is renamed there, and (`stage_many`, a batch) the paths that exist now (the files the
+    renames will replace)."""
+
+    replaced: list[Path]
+    signatures: dict[Path, tuple[int, int]]
+
+
+def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]], *, flush: bool = True) -> Staged:
+    """Stage many files at once: like `stage_file`, but without an fsync per file. Appends each
+    `(temp name, final path)` to `staged` as it goes (the caller removes them on failure) and
+    ends with one flush of their filesystems (`flush_files`), so that when this returns every
+    temp file is as durable as after its own fsync. Thousands of fsyncs (one journal commit
+    each) were most of a large curation's cost; one syncfs writes the same data back once.
+    With `flush` False the caller calls `flush_files(staged)` itself (before any rename)."""
+    token = f"{os.getpid():x}{os.urandom(3).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    new_mode: dict[str, int] = {}  # per directory: the mode of a file that does not exist yet
+    out = Staged([], {})
+    for path, data in writes:
+        mode, exists = _file_mode(path, new_mode)
+        if exists:
+            out.replaced.append(path)
+        tmp = f"{path.parent}/.{path.name}.{token}.tmp"
+        fd = os.open(tmp, flags, 0o600)
+        staged.append((tmp, path))
+        out.signatures[path] = _fill(fd, data, mode, sync=False)
+    if flush:
+        flush_files(staged)
+    return out
+
+
+def flush_files(staged: list[tuple[str, Path]]) -> None:
+    """Make the staged temp files durable with one `syncfs` per filesystem they are on (Linux);
+    where that is unavailable or reports an error, fsync each file (which raises the error)."""
+    devices: dict[int, str] = {}
+    try:
+        for parent in {str(path.parent) for _, path in staged}:
+            devices.setdefault(os.stat(parent).st_dev, parent)
+    except OSError:
+        devices = {}  # cannot tell the filesystems apart: fsync each file below
+    if _syncfs(list(devices.values())):
+        return
+    for tmp, _ in staged:
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _syncfs(dirs: list[str]) -> bool:
+    """syncfs(2) of the filesystem of each directory; False when any could not be synced so."""
+    if not dirs or not hasattr(os, "sched_getaffinity"):  # Linux only (syncfs is Linux's)
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = libc.syncfs
+    except (OSError, AttributeError):
+        return False
+    for d in dirs:
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            if syncfs(fd) != 0:  # since Linux 5.8 a writeback error is reported here
+                return False
+        finally:
+            os.close(fd)
+    return True
+
+
+def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
+    """Append `data` (whole lines) to `path` in one write: never through a symlink planted in its
+    place, with the mode a new store file gets, whole even when os.write writes less than asked (a
+    bulk import logs megabytes); fsynced when `sync`. A file that does not end with a newline (a
+    line torn by a power loss mid-append) gets one first: the torn line stays unreadable alone
+    instead of swallowing the first line written after it."""
+    fd = safety.open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _file_mode(path)[0])
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
+    tmp, _ = stage_file(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def _stamp(seconds: float) -> str:
+    """A file time as the trash's `at` (UTC, to the second)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+class Files:
+    """A store directory's files. Cheap to construct; nothing is read until needed."""
+
+    def __init__(self, path: str | os.PathLike[str], config: Config | None = None) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.facts_dir = self.path / "facts"
+        self._facts = os.fspath(self.facts_dir)
+        self.trash_dir = self.path / ".trash"
+        self.index_dir = self.path / ".index"
+        self.inbox_dir = self.path / "inbox"
+        self.log_path = self.path / "log.jsonl"
+        self._config = config
+        self._lock_depth = 0
+        self._lock_fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+    # ------------------------------------------------------------ setup
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.path)
+        return self._config
+
+    def exists(self) -> bool:
+        return self.facts_dir.is_dir()
+
+    def init(self) -> bool:
+        """Create the layout and a `.gitignore` for the derived parts. Returns True if new."""
+        new = not self.exists()
+        mode = 0o750 if self.config.shared else 0o700  # private unless the user shares the store
+        try:
+            self.path.mkdir(parents=True, exist_ok=True, mode=mode)
+            self.facts_dir.mkdir(exist_ok=True, mode=mode)
+        except OSError as e:
+            raise StoreError(f"cannot create store at {self.path}: {e.strerror}") from None
+        self.ensure_gitignore()
+        return new
+
+    def missing_ignores(self) -> list[str]:
+        """GITIGNORE lines the store's `.gitignore` lacks: a store made by an older memcli does not
+        ignore the leftovers newer versions can write (temp files, quarantine, journal)."""
+        try:
+            current = (self.path / ".gitignore").read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            current = []
+        except (OSError, UnicodeDecodeError):
+            return []  # unreadable: doctor's other checks say so; never rewrite what we cannot read
+        return [line for line in GITIGNORE.splitlines() if line not in current]
+
+    def ensure_gitignore(self) -> list[str]:
+        """Append the missing GITIGNORE lines, keeping the user's own lines; returns what was added."""
+        missing = self.missing_ignores()
+        if missing:
+            path = self.path / ".gitignore"
+            try:
+                current = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = ""
+            body = current + ("\n" if current and not current.endswith("\n") else "") + "\n".join(missing) + "\n"
+            atomic_write(path, body.encode("utf-8"))
+        return missing
+
+    def ensure(self) -> None:
+        """Writers create the store on first use."""
+        if not self.exists():
+            self.init()
+
+    # ------------------------------------------------------------ lock
+    @contextlib.contextmanager
+    def lock(self, timeout: float | None = None) -> Iterator[None]:
+        """Exclusive writer lock (re-entrant within this object)."""
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        self.ensure()
+        timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
+        # a read-only mount or no permission fails here, at once, with the system's reason
+        fd = safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if safety.try_flock(fd):
+                    break
+            except OSError:
+                os.close(fd)
+                raise
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise StoreError(f"store {self.path} is locked by another memcli process") from None
+            time.sleep(0.02)
+        self._lock_fd, self._lock_depth = fd, 1
+        try:
+            from memcli.storage import journal
+
+            journal.recover(self)  # a commit killed half way is finished before anything else
+            yield
+        finally:
+            self._lock_depth = 0
+            self._lock_fd = None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_depth > 0
+
+    # ------------------------------------------------------------ facts
+    def fact_path(self, mid: str) -> Path:
+        return Path(self.fact_file(mid))
+
+    def fact_file(self, mid: str) -> str:
+        """`facts/<id>.md` as a string, after checking the id can be a file name (a `Path` per
+        memory cost more than its file work in a commit at 10k)."""
+        if not valid_id(mid):
+            raise NotFound(f"invalid memory id {mid!r}")
+        return f"{self._facts}/{mid}.md"
+
+    def read(self, mid: str) -> Memory:
+        """Read a memory from its file (the source of truth, not the catalog)."""
+        path = self.fact_path(mid)
+        try:
+            raw = safety.read_regular(path)  # a symlink is never followed, a FIFO never blocks
+        except FileNotFoundError:
+            raise NotFound(f"no memory with id {mid}") from None
+        except safety.NotRegular as e:
+            raise StoreError(f"facts/{mid}.md is {e.strerror}, not a regular file; not read") from None
+        return Memory.parse(raw, file_id=mid)
+
+    def write(self, memory: Memory) -> Path:
+        """Atomically write one memory file. Callers hold the lock."""
+        self.ensure()
+        path = self.fact_path(memory.id)
+        atomic_write(path, memory.to_markdown().encode("utf-8"))
+        return path
+
+    # ------------------------------------------------------------ trash
+    # The trash holds a memory in one of two forms: a copy with `trashed: {at, reason}` in its
+    # front matter (a small commit), or the file as it was with that note in `.trash/trashed.jsonl`
+    # (a bulk commit moves thousands of files; rewriting each would cost as much as the move).
+    # `trashed()` lists both, `restore` brings either back, `purge_trash` deletes either for good;
+    # a note lives as long as its file is in the trash (`compact_trash_notes`).
+    def trashed(self) -> list[Memory]:
+        """The memories in `.trash/`, each with `extra["trashed"]` = {at, reason}: from its front
+        matter (a copy made by a small commit), else from `.trash/trashed.jsonl` (a file moved by
+        a bulk one, left as it was), else from the file itself (a move whose note was lost, a
+        file put there by hand): the time it entered the trash (its inode's change time, which a
+        rename sets), no reason. A note whose file is gone is not listed."""
+        out = []
+        notes: dict[str, dict[str, str]] | None = None
+        for p in sorted(self.trash_dir.glob("*.md")) if self.trash_dir.is_dir() else []:
+            with contextlib.suppress(ValueError, OSError):
+                m = Memory.parse(safety.read_regular(p), file_id=p.stem)
+                if not isinstance(m.extra.get("trashed"), dict):
+                    notes = self.trash_notes() if notes is None else notes
+                    m.extra["trashed"] = dict(notes.get(m.id) or {"at": _stamp(p.stat().st_ctime), "reason": ""})
+                out.append(m)
+        return out
+
+    @property
+    def trash_notes_path(self) -> Path:
+        return self.trash_dir / TRASH_NOTES
+
+    def note_trashed(self, entries: list[tuple[str, str, str]]) -> None:
+        """Record (id, at, reason) of memories a commit moves to the trash as they are, in one
+        fsynced append to `.trash/trashed.jsonl` before the moves (a line for a move that a kill
+        prevented is harmless: only ids in the trash are looked up, and the next compaction
+        drops it; the last line of an id wins)."""
+        if not entries:
+            return
+        data = "".join(json_text({"id": mid, "at": at, "reason": reason}) + "\n"
+                       for mid, at, reason in entries).encode("utf-8")
+        _append(self.trash_notes_path, data, sync=True)
+
+    def trash_notes(self) -> dict[str, dict[str, str]]:
+        """id -> {at, reason} from `.trash/trashed.jsonl` (the last line of each id); unreadable
+        lines are skipped: the notes describe the trash, they are not part of any memory."""
+        return {mid: note for mid, (note, _) in self._read_trash_notes()[0].items()}
+
+    def _read_trash_notes(self) -> tuple[dict[str, tuple[dict[str, str], str]], int]:
+        """id -> ({at, reason}, its line) for the last line of each id, in the order of those
+        lines; and the number of lines the file has (0: no file, or not one memcli can read)."""
+        try:
+            raw = safety.read_regular(self.trash_notes_path)
+        except (OSError, safety.NotRegular):
+            return {}, 0
+        notes: dict[str, tuple[dict[str, str], str]] = {}
+        lines = raw.decode("utf-8", "replace").splitlines()
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+                notes.pop(rec["id"], None)  # the last line of an id wins, and takes its place
+                notes[rec["id"]] = ({"at": str(rec.get("at") or ""), "reason": str(rec.get("reason") or "")}, line)
+        return notes, len(lines)
+
+    def compact_trash_notes(self) -> None:
+        """Keep in `.trash/trashed.jsonl` only the notes of files still in the trash: the lines of
+        memories restored or purged, of moves a kill prevented, earlier lines of an id and
+        unreadable lines go. Under the writer lock, written whole to a temporary file and renamed
+        over the old one (a kill leaves the old file or the new one, never a mix); removed when no
+        note is left. Best effort: a failed write leaves the old file, whose extra lines are never
+        listed (only ids in the trash are looked up). Another writer holding the lock: left for the
+        next compaction (a restore has already committed when it asks for one)."""
+        try:
+            with self.lock(timeout=0):
+                self._compact_trash_notes()
+        except StoreError:
+            return
+
+    def _compact_trash_notes(self) -> None:
+        notes, count = self._read_trash_notes()
+        try:
+            present = {n[:-3] for n in os.listdir(self.trash_dir) if n.endswith(".md")} if count else set()
+        except OSError:
+            return  # cannot tell which files are there: drop nothing
+        keep = [line for mid, (_, line) in notes.items() if mid in present]
+        if len(keep) == count:
+            return
+        with contextlib.suppress(OSError):
+            if keep:
+                atomic_write(self.trash_notes_path, "".join(line + "\n" for line in keep).encode("utf-8"))
+            else:
+                os.unlink(self.trash_notes_path)
+                fsync_dir(self.trash_dir)
+
+    def purge_trash(self, ids: list[str]) -> list[str]:
+        """Delete trashed memories for good, whichever form they are in: logged (PURGE, before
+        anything is deleted, like every change), then their files removed from `.trash/`, then
+        their notes dropped from `trashed.jsonl`. A kill between the steps loses nothing that was
+        to stay: a note whose file is gone is never listed and goes at the next compaction.
+        Returns the ids purged (ids not in the trash are skipped)."""
+        with self.lock():
+            gone = [mid for mid in ids if valid_id(mid) and (self.trash_dir / f"{mid}.md").is_file()]
+            self.log_many([{"event": "PURGE", "id": mid} for mid in gone])
+            for mid in gone:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.trash_dir / f"{mid}.md")
+            if gone:
+                fsync_dir(self.trash_dir)
+            self.compact_trash_notes()
+        return gone
+
+    # ------------------------------------------------------------ log
+    def log(self, event: str, **fields: Any) -> None:
+        """Append one line to `log.jsonl`: the history of every change, for humans and rollback."""
+        self.log_many([{"event": event, **fields}])
+
+    def log_many(self, records: list[dict[str, Any]]) -> None:
+        """Append several log lines in one write (a bulk import logs each memory it writes)."""
+        if not records:
+            return
+        at = now_iso()
+        # (a record with no None value, the usual one, is written as it is: no filtered copy)
+        data = "".join(
+            json_text({"at": at, **(r if None not in r.values() else {k: v for k, v in r.items() if v is not None})})
+            + "\n" for r in records
+        ).encode("utf-8")
+        self.ensure()
+        _append(self.log_path, data)

@@ -303,7 +303,12 @@ def _capture(run: Run, source: Source, store: Path, account: Any) -> None:
     for session in source.sessions or ["session"]:
         payload = {"session_id": session, "transcript_path": str(source.path.resolve()), "cwd": str(run.workdir),
                    "hook_event_name": "Stop"}
-        for _ in range(200):
+        # A Stop hook fires after every turn; here it fires until the whole file has been offered. A call
+        # reads a bounded chunk (2 MiB today) and one whose chunk holds no conversation spools nothing, so
+        # an empty answer does not mean the end: call as often as 256 KiB chunks would need, and more
+        # while calls still spool something.
+        calls, idle = max(3, source.path.stat().st_size // 262144 + 2), 0
+        while calls > 0 or idle < 2:
             _, out, _, _, rss = run.call(["--store", str(store), "capture", "claude-code", "--json"],
                                          stdin=json.dumps(payload).encode())
             account(0.0, rss)
@@ -311,7 +316,9 @@ def _capture(run: Run, source: Source, store: Path, account: Any) -> None:
                 item = json.loads(out).get("item")
             except ValueError:
                 item = None
-            if not item:
+            calls -= 1
+            idle = 0 if item else idle + 1
+            if calls < -200:
                 break
     for _ in range(3600):
         _, _, _, _, rss = run.call(["--store", str(store), "inbox", "process", "--json"], check=False)

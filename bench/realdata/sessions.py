@@ -592,7 +592,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             store = work / f"{source.name}-{mode}"
             print(f"{source.name} [{mode}] {source.path.stat().st_size / 1024:.0f} KB, {len(source.sessions)} "
                   f"session(s), {len(source.turns)} turns ...", file=sys.stderr, flush=True)
-            res = ingest(run, source, mode, store)
+            saved = work / f"{source.name}-{mode}.ingest.json"
+            if args.reuse and saved.is_file() and store.is_dir():  # re-score a kept store (new labels, questions)
+                res = json.loads(saved.read_text(encoding="utf-8"))
+            else:
+                res = ingest(run, source, mode, store)
+                saved.write_text(json.dumps(res), encoding="utf-8")
             if res["error"]:
                 print(f"  failed: {res['error']}", file=sys.stderr)
                 failures.append((source.name, mode, res["error"]))
@@ -746,6 +751,8 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--json", help="write every figure (and each question's top results) here")
             sp.add_argument("--work", help="keep stores here (default: a temporary directory, removed)")
             sp.add_argument("--keep-stores", action="store_true")
+            sp.add_argument("--reuse", action="store_true",
+                            help="with --work: score the stores a --keep-stores run left there, without loading again")
             sp.add_argument("--no-cases", action="store_true", help="skip sessions/extraction_cases.jsonl")
             sp.add_argument("--show-misses", action="store_true", help="list the questions not answered")
             sp.add_argument("-v", "--verbose", action="store_true")

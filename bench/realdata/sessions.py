@@ -580,7 +580,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     env = dict(os.environ, MEMCLI_NO_BACKGROUND="1", NO_COLOR="1")
     env.pop("MEMCLI_STORE", None)
     memcli = str(Path(args.memcli).resolve()) if os.sep in args.memcli else (shutil.which(args.memcli) or args.memcli)
-    run = Run(memcli, env, work, args.verbose)
     modes = args.modes.split(",")
     rows, unjudged, failures = [], [], []
     for source in sources:
@@ -590,25 +589,29 @@ def cmd_run(args: argparse.Namespace) -> int:
             if mode == "capture" and source.kind != "claude-code":
                 continue
             store = work / f"{source.name}-{mode}"
+            # a cold start: an embedding cache of its own (memcli caches vectors by text, across stores)
+            srun = Run(memcli, dict(env, MEMCLI_CACHE_DIR=f"{store}.cache"), work, args.verbose)
             print(f"{source.name} [{mode}] {source.path.stat().st_size / 1024:.0f} KB, {len(source.sessions)} "
                   f"session(s), {len(source.turns)} turns ...", file=sys.stderr, flush=True)
             saved = work / f"{source.name}-{mode}.ingest.json"
             if args.reuse and saved.is_file() and store.is_dir():  # re-score a kept store (new labels, questions)
                 res = json.loads(saved.read_text(encoding="utf-8"))
             else:
-                res = ingest(run, source, mode, store)
+                shutil.rmtree(f"{store}.cache", ignore_errors=True)
+                res = ingest(srun, source, mode, store)
                 saved.write_text(json.dumps(res), encoding="utf-8")
             if res["error"]:
                 print(f"  failed: {res['error']}", file=sys.stderr)
                 failures.append((source.name, mode, res["error"]))
-            memories = export(run, store)
-            answers = search(run, store, [q["question"] for q in questions], args.k) if memories else [
+            memories = export(srun, store)
+            answers = search(srun, store, [q["question"] for q in questions], args.k) if memories else [
                 [] for _ in questions]
             row = {**score(source, mode, memories, labels, answers, questions), **res}
             unjudged.extend(row.pop("_unjudged"))
             rows.append(row)
             if not args.keep_stores:
                 shutil.rmtree(store, ignore_errors=True)
+                shutil.rmtree(f"{store}.cache", ignore_errors=True)
     for mode in modes:
         total = overall(rows, mode)
         if total:
@@ -625,7 +628,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             for a in r.get("answers") or []:
                 if not a["ok"]:
                     print(f"  miss {r['source']} [{r['mode']}]: {a['question']}")
-    cases = run_cases(run, work) if CASES.is_file() and not args.no_cases else []
+    cases = run_cases(Run(memcli, dict(env, MEMCLI_CACHE_DIR=str(work / "cases.cache")), work, args.verbose), work) \
+        if CASES.is_file() and not args.no_cases else []
     if cases:
         print(f"\nextraction cases (hand-written): {sum(c['ok'] for c in cases)}/{len(cases)} hold")
         for c in cases:

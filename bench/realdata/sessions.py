@@ -668,8 +668,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         have = load_labels(u["source"])
         if u["hash"] not in have:
             LABELS.mkdir(parents=True, exist_ok=True)
-            rec = {"hash": u["hash"], "label": u["label"], "class": u.get("class") if u["label"] == "junk" else None,
-                   "text": u["text"]}
+            # the text itself stays out of the committed labels (it is the source's data, not ours)
+            rec = {"hash": u["hash"], "label": u["label"], "class": u.get("class") if u["label"] == "junk" else None}
             if u.get("note"):
                 rec["note"] = u["note"]
             with open(path, "a", encoding="utf-8") as f:

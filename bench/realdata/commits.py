@@ -321,39 +321,45 @@ def score_pairs(pairs, judgments, sample: int, seed: int, texts: dict, mems: dic
     return out, todo
 
 
-def search_all(memcli: str, store: Path, queries: list[str], env: dict) -> list[list[dict]]:
+def search_all(memcli: str, store: Path, queries: list[str], env: dict, all_: bool = False) -> list[list[dict]]:
     stdin = "".join(" ".join(q.split()) + "\n" for q in queries)
-    out = sh(["nice", "-n", "10", memcli, "--store", str(store), "search", "--batch", "--json", "-k", str(K_SEARCH)],
-             env, stdin=stdin).stdout
+    cmd = ["nice", "-n", "10", memcli, "--store", str(store), "search", "--batch", "--json", "-k", str(K_SEARCH)]
+    out = sh(cmd + (["--all"] if all_ else []), env, stdin=stdin).stdout
     docs = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert len(docs) == len(queries), (len(docs), len(queries))
     return [d.get("results", []) for d in docs]
 
 
-def values_metric(qs: list[dict], results: list[list[dict]], mems: dict, res: Resolver) -> dict:
-    above = hidden = strict = found_new = 0
+def values_metric(qs: list[dict], results: list[list[dict]], all_results: list[list[dict]], mems: dict,
+                  res: Resolver) -> dict:
+    """`results`: default search; `all_results`: the same queries with `--all` (superseded memories too),
+    which says which older memories are about the question (those it returns)."""
+    above = hidden = strict = found_new = no_old = 0
     fails = []
-    for q, rs in zip(qs, results):
+    for q, rs, ars in zip(qs, results, all_results):
         newer, older = set(q["newer"]), set(q["older"])
         ranks = [set(res.refs(r.get("origins"))) for r in rs]
         rn = next((i for i, refs in enumerate(ranks) if refs & newer), None)
         ro = next((i for i, refs in enumerate(ranks) if refs & older), None)
         ok_above = rn is not None and (ro is None or rn < ro)
-        old_mems = [mid for mid, m in mems.items() if set(res.refs(m.get("origins"))) & older]
+        relevant_old = {r["id"] for r in ars if set(res.refs(r.get("origins"))) & older}
         returned = {r.get("id") for r in rs}
-        ok_hidden = all(mems[mid].get("superseded_by") or mid not in returned for mid in old_mems)
-        ok_strict = bool(old_mems) and all(mems[mid].get("superseded_by") for mid in old_mems)
+        ok_hidden = all(mems[mid].get("superseded_by") or mid not in returned for mid in relevant_old)
+        ok_strict = bool(relevant_old) and all(mems[mid].get("superseded_by") for mid in relevant_old)
+        no_old += not relevant_old
         above += ok_above
         hidden += ok_hidden
         strict += ok_strict
         found_new += rn is not None
         if not (ok_above and ok_hidden):
             fails.append({"id": q["id"], "question": q["question"], "rank_newer": rn, "rank_older": ro,
-                          "older_memories_live": sum(not mems[m].get("superseded_by") for m in old_mems)})
+                          "older_relevant": len(relevant_old),
+                          "older_live": sum(not mems[m].get("superseded_by") for m in relevant_old),
+                          "top": [r.get("text", "")[:100] for r in rs[:3]]})
     n = len(qs) or 1
-    return {"questions": len(qs), "newer_found_top10": found_new, "newer_above_older": round(above / n, 3),
-            "older_hidden_or_superseded": round(hidden / n, 3), "older_all_superseded": round(strict / n, 3),
-            "fails": fails}
+    return {"questions": len(qs), "newer_found_top10": found_new, "no_older_found_even_with_all": no_old,
+            "newer_above_older": round(above / n, 3), "older_hidden_or_superseded": round(hidden / n, 3),
+            "older_all_superseded": round(strict / n, 3), "fails": fails}
 
 
 # ------------------------------------------------------------------------------------------ baselines
@@ -490,7 +496,8 @@ def evaluate(path: str, run: dict, a, commits, releases, env, work: Path, base: 
     audit.write_text("".join(json.dumps(t) + "\n" for t in todo), encoding="utf-8")
     out["audit_file"] = str(audit)
     results = search_all(a.memcli, store, [q["question"] for q in vq] + [q["question"] for q in rq], env)
-    out["values"] = values_metric(vq, results[:len(vq)], mems, res)
+    all_results = search_all(a.memcli, store, [q["question"] for q in vq], env, all_=True) if vq else []
+    out["values"] = values_metric(vq, results[:len(vq)], all_results, mems, res)
     rec, misses = memcli_recall(rq, results[len(vq):], res)
     out["retrieval"] = {"questions": len(rq), "memcli": rec, **base, "memcli_misses": misses}
     if run.get("errors"):
@@ -525,8 +532,9 @@ def table(rows: list[dict]) -> str:
         ("values: newer above older (>= 0.9)", lambda r: f(r["values"]["newer_above_older"])),
         ("values: older hidden/superseded (>= 0.8)", lambda r: f(r["values"]["older_hidden_or_superseded"])),
         ("values: older all superseded", lambda r: f(r["values"]["older_all_superseded"])),
-        ("values: questions (newer in top 10)",
-         lambda r: f"{r['values']['questions']} ({r['values']['newer_found_top10']})"),
+        ("values: questions (newer in top 10; no older)",
+         lambda r: f"{r['values']['questions']} ({r['values']['newer_found_top10']}; "
+                   f"{r['values']['no_older_found_even_with_all']})"),
         ("recall@5 memcli", lambda r: f(r["retrieval"]["memcli"])),
         ("recall@5 bm25 / dense / rrf",
          lambda r: " / ".join(f(r["retrieval"].get(k)) for k in ("bm25", "dense", "rrf"))),

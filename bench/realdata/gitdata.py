@@ -1,0 +1,116 @@
+"""Read a fetched repository (a bare git dir): its last N non-merge commits and its changelog's releases.
+
+Nothing read here is written into this repository: the harness works on the mirror given on the command
+line, and our label / question files refer to commits by sha only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import subprocess
+from dataclasses import dataclass
+
+CHANGELOGS = ("CHANGES.md", "CHANGELOG.md", "CHANGES.rst", "CHANGELOG.rst", "docs/changelog.rst", "HISTORY.md",
+              "docs/changelog.md", "NEWS.md")
+
+
+@dataclass
+class Commit:
+    sha: str
+    author_date: str  # ISO 8601 UTC, Z
+    committer_date: str
+    author_raw: str  # git's raw date ("1700000000 +0100"), replayed as is
+    committer_raw: str
+    message: str
+
+    @property
+    def subject(self) -> str:
+        return self.message.splitlines()[0] if self.message else ""
+
+
+@dataclass
+class Release:
+    version: str
+    date: str  # ISO 8601 UTC (midnight), or the newest commit's date for an unreleased section
+    text: str  # heading + body
+
+
+def git(gitdir: str, *args: str) -> str:
+    return subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, text=True, check=True,
+                          encoding="utf-8", errors="replace").stdout
+
+
+def _iso(ts: int) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def commits(gitdir: str, n: int = 450, rev: str = "HEAD") -> list[Commit]:
+    """The last `n` non-merge commits reachable from `rev`, oldest first (git's date order, reversed)."""
+    out = git(gitdir, "log", "--no-merges", "--date-order", f"-n{n}", "--reverse",
+              "--format=%H%x00%at%x00%ct%x00%ad%x00%cd%x00%B%x1e", "--date=raw", rev)
+    res = []
+    for rec in out.split("\x1e"):
+        rec = rec.lstrip("\n")
+        if not rec:
+            continue
+        sha, at, ct, ad, cd, body = rec.split("\x00", 5)
+        res.append(Commit(sha, _iso(int(at)), _iso(int(ct)), ad, cd, body.strip()))
+    return res
+
+
+def changelog_path(gitdir: str, rev: str = "HEAD") -> str | None:
+    names = set(git(gitdir, "ls-tree", "-r", "--name-only", rev).splitlines())
+    return next((p for p in CHANGELOGS if p in names), None)
+
+
+_MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
+                                        "september", "october", "november", "december"], 1)}
+_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+_WORDY = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+([A-Za-z]+),?\s+(\d{4})")
+_VERSION = re.compile(r"v?(\d+(?:\.\d+)+(?:[a-z]+\d*)?)")
+
+
+def _date(text: str) -> str | None:
+    m = _ISO.search(text)
+    if m:
+        return f"{m.group(1)}-{m.group(2)}-{m.group(3)}T00:00:00Z"
+    m = _WORDY.search(text)
+    month = next((v for k, v in _MONTHS.items() if m and len(m.group(2)) >= 3 and k.startswith(m.group(2).lower())),
+                 None)
+    if m and month:
+        return f"{m.group(3)}-{month:02d}-{int(m.group(1)):02d}T00:00:00Z"
+    return None
+
+
+def releases(gitdir: str, newest_date: str, rev: str = "HEAD") -> tuple[str | None, list[Release]]:
+    """One Release per `## ` section (Markdown) or per underlined version heading (reST), newest first."""
+    path = changelog_path(gitdir, rev)
+    if path is None:
+        return None, []
+    text = git(gitdir, "show", f"{rev}:{path}")
+    lines = text.splitlines()
+    starts = []
+    for i, line in enumerate(lines):
+        if path.endswith(".md"):
+            if line.startswith("## "):
+                starts.append((i, line[3:].strip()))
+        elif i + 1 < len(lines) and re.fullmatch(r"[-=~^]{3,}", lines[i + 1].strip() or "x") and line.strip():
+            starts.append((i, line.strip()))
+    out = []
+    for k, (i, head) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)
+        body = "\n".join(lines[i:end]).strip()
+        vm = _VERSION.search(re.sub(r"\(http[^)]*\)", "", head))
+        near = "\n".join(lines[i + 1:min(end, i + 6)])
+        if "unreleased" in head.lower() or (vm and _date(near) is None and "unreleased" in near.lower()):
+            version, date = (vm.group(1) if vm else "unreleased"), newest_date
+        elif vm:
+            version = vm.group(1)
+            date = _date(head) or _date(near)
+            if date is None:
+                continue
+        else:
+            continue
+        out.append(Release(version, date, body))
+    return path, out

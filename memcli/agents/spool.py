@@ -76,7 +76,10 @@ def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any]
     are `memcli.ops.add.add` keyword arguments (tags, type, origins, session, raw, project, user...).
     The store must exist: a hook never creates one.
     """
+    from memcli.storage.safety import ensure_contained
+
     store_path = Path(store_path)
+    ensure_contained(store_path)  # a clone's planted `inbox -> ~/x` is refused, never written through
     if not (store_path / "facts").is_dir():
         raise FileNotFoundError(errno.ENOENT, "no memcli store", str(store_path))
     d = inbox_dir(store_path)
@@ -90,12 +93,30 @@ def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any]
 
 def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
     """Append one line to `<store>/inbox/errors.log`: a hook must never print into its host's
-    output, and must never fail silently either."""
-    with contextlib.suppress(OSError):
+    output, and must never fail silently either. A store that cannot take it (read-only, full,
+    holding a planted link) gets it in the user's own `<cache>/memcli/hook-errors.log`, with the
+    store's path (`memcli doctor` reads neither, but the line exists)."""
+    from memcli.storage.safety import open_no_follow, unsafe_entries
+
+    line = f"{_now()} {' '.join(message.split())}\n"
+    try:
+        if unsafe_entries(Path(store_path)):
+            raise OSError(errno.ELOOP, "store holds a link")
         d = inbox_dir(Path(store_path))
         d.mkdir(exist_ok=True)
-        with open(d / ERROR_LOG, "a", encoding="utf-8") as f:
-            f.write(f"{_now()} {' '.join(message.split())}\n")
+        fd = open_no_follow(d / ERROR_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(line)
+        return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        base = os.environ.get("MEMCLI_CACHE_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "memcli")
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        fd = open_no_follow(Path(base) / "hook-errors.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(f"{line[:-1]} (store {store_path})\n")
 
 
 def start_worker(store_path: str | os.PathLike[str]) -> None:
@@ -260,8 +281,11 @@ def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
         return {"file": path.name, "summary": summary}
 
 
+# What a spooled item's options may set. Never the LLM, its api_base or model: an inbox item may
+# come from a clone (a committed `inbox/x.json`), and which provider sees the user's key and text
+# is the user's own configuration's choice (issue 24).
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw", "no_dedup", "llm_model")
+                "raw", "no_dedup")
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:

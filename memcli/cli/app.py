@@ -307,7 +307,7 @@ def _llm_progress() -> Any:
     return report
 
 
-def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = False) -> Store:
+def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = False, unsafe_ok: bool = False) -> Store:
     """The store this command works on. A store named by --store that does not
     exist is an error (a typo must not create a store) unless `create`; the global store is
     created by the first write. A bulk load (`import`, `add --batch`) fills a store it may create,
@@ -318,14 +318,16 @@ def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = Fal
         where = resolve(state.store_path)
         path = where.path
         store = Store(path)
-        if must_exist and not store.exists():
+        store.allow_unsafe = unsafe_ok  # doctor: names and repairs a store holding links out of it
+        if must_exist and not store.exists() and not (unsafe_ok and path.is_dir()):
             fail(f"no store at {path} (create one with `memcli init` or `memcli add`)")
         if where.explicit and bulk and not create and not path.exists():
             note(f"creating a new store at {path}")
         elif where.explicit and not create and not path.exists():
             fail(f"no store at {path} (named by {where.why}); create it with `memcli init {path}` "
                  "or `memcli add --create`")
-        store.config  # noqa: B018 - a bad config.toml is reported now, by every command alike
+        if not unsafe_ok:
+            store.config  # noqa: B018 - a bad config.toml is reported now, by every command alike
         state.store = store
     return state.store
 
@@ -1203,7 +1205,7 @@ def doctor(
     """Check config, model, LLM reachability and index consistency; list malformed files."""
     from memcli.ops.admin import doctor as check
 
-    store = get_store()
+    store = get_store(unsafe_ok=True)
     checks = check(store, fix=fix)
     ok = all(c["ok"] for c in checks)
     if as_json:

@@ -46,6 +46,7 @@ class Index(Catalog):
     Opened lazily; `sync()` before reading."""
 
     def __init__(self, store: Files) -> None:
+        store.guard()  # a store holding a link out of it is refused before its sidecar opens
         super().__init__(store, dim=lambda: self.embedder.dim)
         self._embedder: Embedder | None = None
         self.vec = Vectors(self, dim=lambda: self.embedder.dim)

@@ -580,8 +580,9 @@ def _seed_catalog(src: Path, dst: Path) -> None:
                 target.close()
         finally:
             source.close()
-        if row and row[0] and (src / row[0]).is_file():
-            shutil.copyfile(src / row[0], dst / row[0])
+        vec = safety.own_file(src, row[0], r"vectors-\d+\.hnsw") if row and row[0] else None
+        if vec is not None:
+            shutil.copyfile(vec, dst / vec.name)
     except (sqlite3.Error, OSError):
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):

@@ -24,7 +24,7 @@ import numpy as np
 from memcli.core.errors import MemcliError
 from memcli.core.memory import MalformedMemory, Memory
 from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
-from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_K, NEAR_VERSION, Vectors, ranked
+from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_K, NEAR_VERSION, VECTOR_FILE, Vectors, ranked
 from memcli.services.background import in_thread
 from memcli.services.embed import Embedder, text_hash
 from memcli.storage import safety
@@ -157,7 +157,8 @@ class Sync:
             why = f"the embedding model changed ({model} -> {self.store.config.embed_model})"
         elif known and model is None:
             why = "the index has no model record"
-        elif self.catalog.meta("hnsw_file") and not (self.catalog.dir / str(self.catalog.meta("hnsw_file"))).is_file():
+        elif self.catalog.meta("hnsw_file") and safety.own_file(self.catalog.dir, self.catalog.meta("hnsw_file"),
+                                                                 VECTOR_FILE) is None:
             why = "the vector file is missing"
         elif dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
             why = "the vector dimension changed"

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memcli.index.catalog import Catalog
+from memcli.storage import safety
 
 if TYPE_CHECKING:
     import threading
 
 HNSW_M = 16
+VECTOR_FILE = r"vectors-\d+\.hnsw"  # the only names a catalog's hnsw_file may give (see safety.own_file)
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 512  # at least; a query for k neighbours searches with max(this, 2k). 512: recall@10
 # 0.987 on 100k realistic vectors at p50 1.3 ms (was 200: 0.93 at 0.5 ms); see bench/search_latency.py
@@ -137,8 +139,8 @@ class Vectors:
             return self._hnsw
         import hnswlib
 
-        path = self.catalog.dir / name if name else None
-        if path is not None and path.is_file():
+        path = safety.own_file(self.catalog.dir, name, VECTOR_FILE) if name else None
+        if path is not None:
             h = hnswlib.Index(space="ip", dim=int(self.catalog.meta("dim") or self._dim()))
             try:
                 h.load_index(str(path), max_elements=0)

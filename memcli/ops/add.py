@@ -728,8 +728,8 @@ _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "thresh
 def retry_inbox(store: Store, *, model: str | None = None) -> list[tuple[str, AddResult | str]]:
     """Replay parked inputs through the LLM pipeline; each one that succeeds leaves the inbox.
 
-    The model is `model` if given, else the store's configured one, else the one the input was
-    parked with. An input that fails again stays, with its error and attempt count updated.
+    The model is `model` if given, else the store's configured one (never one the parked item
+    names: see _retry_one). An input that fails again stays, with its error and attempt count updated.
     """
     from memcli.storage.locks import item_lock
 
@@ -753,7 +753,9 @@ def _retry_one(store: Store, path: Path, item: dict[str, Any], model: str | None
     """One parked input through the LLM pipeline, under its item lock: (file name, result or error)."""
     configured = store.config.llm_model
     opts = {k: v for k, v in (item.get("options") or {}).items() if k in _ADD_OPTIONS}
-    use = model or configured or item.get("options", {}).get("model")
+    # never the model the item names: an inbox item may come from a clone, and which provider
+    # sees the user's key and text is the user's own configuration's choice (issue 24)
+    use = model or configured
     try:
         # redact=False: what was parked was redacted already (unless the user opted out)
         res = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **opts)

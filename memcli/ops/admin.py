@@ -74,6 +74,14 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
     def check(name: str, ok: bool, detail: str) -> None:
         checks.append({"check": name, "ok": ok, "detail": detail})
 
+    from memcli.ops.repair import containment
+
+    contained = containment(store, fix=fix)  # first: nothing below may follow a link out of the store
+    if contained is not None:
+        checks.append(contained)
+        if not contained["ok"]:
+            return checks
+    store.allow_unsafe = False
     check("store", store.exists(), str(store.path) if store.exists() else f"no store at {store.path}")
     if not store.exists():
         return checks

@@ -12,6 +12,7 @@ import contextlib
 import os
 import sqlite3
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,59 @@ def finish_trash_moves(store: Store, ids: list[str]) -> tuple[list[str], list[st
     if done:
         fsync_dir(store.facts_dir)
     return done, left
+
+
+def containment(store: Store, *, fix: bool = False) -> Check | None:
+    """The `containment` check: entries that would lead a command out of the store (links planted
+    in a clone, see safety.unsafe_entries); None when there are none. `fix` moves each link into
+    `.quarantine/` (the link itself, renamed: its target is never touched) and recreates an empty
+    `facts/` when that was the link, so the store opens again."""
+    bad = safety.unsafe_entries(store.path)
+    if not bad:
+        return None
+    listing = "; ".join(f"{name} is {kind}" for name, kind in bad)
+    if not fix:
+        return {"check": "containment", "ok": False, "detail":
+                f"{listing} (never followed: every command refuses this store; doctor --fix moves them aside)"}
+    if not safety.writable(store.path):
+        return {"check": "containment", "ok": False, "detail": listing + ": the store cannot be written"}
+    try:
+        moved = quarantine_links(store.path, [name for name, _ in bad])
+    except OSError as e:
+        return {"check": "containment", "ok": False, "detail": f"{listing}: {e.strerror or e}"}
+    left = safety.unsafe_entries(store.path)
+    detail = f"{listing}: moved to .quarantine/ ({', '.join(moved)})"
+    if left:
+        detail += "; still there: " + "; ".join(f"{n} is {k}" for n, k in left)
+    return {"check": "containment", "ok": not left, "detail": detail}
+
+
+def quarantine_links(root: Path, names: list[str]) -> list[str]:
+    """Rename each entry (relative to `root`) into `root/.quarantine/` under a name of its own;
+    returns the new names. No lock: the lock file itself may be one of them, and nothing else
+    opens a store holding them. `.quarantine` itself a link (or a file) is removed first: it is
+    the one place links are moved to, and removing a link loses nothing (its target stays)."""
+    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    q = root / ".quarantine"
+    if q.is_symlink():
+        os.unlink(q)
+    elif os.path.lexists(q) and not q.is_dir():
+        os.replace(q, root / f".quarantine.broken-{stamp}")
+    q.mkdir(mode=0o700, exist_ok=True)
+    moved = []
+    for name in names:
+        if name == ".quarantine":
+            continue
+        src = root / name
+        if not os.path.lexists(src):
+            continue
+        dest = q / f"{name.replace('/', '__')}.{stamp}"
+        os.replace(src, dest)
+        moved.append(dest.name)
+    if "facts" in names and not os.path.lexists(root / "facts"):
+        (root / "facts").mkdir(mode=0o700)
+    fsync_dir(root)
+    return moved
 
 
 def _sqlite_ok(path: Path) -> str | None:

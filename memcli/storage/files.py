@@ -234,6 +234,8 @@ class Files:
         self._config = config
         self._lock_depth = 0
         self._lock_fd: int | None = None
+        self._contained = False  # checked once per handle (see guard)
+        self.allow_unsafe = False  # doctor opens a store holding links, to name and repair them
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
@@ -242,8 +244,16 @@ class Files:
     @property
     def config(self) -> Config:
         if self._config is None:
+            self.guard()
             self._config = load_config(self.path)
         return self._config
+
+    def guard(self) -> None:
+        """Refuse a store holding a link out of it (safety.ensure_contained), once per handle:
+        every command reads the config and every write takes the lock, so both call this."""
+        if not self._contained and not self.allow_unsafe:
+            safety.ensure_contained(self.path)
+            self._contained = True
 
     def exists(self) -> bool:
         return self.facts_dir.is_dir()
@@ -300,6 +310,7 @@ class Files:
             finally:
                 self._lock_depth -= 1
             return
+        self.guard()
         self.ensure()
         timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
         # a read-only mount or no permission fails here, at once, with the system's reason

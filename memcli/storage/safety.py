@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from memcli.core.errors import StoreError
 from memcli.storage.locks import try_flock  # files.py takes it from here (its layer reaches safety, not locks)
 
 _notices: list[str] = []
@@ -147,3 +148,74 @@ def regular_file(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+# ------------------------------------------------------------------ containment
+# A store travels with a repository: a clone may hold links someone planted (`facts -> ~/notes`,
+# `config.toml -> ~/.aws/credentials`, `inbox -> /tmp/x`). Every command reads and writes inside
+# the store only, so a store holding such a link is refused whole, with one line naming it, until
+# `memcli doctor --fix` moves the link aside (doctor is the one command that opens it anyway).
+STORE_DIRS = ("facts", ".trash", ".index", "inbox", ".capture", ".quarantine")
+_SCANNED = (".index", "inbox", ".capture")  # small directories whose entries memcli opens by name
+
+
+class UnsafeStore(StoreError):
+    """A store holding a symbolic link (or a non-directory where a directory belongs)."""
+
+
+def unsafe_entries(store: Path) -> list[tuple[str, str]]:
+    """(path relative to the store, what it is) for each entry a command would follow out of the
+    store: a symbolic link among the store's own entries or in `.index/`, `inbox/`, `.capture/`,
+    and a store directory that is not a directory. `facts/*.md` and `.trash/*.md` links are
+    skipped where they are read (`read_regular`), so they are doctor's `facts entries` check.
+    lstat only: nothing is followed. A few dozen entries: cheap enough for every command."""
+    out: list[tuple[str, str]] = []
+
+    def scan(d: Path, prefix: str) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(d) as it:
+                return list(it)
+        except OSError:
+            return []
+
+    for e in scan(store, ""):
+        if e.is_symlink():
+            out.append((e.name, _link_kind(e.path)))
+        elif e.name in STORE_DIRS and not e.is_dir(follow_symlinks=False):
+            out.append((e.name, "not a directory"))
+    for sub in _SCANNED:
+        if any(name == sub for name, _ in out):
+            continue
+        for e in scan(store / sub, sub):
+            if e.is_symlink():
+                out.append((f"{sub}/{e.name}", _link_kind(e.path)))
+    return sorted(out)
+
+
+def _link_kind(path: str) -> str:
+    try:
+        return f"a symbolic link (to {os.readlink(path)})"
+    except OSError:
+        return "a symbolic link"
+
+
+def ensure_contained(store: Path) -> None:
+    """Raise UnsafeStore when the store holds an entry that leads outside it (see unsafe_entries)."""
+    bad = unsafe_entries(store)
+    if bad:
+        name, kind = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise UnsafeStore(f"store {store}: {name} is {kind}{more}; refusing to follow it out of the store",
+                          hint="run `memcli doctor` to see them and `memcli doctor --fix` to move them aside")
+
+
+def own_file(directory: Path, name: object, pattern: str) -> Path | None:
+    """`directory/name` when `name` is a plain file name matching `pattern` (a regex, whole) and
+    that entry is a regular file, not a link; else None. For names a derived file records (a
+    catalog's `hnsw_file`): a crafted catalog must not open `/etc/passwd` or `../../x`."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(pattern, name):
+        return None
+    path = directory / name
+    return path if regular_file(path) else None

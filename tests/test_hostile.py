@@ -162,7 +162,7 @@ CLONES = {
 COMMANDS = [
     ("list",), ("search", "postgres"), ("stats",), ("context",), ("export", "--format", "jsonl"),
     ("doctor",), ("add", "--raw", "a new memory about redis"), ("reindex",),
-    ("capture", "text", "we use tox for tests"), ("inbox", "process"), ("rm", "--yes", "{id}"),
+    ("capture", "text", "we use tox for tests"), ("inbox", "process"), ("rm", "{id}"),
 ]
 
 
@@ -204,3 +204,157 @@ def test_refused_store_names_the_link(tmp_path: Path) -> None:
     assert "facts is a symbolic link" in r.stderr and "doctor --fix" in r.stderr
     r = run(s, "doctor")
     assert r.exit_code == 1 and "containment" in r.stdout and "facts is a symbolic link" in r.stdout
+
+
+# ------------------------------------------------------------------ a huge front matter
+def test_huge_front_matter_is_skipped_fast(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    lines = "".join(f"k{i}: v{i}\n" for i in range(300_000))  # ~4 MB of YAML: minutes to parse
+    (s / "facts" / "01HZZZZZZZZZZZZZZZZZZZZZZX.md").write_text(f"---\n{lines}---\nbody\n")
+    cpu = time.process_time()
+    r = run(s, "list")
+    cpu = time.process_time() - cpu
+    assert r.exit_code == 0 and "postgres" in r.stdout
+    assert "front matter is too large" in r.stderr
+    assert cpu < 5, f"{cpu:.1f} s CPU"  # CPU, not wall clock: bounded work, whatever the load
+
+
+# ------------------------------------------------------------------ trust
+def _item(s: Path, options: dict) -> None:
+    (s / "inbox").mkdir(exist_ok=True)
+    (s / "inbox" / "01HZZZZZZZZZZZZZZZZZZZZZZW.json").write_text(
+        json.dumps({"at": "2024-01-01T00:00:00Z", "attempts": 0, "options": options,
+                    "text": "we deploy with helm charts in the infra repo"}))
+
+
+def test_inbox_item_options_never_choose_the_llm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A committed inbox item naming a provider is processed without any LLM (none configured)."""
+    s = make_store(tmp_path)
+    _item(s, {"llm_model": "openai/gpt-4o-mini", "model": "openai/gpt-4o-mini", "api_base": "http://127.0.0.1:9"})
+    import memcli.services.llm.client as client
+
+    calls = []
+    monkeypatch.setattr(client.LLM, "__init__", lambda self, *a, **k: calls.append((a, k)) or None)
+    r = run(s, "inbox", "process")
+    assert r.exit_code == 0, r.output
+    assert not calls
+    assert "helm charts" in run(s, "list").stdout
+    _item(s, {"model": "openai/gpt-4o-mini"})
+    r = run(s, "inbox", "retry")
+    assert not calls and "openai" not in r.output
+
+
+def test_untrusted_embed_model_and_git_skip_are_ignored(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    (s / "config.toml").write_text('embed_model = "BAAI/bge-small-en-v1.5"\ngit_skip = "^(a|aa)+$"\n')
+    from memcli.core.config import DEFAULT_EMBED_MODEL, load_config
+    from memcli.storage import safety
+
+    safety.drain()
+    cfg = load_config(s)
+    assert cfg.embed_model == DEFAULT_EMBED_MODEL and cfg.git_skip != "^(a|aa)+$"
+    warning = " ".join(safety.drain())
+    assert "embed_model" in warning and "git_skip" in warning and "memcli trust" in warning
+    r = CliRunner().invoke(app, ["trust", str(s)], env=ENV)
+    assert r.exit_code == 0, r.output
+    cfg = load_config(s)
+    assert cfg.embed_model == "BAAI/bge-small-en-v1.5" and cfg.git_skip == "^(a|aa)+$"
+
+
+@pytest.mark.parametrize("setting, key", [
+    ("[ranking]\nrecency_days = 0", "ranking.recency_days"),
+    ("[ranking]\nrecency_days = -3", "ranking.recency_days"),
+    ("[ranking]\ncandidates = 0", "ranking.candidates"),
+    ("[ranking]\nmmr_lambda = 1.5", "ranking.mmr_lambda"),
+    ("[ranking]\nthreshold = nan", "ranking.threshold"),
+    ("[ranking]\nsimilarity = inf", "ranking.similarity"),
+    ("add_threshold = 2", "add_threshold"),
+    ("llm_timeout = 0", "llm_timeout"),
+    ("llm_retries = -1", "llm_retries"),
+    ('[ranking]\nrecency_days = "soon"', "ranking.recency_days"),
+])
+def test_bad_config_value_names_the_key(tmp_path: Path, setting: str, key: str) -> None:
+    s = make_store(tmp_path)
+    (s / "config.toml").write_text(setting + "\n")
+    for cmd in (("search", "postgres"), ("list",), ("add", "--raw", "x y z")):
+        r = run(s, *cmd)
+        assert r.exit_code == 1, (cmd, r.output)
+        lines = [x for x in r.stderr.splitlines() if x.strip() and not x.startswith("hint: ")]
+        assert len(lines) == 1 and key in lines[0], r.stderr
+
+
+# ------------------------------------------------------------------ dates, trash, stdin
+def test_dates_before_year_1000_round_trip(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    src = tmp_path / "old.jsonl"
+    src.write_text(json.dumps({"text": "the abbey was founded", "created": "0999-05-01T00:00:00Z",
+                               "updated": "0999-05-02T00:00:00Z"}) + "\n")
+    assert run(s, "import", str(src)).exit_code == 0
+    body = "".join(p.read_text() for p in (s / "facts").glob("*.md"))
+    assert "created: 0999-05-01T00:00:00Z" in body
+    out = tmp_path / "export.jsonl"
+    assert run(s, "export", "--format", "jsonl", "-o", str(out)).exit_code == 0
+    assert '"0999-05-01T00:00:00Z"' in out.read_text()
+    s2 = tmp_path / "S2"
+    r = run(s2, "import", str(out))
+    assert r.exit_code == 0, r.output
+    assert "0999-05-01" in run(s2, "list", "--json").stdout
+
+
+def test_doctor_fix_settles_a_memory_in_facts_and_trash(tmp_path: Path) -> None:
+    """After a pull brought back a teammate's edit of a memory trashed here: the live one stays,
+    the stale trash copy is kept aside, doctor is clean; nothing lost."""
+    s = make_store(tmp_path)
+    mems = json.loads(run(s, "list", "--json").stdout)["memories"]
+    a, b = mems[0]["id"], mems[1]["id"]
+    assert run(s, "rm", a).exit_code == 0
+    assert run(s, "rm", b).exit_code == 0
+    # a: the pull brought the same file back; b: it brought an edited one back
+    trashed_a = (s / ".trash" / f"{a}.md").read_text()
+    (s / "facts" / f"{a}.md").write_text(trashed_a.replace(trashed_a[trashed_a.index("trashed:"):
+                                                                      trashed_a.index("---", 4)], ""))
+    edited = (s / ".trash" / f"{b}.md").read_text()
+    edited = edited[:edited.index("trashed:")] + edited[edited.index("---", 4):]
+    (s / "facts" / f"{b}.md").write_text(edited.rstrip("\n") + " (edited by a teammate)\n")
+    r = run(s, "doctor")
+    assert r.exit_code == 1 and "in both facts/ and .trash/" in r.stdout
+    r = run(s, "doctor", "--fix")
+    r = run(s, "doctor")
+    assert "in both" not in r.stdout and r.exit_code == 0, r.stdout
+    listed = run(s, "list").stdout
+    assert "edited by a teammate" in listed
+    kept = list((s / ".quarantine").glob(f"trash-{b}.*.md"))
+    assert len(kept) == 1
+
+
+def test_capture_text_dash_reads_stdin(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    r = run(s, "capture", "text", "-", input="we pin numpy below 3 in the lockfile\n")
+    assert r.exit_code == 0, r.output
+    items = [json.loads(p.read_text()) for p in (s / "inbox").glob("*.json")]
+    assert [i["text"] for i in items] == ["we pin numpy below 3 in the lockfile\n"] or \
+        [i["text"].strip() for i in items] == ["we pin numpy below 3 in the lockfile"]
+
+
+# ------------------------------------------------------------------ clones converge
+def test_two_clones_merging_the_same_pair_converge(tmp_path: Path) -> None:
+    import shutil
+
+    a = make_store(tmp_path)
+    ids = [m["id"] for m in json.loads(run(a, "list", "--json").stdout)["memories"]]
+    b = tmp_path / "clone-b" / ".memcli"
+    shutil.copytree(a / "facts", b / "facts")
+    shutil.copy(a / ".gitignore", b / ".gitignore")
+    for s in (a, b):
+        r = run(s, "merge", *ids)
+        assert r.exit_code == 0, r.output
+        time.sleep(1.1)  # the clones merge at different times
+    fa = {p.name: p.read_bytes() for p in (a / "facts").glob("*.md")}
+    fb = {p.name: p.read_bytes() for p in (b / "facts").glob("*.md")}
+    assert len(fa) == 1 and fa == fb  # same id, same bytes: git merges them cleanly
+    # merging the same sources again (restored) makes a memory of its own, never one in the trash
+    for mid in ids:
+        assert run(a, "restore", mid).exit_code == 0
+    assert run(a, "merge", *ids).exit_code == 0
+    assert len(list((a / "facts").glob("*.md"))) == 2
+    assert "in both" not in run(a, "doctor").stdout

@@ -1679,6 +1679,8 @@ def capture(
     from memcli.agents.capture import CaptureError, run
 
     data = b""
+    if kind == "text" and text == ["-"]:  # `-` is stdin, as for `add -`
+        text = None
     if kind in ("claude-code", "git-rewrite") or (kind == "text" and not text):
         data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
     try:

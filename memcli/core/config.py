@@ -143,8 +143,41 @@ def load_config(store: Path) -> Config:
     for key, value in ranking_raw.items():
         if key not in rtypes:
             raise ConfigError(f"{path}: unknown ranking setting {key!r}")
-        rk[key] = _coerce(key, value, rtypes[key].type)
+        rk[key] = _coerce(f"ranking.{key}", value, rtypes[key].type)
+    for key, value in [*kwargs.items(), *((f"ranking.{k}", v) for k, v in rk.items())]:
+        problem = _out_of_range(key, value)
+        if problem:
+            env = next((k for k, v in _ENV.items() if v == key and os.environ.get(k)), None)
+            where = f"${env}" if env else path
+            raise ConfigError(f"{where}: {key} {problem}, got {value!r}")
     return Config(**kwargs, ranking=Ranking(**rk))
+
+
+# What each numeric setting may be: (low, high, low excluded). A value outside is an error naming
+# the key (a `recency_days = 0` divided by zero in every search; a NaN threshold matched nothing).
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "llm_timeout": (0, 86400, True), "llm_retries": (0, 100, False), "llm_temperature": (0, 2, False),
+    "llm_backoff": (0, 3600, False),
+    **{k: (0, 1, False) for k in ("add_threshold", "decide_threshold", "llm_decide_threshold",
+                                  "consolidate_threshold", "contradiction_threshold")},
+    **{f"ranking.{k}": (0, 1e6, False) for k in ("similarity", "keyword", "recency", "reliability")},
+    "ranking.recency_days": (0, 1e6, True), "ranking.mmr_lambda": (0, 1, False), "ranking.threshold": (0, 1, False),
+    "ranking.candidates": (1, 100_000, False),
+}
+
+
+def _out_of_range(key: str, value: object) -> str | None:
+    """Why a numeric setting's value cannot be used, or None."""
+    bounds = _RANGES.get(key)
+    if bounds is None or value is None or isinstance(value, bool):
+        return None
+    low, high, open_low = bounds
+    number = float(value)  # type: ignore[arg-type]
+    if number != number or number in (float("inf"), float("-inf")):
+        return "must be a finite number"
+    if number < low or number > high or (open_low and number == low):
+        return f"must be {'greater than' if open_low else 'at least'} {low:g} and at most {high:g}"
+    return None
 
 
 def default_user(cfg: Config) -> str:
@@ -162,6 +195,13 @@ def _drop_untrusted(store: Path, path: Path, data: dict[str, object]) -> None:
     from memcli.core.trust import DESTINATION_KEYS, is_trusted
 
     wanted = [k for k in DESTINATION_KEYS if data.get(k) not in (None, "")]
+    # a model that is not the default is downloaded from where its name says (and runs there);
+    # a regex is run on every commit (`^(a|aa)+$` takes minutes): both need trust too
+    model = data.get("embed_model")
+    if isinstance(model, str) and model not in ("", DEFAULT_EMBED_MODEL) and not model.startswith("hash:"):
+        wanted.append("embed_model")
+    if data.get("git_skip") not in (None, Config.git_skip):
+        wanted.append("git_skip")
     if not wanted or is_trusted(store):
         return
     for k in wanted:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import math
 import os
 import re
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +129,17 @@ def new_ulid(at: float | None = None) -> str:
             rand = int.from_bytes(os.urandom(10), "big")
         _last_ulid[:] = [ms, rand]
     value = (ms << 80) | (rand & ((1 << 80) - 1))
+    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+
+
+def derived_ulid(at: str, sources: Iterable[str]) -> str:
+    """A ULID that is a function of its inputs: the time `at` (ISO 8601) and 80 bits of the
+    SHA-256 of the sorted `sources`. A merge of the same memories made in two clones of one
+    repository then gets the same id (and, merged heuristically, the same file), so syncing them
+    converges instead of leaving two copies (issue 24)."""
+    ms = max(0, int(parse_time(at).timestamp() * 1000)) & ((1 << 48) - 1)
+    digest = hashlib.sha256("\n".join(sorted(set(sources))).encode("utf-8", "surrogateescape")).digest()
+    value = (ms << 80) | int.from_bytes(digest[:10], "big")
     return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from memcli.core.errors import InvalidInput, LLMNotConfigured, StoreError
-from memcli.core.memory import Memory, new_ulid, now_iso
+from memcli.core.memory import Memory, derived_ulid, new_ulid, now_iso
 from memcli.index import Filters
 from memcli.ops.changes import ChangeSet, Detach, Link, Supersede
 from memcli.ops.handle import Store
@@ -105,9 +106,9 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
             note = f"LLM merge unusable ({e}); used the heuristic merge"
     else:
         text = heuristic_merge(texts)
-    at = now_iso()
+    at = merged_at(mems)
     merged = Memory(
-        id=merged_id or new_ulid(), text=text, type=_merged_type(mems),
+        id=merged_id or merged_id_for(store, mems), text=text, type=_merged_type(mems),
         tags=list(dict.fromkeys(t for m in mems for t in m.tags)),
         domain=next((m.domain for m in reversed(mems) if m.domain), None),
         confidence=max(m.confidence for m in mems), source="llm" if method == "llm" else mems[-1].source,
@@ -124,6 +125,22 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
     for m in mems:
         cs.trash(m.id, f"merged into {merged.id}", event="MERGED")
     return cs, MergeResult(merged, [m.id for m in mems], method, note, [m.text for m in mems])
+
+
+def merged_at(mems: Iterable[Memory]) -> str:
+    """A merged memory's `updated` (and its history's MERGE time): its newest source's, not the
+    clock's, so that the same merge made in two clones writes the same file (see merged_id_for)."""
+    return max((m.updated for m in mems if m.updated), default=None) or now_iso()
+
+
+def merged_id_for(store: Store, mems: list[Memory]) -> str:
+    """The id of the merge of `mems`: derived from their ids and `merged_at`, so two clones that
+    merge the same pair make the same memory and a sync converges (issue 24). A new ULID when
+    that id is taken already (the same sources restored and merged again)."""
+    mid = derived_ulid(merged_at(mems), [m.id for m in mems])
+    if os.path.lexists(store.fact_file(mid)) or os.path.lexists(store.trash_dir / f"{mid}.md"):
+        return new_ulid()
+    return mid
 
 
 def _oldest_first(mems: Iterable[Memory]) -> list[Memory]:
@@ -625,7 +642,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
     merging = {mid for g in groups for mid in g}
     untouched = [(a, b, sim) for a, b, sim in _close_pairs(ids, nbr, sims, cfg.contradiction_threshold, {})
                  if a not in merging and b not in merging]
-    new_ids = [new_ulid() for _ in groups]
+    new_ids = [merged_id_for(store, [recs[mid] for mid in g]) for g in groups]
     fork = len(untouched) >= BACKGROUND_PAIRS
     heuristic = not ((use_llm is None and (llm_model or cfg.llm_model)) or use_llm)
     share = len(groups) - int(len(groups) * CHILD_MERGES) if heuristic and fork and can_fork() else len(groups)

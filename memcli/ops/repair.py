@@ -3,7 +3,7 @@
 Every derived file heals by itself on the next command (a damaged catalog is rebuilt, a damaged
 usage file moved aside); these checks say so explicitly, find what no command trips over
 (entries in `facts/` that are not regular files, temp files left by a killed writer, a memory
-left both in `facts/` and in `.trash/`), and repair it when asked. Nothing here raises.
+left both in `facts/` and in `.trash/`, links planted out of the store), and repair it when asked. Nothing here raises.
 """
 
 from __future__ import annotations
@@ -73,26 +73,33 @@ def in_both(store: Store) -> list[str]:
 
 
 def finish_trash_moves(store: Store, ids: list[str]) -> tuple[list[str], list[str]]:
-    """Complete the trash moves cut short: where the live file is the trashed one (same memory
-    but the `trashed` stamp), the live copy goes. Returns (completed, left as they are)."""
+    """Settle the memories in both facts/ and .trash/. Where the live file is the trashed one
+    (same memory but the `trashed` stamp), a trash move was cut short: the live copy goes. Where
+    they differ, the live one came back another way (a `git pull` of a teammate's edit, a
+    conflict resolved by keeping it): it stays, and the stale trash copy moves to `.quarantine/`
+    (kept, never deleted). Returns (settled, left as they are: unreadable)."""
     from memcli.core.memory import MalformedMemory, Memory
 
     done, left = [], []
+    quarantine = store.path / ".quarantine"
     for mid in ids:
+        trash_file = store.trash_dir / f"{mid}.md"
         try:
             live = Memory.parse(safety.read_regular(store.fact_path(mid)), file_id=mid)
-            gone = Memory.parse(safety.read_regular(store.trash_dir / f"{mid}.md"), file_id=mid)
+            gone = Memory.parse(safety.read_regular(trash_file), file_id=mid)
         except (OSError, MalformedMemory):
             left.append(mid)
             continue
         gone.extra.pop("trashed", None)
         if live.to_markdown() == gone.to_markdown():
             os.unlink(store.fact_path(mid))
-            done.append(mid)
         else:
-            left.append(mid)
+            quarantine.mkdir(mode=0o700, exist_ok=True)
+            os.replace(trash_file, quarantine / f"trash-{mid}.{time.strftime('%Y%m%dT%H%M%S')}.md")
+        done.append(mid)
     if done:
         fsync_dir(store.facts_dir)
+        fsync_dir(store.trash_dir)
     return done, left
 
 

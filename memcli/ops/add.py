@@ -272,7 +272,7 @@ def plan_add(
         cs.log("LLM_INVALID", detail=line)
     if facts:
         all_origins = list(dict.fromkeys([*origins, *([f"session:{session}"] if session else [])])) or ["cli"]
-        batch: list[tuple[np.ndarray, Memory]] = []  # memories added by this call, for in-batch dedup
+        batch = ThisInput()  # memories added by this call, for in-batch dedup
         for fact, vec, decision in zip(facts, vecs, decisions):
             event = _plan_one(cs, fact, vec, decision, batch, all_origins, user, project, src, threshold,
                               created=created, no_dedup=no_dedup or raw)
@@ -532,7 +532,57 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
                      matched=_matched(n["id"], n["text"]), related=related)
 
 
-def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: list[tuple[np.ndarray, Memory]],
+class ThisInput:
+    """The memories one `add` call has planned so far, for its in-batch dedup: a later fact that
+    repeats an earlier one of the same input. Each fact was compared with every earlier one (a
+    `relate` call each): quadratic, 100 KB of input cost ~8x the CPU of 25 KB (issue 24). Now
+    their vectors are one growing matrix (one product per fact) and only the few that `relate`
+    could call the same are related: the same normalised text, or the `MAX_COMPARED` most similar
+    at or above relate's similarity floor (below it relate says DISTINCT without looking)."""
+
+    MAX_COMPARED = 24
+
+    def __init__(self) -> None:
+        self.memories: list[Memory] = []
+        self._vecs: np.ndarray | None = None
+        self._normal: dict[str, int] = {}
+
+    def append(self, item: tuple[np.ndarray, Memory]) -> None:
+        from memcli.rules.relate import _normal
+
+        vec, memory = item
+        n = len(self.memories)
+        if self._vecs is None or n == len(self._vecs):
+            grown = np.zeros((max(64, 2 * n), len(vec)), dtype=np.float32)
+            if self._vecs is not None:
+                grown[:n] = self._vecs
+            self._vecs = grown
+        self._vecs[n] = vec
+        self.memories.append(memory)
+        self._normal.setdefault(_normal(memory.text), n)
+
+    def candidates(self, text: str, vec: np.ndarray, threshold: float) -> list[tuple[float, Memory]]:
+        """(similarity, memory) of the earlier memories worth relating to `text`, in the order
+        they were planned."""
+        from memcli.rules.relate import CANDIDATE_FLOOR, _normal
+
+        n = len(self.memories)
+        if not n or self._vecs is None:
+            return []
+        # einsum, not `@`: a matrix-vector product goes to BLAS, whose threads spin against the
+        # embedding model's (6 ms a call, most of a 100 KB add's CPU); one loop here is ~0.1 ms
+        sims = np.einsum("ij,j->i", self._vecs[:n], np.asarray(vec, dtype=np.float32))
+        close = np.nonzero(sims >= min(CANDIDATE_FLOOR, threshold))[0]
+        if len(close) > self.MAX_COMPARED:
+            close = close[np.argsort(-sims[close], kind="stable")[:self.MAX_COMPARED]]
+        picked = set(close.tolist())
+        same = self._normal.get(_normal(text))
+        if same is not None:
+            picked.add(same)
+        return [(float(sims[i]), self.memories[i]) for i in sorted(picked)]
+
+
+def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: ThisInput,
               origins: list[str], user: str, project: str | None, src: str, threshold: float, *,
               created: str | None = None, no_dedup: bool = False) -> Event:
     """Turn one decision into planned changes, and the event the user sees."""
@@ -542,8 +592,7 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: li
     if d.event == "ADD" and not no_dedup:
         from memcli.rules.relate import SAME, relate
 
-        for bvec, bmem in batch:
-            s = float(bvec @ vec)
+        for s, bmem in batch.candidates(fact.text, vec, threshold):
             rel = relate(bmem.text, fact.text, s, threshold=threshold)
             if rel.kind == SAME:
                 cs.edit(bmem.id, Reinforce(origins, when=created), quiet=True)

@@ -151,6 +151,11 @@ def _git(args: list[str], cwd: Path | None) -> str:
     return out.stdout
 
 
+# A commit message longer than this is remembered truncated (12 MB messages exist: a pasted
+# build log). Larger inputs are added a chunk at a time by the worker (spool.CHUNK_CHARS).
+MAX_COMMIT_CHARS = 256 * 1024
+
+
 def skip_reason(subject: str, parents: int, pattern: str | None) -> str | None:
     """Why a commit is not remembered, or None to remember it."""
     if parents > 1:
@@ -183,6 +188,11 @@ def capture_git(sha: str = "HEAD", *, store: str | None = None, cwd: Path | None
     why = skip_reason(subject, len(parents.split()), cfg.git_skip)
     if why or not message:
         return Captured(None, why or "empty message", store_path)
+    if len(message) > MAX_COMMIT_CHARS:  # a pasted log, not notes: the start is kept, git has the rest
+        from memcli.agents.spool import split_chunk
+
+        message = split_chunk(message, MAX_COMMIT_CHARS)[0].rstrip() + (
+            f"\n\n(commit message truncated: {len(message)} characters in git, {short.strip()})")
     text = _redact(message, redact)
     options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True, "cwd": str((cwd or Path.cwd()).absolute())}
     return Captured(spooler.spool(store_path, text, options, source="git"), f"commit {short.strip()}", store_path)

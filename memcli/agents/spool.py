@@ -84,6 +84,7 @@ def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any]
         raise FileNotFoundError(errno.ENOENT, "no memcli store", str(store_path))
     d = inbox_dir(store_path)
     d.mkdir(exist_ok=True)
+    text = text.replace("\x00", "")  # one NUL in a transcript must not park the session forever
     item = {"at": _now(), "kind": kind, "source": source, "attempts": 0, "options": options or {}, "text": text}
     # a remap is not an input to add: `.remap`, so `memcli inbox` / `inbox retry` never replay it
     path = d / f"{_ulid()}.{'json' if kind == 'add' else kind}"
@@ -166,6 +167,35 @@ def pending(store_path: str | os.PathLike[str]) -> list[Path]:
     return sorted([*d.glob("*.json"), *d.glob("*.remap")], key=lambda p: p.name)
 
 
+# An input larger than this is added a chunk at a time (split at a paragraph or line), its item
+# rewritten to what is left after each chunk lands: a 300 KB capture no longer holds the worker
+# for minutes while the small captures queued after it wait, and a kill loses no chunk's work.
+CHUNK_CHARS = 32 * 1024
+
+
+def _by_size(paths: list[Path]) -> list[Path]:
+    """Small items first (oldest first among them), then the large ones: one large input never
+    makes the captures after it wait for all of it (see CHUNK_CHARS)."""
+    def large(p: Path) -> bool:
+        try:
+            return p.stat().st_size > CHUNK_CHARS
+        except OSError:
+            return False
+    return sorted(paths, key=lambda p: (large(p), p.name))
+
+
+def split_chunk(text: str, limit: int = CHUNK_CHARS) -> tuple[str, str]:
+    """(the first chunk of `text`, the rest): cut at the last paragraph break before `limit`,
+    else the last line break, else the last sentence end, else at `limit`."""
+    if len(text) <= limit:
+        return text, ""
+    for sep in ("\n\n", "\n", ". "):
+        cut = text.rfind(sep, limit // 4, limit)
+        if cut > 0:
+            return text[:cut + len(sep)], text[cut + len(sep):]
+    return text[:limit], text[limit:]
+
+
 def _try_lock(path: Path) -> int | None:
     """An exclusive non-blocking flock on `path` (created): the fd, or None if another holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -224,7 +254,7 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
             report.busy = not (report.done or report.waiting)
             return report
         try:
-            fresh = [p for p in pending(store.path) if p.name not in tried]
+            fresh = _by_size([p for p in pending(store.path) if p.name not in tried])
             defer = not force and _llm_down_recently(fresh)
             stop = False
             for path in fresh:
@@ -233,6 +263,10 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
                     report.skipped += 1  # waits for the LLM to be back (or `memcli inbox process`)
                     continue
                 outcome = _process_one(store, path)
+                if outcome is not None and outcome.get("partial"):
+                    tried.discard(path.name)  # the rest of it, after whatever was spooled meanwhile
+                    report.done.append(outcome)
+                    break
                 if outcome is None:
                     report.skipped += 1
                 elif outcome.get("error"):
@@ -261,6 +295,13 @@ def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
                 _redact_item(path, item)
         except (OSError, ValueError) as e:
             return {"file": path.name, "error": f"unreadable inbox item: {e}"}
+        rest = ""
+        text = item.get("text")
+        opts = item.get("options") if isinstance(item.get("options"), dict) else {}
+        whole = opts.get("raw") or opts.get("raw_without_llm")  # one memory: no facts to split
+        if item.get("kind", "add") == "add" and isinstance(text, str) and len(text) > CHUNK_CHARS and not whole:
+            head, rest = split_chunk(text)
+            item = {**item, "text": head}
         try:
             summary = _run(store, item)
         except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
@@ -268,6 +309,8 @@ def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
 
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             msg = redact(msg)[0]
+            if rest:
+                item["text"] = item["text"] + rest  # kept whole: nothing of it landed
             item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
             item["last_attempt"], item["last_attempt_ts"] = _now(), time.time()
             client = sys.modules.get("memcli.services.llm.client")
@@ -276,6 +319,9 @@ def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
             with contextlib.suppress(OSError):
                 _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
             return {"file": path.name, "error": msg, "llm": llm}
+        if rest:  # this chunk landed: the item keeps what is left (a kill loses no chunk's work)
+            _write_atomic(path, json.dumps({**item, "text": rest}, ensure_ascii=False, indent=1).encode("utf-8"))
+            return {"file": path.name, "summary": summary, "partial": True}
         path.unlink(missing_ok=True)
         store.log("INBOX_DONE", file=path.name)
         return {"file": path.name, "summary": summary}
@@ -304,6 +350,8 @@ def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
     if item.get("kind") == "remap":
         return apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
     text = item.get("text")
+    if isinstance(text, str):
+        text = text.replace("\x00", "")  # an item an older memcli parked for its NUL byte
     if not isinstance(text, str) or not text.strip():
         return {"ADD": 0, "note": "empty input"}
     result = _add(store, text, opts)

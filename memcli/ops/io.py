@@ -74,19 +74,26 @@ def export_chunks(memories: Iterable[Memory], fmt: str) -> Iterator[str]:
             title = " · ".join(x for x in (r["id"], r.get("type"), " ".join("#" + t for t in r.get("tags") or []),
                                            str(r.get("created") or "")[:10]) if x)
             marker = json.dumps(meta, ensure_ascii=False).replace("-->", "--\\u003e")
-            yield f"\n## {title}\n<!-- memcli {marker} -->\n\n{r['text'].strip(chr(10))}\n"
+            text = r["text"]
+            # `lines=N`: the text is the N lines after the blank one, read verbatim on import (a
+            # text may hold "## ..." and a marker of its own: issue 24's md round trip)
+            yield f"\n## {title}\n<!-- memcli {marker} lines={text.count(chr(10)) + 1} -->\n\n{text}\n"
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
+        # a field holding a lone `\r` is not quoted by the minimal writer (its line end is `\n`),
+        # and a reader takes the `\r` for a line end: such rows are written all quoted
+        quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
         w.writerow(CSV_COLUMNS)
         yield buf.getvalue()
         for r in records:
             buf.seek(0)
             buf.truncate()
             more = {k: v for k, v in r.items() if k not in CSV_COLUMNS}
-            w.writerow([";".join(r.get(c) or []) if c in ("tags", "origins")
-                        else json.dumps(more, ensure_ascii=False) if c == "more" and more
-                        else "" if r.get(c) is None or c == "more" else r.get(c) for c in CSV_COLUMNS])
+            row = [";".join(r.get(c) or []) if c in ("tags", "origins")
+                   else json.dumps(more, ensure_ascii=False) if c == "more" and more
+                   else "" if r.get(c) is None or c == "more" else r.get(c) for c in CSV_COLUMNS]
+            (quoted if any(isinstance(v, str) and "\r" in v for v in row) else w).writerow(row)
             yield buf.getvalue()
     else:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")

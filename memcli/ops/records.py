@@ -36,7 +36,7 @@ CHUNK = 1 << 20
 IMPORT_FORMATS = ("json", "jsonl", "md", "csv")
 # memcli's Markdown export: each memory's full record (minus its text) as JSON in an HTML comment
 # under a heading, the text after it. Invisible when the Markdown is rendered; lossless to import.
-MD_MARKER = re.compile(r"^<!-- memcli (\{.*\}) -->\s*$")
+MD_MARKER = re.compile(r"^<!-- memcli (\{.*\})(?: lines=(\d+))? -->\s*$")
 
 
 class RecordError(InputRejected):
@@ -110,8 +110,9 @@ def jsonl_records(f: IO[bytes], name: str) -> Iterator[Record]:
             continue
         try:
             data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise RecordError(f"{name}: line {no} is not valid JSON ({e.msg})") from None
+        except json.JSONDecodeError as e:  # reported with every other bad line (import_source)
+            yield Record(RecordError(f"{name}: line {no} is not valid JSON ({e.msg})"), f"{name}:{no}")
+            continue
         if isinstance(data, dict) and "memories" in data and "text" not in data and isinstance(data["memories"], list):
             for n, rec in enumerate(data["memories"], 1):  # a one-line JSON document
                 yield Record(rec, f"{name}: record {n}")
@@ -284,14 +285,29 @@ def md_export_records(f: IO[bytes], name: str) -> Iterator[Record]:
     held: str | None = None  # a heading line that may start the next section
     no = 0
 
+    exact: list[str] = []  # the text's lines as exported, when the marker gives their number
+    count = 0  # lines of it still to read verbatim (a text may hold a heading or a marker itself)
+    skip_blank = False
+
     def finish() -> Iterator[Record]:
         if pending is not None:
             text = "\n".join(body).strip("\n")
+            if exact:
+                text = "\n".join(exact) + ("\n" + text if text else "")
             _check_size(text, where)
             yield Record({**pending, "text": text}, where)
 
     for raw in _lines(f, name):
         no += 1
+        if count:
+            line = _decode(raw, f"{name}:{no}")
+            if skip_blank and not line.strip("\r\n"):
+                skip_blank = False  # the blank line between the marker and the text
+                continue
+            skip_blank = False
+            exact.append(line[:-1] if line.endswith("\n") else line)  # a `\r` of the text stays
+            count -= 1
+            continue
         line = _decode(raw, f"{name}:{no}").rstrip("\r\n")
         m = MD_MARKER.match(line)
         if m:
@@ -300,7 +316,8 @@ def md_export_records(f: IO[bytes], name: str) -> Iterator[Record]:
                 pending = json.loads(m.group(1))
             except json.JSONDecodeError as e:
                 raise RecordError(f"{name}:{no}: the memcli record comment is not valid JSON ({e.msg})") from None
-            where, body, held = f"{name}:{no}", [], None
+            where, body, held, exact = f"{name}:{no}", [], None, []
+            count, skip_blank = (int(m.group(2)), True) if m.group(2) else (0, False)
             continue
         if held is not None:
             body.append(held)
@@ -514,6 +531,19 @@ def spool_stdin(stream: IO[bytes]) -> Iterator[Path]:
             os.unlink(tmp)
 
 
+MAX_NAMED = 10  # bad records named in the one error line; the rest are counted
+
+
+def _errors_line(name: str, errors: list[str]) -> str:
+    """One line for every bad record of an import (nothing was imported): the first error as it
+    is when it is the only one, else how many, then each, without repeating the file's name."""
+    if len(errors) == 1:
+        return errors[0]
+    named = [e.removeprefix(f"{name}: ").removeprefix(f"{name}:") for e in errors[:MAX_NAMED]]
+    more = f"; and {len(errors) - MAX_NAMED} more" if len(errors) > MAX_NAMED else ""
+    return f"{name}: {len(errors)} records cannot be imported (nothing was): {'; '.join(named)}{more}"
+
+
 BATCH = 2000  # memories embedded and written at a time: bounds memory whatever the file's size
 
 
@@ -536,13 +566,27 @@ def import_source(store: Store, path: Path, fmt: str | None, *, name: str, split
     origin = f"import:{name}"
     explicit: set[str] = set()
     total = 0
-    for rec in read_records(path, fmt, split=split):
-        m = to_memory(rec, origin, redact=redact)
-        if isinstance(rec.data.get("id"), str):
-            if m.id in explicit:
-                raise RecordError(f"{rec.where}: repeats id {m.id}")
-            explicit.add(m.id)
-        total += 1
+    errors: list[str] = []  # every bad record is named (by line where the format has lines)
+    try:
+        for rec in read_records(path, fmt, split=split):
+            if isinstance(rec.data, RecordError):
+                errors.append(str(rec.data))
+                continue
+            try:
+                m = to_memory(rec, origin, redact=redact)
+            except RecordError as e:
+                errors.append(str(e))
+                continue
+            if isinstance(rec.data.get("id"), str):
+                if m.id in explicit:
+                    errors.append(f"{rec.where}: repeats id {m.id}")
+                    continue
+                explicit.add(m.id)
+            total += 1
+    except RecordError as e:  # a file that cannot be read on (bad JSON document, CSV, UTF-8)
+        errors.append(str(e))
+    if errors:
+        raise RecordError(_errors_line(name, errors))
     if not total:
         raise RecordError(f"{name}: no records to import")
     if prepare is not None:
@@ -568,6 +612,8 @@ def import_source(store: Store, path: Path, fmt: str | None, *, name: str, split
         pending.clear()
 
     for rec in read_records(path, fmt, split=split):
+        if isinstance(rec.data, RecordError):  # the file changed since the first pass
+            raise rec.data
         pending.append(to_memory(rec, origin, redact=redact))
         if len(pending) >= batch:
             flush()

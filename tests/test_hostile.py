@@ -358,3 +358,171 @@ def test_two_clones_merging_the_same_pair_converge(tmp_path: Path) -> None:
     assert run(a, "merge", *ids).exit_code == 0
     assert len(list((a / "facts").glob("*.md"))) == 2
     assert "in both" not in run(a, "doctor").stdout
+
+
+# ------------------------------------------------------------------ round trips
+HOSTILE_TEXTS = [
+    "line one\nline two", 'say "hi", then \'bye\'', "---", "---\nid: x\n---", "key: value", "- a\n- b", "# heading",
+    "## 01HZZ · semantic", "<!-- memcli {} -->", "-->", "a,b,c", "tab\there", "ünïcødé ✓ 日本語 🙂", "\r\ncrlf\r\n",
+    "a\rb", "\rstart", "end\r", "null", "true", "123", "[1, 2]", "{a: 1}", "\\backslash\\", "semi;colon",
+    "ends with newline\n", "\n\n## fake heading\n<!-- memcli {\"id\": \"ZZ\"} lines=1 -->\n\ntext", "=cmd|' /C calc'!A0",
+    "line\n\n\n\nmany blank", "~~~\ncode\n~~~", "\u2028sep\u2029", '"', '""', "x" * 2000,
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A store of 2,000 memories with hostile texts, and its jsonl export (the reference)."""
+    root = tmp_path_factory.mktemp("roundtrip")
+    src = root / "in.jsonl"
+    with src.open("w", encoding="utf-8") as f:
+        for i in range(2000):
+            h = HOSTILE_TEXTS[i % len(HOSTILE_TEXTS)]
+            rec = {"text": f"memory {i}: {h} end {i}" if i % 3 else f"{h} #{i}", "tags": [f"t{i % 7}"]}
+            if i == 5:
+                rec["created"] = "0999-05-01T00:00:00Z"  # a date before year 1000 survives too
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    s = root / "S"
+    r = run(s, "import", str(src))
+    assert r.exit_code == 0, r.output
+    ref = root / "ref.jsonl"
+    assert run(s, "export", "--format", "jsonl", "-o", str(ref)).exit_code == 0
+    return s, ref
+
+
+@pytest.mark.parametrize("fmt", ["csv", "md", "json", "jsonl"])
+def test_own_exports_import_back(tmp_path: Path, hostile_export: tuple[Path, Path], fmt: str) -> None:
+    s, ref = hostile_export
+    out = tmp_path / f"S.{fmt}"
+    assert run(s, "export", "--format", fmt, "-o", str(out)).exit_code == 0
+    t = tmp_path / "T"
+    r = run(t, "import", str(out))
+    assert r.exit_code == 0, r.output
+    back = tmp_path / "back.jsonl"
+    assert run(t, "export", "--format", "jsonl", "-o", str(back)).exit_code == 0
+    assert back.read_text(encoding="utf-8") == ref.read_text(encoding="utf-8")
+
+
+def test_every_malformed_jsonl_line_is_named(tmp_path: Path) -> None:
+    lines = ['{"text": "good one"}', "{bad json", '{"text": "good two"}', '{"text": ""}', "[1, 2]",
+             '{"text": "x", "created": 5}', '"just a string"', '{"text": "good three"}', '{"text": "unterminated']
+    src = tmp_path / "bad.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    s = tmp_path / "S"
+    r = run(s, "import", str(src))
+    assert r.exit_code == 1
+    err = [x for x in r.stderr.splitlines() if x.startswith("memcli: error")]
+    assert len(err) == 1
+    for no in (2, 4, 5, 6, 7, 9):
+        assert f"line {no}" in err[0], (no, err[0])
+    for no in (1, 3, 8):
+        assert f"line {no})" not in err[0] and f"line {no} " not in err[0]
+    assert not (s / "facts").exists() or not list((s / "facts").glob("*.md"))  # nothing imported
+
+
+# ------------------------------------------------------------------ hooks never lose input
+def test_nul_byte_does_not_park_a_capture(tmp_path: Path) -> None:
+    from memcli.agents import spool
+
+    s = make_store(tmp_path)
+    spool.spool(s, "we release from the main branch\x00 every tuesday", {"origins": ["claude-code"]})
+    # an item an older memcli parked with its NUL
+    (s / "inbox" / "01HZZZZZZZZZZZZZZZZZZZZZZV.json").write_text(json.dumps(
+        {"attempts": 1, "error": "input holds a NUL byte", "options": {}, "text": "the cache\x00 ttl is 5 minutes"}))
+    r = run(s, "inbox", "process")
+    assert r.exit_code == 0, r.output
+    listed = run(s, "list").stdout
+    assert "every tuesday" in listed and "ttl is 5 minutes" in listed
+    assert not list((s / "inbox").glob("*.json"))
+
+
+def test_large_input_does_not_starve_small_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large spooled input is added a chunk at a time, small items first; nothing is lost."""
+    from memcli.agents import spool
+    from memcli.api import Store
+
+    s = make_store(tmp_path)
+    big = "\n\n".join(f"Service number {i} listens on port {8000 + i} in the staging cluster." for i in range(3000))
+    assert len(big) > 3 * spool.CHUNK_CHARS
+    spool.spool(s, big, {"origins": ["claude-code"]})
+    time.sleep(0.002)
+    spool.spool(s, "the small note queued after the big one", {"origins": ["cli"]})
+    order: list[str] = []
+    real = spool._run
+
+    def watch(store, item):
+        order.append("small" if "small note" in (item.get("text") or "") else "chunk")
+        if order.count("chunk") == 1:  # a capture spooled while the large input is being added
+            spool.spool(s, "another small note spooled meanwhile", {"origins": ["cli"]})
+        return real(store, item)
+
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", "hash:256")
+    monkeypatch.setattr(spool, "_run", watch)
+    store = Store(s)
+    try:
+        spool.process(store)
+    finally:
+        store.close()
+    assert order[0] == "small" and order.count("chunk") >= 3
+    listed = run(s, "list", "--limit", "10000").stdout
+    assert "another small note" in listed
+    # the note spooled while the large input was being added did not wait for all of it
+    assert order.index("small", 1) < len(order) - 1, order
+    for i in (0, 1500, 2999):
+        assert f"Service number {i} listens" in listed, i
+    assert not list((s / "inbox").glob("*.json"))
+
+
+def test_huge_commit_message_is_kept_truncated(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=a@b.c", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "f").write_text("x")
+    subprocess.run([*git, "add", "f"], check=True)
+    msg = "feat: import the vendored parser\n\n" + "".join(f"log line {i} of a pasted build\n" for i in range(400_000))
+    assert len(msg) > 12 << 20
+    subprocess.run([*git, "commit", "-q", "-F", "-"], input=msg.encode(), check=True)
+    s = repo / ".memcli"
+    assert run(s, "init").exit_code == 0
+    from memcli.agents.capture import MAX_COMMIT_CHARS, capture_git
+
+    got = capture_git("HEAD", store=str(s), cwd=repo)
+    assert got.item is not None
+    item = json.loads(got.item.read_text())
+    assert item["text"].startswith("feat: import the vendored parser")
+    assert len(item["text"]) <= MAX_COMMIT_CHARS + 200 and "truncated" in item["text"]
+    r = run(s, "inbox", "process")
+    assert r.exit_code == 0, r.output
+    assert "vendored parser" in run(s, "list").stdout
+
+
+# ------------------------------------------------------------------ add in linear time
+def test_in_batch_dedup_work_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `relate` calls of one add grow linearly with its facts (they were quadratic: every fact
+    against every earlier one). Counted, not timed: the same on a loaded machine."""
+    import memcli.rules.relate as rel
+    from memcli.api import Store
+    from memcli.core.config import Config
+
+    calls = [0]
+    real = rel.relate
+
+    def counting(*a, **k):
+        calls[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(rel, "relate", counting)
+    counts = {}
+    for n in (300, 1200):
+        store = Store(tmp_path / f"s{n}", Config(embed_model="hash:256"))
+        store.init()
+        calls[0] = 0
+        text = "\n".join(f"The deploy script uses port {i} for the staging server." for i in range(n))
+        result = store.add(text, llm=False)
+        counts[n] = calls[0]
+        assert result.summary()["ADD"] == n
+        store.close()
+    assert counts[1200] <= 4.5 * counts[300], counts

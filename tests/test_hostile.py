@@ -365,7 +365,8 @@ HOSTILE_TEXTS = [
     "line one\nline two", 'say "hi", then \'bye\'', "---", "---\nid: x\n---", "key: value", "- a\n- b", "# heading",
     "## 01HZZ · semantic", "<!-- memcli {} -->", "-->", "a,b,c", "tab\there", "ünïcødé ✓ 日本語 🙂", "\r\ncrlf\r\n",
     "a\rb", "\rstart", "end\r", "null", "true", "123", "[1, 2]", "{a: 1}", "\\backslash\\", "semi;colon",
-    "ends with newline\n", "\n\n## fake heading\n<!-- memcli {\"id\": \"ZZ\"} lines=1 -->\n\ntext", "=cmd|' /C calc'!A0",
+    "ends with newline\n", "\n\n## fake heading\n<!-- memcli {\"id\": \"ZZ\"} lines=1 -->\n\ntext",
+    "=cmd|' /C calc'!A0",
     "line\n\n\n\nmany blank", "~~~\ncode\n~~~", "\u2028sep\u2029", '"', '""', "x" * 2000,
 ]
 

@@ -141,6 +141,15 @@ def _inbox_item_link(s: Path, out: Path) -> None:
     (s / "inbox" / "01HZZZZZZZZZZZZZZZZZZZZZZZ.json").symlink_to(out / "item.json")
 
 
+def _journal(s: Path, out: Path) -> None:
+    """A committed journal naming files outside the store and store files no commit touches."""
+    (s / ".journal.json").write_text(json.dumps({
+        "renames": [[str(out / "secret.txt"), str(s / "facts" / "01HZZZZZZZZZZZZZZZZZZZZZZU.md")],
+                    [str(s / "log.jsonl"), str(s / "facts" / "01HZZZZZZZZZZZZZZZZZZZZZZT.md")]],
+        "unlinks": [str(out / "notes.md"), str(s / "log.jsonl"), str(s / ".gitignore"),
+                    str(s / "facts" / ".." / ".." / ".." / "outside" / "secret.txt")]}))
+
+
 CLONES = {
     "facts dir": _link("facts", ""),
     "fact file": _fact_link,
@@ -157,7 +166,9 @@ CLONES = {
     "lock": _link(".lock", "secret.txt"),
     "hnsw_file absolute": _hnsw_file,
     "hnsw_file relative": _hnsw_relative,
+    "journal": _journal,
 }
+NOT_NAMED_BY_DOCTOR = {"hnsw_file absolute", "hnsw_file relative", "journal"}  # ignored where they are read
 
 COMMANDS = [
     ("list",), ("search", "postgres"), ("stats",), ("context",), ("export", "--format", "jsonl"),
@@ -179,8 +190,10 @@ def test_crafted_clone_stays_inside(tmp_path: Path, clone: str) -> None:
         assert SECRET not in r.output, (clone, args, r.output)
         out.assert_untouched(f"{clone}: {' '.join(args)}")
     r = run(s, "doctor")
-    if clone not in ("hnsw_file absolute", "hnsw_file relative"):
+    if clone not in NOT_NAMED_BY_DOCTOR:
         assert r.exit_code == 1, (clone, r.output)  # doctor names it
+    else:
+        assert (s / "log.jsonl").exists() and (s / ".gitignore").exists()
     r = run(s, "doctor", "--fix")
     out.assert_untouched(f"{clone}: doctor --fix")
     assert SECRET not in r.output
@@ -527,3 +540,30 @@ def test_in_batch_dedup_work_is_linear(tmp_path: Path, monkeypatch: pytest.Monke
         assert result.summary()["ADD"] == n
         store.close()
     assert counts[1200] <= 4.5 * counts[300], counts
+
+
+def test_hook_failure_on_a_store_that_cannot_take_it_is_recorded(tmp_path: Path) -> None:
+    """A hook never prints into its host; when the store cannot hold its error log (read-only,
+    full, a planted link), the line goes to the user's own cache, naming the store."""
+    from memcli.agents import spool
+
+    s = make_store(tmp_path)
+    out = Outside(tmp_path)
+    _replace_with_link(s / "inbox", out.dir)
+    spool.record_failure(s, "worker: OSError: read-only file system")
+    out.assert_untouched("record_failure")
+    log = Path(os.environ["MEMCLI_CACHE_DIR"]) / "hook-errors.log"
+    assert "read-only file system" in log.read_text() and str(s) in log.read_text()
+
+
+def test_planted_journal_touches_only_memory_files(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    out = Outside(tmp_path)
+    log_before = (s / "log.jsonl").read_text()
+    ignore_before = (s / ".gitignore").read_text()
+    _journal(s, out.dir)
+    assert run(s, "add", "--raw", "a memory that takes the writer lock").exit_code == 0
+    out.assert_untouched("journal recovery")
+    assert (s / "log.jsonl").read_text().startswith(log_before)
+    assert (s / ".gitignore").read_text() == ignore_before
+    assert not (s / ".journal.json").exists()

@@ -39,7 +39,8 @@ def end(store: Any) -> None:
 
 def recover(store: Any) -> bool:
     """Roll an interrupted commit forward (the caller holds the writer lock). Returns whether
-    there was one. Paths outside the store are ignored: the journal is a file like any other."""
+    there was one. Paths other than memory files (and their temp files) in facts/ and .trash/ are
+    ignored: the journal is a file like any other, and a clone may carry one."""
     p = path_of(store)
     try:
         doc = json.loads(p.read_bytes())
@@ -48,13 +49,17 @@ def recover(store: Any) -> bool:
     except (OSError, ValueError):
         doc = {}
     root = Path(store.path).resolve()
+    # a commit renames and unlinks memory files and their temp files in facts/ and .trash/,
+    # nothing else: a journal planted in a clone cannot move or delete any other file
+    own_dirs = {root / "facts", root / ".trash"}
 
     def inside(x: object) -> Path | None:
         if not isinstance(x, str):
             return None
         q = Path(x)
         try:
-            q.parent.resolve().relative_to(root)
+            if q.parent.resolve() not in own_dirs or not q.name.endswith((".md", ".tmp")):
+                return None
         except (ValueError, OSError):
             return None
         return q

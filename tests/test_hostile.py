@@ -174,6 +174,9 @@ COMMANDS = [
     ("list",), ("search", "postgres"), ("stats",), ("context",), ("export", "--format", "jsonl"),
     ("doctor",), ("add", "--raw", "a new memory about redis"), ("reindex",),
     ("capture", "text", "we use tox for tests"), ("inbox", "process"), ("rm", "{id}"),
+    ("where",), ("show", "{id}"), ("trash",), ("log",), ("restore", "{id}"), ("consolidate", "--no-llm"),
+    ("prune", "--older-than", "1d", "--dry-run"), ("export", "--format", "md"), ("inbox",),
+    ("context", "--hook"),
 ]
 
 

@@ -104,6 +104,45 @@ def _coerce(name: str, value: object, target: type | str) -> object:
     return None if value in ("", None) else str(value)
 
 
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_config(path: Path) -> str | None:
+    """The text of `config.toml`, or None when there is none. Never through a symbolic link (a
+    clone's `config.toml -> ~/.aws/credentials`), never a FIFO or a device, at most 1 MB."""
+    import errno
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ConfigError(f"{path} is a symbolic link: not read (memcli doctor --fix moves it aside)") from None
+        if e.errno in (errno.ENOTDIR, errno.EISDIR):
+            return None
+        raise ConfigError(f"{path}: cannot read it ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path} is not a regular file")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES >> 20} MB, not a settings file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML (not UTF-8: {e.reason})") from None
+
+
 def load_config(store: Path) -> Config:
     """Read `<store>/config.toml` and the MEMCLI_* environment into a Config.
 
@@ -112,9 +151,10 @@ def load_config(store: Path) -> Config:
     """
     data: dict[str, object] = {}
     path = store / "config.toml"
-    if path.is_file():
+    text = _read_config(path)
+    if text is not None:
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            raw = tomllib.loads(text)
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: invalid TOML ({e})") from None
         data.update({k: v for k, v in raw.items() if not isinstance(v, dict)})

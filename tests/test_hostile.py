@@ -570,3 +570,40 @@ def test_planted_journal_touches_only_memory_files(tmp_path: Path) -> None:
     assert (s / "log.jsonl").read_text().startswith(log_before)
     assert (s / ".gitignore").read_text() == ignore_before
     assert not (s / ".journal.json").exists()
+
+
+def test_clones_merging_the_same_pair_converge_through_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24's sync: two clones consolidate the same near-duplicate pair, then sync: one
+    memory, the same in both, nothing in both facts/ and .trash/, doctor clean."""
+    import subprocess
+
+    for k, v in {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b.c", "GIT_COMMITTER_NAME": "a",
+                 "GIT_COMMITTER_EMAIL": "a@b.c"}.items():
+        monkeypatch.setenv(k, v)
+
+    def git(*args: str, cwd: Path = tmp_path) -> None:
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+    git("init", "-q", "--bare", "remote.git")
+    git("clone", "-q", "remote.git", "a")
+    a, b = tmp_path / "a" / ".memcli", tmp_path / "b" / ".memcli"
+    assert run(a, "add", "--create", "--raw", "the api uses postgres 16").exit_code == 0
+    assert run(a, "add", "--raw", "the api uses postgres version 16").exit_code == 0
+    git("add", "-A", cwd=tmp_path / "a")
+    git("commit", "-qm", "init", cwd=tmp_path / "a")
+    git("push", "-q", "origin", "HEAD", cwd=tmp_path / "a")
+    git("clone", "-q", "remote.git", "b")
+    ids = [m["id"] for m in json.loads(run(a, "list", "--json").stdout)["memories"]]
+    assert len(ids) == 2
+    for s in (a, b):
+        assert run(s, "merge", *ids).exit_code == 0
+        time.sleep(1.1)  # the clones merge at different times
+    for s in (a, b, a):
+        r = run(s, "sync")
+        assert r.exit_code == 0, r.output
+    fa = {p.name: p.read_bytes() for p in (a / "facts").glob("*.md")}
+    fb = {p.name: p.read_bytes() for p in (b / "facts").glob("*.md")}
+    assert len(fa) == 1 and fa == fb
+    for s in (a, b):
+        r = run(s, "doctor")
+        assert r.exit_code == 0, r.stdout

@@ -306,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-redact", action="store_true")
     parser.add_argument("--worker", choices=["detach", "inline", "none"], default="detach")
     args = parser.parse_args(argv)
+    if args.kind == "text" and args.rest == ["-"]:  # `-` is stdin
+        args.rest = []
     data = b""
     if args.kind in ("claude-code", "git-rewrite") or (args.kind == "text" and not args.rest):
         data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""

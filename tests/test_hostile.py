@@ -607,3 +607,28 @@ def test_clones_merging_the_same_pair_converge_through_git(tmp_path: Path, monke
     for s in (a, b):
         r = run(s, "doctor")
         assert r.exit_code == 0, r.stdout
+
+
+def test_two_clones_consolidating_converge(tmp_path: Path) -> None:
+    """With the real model (near-duplicates are its judgement, not the hash embedder's)."""
+    import shutil
+
+    def run(store: Path, *args: str):
+        result = CliRunner().invoke(app, ["--store", str(store), *args], env={"MEMCLI_NO_BACKGROUND": "1"})
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        return result
+
+    src = tmp_path / "nd.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in (
+        "the api uses postgres 16", "The API uses Postgres 16.",
+        "deploys happen on fridays with make release", "Deploys happen on Fridays with make release!")))
+    a, b = tmp_path / "A", tmp_path / "B"
+    assert run(a, "import", str(src)).exit_code == 0
+    shutil.copytree(a / "facts", b / "facts")
+    for s in (a, b):
+        r = run(s, "consolidate", "--no-llm")
+        assert r.exit_code == 0 and "2 merged" in r.stderr, r.output
+        time.sleep(1.1)
+    fa = {p.name: p.read_bytes() for p in (a / "facts").glob("*.md")}
+    fb = {p.name: p.read_bytes() for p in (b / "facts").glob("*.md")}
+    assert len(fa) == 2 and fa == fb

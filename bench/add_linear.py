@@ -73,6 +73,9 @@ def run(size: int, model: str, profile: bool, shape: str = "lines") -> float:
 
 
 def main() -> None:
+    import os
+
+    os.environ["MEMCLI_CACHE_DIR"] = tempfile.mkdtemp(prefix="memcli-bench-cache-")  # never the user's cache
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="hash:256")
     ap.add_argument("--profile", action="store_true")

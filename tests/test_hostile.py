@@ -588,9 +588,13 @@ def test_planted_journal_touches_only_memory_files(tmp_path: Path) -> None:
     assert not (s / ".journal.json").exists()
 
 
-def test_clones_merging_the_same_pair_converge_through_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("worded", ["same", "differently"])
+def test_clones_merging_the_same_pair_converge_through_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          worded: str) -> None:
     """Issue 24's sync: two clones consolidate the same near-duplicate pair, then sync: one
-    memory, the same in both, nothing in both facts/ and .trash/, doctor clean."""
+    memory, the same in both, nothing in both facts/ and .trash/, doctor clean. `differently`:
+    the two merges worded the text differently (as two LLM merges may): sync keeps one of them,
+    the same one in both clones."""
     import subprocess
 
     for k, v in {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b.c", "GIT_COMMITTER_NAME": "a",
@@ -614,6 +618,10 @@ def test_clones_merging_the_same_pair_converge_through_git(tmp_path: Path, monke
     for s in (a, b):
         assert run(s, "merge", *ids).exit_code == 0
         time.sleep(1.1)  # the clones merge at different times
+    if worded == "differently":
+        (merged,) = (b / "facts").glob("*.md")
+        body = merged.read_text()
+        merged.write_text(body.rstrip("\n") + " (as worded by another model)\n")
     for s in (a, b, a):
         r = run(s, "sync")
         assert r.exit_code == 0, r.output

@@ -99,6 +99,50 @@ class SyncReport:
                 "pushed": self.pushed, "memories": self.memories, "steps": self.steps}
 
 
+def _merge_sources(data: bytes, mid: str) -> frozenset[str] | None:
+    """The ids a merged memory was made of (its history's MERGE entries), or None."""
+    from memcli.core.memory import MalformedMemory, Memory
+
+    try:
+        m = Memory.parse(data, file_id=mid)
+    except (MalformedMemory, ValueError):
+        return None
+    ids = frozenset(str(h.get("id")) for h in m.history if isinstance(h, dict) and h.get("event") == "MERGE")
+    return ids or None
+
+
+def _settle_same_merges(store: Store, root: Path) -> bool:
+    """After a `git pull` that conflicted: a memory both sides merged from the same sources (its id
+    is derived from them, memcli.ops.curate.merged_id_for) but worded differently (two LLM
+    merges) is one memory: the version whose bytes sort first is kept, the same in every clone,
+    so the clones converge. True when every conflict was such a file (then the merge can be
+    committed); other conflicts are left for the user, untouched."""
+    out = _git(["diff", "--name-only", "--diff-filter=U"], root, check=False)
+    paths = [p for p in out.stdout.splitlines() if p.strip()] if out.returncode == 0 else []
+    if not paths:
+        return False
+    facts = str(store.facts_dir.relative_to(root)) if store.facts_dir != root else ""
+    chosen: dict[str, bytes] = {}
+    for rel in paths:
+        parent, _, name = rel.rpartition("/")
+        if parent != facts or not name.endswith(".md"):
+            return False
+        sides = []
+        for stage in (2, 3):
+            shown = subprocess.run(["git", "show", f":{stage}:{rel}"], cwd=root, capture_output=True, timeout=60)
+            if shown.returncode != 0:
+                return False
+            sides.append(shown.stdout)
+        sources = {_merge_sources(side, name[:-3]) for side in sides}
+        if len(sources) != 1 or None in sources:
+            return False
+        chosen[rel] = min(sides)
+    for rel, data in chosen.items():
+        atomic_write(root / rel, data)
+        _git(["add", "--", rel], root)
+    return True
+
+
 def sync(store: Store, *, push: bool = True, message: str = "memcli: sync memories") -> SyncReport:
     """Commit the store's own changes, `git pull` (a merge, so the union driver applies),
     re-index, `git push`. Only the store's paths are committed; a conflict stops with advice."""
@@ -121,6 +165,9 @@ def sync(store: Store, *, push: bool = True, message: str = "memcli: sync memori
         report.committed = True
         report.steps.append("committed the store's changes")
     pulled = _git(["pull", "--no-rebase", "--no-edit", "-q"], root, check=False)
+    if pulled.returncode != 0 and _settle_same_merges(store, root):
+        report.steps.append("settled merges both sides made of the same memories")
+        pulled = _git(["commit", "--no-verify", "--no-edit", "-q"], root, check=False)
     if pulled.returncode != 0:
         conflicts = conflicted_files(store)
         if conflicts:

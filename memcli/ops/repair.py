@@ -258,5 +258,5 @@ def check(store: Store, *, fix: bool = False) -> list[Check]:
                 + (f" ({err})" if err else ""))
         else:
             add("trash moves", False,
-                f"in both facts/ and .trash/: {', '.join(both)} (doctor --fix completes the move)")
+                f"in both facts/ and .trash/: {', '.join(both)} (doctor --fix settles them)")
     return checks

@@ -208,6 +208,14 @@ def test_crafted_clone_stays_inside(tmp_path: Path, clone: str) -> None:
         r = run(s, *args)
         assert SECRET not in r.output, (clone, args, r.output)
         out.assert_untouched(f"{clone}: {' '.join(args)}")
+    # the Claude Code hook: its transcript is the user's (read), its state goes to .capture/
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text(json.dumps({"type": "user", "message": {"role": "user", "content":
+                                      "we decided to pin numpy below 3 for the release"}}) + "\n")
+    payload = json.dumps({"session_id": "s1", "transcript_path": str(transcript), "cwd": str(tmp_path)})
+    r = run(s, "capture", "claude-code", input=payload)
+    assert SECRET not in r.output
+    out.assert_untouched(f"{clone}: capture claude-code")
     r = run(s, "doctor")
     if clone not in NOT_NAMED_BY_DOCTOR:
         assert r.exit_code == 1, (clone, r.output)  # doctor names it

@@ -56,12 +56,20 @@ class CaptureError(Exception):
     """No store to capture into, or unusable hook input; one line, recorded, never fatal to the host."""
 
 
-def _store_for(explicit: str | None, cwd: Path | None) -> Path:
+def _store_for(explicit: str | None, cwd: Path | None, *, contained: bool = True) -> Path:
+    """The store a capture writes to. `contained`: refuse one holding a link out of it (a clone's
+    `.capture -> ~/x`): the capture state and the inbox are written before anything else checks."""
     from memcli.core.discovery import resolve
+    from memcli.storage.safety import UnsafeStore, ensure_contained
 
     res = resolve(explicit, cwd)
     if not (res.path / "facts").is_dir():
         raise CaptureError(f"no memcli store at {res.path} ({res.why}); run `memcli init` first")
+    if contained:
+        try:
+            ensure_contained(res.path)
+        except UnsafeStore as e:
+            raise CaptureError(str(e)) from None
     return res.path
 
 
@@ -319,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never fail the host program
         msg = f"capture {args.kind}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
         with contextlib.suppress(Exception):
-            where = _store_for(args.store, Path.cwd())
+            where = _store_for(args.store, Path.cwd(), contained=False)  # (record_failure never follows a link)
             spooler.record_failure(where, msg)
             return 0
         sys.stderr.write(f"memcli: {msg}\n")

@@ -192,7 +192,7 @@ COMMANDS = [
     ("where",), ("show", "{id}"), ("trash",), ("log",), ("restore", "{id}"), ("consolidate", "--no-llm"),
     ("prune", "--older-than", "1d", "--dry-run"), ("export", "--format", "md"), ("inbox",),
     ("context", "--hook"), ("ask", "which database"), ("feedback", "{id}", "--useful"), ("rollback", "nobody"),
-    ("merge", "--auto", "--dry-run"), ("sync",),
+    ("merge", "--auto", "--dry-run"), ("sync",), ("init", "{store}"),
 ]
 
 
@@ -204,7 +204,7 @@ def test_crafted_clone_stays_inside(tmp_path: Path, clone: str) -> None:
     CLONES[clone](s, out.dir)
     out.snapshot()
     for cmd in COMMANDS:
-        args = [a.replace("{id}", mid) for a in cmd]
+        args = [a.replace("{id}", mid).replace("{store}", str(s)) for a in cmd]
         r = run(s, *args)
         assert SECRET not in r.output, (clone, args, r.output)
         out.assert_untouched(f"{clone}: {' '.join(args)}")

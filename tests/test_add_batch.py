@@ -11,8 +11,8 @@ import pytest
 
 from memcli.api import Store
 from memcli.index import Filters
-from memcli.ops.add import add, batch_items
-from memcli.ops.batch import add_chunks
+from memcli.ops.add import add
+from memcli.ops.batch import add_chunks, batch_items
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parent / "data" / "decision_pairs.jsonl").open()]
 
@@ -96,7 +96,7 @@ def test_a_dry_run_batch_shows_the_real_runs_decisions_and_writes_nothing(stores
     fresh.init()
     fresh.index.embedder = one.index.embedder
     before = sorted(p.name for p in fresh.facts_dir.iterdir())
-    from memcli.ops.add import add_batch
+    from memcli.ops.batch import add_batch
 
     preview = list(add_batch(fresh, _lines(), llm=False, project="p", dry_run=True))
     assert sorted(p.name for p in fresh.facts_dir.iterdir()) == before == []

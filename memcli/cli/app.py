@@ -25,6 +25,7 @@ from memcli.api import Store
 from memcli.cli import render
 from memcli.core.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.core.memory import encodable
+from memcli.core.text import snake
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import Filters
 from memcli.storage import safety
@@ -227,7 +228,7 @@ class _Group(typer.core.TyperGroup):
                 raise
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             render.error(f"{msg}{_advice(e, ctx.invoked_subcommand)}", hint=e.hint, code=int(e.exit_status),
-                         as_json=state.json_errors, kind=render.snake(type(e).__name__))
+                         as_json=state.json_errors, kind=snake(type(e).__name__))
             raise typer.Exit(int(e.exit_status)) from None
         except BrokenPipeError:  # `memcli export | head -1`: the reader has what it wanted; not an error
             with contextlib.suppress(OSError, ValueError):
@@ -614,7 +615,7 @@ def _queue_add(store: Store, body: str, options: dict[str, Any], as_json: bool) 
 
 def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool) -> None:
     """`add --batch`: one JSON result line per input line under --json, else the events."""
-    from memcli.ops.add import add_batch
+    from memcli.ops.batch import add_batch
 
     if source == "-":
         stream: Any = sys.stdin
@@ -1103,7 +1104,8 @@ def import_(
 ) -> None:
     """Load memories as they are, no extraction: memcli's exports (lossless) or Markdown notes (front
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
-    from memcli.ops.records import import_source, spool_stdin
+    from memcli.ops.io import import_source
+    from memcli.ops.records import spool_stdin
 
     if from_ is not None:  # a conversation: through the add pipeline (read whole, 10 MB at most)
         from memcli.ops.add import read_input, read_limited
@@ -1755,7 +1757,7 @@ def inbox_process(as_json: bool = JSON_FLAG) -> None:
 @app.command(epilog=examples("memcli where", "memcli where --json | jq -r .store"))
 def where(as_json: bool = JSON_FLAG) -> None:
     """The store, project and user a command run here would use, and why."""
-    from memcli.core.discovery import where as locate
+    from memcli.core.config import where as locate
 
     info = locate(state.store_path)
     if as_json:

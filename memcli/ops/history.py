@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memcli.cli.render import cell_width, clip
 from memcli.core.errors import InputRejected, NotFound
 from memcli.core.memory import MalformedMemory, Memory, now_iso
+from memcli.core.text import cell_width, clip
 
 if TYPE_CHECKING:
     from memcli.ops.handle import Store

@@ -9,7 +9,7 @@ import shutil
 import sqlite3
 
 import pytest
-from conftest import Cli
+from conftest import Cli, files
 
 from memcli.api import Store
 from memcli.core.memory import iso
@@ -336,8 +336,8 @@ def test_a_long_lived_process_never_reads_a_replaced_usage_file(hash_store):
     from memcli.core.memory import Memory
     from memcli.ops.search import Usage
 
-    hash_store.write(Memory(id="M1", text="the payments service times out under load", tags=["ops"]))
-    hash_store.write(Memory(id="M2", text="grafana alert for the payments queue", tags=["ops"]))
+    files(hash_store).write(Memory(id="M1", text="the payments service times out under load", tags=["ops"]))
+    files(hash_store).write(Memory(id="M2", text="grafana alert for the payments queue", tags=["ops"]))
 
     def reliability() -> float:
         hits = search_many(hash_store, ["payments service times out"], k=2, threshold=0.0, record_usage=False)[0]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HASH, run_memcli
+from conftest import HASH, files, run_memcli
 from typer.testing import CliRunner
 
 from memcli.api import Store
@@ -50,7 +50,7 @@ def test_writes_leave_no_temp_files(hash_store):
 
 def test_a_failed_write_keeps_the_old_file_whole_and_leaves_no_temp_file(hash_store, monkeypatch):
     m = hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True).events[0]
-    path = hash_store.fact_path(m.id)
+    path = files(hash_store).fact_path(m.id)
     before = path.read_bytes()
     memory = hash_store.read(m.id)
     memory.text = "A completely different text that must never be half-written."
@@ -60,7 +60,7 @@ def test_a_failed_write_keeps_the_old_file_whole_and_leaves_no_temp_file(hash_st
 
     monkeypatch.setattr(store_mod.os, "replace", boom)
     with pytest.raises(OSError):
-        hash_store.write(memory)
+        files(hash_store).write(memory)
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert stray_files(hash_store.path) == []
@@ -78,7 +78,7 @@ def test_new_files_are_private_and_edited_files_keep_their_mode(hash_store):
         hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True, origins=["git:1"])
     finally:
         os.umask(old)
-    assert stat.S_IMODE(hash_store.fact_path(mid).stat().st_mode) == 0o600
+    assert stat.S_IMODE(files(hash_store).fact_path(mid).stat().st_mode) == 0o600
     assert stat.S_IMODE(hash_store.facts_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(hash_store.log_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(hand.stat().st_mode) == 0o644
@@ -98,10 +98,10 @@ def old_memory() -> Memory:
 
 def test_rm_moves_the_file_to_the_trash(hash_store):
     m = old_memory()
-    hash_store.write(m)
+    files(hash_store).write(m)
     hash_store.remove([m.id], reason="no longer true")
-    assert not hash_store.fact_path(m.id).exists()
-    trashed = hash_store.trash_dir / f"{m.id}.md"
+    assert not files(hash_store).fact_path(m.id).exists()
+    trashed = files(hash_store).trash_dir / f"{m.id}.md"
     assert trashed.is_file()
     assert "no longer true" in trashed.read_text()
     assert [t.text for t in hash_store.trashed()] == [m.text]
@@ -111,10 +111,10 @@ def test_rm_moves_the_file_to_the_trash(hash_store):
 
 def test_restore_brings_back_text_and_fields(hash_store):
     m = old_memory()
-    hash_store.write(m)
+    files(hash_store).write(m)
     hash_store.remove([m.id], reason="oops")
     back = hash_store.read(hash_store.restore(m.id)[0])
-    assert not (hash_store.trash_dir / f"{m.id}.md").exists()
+    assert not (files(hash_store).trash_dir / f"{m.id}.md").exists()
     again = hash_store.read(m.id)
     for name in ("text", "type", "tags", "confidence", "source", "origins", "user", "project", "created", "extra"):
         assert getattr(again, name) == getattr(m, name), name
@@ -123,7 +123,7 @@ def test_restore_brings_back_text_and_fields(hash_store):
 
 def test_rm_then_restore_gives_back_the_identical_file(hash_store):
     m = old_memory()
-    path = hash_store.write(m)
+    path = files(hash_store).write(m)
     before = path.read_bytes()
     hash_store.remove([m.id], reason="oops")
     hash_store.restore(m.id)
@@ -132,14 +132,14 @@ def test_rm_then_restore_gives_back_the_identical_file(hash_store):
 
 def test_restore_refuses_unknown_ids_and_does_not_overwrite(hash_store):
     m = old_memory()
-    hash_store.write(m)
+    files(hash_store).write(m)
     with pytest.raises(NotFound):
         hash_store.restore("01JDQ8ZK4M6V3XW7T2B9C5N1ZZ")
     hash_store.remove([m.id], reason="x")
-    hash_store.write(m)  # the same id was written again meanwhile
+    files(hash_store).write(m)  # the same id was written again meanwhile
     with pytest.raises(StoreError):
         hash_store.restore(m.id)
-    assert (hash_store.trash_dir / f"{m.id}.md").exists()
+    assert (files(hash_store).trash_dir / f"{m.id}.md").exists()
 
 
 # --- the change log -----------------------------------------------------------------------------
@@ -210,12 +210,12 @@ def test_concurrent_add_processes_all_land(tmp_path):
 
 def test_a_held_lock_makes_a_second_writer_wait_then_fail_clearly(hash_store, tmp_path):
     other = Store(hash_store.path)
-    with hash_store.lock():
+    with files(hash_store).lock():
         with pytest.raises(StoreError, match="locked"):
-            with other.lock(timeout=0.2):
+            with files(other).lock(timeout=0.2):
                 pass
-    with other.lock(timeout=0.2):  # free again once released
-        assert other.locked
+    with files(other).lock(timeout=0.2):  # free again once released
+        assert files(other).locked
 
 
 # --- which store ---------------------------------------------------------------------------------
@@ -318,6 +318,6 @@ def test_default_project_is_shared_by_git_worktrees(monkeypatch, tmp_path):
 
 def test_a_bulk_log_keeps_every_line_whole(hash_store):
     records = [{"event": "IMPORT", "id": f"id{i}", "text": "x" * 2000} for i in range(3000)]  # ~6 MB
-    hash_store.log_many(records)
+    files(hash_store).log_many(records)
     lines = hash_store.log_path.read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in records]

@@ -111,13 +111,13 @@ def test_emptying_chooses_under_the_lock_that_purges(both: tuple[Cli, list[str],
     cli, bulk, small = both
     store = api.Store(cli.store, load_config(cli.store).with_overrides(embed_model=HASH))
     seen: list[bool] = []
-    real = api.Store.trashed
+    real = Store.trashed  # the files layer's listing, which `api.Store.empty_trash` reads
 
-    def trashed(self: api.Store) -> list:
+    def trashed(self: Store) -> list:
         seen.append(self.locked)
         return real(self)
 
-    monkeypatch.setattr(api.Store, "trashed", trashed)
+    monkeypatch.setattr(Store, "trashed", trashed)
     purged = store.empty_trash(older_than="2000-01-01")
     assert purged == [] and seen == [True]
     assert set(_listed(cli)) == set(bulk) | set(small)

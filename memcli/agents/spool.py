@@ -36,7 +36,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a ho
 if TYPE_CHECKING:
     from typing import Any
 
-    from memcli.api import Store
+    from memcli.ops.handle import Store
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORKER_LOCK = ".worker.lock"
@@ -304,7 +304,9 @@ def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = No
     if llm is None and isinstance(opts.get("llm"), bool):  # `add --llm` (require one), spooled
         llm = opts["llm"]
     # redact=False: the text was redacted when it was spooled (unless the user opted out then)
-    return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
+    from memcli.ops.add import add  # not at the top: a hook that only spools never loads the add pipeline
+
+    return add(store, text, inbox=False, redact=False, llm=llm, **kwargs)
 
 
 def apply_rewrite(store: Store, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],
@@ -452,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     held = _try_lock(d / WORKER_LOCK)  # kept from here: a hook that sees it held knows work is under way
     if held is None:
         return 0
-    from memcli.api import Store
+    from memcli.ops.handle import Store
 
     store = Store(store_path)
     try:

@@ -21,14 +21,13 @@ from typing import Any, NoReturn
 import typer
 
 from memcli import __version__
-from memcli.api import Store
+from memcli.api import IMPORT_KINDS, Filters, LogFilter, Store, read_input, read_limited, spool_stdin
 from memcli.cli import render
 from memcli.core.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.core.memory import encodable
+from memcli.core.notices import drain, notice
 from memcli.core.text import snake
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
-from memcli.index import Filters
-from memcli.storage import safety
 
 # Flag advice the CLI adds to a library error, by error type and command (the library's messages
 # name no flags: the Python API has none).
@@ -169,7 +168,7 @@ class _Group(typer.core.TyperGroup):
              standalone_mode: bool = True, **extra: Any) -> Any:
         args = list(sys.argv[1:] if args is None else args)
         state.stdin_text = None
-        safety.drain()  # notices are per command: none left over from library calls before this one
+        drain()  # notices are per command: none left over from library calls before this one
         # Python hands undecodable argv bytes over as lone surrogates, which no file or JSON can hold
         bad = next((i for i, a in enumerate(args, 1) if isinstance(a, str) and not encodable(a)), None)
         if bad is not None:
@@ -211,13 +210,10 @@ class _Group(typer.core.TyperGroup):
         try:
             return super().invoke(ctx)
         except sqlite3.DatabaseError as e:
-            if state.store is None or not safety.is_corrupt(e) or state.debug:
+            if state.store is None or state.debug or not state.store.heal(e):
                 raise
             ctx._protected_args, ctx.args = saved
-            index = state.store.index
-            index.drop()
-            state.store.close()
-            safety.notice("the index catalog was damaged: rebuilt from facts/")
+            notice("the index catalog was damaged: rebuilt from facts/")
             return super().invoke(ctx)
 
     def invoke(self, ctx: Any) -> Any:
@@ -247,7 +243,7 @@ class _Group(typer.core.TyperGroup):
                          as_json=state.json_errors, kind="index_error")
             raise typer.Exit(render.ERROR) from None
         finally:
-            for message in safety.drain():  # repairs made on the way (a damaged index rebuilt, ...)
+            for message in drain():  # repairs made on the way (a damaged index rebuilt, ...)
                 sys.stderr.write(f"memcli: {message}\n")
 
 
@@ -335,7 +331,7 @@ def synced(store: Store) -> Store:
     """Bring the sidecar in step, with a progress bar when it takes long; report bad files once."""
     progress = _progress("indexing")
     try:
-        report = store.index.sync(on_progress=progress.update if progress else None)
+        report = store.sync(on_progress=progress.update if progress else None)
     finally:
         if progress:
             progress.close()
@@ -389,8 +385,6 @@ def read_text(args: list[str] | None, what: str = "text") -> str:
 
 def read_stdin() -> str:
     """All of stdin as text, read only up to the input limit, decoded strictly (one-line errors)."""
-    from memcli.ops.add import read_input, read_limited
-
     if state.stdin_text is None:
         if hasattr(sys.stdin, "buffer"):
             state.stdin_text = read_input(read_limited(sys.stdin.buffer, "stdin"), "stdin")
@@ -437,9 +431,7 @@ def check_type(type_: str | None) -> None:
 def resolve_ids(store: Store, ids: list[str]) -> list[str]:
     """Full ids from ids or unique prefixes; an unknown or ambiguous one is an error whose hint
     lists the candidates (or says the memory is in the trash and how to restore it)."""
-    from memcli.storage.ids import resolve
-
-    return [resolve(store, i) for i in ids]
+    return store.resolve(ids)
 
 
 # Filter options shared by search, list and export (one definition, one help text).
@@ -502,12 +494,9 @@ def init(
                                 "(the .gitattributes that lets log.jsonl merge is written in any case)."),
 ) -> None:
     """Create a store (a project store in ./.memcli by default)."""
-    from memcli.agents.sharing import write_gitattributes
-
     path = directory or (Path(state.store_path) if state.store_path else Path.cwd() / ".memcli")
     store = Store(path)
-    created = store.init()
-    write_gitattributes(store)
+    created = store.init(shared=shared)
     note(f"{'created' if created else 'store already exists at'} {store.path}")
     if shared:
         note("commit it (git add .memcli && git commit) and run `memcli sync` to pull, re-index and push")
@@ -600,12 +589,10 @@ def _uses_llm(store: Store, options: dict[str, Any]) -> bool:
 
 def _queue_add(store: Store, body: str, options: dict[str, Any], as_json: bool) -> None:
     """`add --spool` (or from a git hook with an LLM): redact, park in the inbox, start the worker."""
-    from memcli.agents.spool import queue_add
-
     keep = ("raw", "llm", "tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete",
             "no_dedup", "llm_model")
     opts = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items() if k in keep and v is not None}
-    item = queue_add(store.path, body, opts, redact=options["redact"], source="add")
+    item = store.queue(body, opts, redact=options["redact"], source="add")
     if as_json:
         emit_json({"queued": item.name, "inbox": str(item)})
     else:
@@ -615,8 +602,6 @@ def _queue_add(store: Store, body: str, options: dict[str, Any], as_json: bool) 
 
 def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool) -> None:
     """`add --batch`: one JSON result line per input line under --json, else the events."""
-    from memcli.ops.batch import add_batch
-
     if source == "-":
         stream: Any = sys.stdin
     else:
@@ -626,7 +611,7 @@ def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool
             fail(f"cannot read {source}: {e.strerror}")
     failed = False
     try:
-        for n, res in add_batch(store, stream, **options):
+        for n, res in store.add_batch(stream, **options):
             if isinstance(res, str):
                 failed = True
                 if as_json:
@@ -721,8 +706,6 @@ def search(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Ranked memories for a query (meaning + keywords + recency + reliability, diversified)."""
-    from memcli.ops.search import search_many
-
     store = get_store()
     filters = make_filters(tag, type_, user, project, since, until)
     if batch:
@@ -737,7 +720,7 @@ def search(
             fail("empty query", ExitStatus.USAGE)
         queries = [q]
     synced(store)
-    responses = search_many(store, queries, k=top_k, threshold=threshold, filters=filters, include_superseded=all_)
+    responses = store.search_many(queries, k=top_k, threshold=threshold, filters=filters, include_superseded=all_)
     if batch:
         for r in responses:
             sys.stdout.write(render.json_line({"query": r.query, "results": [h.to_dict(explain) for h in r.hits],
@@ -756,10 +739,8 @@ def search(
         if fail_empty:
             raise typer.Exit(render.ERROR)
         return
-    from memcli.storage.ids import short_ids
-
     width, colour = render.terminal_width(), render.colour_enabled()
-    shorts = short_ids(store, [h.id for h in r.hits])
+    shorts = store.short_ids([h.id for h in r.hits])
     lines: list[str] = []
     for n, h in enumerate(r.hits):
         if n:
@@ -779,8 +760,6 @@ def show(
 ) -> None:
     """Memories as stored (the Markdown file; with --json the record, or {memories: [...]} for
     several), and whether a newer one superseded each."""
-    from memcli.ops.chain import chain
-
     store = synced(get_store())
     full = resolve_ids(store, memory_ids)
     if len(full) > 1 and not history:
@@ -799,7 +778,7 @@ def show(
     memory = store.read(mid)
     newer = memory.superseded_by
     if history:
-        steps = chain(store, memory)
+        steps = store.history(memory)
         if as_json:
             emit_json({**memory.to_dict(), "chain": steps})
             return
@@ -841,7 +820,7 @@ def list_(
     store = synced(get_store())
     filters = make_filters(tag, type_, user, project, since, until, current=not all_)
     desc = sort.startswith("-")
-    records = store.index.select(filters, order=sort.lstrip("-"), limit=limit, desc=desc)
+    records = store.list(filters, sort=sort.lstrip("-"), limit=limit, desc=desc)
     if as_json:
         emit_json({"count": len(records), "memories": [m.to_dict() for m in records]})
         return
@@ -849,11 +828,9 @@ def list_(
         sys.stdout.write("".join(line + "\n" for line in render.list_tsv(records)))
         note(render.plural(len(records), "memory", "memories"))
         return
-    from memcli.storage.ids import short_ids
-
     cap = len(records) if limit else max(10, shutil.get_terminal_size((80, 24)).lines - 3)
     shown = records[:cap]
-    lines = render.list_rows(shown, render.terminal_width(), short_ids(store, [r.id for r in shown]),
+    lines = render.list_rows(shown, render.terminal_width(), store.short_ids([r.id for r in shown]),
                              render.colour_enabled())
     if len(records) > len(shown):
         lines.append(f"… {len(records) - len(shown)} more (use --limit N, or pipe the output)")
@@ -874,12 +851,7 @@ def rm(
 ) -> None:
     """Move memories to the trash (`memcli restore` brings them back)."""
     store = synced(get_store())
-    full = resolve_ids(store, ids)
-    from memcli.ops.changes import ChangeSet
-
-    cs = ChangeSet(store)
-    done = [cs.trash(mid, reason, event="RM").id for mid in full]
-    cs.commit()
+    done = store.remove(resolve_ids(store, ids), reason=reason)
     if as_json:
         emit_json({"trashed": done})
     else:
@@ -893,14 +865,8 @@ def restore(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Bring memories back from the trash."""
-    from memcli.ops.changes import ChangeSet
-    from memcli.storage.ids import resolve_trashed
-
     store = synced(get_store())
-    full = [resolve_trashed(store, i) for i in ids]
-    cs = ChangeSet(store)
-    done = [cs.restore(mid).id for mid in full]
-    cs.commit()
+    done = store.restore(store.resolve_trashed(ids))
     if as_json:
         emit_json({"restored": done})
     else:
@@ -970,11 +936,9 @@ def edit(
     memory_id: str = typer.Argument(..., metavar="ID", help="The memory to edit (a unique id prefix is enough)."),
 ) -> None:
     """Open a memory's file in $EDITOR; on save it is checked and re-indexed (a broken edit is kept aside)."""
-    from memcli.ops.history import edit as run_editor
-
     store = synced(get_store())
     (mid,) = resolve_ids(store, [memory_id])
-    memory, changed = run_editor(store, mid)
+    memory, changed = store.edit(mid)
     if changed:
         synced(store)
         note(f"saved {mid}")
@@ -999,11 +963,10 @@ def log_(
     from collections import deque
 
     from memcli.core.memory import parse_when
-    from memcli.ops.history import LogFilter, entries, ids_in_log, log_line
 
     store = get_store()
     if memory_id:
-        found = ids_in_log(store.log_path, memory_id)
+        found = store.ids_in_log(memory_id)
         if len(found) > 1 and memory_id.upper() not in {i.upper() for i in found}:
             fail(f"id prefix {memory_id} is ambiguous: {len(found)} memories in the log match",
                  hint=f"candidates: {', '.join(sorted(found)[:5])}")
@@ -1017,7 +980,7 @@ def log_(
     keep = limit or (max(10, shutil.get_terminal_size((80, 24)).lines - 3) if terminal and not as_json else None)
     total = 0
     recent: deque[dict[str, Any]] = deque(maxlen=keep)  # bounded: the log may hold a 100k import
-    for entry in entries(store.log_path, flt):
+    for entry in store.log(flt):
         total += 1
         recent.append(entry)
     newest = list(reversed(recent))
@@ -1027,10 +990,8 @@ def log_(
     width = render.terminal_width() if terminal else None
     shorts: dict[str, str] = {}
     if terminal:
-        from memcli.storage.ids import short_ids
-
-        shorts = short_ids(synced(store), {e["id"] for e in newest if isinstance(e.get("id"), str)})
-    sys.stdout.write("".join(log_line(e, width, shorts.get(e.get("id"))) + "\n" for e in newest))
+        shorts = synced(store).short_ids({e["id"] for e in newest if isinstance(e.get("id"), str)})
+    sys.stdout.write("".join(render.log_line(e, width, shorts.get(e.get("id"))) + "\n" for e in newest))
     if terminal and total > len(newest) and not limit:
         sys.stdout.write(f"… {total - len(newest)} older (use --limit N, or pipe the output)\n")
     if not total:
@@ -1056,30 +1017,19 @@ def export_(
 ) -> None:
     """Write memories as json, jsonl, md or csv (superseded ones only with --all); every format
     imports back (`memcli import`)."""
-    from memcli.ops.io import export_chunks, iter_records
-
     if fmt not in ExportFormat.values():
         fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     store = synced(get_store())
-    counted = [0]
-
-    def records() -> Any:
-        for r in iter_records(store.index, make_filters(tag, type_, user, project, since, until, current=not all_)):
-            counted[0] += 1
-            yield r
-
-    chunks = export_chunks(records(), fmt)
+    filters = make_filters(tag, type_, user, project, since, until, current=not all_)
     if output is None or str(output) == "-":
-        for chunk in chunks:
+        for chunk in store.export_chunks(fmt, filters):
             sys.stdout.write(chunk)
         return
-    from memcli.ops.io import write_stream
-
     try:
-        write_stream(output.absolute(), chunks)
+        count = store.export_to(output.absolute(), fmt, filters)
     except OSError as e:
         fail(f"cannot write {output}: {e.strerror}")
-    note(f"exported {render.plural(counted[0], 'memory', 'memories')} to {output}")
+    note(f"exported {render.plural(count, 'memory', 'memories')} to {output}")
 
 
 @app.command("import", epilog=examples(
@@ -1104,12 +1054,7 @@ def import_(
 ) -> None:
     """Load memories as they are, no extraction: memcli's exports (lossless) or Markdown notes (front
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
-    from memcli.ops.io import import_source
-    from memcli.ops.records import spool_stdin
-
     if from_ is not None:  # a conversation: through the add pipeline (read whole, 10 MB at most)
-        from memcli.ops.add import read_input, read_limited
-
         if file == "-":
             name, text = "stdin", read_stdin()
         else:
@@ -1135,7 +1080,7 @@ def import_(
 
         bar = _progress("importing")
         try:
-            report = import_source(store, path, fmt, name=name, split=split, redact=not no_redact,
+            report = store.import_file(path, fmt, name=name, split=split, redact=not no_redact,
                                    prepare=prepare, on_progress=bar.update if bar else None)
         finally:
             if bar:
@@ -1157,22 +1102,20 @@ def reindex(
     store = get_store()
     if provisional:
         bar = _progress("embedding")
-        done = store.index.refresh_provisional(on_progress=bar.update if bar else None)
+        done = store.refresh_provisional(on_progress=bar.update if bar else None)
         if bar:
             bar.close()
         if as_json:
-            emit_json({"refreshed": done, "provisional_vectors": store.index.provisional_count()})
+            emit_json({"refreshed": done, "provisional_vectors": store.provisional_count()})
         else:
             note(f"{render.plural(done, 'provisional vector')} made exact")
         return
     bar = _progress("reindexing")
-    report = store.index.sync(on_progress=bar.update if bar else None, force=True)
+    info = store.reindex(on_progress=bar.update if bar else None)
     if bar:
         bar.close()
-    for fname, error in report.new_bad:
+    for fname, error in info.pop("new_bad"):
         note(f"skipping facts/{fname}: {error}")
-    info = {"memories": store.index.count(), "embedded": report.embedded, "skipped_files": len(report.new_bad),
-            "provisional_vectors": store.index.provisional_count()}
     if as_json:
         emit_json(info)
     else:
@@ -1182,9 +1125,7 @@ def reindex(
 @app.command(epilog=examples("memcli stats", "memcli stats --json | jq .memories"))
 def stats(as_json: bool = JSON_FLAG) -> None:
     """Counts and sizes."""
-    from memcli.ops.admin import stats as compute
-
-    info = compute(synced(get_store()))
+    info = synced(get_store()).stats()
     if as_json:
         emit_json(info)
         return
@@ -1203,10 +1144,7 @@ def doctor(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Check config, model, LLM reachability and index consistency; list malformed files."""
-    from memcli.ops.admin import doctor as check
-
-    store = get_store()
-    checks = check(store, fix=fix)
+    checks = get_store().doctor(fix=fix)
     ok = all(c["ok"] for c in checks)
     if as_json:
         emit_json({"ok": ok, "checks": checks})
@@ -1224,13 +1162,12 @@ def _provisional_note(store: Store) -> int:
     """After a curation commit: one line on stderr when merged memories were indexed with a
     provisional vector (see memcli/ops/changes.py PROVISIONAL_MIN), saying how they become exact.
     Returns how many there are."""
-    from memcli.agents.detached import background_on, refresh_failed_recently
-
-    n = store.index.provisional_count()
+    n = store.provisional_count()
     if n:
-        if not background_on(store.config.background):
+        state_ = store.background_state()
+        if state_ == "off":
             how = "run `memcli reindex --provisional` to compute their exact ones"
-        elif refresh_failed_recently(store.path):
+        elif state_ == "failed":
             how = ("the last background refresh failed (see inbox/errors.log): "
                    "run `memcli reindex --provisional` to compute their exact ones")
         else:
@@ -1253,23 +1190,17 @@ def merge(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Merge memories into one (LLM merge prompt, or a heuristic merge); originals go to the trash."""
-    from memcli.ops.curate import merge_groups, similar_groups
-
     if no_llm and model:
         fail("--no-llm conflicts with --model", ExitStatus.USAGE)
     store = synced(get_store())
     if auto == bool(ids):
         fail("give two or more IDs, or --auto", ExitStatus.USAGE)
-    from memcli.ops.curate import _opposed
-
-    # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
-    known: dict[str, Any] = {}  # the catalog entries --auto read, for the merges
-    groups = similar_groups(store, threshold, apart=_opposed, known=known) if auto else [
-        resolve_ids(store, ids or [])]
-    if any(len(set(group)) < 2 for group in groups):
-        fail("merge needs at least two different memories", ExitStatus.USAGE)
-    results = merge_groups(store, groups, use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
-                           llm_model=model, known=known if auto else None)
+    try:  # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
+        results = store.merge_groups(None if auto else [resolve_ids(store, ids or [])], threshold=threshold,
+                                     use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
+                                     llm_model=model)
+    except ValueError as e:
+        fail(str(e), ExitStatus.USAGE)
     for r in results:
         if r.note:
             note(r.note)
@@ -1311,7 +1242,6 @@ def prune(
 ) -> None:
     """Move stale memories to the trash (criteria combine with AND)."""
     from memcli.core.memory import parse_when
-    from memcli.ops.curate import prune as do_prune
 
     check_type(type_)
     if not (older_than or unused or min_confidence is not None):
@@ -1324,7 +1254,7 @@ def prune(
         fail(str(e), ExitStatus.USAGE)
     if youngest is not None and (cutoff is None or youngest < cutoff):
         cutoff = youngest  # criteria combine with AND: older than both
-    result = do_prune(store, older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
+    result = store.prune(older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
                       dry_run=dry_run)
     if as_json:
         emit_json({**result.to_dict(), "dry_run": dry_run})
@@ -1342,17 +1272,16 @@ def rollback(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Undo what one origin contributed: memories only it vouched for go to the trash."""
-    from memcli.ops.curate import rollback as do_rollback
-
     store = synced(get_store())
-    involved = {r.id: r.text for r in store.index.select() if origin in r.origins}
-    if not involved and not _origin_in_log(store, origin):  # rolled back already: nothing to do, not an error
-        known = sorted({o for r in store.index.select() for o in r.origins
+    everything = store.list()
+    involved = {r.id: r.text for r in everything if origin in r.origins}
+    if not involved and not store.origin_seen(origin):  # rolled back already: nothing to do, not an error
+        known = sorted({o for r in everything for o in r.origins
                         if o.split(":")[0] == origin.split(":")[0]})
         fail(f"no memory comes from {origin}",
              hint=f"origins of that kind: {', '.join(known[:6])}{' ...' if len(known) > 6 else ''}" if known
              else "memcli show ID lists a memory's origins")
-    result = do_rollback(store, origin, dry_run=dry_run)
+    result = store.rollback(origin, dry_run=dry_run)
     if as_json:
         emit_json({**result.to_dict(), "dry_run": dry_run})
         return
@@ -1365,17 +1294,6 @@ def rollback(
          f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}")
 
 
-def _origin_in_log(store: Store, origin: str) -> bool:
-    """Whether any change was ever made from `origin` (log.jsonl), read as a stream."""
-    from memcli.ops.history import LogFilter, entries
-
-    for entry in entries(store.log_path, LogFilter()):
-        o = entry.get("origin")
-        if o == origin or (isinstance(o, list) and origin in o):
-            return True
-    return False
-
-
 @app.command(epilog=examples("memcli consolidate --dry-run", "memcli consolidate --no-llm --json"))
 def consolidate(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would change, change nothing."),
@@ -1385,10 +1303,8 @@ def consolidate(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Maintenance: merge near-duplicates, flag contradictions, distil recurring episodes."""
-    from memcli.ops.curate import consolidate as run
-
     store = synced(get_store())
-    report = run(store, dry_run=dry_run, use_llm=False if no_llm else None,
+    report = store.consolidate(dry_run=dry_run, use_llm=False if no_llm else None,
                  supersede_older=supersede_older, sync=False)
     pending = 0 if dry_run or not (report.merged or report.distilled) else _provisional_note(store)
     if as_json:
@@ -1425,13 +1341,12 @@ def ask(
 ) -> None:
     """Answer a question from the top memories with the LLM, citing memory ids (streamed)."""
     from memcli.core.errors import LLMError
-    from memcli.ops.ask import ask as answer_from_memory
 
     q = read_text(question, "question").strip()
     if not q:
         fail("empty question", ExitStatus.USAGE)
     store = synced(get_store())
-    answer = answer_from_memory(store, q, k=top_k, llm_model=model, redact=not no_redact)
+    answer = store.ask(q, k=top_k, llm_model=model, redact=not no_redact)
     hits = answer.hits
     records = [h.to_dict() for h in hits]
     if answer.error == "no LLM configured":
@@ -1499,13 +1414,9 @@ def feedback(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Tell memcli a memory was useful or wrong; ranking learns from this, never from display."""
-    from memcli.ops.add import feedback as give
-
     if useful == wrong:
         fail("give exactly one of --useful or --wrong", ExitStatus.USAGE)
-    store = synced(get_store())
-    (mid,) = resolve_ids(store, [memory_id])
-    m = give(store, mid, useful=useful)
+    m = synced(get_store()).feedback(memory_id, useful=useful)
     if as_json:
         emit_json({"id": m.id, "confidence": m.confidence, "feedback": "useful" if useful else "wrong"})
     else:
@@ -1537,9 +1448,7 @@ def inbox(ctx: typer.Context, as_json: bool = JSON_FLAG) -> None:
     """List inputs saved when the LLM was unreachable (`memcli inbox retry` replays them)."""
     if ctx.invoked_subcommand is not None:
         return
-    from memcli.ops.add import inbox_items
-
-    items = inbox_items(get_store())
+    items = get_store().inbox()
     if as_json:
         emit_json({"items": [{"file": p.name, "at": i.get("at"), "error": i.get("error"),
                               "attempts": i.get("attempts", 1), "text": i.get("text")} for p, i in items]})
@@ -1556,18 +1465,16 @@ def inbox_retry(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
-    from memcli.ops.add import AddResult, retry_inbox
-
-    results = retry_inbox(get_store(), model=model)
+    results = get_store().retry_inbox(model=model)
     held = {f for f, r in results if isinstance(r, str) and r.startswith("skipped:")}  # another worker's
-    ok = all(isinstance(r, AddResult) or f in held for f, r in results)
+    ok = all(not isinstance(r, str) or f in held for f, r in results)
     if as_json:
-        emit_json({"results": [{"file": f, "ok": isinstance(r, AddResult),
-                                **({"result": r.to_dict()} if isinstance(r, AddResult) else {"error": r})}
+        emit_json({"results": [{"file": f, "ok": not isinstance(r, str),
+                                **({"error": r} if isinstance(r, str) else {"result": r.to_dict()})}
                                for f, r in results]})
     else:
         for f, r in results:
-            if isinstance(r, AddResult):
+            if not isinstance(r, str):
                 s = r.summary()
                 note(f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['already_known']} known)")
             else:
@@ -1579,20 +1486,13 @@ def inbox_retry(
 
 
 def _import_conversations(text: str, kind: str, name: str, create: bool, as_json: bool) -> None:
-    from memcli.services.transcripts import IMPORT_KINDS, import_conversations, parse_conversations
-
     if kind not in IMPORT_KINDS:
         fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
+    store = get_store(must_exist=False, create=create)
     try:
-        conversations = parse_conversations(text, kind, name)
+        results = store.import_conversations(text, kind, name, prepare=lambda: synced(store))
     except ValueError as e:
         fail(str(e))
-    if not conversations:
-        fail(f"{name}: no conversation text found (is it a {kind} export?)")
-    store = get_store(must_exist=False, create=create)
-    store.ensure()
-    synced(store)
-    results = import_conversations(store, conversations, name)
     if as_json:
         emit_json({"conversations": results})
         return
@@ -1631,8 +1531,6 @@ def hooks_install(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Install (or remove) memcli's git hooks or Claude Code session hooks."""
-    from memcli.agents import hooks
-
     if target not in ("git", "claude-code"):
         fail("TARGET must be git or claude-code", ExitStatus.USAGE)
     if scope not in ("project", "local", "user"):
@@ -1645,10 +1543,7 @@ def hooks_install(
             fail(f"no store at {where.path}; create it with `memcli init {where.path}`")
         if Store(where.path).init():
             note(f"created the store {where.path} ({where.why})")
-    if target == "git":
-        report = hooks.install_git(store=state.store_path, uninstall=uninstall)
-    else:
-        report = hooks.install_claude_code(scope=scope, store=state.store_path, uninstall=uninstall)
+    report = Store.install_hooks(target, scope=scope, store=state.store_path, uninstall=uninstall)
     if as_json:
         emit_json(report.to_dict())
         return
@@ -1676,16 +1571,14 @@ def capture(
     claude-code reads the hook's JSON on stdin and takes only the transcript lines added since
     the last capture of that session.
     """
-    from memcli.agents.capture import CaptureError, run
-
     data = b""
     if kind in ("claude-code", "git-rewrite") or (kind == "text" and not text):
         data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
     try:
-        result = run(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
+        result = Store.capture(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
                      rewrite=text[0] if kind == "git-rewrite" and text else None,
                      text=" ".join(text) if kind == "text" and text else None, redact=not no_redact)
-    except CaptureError as e:
+    except ValueError as e:  # a CaptureError: bad input from the hook
         fail(str(e))
     if as_json:
         emit_json(result.to_dict())
@@ -1706,7 +1599,6 @@ def context(
 ) -> None:
     """A compact Markdown block of the memories that matter here, for an agent's session start."""
     from memcli.core.config import git_project
-    from memcli.ops.context import build
 
     cwd = None
     if hook:
@@ -1724,7 +1616,7 @@ def context(
             return
     try:
         store = synced(get_store())
-        text = build(store, " ".join(query or []).strip() or None, project=project or git_project(), budget=budget)
+        text = store.context(" ".join(query or []).strip() or None, project=project or git_project(), budget=budget)
     except Exception:
         if hook:
             return  # a broken memory must not break the agent's session
@@ -1735,9 +1627,7 @@ def context(
 @inbox_app.command("process", epilog=examples("memcli inbox process", "memcli inbox process --json"))
 def inbox_process(as_json: bool = JSON_FLAG) -> None:
     """Run spooled inputs (from hooks and capture) through the add pipeline; what fails waits."""
-    from memcli.agents.spool import process
-
-    report = process(get_store())
+    report = get_store().process_inbox()
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -1775,9 +1665,7 @@ def sync_(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Share a store committed to git: commit its changes, git pull, re-index, git push."""
-    from memcli.agents.sharing import sync
-
-    report = sync(get_store(), push=not no_push)
+    report = get_store().share(push=not no_push)
     if as_json:
         emit_json(report.to_dict())
     else:

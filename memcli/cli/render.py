@@ -354,3 +354,40 @@ class Spinner:
                 yield item
         finally:
             self.stop()
+
+
+# ---------------------------------------------------------------- the change log
+def describe(entry: dict[str, Any]) -> str:
+    """What an entry says, in words: the reason, the text, the old text, the origin..."""
+    event = str(entry.get("event", ""))
+    parts = []
+    if entry.get("reason"):
+        parts.append(str(entry["reason"]))
+    if event == "UPDATE" and entry.get("old"):
+        parts.append(f"was: {entry['old']}")
+    if entry.get("text"):
+        parts.append(str(entry["text"]))
+    elif entry.get("old") and event != "UPDATE":
+        parts.append(str(entry["old"]))
+    for key in ("sources", "ids"):
+        if entry.get(key):
+            parts.append(f"{key}: {', '.join(map(str, entry[key]))}")
+    if entry.get("detail"):
+        parts.append(str(entry["detail"]))
+    if entry.get("file"):
+        parts.append(str(entry["file"]))
+    origin = entry.get("origin")
+    if origin:
+        parts.append("from " + (", ".join(origin) if isinstance(origin, list) else str(origin)))
+    return " · ".join(" ".join(p.split()) for p in parts)
+
+
+def log_line(entry: dict[str, Any], width: int | None, short_id: str | None = None) -> str:
+    """One entry on one line: when, event, id, what (clipped to `width` columns if given)."""
+    at = str(entry.get("at") or "")[:16].replace("T", " ")
+    mid = short_id or str(entry.get("id") or "-")
+    head = f"{at:<16}  {str(entry.get('event', '')):<12}  {mid}  "
+    what = describe(entry)
+    if width is None:
+        return head + what
+    return head + clip(what, max(10, width - cell_width(head)))

@@ -9,6 +9,7 @@ from typing import Any
 
 from memcli.agents.detached import background_on
 from memcli.core.config import ConfigError, load_config
+from memcli.ops.conflicts import conflict_advice, conflicted_files
 from memcli.ops.handle import Store
 
 
@@ -77,8 +78,6 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
     check("store", store.exists(), str(store.path) if store.exists() else f"no store at {store.path}")
     if not store.exists():
         return checks
-    from memcli.agents.sharing import conflict_advice, conflicted_files
-
     conflicts = conflicted_files(store)
     check("merge conflicts", not conflicts,
           "none" if not conflicts else f"conflict markers in {', '.join(conflicts)}: {conflict_advice(conflicts)}")

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from memcli.core.errors import InputRejected, NotFound
 from memcli.core.memory import MalformedMemory, Memory, now_iso
-from memcli.core.text import cell_width, clip
 
 if TYPE_CHECKING:
     from memcli.ops.handle import Store
@@ -78,42 +77,6 @@ def ids_in_log(log_path: Path, prefix: str) -> set[str]:
     for e in entries(log_path, flt):
         out.update(i for i in flt.ids_of(e) if i.upper().startswith(prefix.upper()))
     return out
-
-
-def describe(entry: dict[str, Any]) -> str:
-    """What an entry says, in words: the reason, the text, the old text, the origin..."""
-    event = str(entry.get("event", ""))
-    parts = []
-    if entry.get("reason"):
-        parts.append(str(entry["reason"]))
-    if event == "UPDATE" and entry.get("old"):
-        parts.append(f"was: {entry['old']}")
-    if entry.get("text"):
-        parts.append(str(entry["text"]))
-    elif entry.get("old") and event != "UPDATE":
-        parts.append(str(entry["old"]))
-    for key in ("sources", "ids"):
-        if entry.get(key):
-            parts.append(f"{key}: {', '.join(map(str, entry[key]))}")
-    if entry.get("detail"):
-        parts.append(str(entry["detail"]))
-    if entry.get("file"):
-        parts.append(str(entry["file"]))
-    origin = entry.get("origin")
-    if origin:
-        parts.append("from " + (", ".join(origin) if isinstance(origin, list) else str(origin)))
-    return " · ".join(" ".join(p.split()) for p in parts)
-
-
-def log_line(entry: dict[str, Any], width: int | None, short_id: str | None = None) -> str:
-    """One entry on one line: when, event, id, what (clipped to `width` columns if given)."""
-    at = str(entry.get("at") or "")[:16].replace("T", " ")
-    mid = short_id or str(entry.get("id") or "-")
-    head = f"{at:<16}  {str(entry.get('event', '')):<12}  {mid}  "
-    what = describe(entry)
-    if width is None:
-        return head + what
-    return head + clip(what, max(10, width - cell_width(head)))
 
 
 # ---------------------------------------------------------------- edit

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DEV_NOTES, Cli
+from conftest import DEV_NOTES, Cli, files
 
 from memcli.api import Store
 from memcli.core.config import Config
@@ -279,7 +279,7 @@ def test_many_deletions_compact_the_vector_index(hash_store):
     from memcli.ops.io import import_memories, to_memories
 
     recs = [{"text": f"Note number {i}: service s{i} runs on port {9000 + i}."} for i in range(1500)]
-    import_memories(hash_store, to_memories(recs, "bulk", "import:bulk"))
+    import_memories(files(hash_store), to_memories(recs, "bulk", "import:bulk"))
     for path in sorted(hash_store.facts_dir.glob("*.md"))[:1200]:
         path.unlink()
     hash_store.add("The cache service s9999 runs on port 6379.", raw=True)

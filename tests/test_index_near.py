@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import files
 from test_knn_pass import DIM, SeededEmbedder
 
 from memcli.api import Store
@@ -140,7 +141,7 @@ def test_every_kind_of_write_keeps_the_table_exact(store, monkeypatch):
     # then the refresh that makes them exact (each merged text's vector is another point's)
     monkeypatch.setattr(changes, "PROVISIONAL_MIN", 2)
     groups = [[f"M{i:05d}", f"M{i + 1:05d}"] for i in range(200, 240, 2)]
-    merge_groups(store, groups)
+    merge_groups(files(store), groups)
     assert index.provisional_count() > 0
     assert_exact(store)
     assert index.refresh_provisional() > 0
@@ -161,12 +162,12 @@ def test_a_catalog_indexed_before_the_table_gets_it_on_its_next_write(store):
     index.set_meta(near="")
     index.near_clear()
     # meanwhile merge --auto's groups come from the kNN pass, the same groups
-    with_pass = similar_groups(store, 0.9)
+    with_pass = similar_groups(files(store), 0.9)
     assert len(with_pass) > 10
     write(store, "M00300", 300)
     index.sync()
     assert_exact(store)
-    from_table = similar_groups(store, 0.9)
+    from_table = similar_groups(files(store), 0.9)
     assert [g for g in from_table if "M00300" not in g] == [g for g in with_pass if not set(g) & {
         m for h in from_table if "M00300" in h for m in h}]
 
@@ -182,23 +183,23 @@ def test_a_large_old_catalog_goes_on_without_the_table(store, monkeypatch):
     assert index.near_count() == 0
     _, vecs, _, _ = index.neighbour_arrays(NEIGHBOURS, threshold=0.9)
     assert vecs.shape == (301, DIM)  # the kNN pass answered (it reads the vectors)
-    groups = similar_groups(store, 0.9)
+    groups = similar_groups(files(store), 0.9)
     monkeypatch.undo()
     index.sync(force=True)
     assert_exact(store)
-    assert similar_groups(store, 0.9) == groups
+    assert similar_groups(files(store), 0.9) == groups
 
 
 @pytest.mark.parametrize("threshold", [0.95, 0.9, 0.85, 0.8])
 def test_the_groups_are_the_same_from_the_table_and_from_the_pass(store, threshold):
     """Below the floor the table cannot answer: the pass does (0.8)."""
     index = store.index
-    from_table = similar_groups(store, threshold)
+    from_table = similar_groups(files(store), threshold)
     ids, vecs, nbr, _ = index.neighbour_arrays(NEIGHBOURS, threshold=threshold)
     assert (vecs.shape[1] == 0) == (threshold >= NEAR_FLOOR)  # read from the table: no vector read
     index.set_meta(near="")
     try:
-        assert similar_groups(store, threshold) == from_table
+        assert similar_groups(files(store), threshold) == from_table
     finally:
         index.set_meta(near=NEAR_VERSION)
     assert len(from_table) > 10
@@ -227,12 +228,12 @@ def test_a_write_by_an_older_memcli_is_noticed_and_the_table_rebuilt(store, monk
     assert not index.vec.near_ready()
     _, vecs, _, _ = index.neighbour_arrays(NEIGHBOURS, threshold=0.9)
     assert vecs.shape[1] == DIM  # the kNN pass answered, not the stale table
-    by_pass = similar_groups(store, 0.9)
+    by_pass = similar_groups(files(store), 0.9)
     write(store, "M00300", 300)  # this memcli's next write
     index.sync()
     assert_exact(store)
-    assert [g for g in similar_groups(store, 0.9) if "M00300" not in g] == [
-        g for g in by_pass if not set(g) & {m for h in similar_groups(store, 0.9) if "M00300" in h for m in h}]
+    assert [g for g in similar_groups(files(store), 0.9) if "M00300" not in g] == [
+        g for g in by_pass if not set(g) & {m for h in similar_groups(files(store), 0.9) if "M00300" in h for m in h}]
 
 
 def test_a_crowd_of_near_copies_makes_merge_auto_search_the_graph_until_it_is_gone(tmp_path):
@@ -266,7 +267,7 @@ def test_a_crowd_of_near_copies_makes_merge_auto_search_the_graph_until_it_is_go
         assert listed and max(listed) < "C070"  # R is listed by the crowd's first members only
         _, vecs, _, _ = index.neighbour_arrays(NEIGHBOURS, threshold=0.85)
         assert vecs.shape[1] == DIM  # the graph was searched, not the table
-        groups = similar_groups(s, 0.85)
+        groups = similar_groups(files(s), 0.85)
         assert any("R" in g and len(g) == 121 for g in groups)
         crowded = {mid for lab, mid in index.vector_ids()
                    if index.db.execute("SELECT 1 FROM close_crowded WHERE label=?", (lab,)).fetchone()}
@@ -278,10 +279,10 @@ def test_a_crowd_of_near_copies_makes_merge_auto_search_the_graph_until_it_is_go
         assert_exact(s, at_least=10)
         _, vecs, _, _ = index.neighbour_arrays(NEIGHBOURS, threshold=0.85)
         assert vecs.shape[1] == 0  # the table answers again
-        groups = similar_groups(s, 0.85)
+        groups = similar_groups(files(s), 0.85)
         assert any("R" in g for g in groups)
         index.set_meta(near="")
-        assert similar_groups(s, 0.85) == groups
+        assert similar_groups(files(s), 0.85) == groups
     finally:
         s.close()
 
@@ -333,7 +334,7 @@ def test_each_pair_is_recorded_with_its_texts_verdict(noted):
     assert got[("D1", "D2")] == 0  # a rewording: mergeable
     assert got[("D1", "D3")] == 1 and got[("D2", "D3")] == 1  # another day: never merged
     assert got[("C1", "C2")] == int(not texts_mergeable(NOTES["C1"][0], NOTES["C2"][0]))
-    assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]] + (
+    assert similar_groups(files(store), 0.85, apart=_opposed) == [["D1", "D2"]] + (
         [["C1", "C2"]] if got[("C1", "C2")] == 0 else [])
 
 
@@ -346,12 +347,12 @@ def test_a_merged_text_on_a_kept_vector_is_judged_again(noted, monkeypatch):
     index = store.index
     index.db.execute("UPDATE close_pairs SET apart = 1 - apart")  # every verdict wrong
     monkeypatch.setattr(changes, "PROVISIONAL_MIN", 1)
-    (result,) = merge_groups(store, [["D1", "D2"]])
+    (result,) = merge_groups(files(store), [["D1", "D2"]])
     assert index.provisional_count() == 1
     merged = result.merged
     judged = {frozenset(pair): v for pair, v in verdicts(store).items() if merged.id in pair}
     assert judged == {frozenset(("D3", merged.id)): -1}  # its pair with D3 kept, the verdict forgotten
-    assert not any("D3" in g for g in similar_groups(store, 0.85, apart=_opposed))
+    assert not any("D3" in g for g in similar_groups(files(store), 0.85, apart=_opposed))
     rows[merged.text] = 2  # the refresh: the merged text's own vector (that of D2, here)
     assert index.refresh_provisional() == 1
     assert verdicts(store)[(merged.id, "D3")] == int(not texts_mergeable(merged.text, NOTES["D3"][0])) == 1
@@ -360,19 +361,19 @@ def test_a_merged_text_on_a_kept_vector_is_judged_again(noted, monkeypatch):
 def test_verdicts_given_by_other_rules_are_not_used(noted):
     store, _ = noted
     index = store.index
-    expected = similar_groups(store, 0.85, apart=_opposed)
+    expected = similar_groups(files(store), 0.85, apart=_opposed)
     assert ["D1", "D2"] in expected and not any("D3" in g for g in expected)
     index.db.execute("UPDATE close_pairs SET apart = 0")  # all mergeable, D3 too: as other rules might say
     index.set_meta(pairs_rules="other rules")
     recorded: dict = {}
     index.neighbour_arrays(NEIGHBOURS, threshold=0.85, verdicts=recorded)
     assert recorded == {}  # not handed out
-    assert similar_groups(store, 0.85, apart=_opposed) == expected
+    assert similar_groups(files(store), 0.85, apart=_opposed) == expected
     (store.facts_dir / "C2.md").unlink()  # the next write judges them again (a small store)
     index.sync()
     assert index.meta("pairs_rules") == rules_version()
     assert verdicts(store) == {("D1", "D2"): 0, ("D1", "D3"): 1, ("D2", "D3"): 1}
-    assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]]
+    assert similar_groups(files(store), 0.85, apart=_opposed) == [["D1", "D2"]]
 
 
 def test_verdicts_of_other_rules_in_a_large_store_are_left_to_the_reader(noted, monkeypatch):
@@ -384,7 +385,7 @@ def test_verdicts_of_other_rules_in_a_large_store_are_left_to_the_reader(noted, 
     index.sync()
     assert index.meta("pairs_rules") == rules_version()
     assert set(verdicts(store).values()) == {-1}  # forgotten: merge --auto judges them when it reads
-    assert similar_groups(store, 0.85, apart=_opposed) == [["D1", "D2"]]
+    assert similar_groups(files(store), 0.85, apart=_opposed) == [["D1", "D2"]]
 
 
 def test_the_rules_digest_is_read_from_the_sources_or_else_from_the_code(monkeypatch):
@@ -418,10 +419,10 @@ def test_a_superseded_memory_is_never_merged_whatever_its_texts_verdict(noted):
                                                   extra={"superseded_by": "D3"}).to_markdown())
     store.index.sync()
     assert verdicts(store)[("D1", "D2")] == 0  # (the text did not change: nor did its verdict)
-    groups = similar_groups(store, 0.85, apart=_opposed)
+    groups = similar_groups(files(store), 0.85, apart=_opposed)
     assert not any("D2" in g for g in groups)
     store.index.set_meta(near="")
-    assert similar_groups(store, 0.85, apart=_opposed) == groups
+    assert similar_groups(files(store), 0.85, apart=_opposed) == groups
 
 
 def test_a_bulk_judging_lets_the_texts_it_read_go(store, monkeypatch):

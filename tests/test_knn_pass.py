@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import DEV_NOTES, Cli
+from conftest import DEV_NOTES, Cli, files
 
 from memcli.api import Store
 from memcli.core.config import Config
@@ -155,7 +155,7 @@ def test_the_close_pairs_pass_finds_what_an_exact_knn_finds(seeded, threshold, s
     expected = _linked_groups(ids, exact, exact_sims, threshold)
     assert len(expected) > 80
     with searching(store, source):
-        assert similar_groups(store, threshold) == expected
+        assert similar_groups(files(store), threshold) == expected
 
 
 VARIANTS = (  # re-typed copies of a note, as a second hook or a re-import leaves them

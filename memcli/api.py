@@ -466,16 +466,16 @@ class Store:
 
     # ------------------------------------------------------------ the inbox and the integrations
     def inbox(self) -> list[tuple[Path, dict[str, Any]]]:
-        """Inputs parked when the LLM was unreachable, oldest first."""
-        from memcli.ops.add import inbox_items
+        """Inputs waiting in the inbox (parked when the LLM was unreachable, or spooled), oldest first."""
+        from memcli.storage.inbox import inputs
 
-        return inbox_items(self._store)
+        return inputs(self.path)
 
     def retry_inbox(self, *, model: str | None = None) -> list[tuple[str, AddResult | str]]:
         """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
-        from memcli.ops.add import retry_inbox
+        from memcli.agents.spool import retry
 
-        return retry_inbox(self._store, model=model)
+        return retry(self._store, model=model)
 
     def process_inbox(self) -> ProcessReport:
         """Run spooled inputs (hooks, capture, `add --spool`) through the add pipeline; what fails waits."""

@@ -24,6 +24,7 @@ from memcli.core.errors import NotFound, StoreError
 from memcli.core.memory import Memory, now_iso, valid_id
 from memcli.storage import journal, safety
 from memcli.storage.atomic import Staged, atomic_write, file_mode, flush_files, fsync_dir, stage_file, stage_many
+from memcli.storage.locks import flock_within
 
 __all__ = ["GITIGNORE", "Files", "NotFound", "Staged", "StoreError", "atomic_write", "flush_files", "fsync_dir",
            "json_text", "stage_file", "stage_many"]
@@ -146,18 +147,14 @@ class Files:
         timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
         # a read-only mount or no permission fails here, at once, with the system's reason
         fd = safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if safety.try_flock(fd):
-                    break
-            except OSError:
-                os.close(fd)
-                raise
-            if time.monotonic() > deadline:
-                os.close(fd)
-                raise StoreError(f"store {self.path} is locked by another memcli process") from None
-            time.sleep(0.02)
+        try:
+            taken = flock_within(fd, timeout)
+        except OSError:
+            os.close(fd)
+            raise
+        if not taken:
+            os.close(fd)
+            raise StoreError(f"store {self.path} is locked by another memcli process") from None
         self._lock_fd, self._lock_depth = fd, 1
         try:
             journal.recover(self)  # a commit killed half way is finished before anything else

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memcli.core.config import cache_dir
 from memcli.core.notices import drain, notice  # noqa: F401 - `safety.drain` kept for its callers
-from memcli.storage.locks import try_flock  # files.py takes it from here (its layer reaches safety, not locks)
+from memcli.storage.locks import flock_within
 
 
 def writable(path: Path) -> bool:
@@ -76,12 +76,9 @@ def fallback_index_dir(store_path: Path) -> Path:
 def file_lock(path: Path, timeout: float = 60.0) -> Iterator[None]:
     """An exclusive flock on `path` (created 0600), for sidecars that live outside the store."""
     fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + timeout
     try:
-        while not try_flock(fd):
-            if time.monotonic() > deadline:
-                raise BlockingIOError(errno.EAGAIN, f"{path} is locked by another process")
-            time.sleep(0.02)
+        if not flock_within(fd, timeout):
+            raise BlockingIOError(errno.EAGAIN, f"{path} is locked by another process")
         yield
     finally:
         os.close(fd)

@@ -20,6 +20,7 @@ The module also names the few types and input helpers a caller needs to build a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,8 +32,6 @@ from memcli.core.memory import Memory, iso, parse_when
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import Filters, Index, SyncReport
 from memcli.ops.handle import Store as _Handle
-from memcli.ops.history import LogFilter
-from memcli.ops.records import spool_stdin
 from memcli.services.transcripts import IMPORT_KINDS
 from memcli.storage import ids as _ids
 from memcli.storage.safety import is_corrupt
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
     from memcli.ops.io import ImportReport
     from memcli.ops.search import SearchResponse
 
-__all__ = ["IMPORT_KINDS", "Filters", "LogFilter", "Store", "read_input", "read_limited", "spool_stdin"]
+__all__ = ["IMPORT_KINDS", "Filters", "Store", "read_input", "read_limited", "spool_stdin"]
 
 
 def read_limited(stream: Any, name: str = "stdin") -> bytes:
@@ -59,6 +58,14 @@ def read_limited(stream: Any, name: str = "stdin") -> bytes:
     from memcli.ops.add import read_limited as read
 
     return read(stream, name)
+
+
+def spool_stdin(stream: Any) -> contextlib.AbstractContextManager[Path]:
+    """Standard input copied to a temporary file (removed on exit), so that an import can read
+    its source twice (validate everything, then write) in bounded memory."""
+    from memcli.ops.records import spool_stdin as spool
+
+    return spool(stream)
 
 
 def read_input(data: bytes, name: str = "stdin") -> str:
@@ -286,11 +293,14 @@ class Store:
         """What is in the trash (`extra["trashed"]`: when and why each went there)."""
         return self._store.trashed()
 
-    def log(self, flt: LogFilter | None = None) -> Iterator[dict[str, Any]]:
-        """The change log's entries, oldest first, as a stream (the log may hold a 100k import)."""
-        from memcli.ops.history import entries
+    def log(self, *, id_prefix: str | None = None, events: Sequence[str] = (), since: str | None = None,
+            until: str | None = None) -> Iterator[dict[str, Any]]:
+        """The change log's entries, oldest first, as a stream (the log may hold a 100k import):
+        those of memories whose id starts with `id_prefix`, of these `events`, between `since` and
+        `until` (ISO times, UTC)."""
+        from memcli.ops.history import LogFilter, entries
 
-        return entries(self.log_path, flt or LogFilter())
+        return entries(self.log_path, LogFilter(id_prefix=id_prefix, events=tuple(events), since=since, until=until))
 
     def ids_in_log(self, prefix: str) -> set[str]:
         """The memory ids in the change log that start with `prefix`."""

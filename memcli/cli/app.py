@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from memcli import __version__
-from memcli.api import IMPORT_KINDS, Filters, LogFilter, Store, read_input, read_limited, spool_stdin
+from memcli.api import IMPORT_KINDS, Filters, Store, read_input, read_limited, spool_stdin
 from memcli.cli import render, runtime
 from memcli.cli.runtime import (
     Group,
@@ -30,7 +30,12 @@ from memcli.cli.runtime import (
     state,
     synced,
 )
-from memcli.core.errors import ExitStatus
+from memcli.core.config import git_project
+from memcli.core.config import where as where_info
+from memcli.core.discovery import resolve
+from memcli.core.errors import ExitStatus, LLMError
+from memcli.core.memory import parse_when
+from memcli.core.trust import set_trust, trust_file
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 
 
@@ -65,9 +70,6 @@ def short(text: str, width: int = 160) -> str:
 
 def make_filters(tag: list[str] | None, type_: str | None, user: str | None, project: str | None,
                  since: str | None, until: str | None, *, current: bool = False) -> Filters:
-    from memcli.core.config import git_project
-    from memcli.core.memory import parse_when
-
     check_type(type_)
     if project == ".":
         project = git_project()
@@ -622,8 +624,6 @@ def log_(
     """The history of changes (log.jsonl), newest first: what changed, when, why, from where."""
     from collections import deque
 
-    from memcli.core.memory import parse_when
-
     store = get_store()
     if memory_id:
         found = store.ids_in_log(memory_id)
@@ -631,16 +631,15 @@ def log_(
             fail(f"id prefix {memory_id} is ambiguous: {len(found)} memories in the log match",
                  hint=f"candidates: {', '.join(sorted(found)[:5])}")
     try:
-        flt = LogFilter(id_prefix=memory_id, events=tuple(e.upper() for e in event or ()),
-                        since=parse_when(since) if since else None,
-                        until=parse_when(until, end=True) if until else None)
+        window = {"since": parse_when(since) if since else None,
+                  "until": parse_when(until, end=True) if until else None}
     except ValueError as e:
         fail(str(e), ExitStatus.USAGE)
     terminal = render.stdout_is_terminal()
     keep = limit or (max(10, shutil.get_terminal_size((80, 24)).lines - 3) if terminal and not as_json else None)
     total = 0
     recent: deque[dict[str, Any]] = deque(maxlen=keep)  # bounded: the log may hold a 100k import
-    for entry in store.log(flt):
+    for entry in store.log(id_prefix=memory_id, events=[e.upper() for e in event or ()], **window):
         total += 1
         recent.append(entry)
     newest = list(reversed(recent))
@@ -901,8 +900,6 @@ def prune(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Move stale memories to the trash (criteria combine with AND)."""
-    from memcli.core.memory import parse_when
-
     check_type(type_)
     if not (older_than or unused or min_confidence is not None):
         fail("prune needs a criterion", ExitStatus.USAGE, hint="give --older-than, --unused or --min-confidence")
@@ -1000,8 +997,6 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="JSON: the answer, the ids it cites, the memories used."),
 ) -> None:
     """Answer a question from the top memories with the LLM, citing memory ids (streamed)."""
-    from memcli.core.errors import LLMError
-
     q = read_text(question, "question").strip()
     if not q:
         fail("empty question", ExitStatus.USAGE)
@@ -1091,8 +1086,6 @@ def trust(
 ) -> None:
     """Let a store's config.toml choose the LLM, its api_base and key (off by default: a store's
     config comes with the repository, and could send your key and memories anywhere)."""
-    from memcli.core.trust import set_trust, trust_file
-
     path = (directory or get_store(must_exist=False).path).expanduser().resolve()
     if not remove and not Store(path).exists():
         fail(f"no store at {path}")
@@ -1175,7 +1168,7 @@ def mcp() -> None:
     Set it up with `claude mcp add --scope project memcli -- memcli mcp`, or the JSON snippet
     in the README ("Agents and hooks").
     """
-    from memcli.agents.mcp import serve
+    from memcli.agents.mcp import serve  # not at the top: the MCP SDK (pydantic, anyio) loads only here
 
     serve(get_store())
 
@@ -1196,8 +1189,6 @@ def hooks_install(
     if scope not in ("project", "local", "user"):
         fail("--scope must be project, local or user", ExitStatus.USAGE)
     if not uninstall:  # the store the hooks will write to must exist: installing is the deliberate step
-        from memcli.core.discovery import resolve
-
         where = resolve(state.store_path)
         if where.explicit and not where.path.exists():
             fail(f"no store at {where.path}; create it with `memcli init {where.path}`")
@@ -1258,8 +1249,6 @@ def context(
                               "stdin, never fail the session."),
 ) -> None:
     """A compact Markdown block of the memories that matter here, for an agent's session start."""
-    from memcli.core.config import git_project
-
     cwd = None
     if hook:
         try:
@@ -1269,8 +1258,6 @@ def context(
             cwd = None
         if cwd is not None and cwd.is_dir():
             os.chdir(cwd)
-        from memcli.core.discovery import resolve
-
         where = resolve(state.store_path)
         if not (where.path / "facts").is_dir():
             return
@@ -1307,9 +1294,7 @@ def inbox_process(as_json: bool = JSON_FLAG) -> None:
 @app.command(epilog=examples("memcli where", "memcli where --json | jq -r .store"))
 def where(as_json: bool = JSON_FLAG) -> None:
     """The store, project and user a command run here would use, and why."""
-    from memcli.core.config import where as locate
-
-    info = locate(state.store_path)
+    info = where_info(state.store_path)
     if as_json:
         emit_json(info)
         return

@@ -22,6 +22,7 @@ import typer
 
 from memcli.api import Store, read_input, read_limited
 from memcli.cli import render
+from memcli.core.discovery import resolve
 from memcli.core.errors import ExitStatus, LLMNotConfigured, MemcliError
 from memcli.core.memory import encodable
 from memcli.core.notices import drain, notice
@@ -289,8 +290,6 @@ def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = Fal
     created by the first write. A bulk load (`import`, `add --batch`) fills a store it may create,
     like a restore into a new directory (`memcli --store new import backup.jsonl`): it says so."""
     if state.store is None:
-        from memcli.core.discovery import resolve
-
         where = resolve(state.store_path)
         path = where.path
         store = Store(path)

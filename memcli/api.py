@@ -324,9 +324,28 @@ class Store:
     def edit(self, memory_id: str) -> tuple[Memory, bool]:
         """Open a memory's file in $EDITOR; on save it is checked and committed (a broken edit is
         kept aside). Returns the memory and whether it changed."""
-        from memcli.ops.history import edit
+        from memcli.ops.edit import edit
 
         return edit(self._store, memory_id)
+
+    def update(self, memory_id: str, text: str, *, tags: Sequence[str] = (), redact: bool = True) -> Memory:
+        """Give a memory new text in one commit: the old text goes to its history, `tags` are
+        added to its own; the text is scrubbed of secrets first (unless `redact` is False)."""
+        from memcli.core.errors import InvalidInput
+        from memcli.ops.changes import ChangeSet, Update
+
+        if not text.strip():
+            raise InvalidInput("the new text is empty")
+        if redact:
+            from memcli.services.redact import redact as scrub
+
+            text = scrub(text)[0]
+        self.sync()
+        (mid,) = self.resolve([memory_id])
+        cs = ChangeSet(self._store)
+        cs.edit(mid, Update(text=text, tags=list(tags)))
+        cs.commit()
+        return self._store.read(mid)
 
     def remove(self, ids: Iterable[str], *, reason: str = "removed by user", dry_run: bool = False) -> list[str]:
         """Move memories to the trash (restorable); returns their ids."""

@@ -321,3 +321,45 @@ def test_a_bulk_log_keeps_every_line_whole(hash_store):
     files(hash_store).log_many(records)
     lines = hash_store.log_path.read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in records]
+
+
+# --- the public Store: composition, and every change through a ChangeSet --------------------------------
+
+
+def test_the_public_store_composes_the_layers_and_has_no_write_around_a_changeset(hash_store):
+    from memcli.ops.handle import Store as Handle
+    from memcli.storage.files import Files
+
+    assert not issubclass(Store, (Files, Handle))
+    public = {n for n in dir(Store) if not n.startswith("_")}
+    assert not public & {"write", "lock", "purge_trash", "log_many", "fact_path", "locked"}
+    # what a caller reads is the store it named
+    assert hash_store.path == files(hash_store).path and hash_store.exists()
+
+
+def test_update_keeps_the_old_text_in_history_and_search_finds_the_new_one(hash_store):
+    (event,) = hash_store.add("The API listens on port 8000.", raw=True, llm=False).events
+    m = hash_store.update(event.id[:10], "The API listens on port 9000 since the proxy moved.", tags=["net"])
+    assert m.text.startswith("The API listens on port 9000") and "net" in m.tags
+    assert [h["old"] for h in m.history if h.get("event") == "UPDATE"] == ["The API listens on port 8000."]
+    assert hash_store.get(event.id).text == m.text
+    hits = hash_store.search("port 9000 proxy", threshold=0).hits
+    assert hits and hits[0].memory.id == event.id
+    assert [e["event"] for e in hash_store.log(id_prefix=event.id)][-1] == "UPDATE"
+    with pytest.raises(Exception, match="empty"):
+        hash_store.update(event.id, "   ")
+
+
+def test_an_edit_is_one_commit_that_keeps_the_old_text(hash_store, tmp_path):
+    (event,) = hash_store.add("Deploys run from the main branch.", raw=True, llm=False).events
+    ed = tmp_path / "ed.py"
+    ed.write_text("import sys\np = sys.argv[1]\ns = open(p).read().replace('main branch', 'release branch')\n"
+                  "open(p, 'w').write(s)\n")
+    env = {"EDITOR": f"{sys.executable} {ed}", "MEMCLI_EMBED_MODEL": HASH}
+    r = CliRunner().invoke(app, ["--store", str(hash_store.path), "edit", event.id], env=env)
+    assert r.exit_code == 0, r.output
+    edited = hash_store.get(event.id)
+    assert edited.text == "Deploys run from the release branch."
+    assert any(h.get("old") == "Deploys run from the main branch." for h in edited.history)  # never lost
+    assert [e["event"] for e in hash_store.log(id_prefix=event.id)][-1] == "EDIT"
+    assert not list(hash_store.path.glob(".journal.json"))

@@ -150,7 +150,7 @@ class Store:
     def background_state(self) -> str:
         """How provisional vectors become exact: `off` (background work disabled), `failed` (the
         last background refresh failed) or `on`."""
-        from memcli.agents.detached import background_on, refresh_failed_recently
+        from memcli.services.detached import background_on, refresh_failed_recently
 
         if not background_on(self.config.background):
             return "off"

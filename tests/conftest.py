@@ -59,7 +59,7 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
     # One onnxruntime thread, in this process and every memcli subprocess: its idle pool threads
     # spin, which doubled the CPU of embedding one text at a time (same vectors either way).
     os.environ["MEMCLI_EMBED_THREADS"] = "1"
-    # No detached refresh of provisional vectors after a bulk commit (memcli/agents/detached.py): a test
+    # No detached refresh of provisional vectors after a bulk commit (memcli/services/detached.py): a test
     # process must not leave workers behind; tests/test_provisional.py turns it on where it checks it.
     os.environ["MEMCLI_NO_BACKGROUND"] = "1"
     yield

@@ -25,13 +25,13 @@ import numpy as np
 import pytest
 from conftest import HASH, Cli
 
-from memcli.agents import detached
 from memcli.api import Store
 from memcli.core.config import Config
 from memcli.core.memory import Memory, new_ulid
 from memcli.ops import changes
 from memcli.ops.changes import ChangeSet, Update
 from memcli.ops.curate import merge_groups
+from memcli.services import detached
 from memcli.services.embed import Embedder, text_hash
 
 # Eight facts, each said twice with a different detail: eight groups of two to merge, and each

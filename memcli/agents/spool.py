@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from memcli.agents.detached import ERROR_LOG, REFRESH_FAILED, background_on, refresh_failed_recently
+from memcli.services.detached import ERROR_LOG, REFRESH_FAILED, background_on, refresh_failed_recently
 from memcli.storage.atomic import atomic_write
 from memcli.storage.inbox import inbox_dir, inputs, park, pending, write_item
 from memcli.storage.inbox import now as _now
@@ -74,9 +74,9 @@ def start_worker(store_path: str | os.PathLike[str]) -> None:
     """Launch a detached worker (`python -m memcli.agents.spool --store STORE`) and return at once.
 
     The worker has its own session and no inherited pipes, so the caller (git, Claude Code) does
-    not wait for it, and nothing it prints can reach the caller's output (memcli/agents/detached.py).
+    not wait for it, and nothing it prints can reach the caller's output (memcli/services/detached.py).
     """
-    from memcli.agents.detached import start_worker as launch
+    from memcli.services.detached import start_worker as launch
 
     launch(store_path)
 
@@ -493,7 +493,7 @@ def _refresh_logged(store: Store) -> int:
 
 def refresh_provisional(store: Store) -> int:
     """After the inbox: make the provisional vectors a bulk curation commit left exact (see
-    memcli/agents/detached.py), under the worker lock, at a lower priority (the user's own commands come
+    memcli/services/detached.py), under the worker lock, at a lower priority (the user's own commands come
     first). A commit that leaves more while this runs starts a worker that finds the lock held:
     this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
     lock = inbox_dir(store.path) / WORKER_LOCK

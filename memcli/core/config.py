@@ -61,7 +61,7 @@ class Config:
     # merges and fixup!/squash!/amend! commits are always skipped.
     git_skip: str = r"^(docs|style|chore|ci)(\([^)]*\))?!?:|^memcli: "
     # after a bulk curation commit, make its provisional vectors exact in a detached process
-    # (memcli/agents/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too
+    # (memcli/services/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too
     background: bool = True
     shared: bool = False  # a team store: new directories 0750 and files 0640 instead of 0700 / 0600
     ranking: Ranking = field(default_factory=Ranking)

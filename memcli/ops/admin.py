@@ -7,10 +7,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from memcli.agents.detached import background_on
 from memcli.core.config import ConfigError, load_config
 from memcli.ops.conflicts import conflict_advice, conflicted_files
 from memcli.ops.handle import Store
+from memcli.services.detached import background_on
 
 
 def _size(path: Path) -> int:

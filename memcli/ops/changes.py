@@ -589,7 +589,7 @@ class ChangeSet:
         report.trashed = list(self._trash)
         report.restored = list(self._restore)
         if provisional:
-            from memcli.agents.detached import start_refresh
+            from memcli.services.detached import start_refresh
 
             start_refresh(store.path, enabled=store.config.background)
         return report

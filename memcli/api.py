@@ -166,14 +166,14 @@ class Store:
         return True
 
     # ------------------------------------------------------------ ids
-    def resolve(self, refs: Iterable[str]) -> list[str]:
-        """Full ids from ids or unique prefixes; an unknown or ambiguous one raises NotFound whose
-        hint lists the candidates (or says the memory is in the trash)."""
-        return [_ids.resolve(self._store, r) for r in refs]
+    def resolve(self, ref: str) -> str:
+        """The full id of a memory from its id or a unique prefix; `IdError` (a `NotFound` with a
+        one-line message and a hint: the candidates, or that it is in the trash) otherwise."""
+        return _ids.resolve(self._store, ref)
 
-    def resolve_trashed(self, refs: Iterable[str]) -> list[str]:
-        """Full ids of trashed memories from ids or unique prefixes."""
-        return [_ids.resolve_trashed(self._store, r) for r in refs]
+    def resolve_trashed(self, ref: str) -> str:
+        """The full id of a trashed memory from its id or a unique prefix."""
+        return _ids.resolve_trashed(self._store, ref)
 
     def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
         """The shortest unique prefix of each id (at least 8 characters), as `show` accepts it."""
@@ -204,20 +204,20 @@ class Store:
 
         return add_batch(self._store, lines, **options)
 
-    def queue(self, text: str, options: dict[str, Any], *, redact: bool = True, source: str | None = None) -> Path:
-        """Park an input in the inbox and start the background worker (a caller that must not wait
-        for a model: a git hook, an agent); returns the inbox item."""
+    def queue(self, text: str, *, source: str | None = None, redact: bool = True, **options: Any) -> str:
+        """Park `text` (redacted unless `redact` is False) in the inbox with `add`'s `options` and
+        start the background worker: an add that must not wait for an LLM (a git hook, an agent).
+        Returns the inbox item's file name (in `<store>/inbox/`)."""
         from memcli.agents.spool import queue_add
 
-        return queue_add(self.path, text, options, redact=redact, source=source)
+        return queue_add(self.path, text, options, redact=redact, source=source).name
 
     def feedback(self, memory_id: str, *, useful: bool) -> Memory:
         """A memory was useful (confidence up, counts as a use) or wrong (confidence down)."""
         from memcli.ops.add import feedback
 
         self.sync()
-        (mid,) = self.resolve([memory_id])
-        return feedback(self._store, mid, useful=useful)
+        return feedback(self._store, self.resolve(memory_id), useful=useful)
 
     def import_conversations(self, text: str, kind: str, name: str, *, prepare: Callable[[], None] | None = None,
                              **options: Any) -> list[dict[str, Any]]:
@@ -328,24 +328,29 @@ class Store:
 
         return edit(self._store, memory_id)
 
-    def update(self, memory_id: str, text: str, *, tags: Sequence[str] = (), redact: bool = True) -> Memory:
-        """Give a memory new text in one commit: the old text goes to its history, `tags` are
-        added to its own; the text is scrubbed of secrets first (unless `redact` is False)."""
+    def update(self, memory_id: str, text: str, *, tags: Sequence[str] = (), origins: Sequence[str] = (),
+               redact: bool = True) -> Memory:
+        """New text for a memory in one commit (the old text goes to its history, never lost);
+        `tags` and `origins` are added to its own; the text is scrubbed of secrets first (unless
+        `redact` is False)."""
         from memcli.core.errors import InvalidInput
+        from memcli.ops.add import MAX_INPUT_BYTES
         from memcli.ops.changes import ChangeSet, Update
 
         if not text.strip():
             raise InvalidInput("the new text is empty")
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
+            raise InvalidInput(f"the new text is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MB")
         if redact:
             from memcli.services.redact import redact as scrub
 
             text = scrub(text)[0]
         self.sync()
-        (mid,) = self.resolve([memory_id])
+        mid = self.resolve(memory_id)
         cs = ChangeSet(self._store)
-        cs.edit(mid, Update(text=text, tags=list(tags)))
+        m = cs.edit(mid, Update(text.strip(), tags=[t.lower() for t in tags], origins=list(origins)))
         cs.commit()
-        return self._store.read(mid)
+        return m
 
     def remove(self, ids: Iterable[str], *, reason: str = "removed by user", dry_run: bool = False) -> list[str]:
         """Move memories to the trash (restorable); returns their ids."""

@@ -138,8 +138,8 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
             if s.config.llm_model:  # never block the agent on a slow model: spool, a worker decides
                 if not text.strip():
                     raise ValueError("nothing to remember: the text is empty")
-                item = s.queue(text, {"tags": list(tags or ()), "type": type, "origins": origins}, source="mcp")
-                return {"queued": item.name, "decisions": [],
+                item = s.queue(text, tags=list(tags or ()), type=type, origins=origins, source="mcp")
+                return {"queued": item, "decisions": [],
                         "notes": ["queued for the background worker (an LLM decides); the memories appear in "
                                   "recall once it is done"]}
             result = s.add(text, tags=tags or (), type=type, origins=origins)

@@ -93,7 +93,7 @@ def check_type(type_: str | None) -> None:
 def resolve_ids(store: Store, ids: list[str]) -> list[str]:
     """Full ids from ids or unique prefixes; an unknown or ambiguous one is an error whose hint
     lists the candidates (or says the memory is in the trash and how to restore it)."""
-    return store.resolve(ids)
+    return [store.resolve(i) for i in ids]
 
 
 # Filter options shared by search, list and export (one definition, one help text).
@@ -254,11 +254,11 @@ def _queue_add(store: Store, body: str, options: dict[str, Any], as_json: bool) 
     keep = ("raw", "llm", "tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete",
             "no_dedup", "llm_model")
     opts = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items() if k in keep and v is not None}
-    item = store.queue(body, opts, redact=options["redact"], source="add")
+    name = store.queue(body, redact=options["redact"], source="add", **opts)
     if as_json:
-        emit_json({"queued": item.name, "inbox": str(item)})
+        emit_json({"queued": name, "inbox": str(store.path / "inbox" / name)})
     else:
-        note(f"queued as inbox/{item.name}; a background worker extracts and decides (`memcli inbox` lists "
+        note(f"queued as inbox/{name}; a background worker extracts and decides (`memcli inbox` lists "
              "what waits)")
 
 
@@ -528,7 +528,7 @@ def restore(
 ) -> None:
     """Bring memories back from the trash."""
     store = synced(get_store())
-    done = store.restore(store.resolve_trashed(ids))
+    done = store.restore([store.resolve_trashed(i) for i in ids])
     if as_json:
         emit_json({"restored": done})
     else:

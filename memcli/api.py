@@ -111,9 +111,9 @@ class Store:
         """Whether the directory holds a store (`facts/`)."""
         return self._store.exists()
 
-    def init(self, *, shared: bool = False) -> bool:
-        """Create the store (True) or leave an existing one as it is (False). The `.gitattributes`
-        that lets `log.jsonl` merge is written in any case (`shared` is the team's intent)."""
+    def init(self) -> bool:
+        """Create the store (True) or leave an existing one as it is (False); either way it gets
+        the `.gitattributes` that lets `log.jsonl` merge when the store is shared through git."""
         from memcli.agents.sharing import write_gitattributes
 
         created = self._store.init()

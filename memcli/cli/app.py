@@ -158,7 +158,7 @@ def init(
     """Create a store (a project store in ./.memcli by default)."""
     path = directory or (Path(state.store_path) if state.store_path else Path.cwd() / ".memcli")
     store = Store(path)
-    created = store.init(shared=shared)
+    created = store.init()
     note(f"{'created' if created else 'store already exists at'} {store.path}")
     if shared:
         note("commit it (git add .memcli && git commit) and run `memcli sync` to pull, re-index and push")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memcli.core.config import Config
-from memcli.core.memory import Memory, iso, parse_when
+from memcli.core.memory import Memory, parse_when
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import Filters, Index, SyncReport
 from memcli.ops.handle import Store as _Handle
@@ -376,19 +376,9 @@ class Store:
         trashed before `older_than` (an age such as `30d`, or a date; one whose trash time cannot
         be read is kept). Returns them as they were in the trash (`extra["trashed"]`: at, reason);
         `dry_run` deletes nothing."""
-        cutoff = parse_when(older_than) if older_than else None
+        from memcli.ops.trash import empty_trash
 
-        def choose() -> list[Memory]:
-            return [m for m in self._store.trashed() if cutoff is None or _trashed_before(m, cutoff)]
-
-        if dry_run:
-            return choose()
-        # chosen under the writer lock that purges them: a memory restored and trashed again
-        # meanwhile is judged by its new trash time, never purged on the strength of its old one
-        with self._store.lock():
-            chosen = choose()
-            purged = set(self._store.purge_trash([m.id for m in chosen]))
-        return [m for m in chosen if m.id in purged]
+        return empty_trash(self._store, older_than=parse_when(older_than) if older_than else None, dry_run=dry_run)
 
     def merge(self, ids: Sequence[str], *, use_llm: bool | None = None, llm_model: str | None = None,
               dry_run: bool = False) -> MergeResult:
@@ -547,12 +537,3 @@ class Store:
         if target == "git":
             return hooks.install_git(store=store, uninstall=uninstall)
         return hooks.install_claude_code(scope=scope, store=store, uninstall=uninstall)
-
-
-def _trashed_before(memory: Memory, cutoff: str) -> bool:
-    """Whether a trashed memory went to the trash before `cutoff` (ISO, UTC)."""
-    try:
-        at = iso(str(memory.extra["trashed"].get("at") or ""))
-    except ValueError:
-        return False
-    return at is not None and at < cutoff

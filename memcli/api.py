@@ -132,6 +132,10 @@ class Store:
         """Bring the index in step with `facts/` (`force`: rebuild it); returns what changed."""
         return self._store.index.sync(on_progress=on_progress, force=force)
 
+    def count(self) -> int:
+        """How many memories the index holds (after the last sync)."""
+        return self._store.index.count()
+
     def reindex(self, *, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Rebuild the sidecar from `facts/` (embeddings from the cache where possible)."""
         report = self.sync(on_progress=on_progress, force=True)

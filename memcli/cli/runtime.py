@@ -313,7 +313,7 @@ def synced(store: Store) -> Store:
     finally:
         if progress:
             progress.close()
-    if report.rebuilt and report.rebuilt != "reindex requested" and store.index.count():
+    if report.rebuilt and report.rebuilt != "reindex requested" and store.count():
         note(f"index rebuilt: {report.rebuilt}")
     for fname, error in report.new_bad:
         note(f"skipping facts/{fname}: {error}")

@@ -363,3 +363,20 @@ def test_an_edit_is_one_commit_that_keeps_the_old_text(hash_store, tmp_path):
     assert any(h.get("old") == "Deploys run from the main branch." for h in edited.history)  # never lost
     assert [e["event"] for e in hash_store.log(id_prefix=event.id)][-1] == "EDIT"
     assert not list(hash_store.path.glob(".journal.json"))
+
+
+def test_one_inbox_a_spooled_input_is_listed_and_a_failed_retry_is_recorded_as_the_worker_records_it(hash_store):
+    """A hook's spooled input and an add parked for its LLM live in one inbox, in one format, and
+    `inbox retry` is the worker's processor: a failed replay leaves the item with the error, the
+    attempt count and the time stamps the hooks' worker reads."""
+    import json as json_
+
+    from memcli.agents import spool
+
+    item = spool.spool(hash_store.path, "The nightly backup job writes to the eu-west-1 bucket.", {"origins": ["x"]})
+    assert [p.name for p, _ in hash_store.inbox()] == [item.name]
+    (result,) = hash_store.retry_inbox()  # no LLM configured: the replay fails, the input stays
+    assert result[0] == item.name and isinstance(result[1], str) and "LLM" in result[1]
+    kept = json_.loads(item.read_text(encoding="utf-8"))
+    assert kept["attempts"] == 1 and kept["error"] == result[1] and kept["last_attempt_ts"] > 0
+    assert kept["text"].startswith("The nightly backup job") and [p.name for p, _ in hash_store.inbox()] == [item.name]

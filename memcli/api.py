@@ -223,22 +223,21 @@ class Store:
         self.sync()
         return feedback(self._store, self.resolve(memory_id), useful=useful)
 
-    def import_conversations(self, text: str, kind: str, name: str, *, prepare: Callable[[], None] | None = None,
-                             **options: Any) -> list[dict[str, Any]]:
-        """A conversation export (`IMPORT_KINDS`) through the add pipeline, one summary per
-        conversation, origins `import:<name>` and `session:<conversation id>`. Raises ValueError
-        for a file that is not such an export (before the store is touched; then `prepare` runs)."""
+    @staticmethod
+    def parse_conversations(text: str, kind: str, name: str) -> list[Any]:
+        """The conversations of an export (`IMPORT_KINDS`: a Claude Code session, a ChatGPT
+        export), read before any store is touched; ValueError for a file that is not one."""
         from memcli.services.transcripts import parse_conversations
 
-        conversations = parse_conversations(text, kind, name)
-        if not conversations:
-            raise ValueError(f"{name}: no conversation text found (is it a {kind} export?)")
-        self.ensure()
-        if prepare is not None:
-            prepare()
+        return parse_conversations(text, kind, name)
+
+    def import_conversations(self, conversations: Iterable[Any], name: str, *, redact: bool = True,
+                             **options: Any) -> list[dict[str, Any]]:
+        """Conversations (`parse_conversations`) through the add pipeline, one summary per
+        conversation, origins `import:<name>` and `session:<conversation id>`."""
         out = []
         for conv in conversations:
-            result = self.add(conv.text(), origins=[f"import:{name}"], session=conv.id, **options)
+            result = self.add(conv.text(), origins=[f"import:{name}"], session=conv.id, redact=redact, **options)
             out.append({"conversation": conv.id, "title": conv.title, "turns": len(conv.turns),
                         "summary": result.summary(), "memories": [e.to_dict() for e in result.events]})
         return out

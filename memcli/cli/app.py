@@ -1141,11 +1141,16 @@ def inbox_retry(
 def _import_conversations(text: str, kind: str, name: str, create: bool, as_json: bool) -> None:
     if kind not in IMPORT_KINDS:
         fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
-    store = get_store(must_exist=False, create=create)
     try:
-        results = store.import_conversations(text, kind, name, prepare=lambda: synced(store))
+        conversations = Store.parse_conversations(text, kind, name)
     except ValueError as e:
         fail(str(e))
+    if not conversations:
+        fail(f"{name}: no conversation text found (is it a {kind} export?)")
+    store = get_store(must_exist=False, create=create)
+    store.ensure()
+    synced(store)
+    results = store.import_conversations(conversations, name)
     if as_json:
         emit_json({"conversations": results})
         return

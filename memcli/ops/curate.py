@@ -346,21 +346,16 @@ def opposing(a: str, b: str, similarity: float = 0.9) -> str | None:
 
 def mergeable(a: Memory, b: Memory) -> bool:
     """May two memories be merged into one? Only the same fact (a rewording or a refinement) about
-    the same subject (`decide.texts_mergeable`); never a superseded memory, another subject or a
+    the same subject (`relate.texts_mergeable`); never a superseded memory, another subject or a
     contradiction."""
     from memcli.rules.relate import texts_mergeable
 
-    return not _superseded(a, b) and texts_mergeable(a.text, b.text)
+    return not (a.superseded_by or b.superseded_by) and texts_mergeable(a.text, b.text)
 
 
 def _opposed(a: Memory, b: Memory) -> bool:
     """`similar_groups`' veto: only mergeable pairs are linked."""
     return not mergeable(a, b)
-
-
-def _superseded(a: Memory, b: Memory) -> bool:
-    """What `_opposed` adds to the texts' verdict (`decide.texts_mergeable`): the memories' state."""
-    return bool(a.superseded_by or b.superseded_by)
 
 
 @dataclass

@@ -160,11 +160,8 @@ class Catalog:
                     # Reads through a memory map: a search touches ~200 scattered rows and a few
                     # posting lists; mapped, that is half the time of one read() per page at 100k.
                     db.execute("PRAGMA mmap_size=1073741824")
-                    # This SQLite is built with secure_delete on: every freed page was zeroed and
-                    # written, so a prune of 7k rows wrote 4x the pages it changed (43 MB of WAL at
-                    # 10k). The catalog is a derived copy of facts/ in the private .index/ (trashed
-                    # memories stay in .trash/, an update keeps the old text in history): zeroing
-                    # its free pages protects next to nothing the store's own files do not hold.
+                    # (built with secure_delete on, SQLite zeroed every freed page: a prune wrote 4x
+                    # the pages it changed, to protect a derived copy of what facts/ holds anyway)
                     db.execute("PRAGMA secure_delete=0")
                     db.executescript(SCHEMA)
                     break

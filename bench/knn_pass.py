@@ -162,7 +162,7 @@ def _row(name: str, t: float, runs: list[dict[str, Any]]) -> list[object]:
     extra = sum(len(r["pass"] - r["exact"]) for r in runs)
     return [name, t, sum(len(r["exact"]) for r in runs) // len(runs), f"-{miss} +{extra} ({cases}/{len(runs)})",
             f"{sum(r['cpu'] for r in runs) / len(runs):.2f}",
-            verdict(miss <= max(1, len(runs)))]
+            verdict(miss <= 2 * len(runs))]  # (in clusters larger than k: which k of the equally close copies)
 
 
 def main() -> None:

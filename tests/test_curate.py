@@ -217,6 +217,18 @@ def test_merge_auto_never_merges_a_contradiction(cli):
     assert groups == sorted([sorted(by_text[t] for t in STAGING), sorted(by_text[t] for t in VITE)])
 
 
+def test_merge_auto_never_merges_a_superseded_memory(cli):
+    """A superseded memory is kept for its history: never merged, though its text is a rewording
+    of another's (the "apart" check reads the memories' state, not only their texts)."""
+    by_text = load(cli, [{"text": t} for t in (*STAGING, ALICE)])
+    args = ("merge", "--auto", "--threshold", "0.9", "--no-llm", "--dry-run", "--json")
+    old = by_text[STAGING[0]]
+    assert any(old in r["merged_from"] for r in json.loads(cli(*args).stdout)["merged"])
+    path = cli.store / "facts" / f"{old}.md"
+    path.write_text(path.read_text().replace("\n---\n", f"\nsuperseded_by: {by_text[ALICE]}\n---\n", 1))
+    assert not any(old in r["merged_from"] for r in json.loads(cli(*args).stdout)["merged"])
+
+
 def test_heuristic_merge_keeps_unique_sentences():
     assert heuristic_merge(["Redis backs the queue.", "Redis backs the queue."]) == "Redis backs the queue."
     # contained word for word in the newer text: covered, not repeated

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from conftest import HASH, Cli
@@ -290,3 +292,16 @@ def test_an_os_error_is_one_line_not_a_traceback(hash_cli):
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert r.stderr.startswith("memcli: error: Is a directory") and r.stderr.count("\n") == 1
     assert len(list((hash_cli.store / "facts").glob("*.md"))) == 1
+
+
+def test_the_process_skips_the_last_garbage_collection() -> None:
+    """`memcli` freezes what is left when it exits, after every other exit handler: Python's last
+    collection would walk every object a command made (~0.35 s of a 10k consolidate)."""
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+             "sys.argv = ['memcli', '--version']\n"
+             "from memcli.cli.app import main\n"
+             "main()\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert __version__ in out.stdout and "frozen True" in out.stdout

@@ -7,7 +7,9 @@ usage errors exit 2.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -1783,6 +1785,7 @@ def sync_(
 # ---------------------------------------------------------------- entry point
 def main() -> None:
     """Console entry point: turn library errors into one line on stderr and exit 1."""
+    _skip_final_collection()
     debug = "--debug" in sys.argv
     try:
         app()
@@ -1799,6 +1802,21 @@ def main() -> None:
         sys.exit(ExitStatus.ERROR)
 
 
+def _skip_final_collection() -> None:
+    """The process ends with the command: Python's last garbage collection at exit walks every
+    object the command made (a consolidate of 10k memories: ~0.35 s of its ~1.7 s) to free memory
+    the system takes back anyway. Objects frozen (`gc.freeze`) are left out of that walk.
+    Registered before the command runs, the freeze comes after the exit handlers the command's
+    own work registers (those of modules imported earlier run after it), and teardown still frees
+    what reference counts hold (files flushed and closed, SQLite connections closed); only
+    garbage in reference cycles is left to the system. Once per process (tests call main often)."""
+    global _final_collection_skipped
+    if not _final_collection_skipped:
+        atexit.register(gc.freeze)
+        _final_collection_skipped = True
+
+
+_final_collection_skipped = False
 
 if __name__ == "__main__":  # pragma: no cover
     main()

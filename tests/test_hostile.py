@@ -480,7 +480,7 @@ def test_nul_byte_does_not_park_a_capture(tmp_path: Path) -> None:
 def test_large_input_does_not_starve_small_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A large spooled input is added a chunk at a time, small items first; nothing is lost."""
     from memcli.agents import spool
-    from memcli.api import Store
+    from memcli.ops.handle import Store  # what the worker processes with
 
     s = make_store(tmp_path)
     big = "\n\n".join(f"Service number {i} listens on port {8000 + i} in the staging cluster." for i in range(3000))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # each method imports the module it calls: `list` or `export`
     from memcli.ops.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
     from memcli.ops.io import ImportReport
     from memcli.ops.search import SearchResponse
+    from memcli.ops.visible import Item
 
 __all__ = ["Filters", "Store"]
 
@@ -67,9 +68,84 @@ class Store(_StoreHandle):
         return ask(self, question, k=k, llm_model=llm_model, redact=redact)
 
     def get(self, memory_id: str) -> Memory:
-        """One memory, read from its file (a unique id prefix is enough)."""
+        """One memory, read from its file (a unique id prefix or short id is enough)."""
         self.index.sync()
-        return self.read(self.index.resolve_id(memory_id))
+        return self.read(self.resolve(memory_id))
+
+    # ------------------------------------------------------------ what agents read (context, MCP)
+    def resolve(self, ref: str) -> str:
+        """The full id of a memory from its id, a unique prefix or its short id; `IdError` (a
+        `NotFound` with a one-line message and a hint) when unknown, ambiguous or trashed."""
+        from memcli.storage.ids import resolve
+
+        return resolve(self, ref)
+
+    def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
+        """The short id of each memory (what `list`, `search`, `context` and MCP show)."""
+        from memcli.storage.ids import short_ids
+
+        return short_ids(self, ids)
+
+    def recall(self, query: str, *, k: int = 5, filters: Filters | None = None,
+               record_usage: bool = True) -> list[Item]:
+        """`search`, as an agent is handed it (memcli/ops/visible.py: a flagged contradiction is one item)."""
+        from memcli.ops.visible import visible
+
+        hits = self.search(query, k=k, filters=filters, record_usage=record_usage).hits
+        return visible(self, [h.memory for h in hits], [h.score for h in hits])
+
+    def recent(self, n: int = 10, filters: Filters | None = None, *, sort: SortKey | str = SortKey.CREATED,
+               desc: bool = True) -> list[Item]:
+        """The current memories matching `filters`, newest first (superseded ones left out, a
+        flagged contradiction as one item)."""
+        from dataclasses import replace
+
+        from memcli.ops.visible import visible
+
+        current = replace(filters or Filters(), current=True)
+        return visible(self, self.list(current, sort=sort, desc=desc, limit=n))
+
+    def context(self, query: str | None = None, *, project: str | None = None, budget: int = 1500) -> str:
+        """`memcli context`: the Markdown block an agent gets at session start."""
+        from memcli.ops.context import build
+
+        return build(self, query, project=project, budget=budget)
+
+    def update(self, memory_id: str, text: str, *, tags: Sequence[str] = (), origins: Sequence[str] = (),
+               redact: bool = True) -> Memory:
+        """New text for a memory (the old text goes to its history, never lost); tags are added."""
+        from memcli.core.errors import InvalidInput
+        from memcli.ops.add import MAX_INPUT_BYTES
+        from memcli.ops.changes import ChangeSet, Update
+
+        if not text.strip():
+            raise InvalidInput("the new text is empty")
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
+            raise InvalidInput(f"the new text is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MB")
+        if redact:
+            from memcli.services.redact import redact as scrub
+
+            text = scrub(text)[0]
+        self.index.sync()
+        mid = self.resolve(memory_id)
+        cs = ChangeSet(self)
+        m = cs.edit(mid, Update(text.strip(), tags=[t.lower() for t in tags], origins=list(origins)))
+        cs.commit()
+        return m
+
+    def feedback(self, memory_id: str, *, useful: bool) -> Memory:
+        """An agent's or a person's verdict on a memory it used (confidence +/- 0.05)."""
+        from memcli.ops.add import feedback
+
+        self.index.sync()
+        return feedback(self, self.resolve(memory_id), useful=useful)
+
+    def queue(self, text: str, *, source: str | None = None, **options: Any) -> str:
+        """Spool `text` (redacted) for the background worker and start it: an add that must not
+        wait for an LLM. Returns the inbox item's file name."""
+        from memcli.agents.spool import queue_add
+
+        return queue_add(self.path, text, options, source=source).name
 
     def list(self, filters: Filters | None = None, *, sort: SortKey | str = SortKey.CREATED, desc: bool = False,
              limit: int | None = None) -> list[Memory]:

@@ -328,6 +328,28 @@ class Catalog:
         return int(self.db.execute("SELECT count(*) FROM mem WHERE upper(id) >= ? AND upper(id) < ?",
                                    (prefix, prefix + "\uffff")).fetchone()[0])
 
+    def with_suffix(self, suffix: str, limit: int) -> list[tuple[str, str]]:
+        """(id, text) of the memories whose id ends with `suffix` (upper-cased): short ids are
+        tails of the ULID's random part (memcli/storage/ids.py). A scan, on a narrow column."""
+        rows = self.db.execute(
+            "SELECT id, record FROM mem WHERE substr(upper(id), -?) = ? ORDER BY id LIMIT ?",
+            (len(suffix), suffix, limit),
+        ).fetchall() if suffix else []
+        return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
+
+    def ids_sharing(self, heads_or_tails: Iterable[str], n: int) -> list[str]:
+        """Every id whose first or last `n` characters (upper-cased) are one of `heads_or_tails`:
+        the only ids a short id of that length could be confused with. One scan for a listing."""
+        keys = list(dict.fromkeys(heads_or_tails))
+        out: list[str] = []
+        for i in range(0, len(keys), 400):
+            chunk = keys[i : i + 400]
+            marks = ",".join("?" * len(chunk))
+            q = (f"SELECT id FROM mem WHERE substr(upper(id), -{int(n)}) IN ({marks}) "
+                 f"OR substr(upper(id), 1, {int(n)}) IN ({marks})")
+            out.extend(str(r[0]) for r in self.db.execute(q, [*chunk, *chunk]))
+        return list(dict.fromkeys(out))
+
     def id_neighbours(self, mid: str) -> list[str]:
         """The ids just before and after `mid` in id order (for shortest unique prefixes)."""
         before = self.db.execute("SELECT id FROM mem WHERE id < ? ORDER BY id DESC LIMIT 1", (mid,)).fetchone()

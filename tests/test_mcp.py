@@ -66,7 +66,7 @@ def test_remember_then_recall_over_stdio_with_the_real_model(tmp_path):
         return decision["id"], full["id"]
 
     short, full_id = asyncio.run(_session(store, steps))
-    assert (store / "facts" / f"{full_id}.md").is_file() and full_id.startswith(short)
+    assert (store / "facts" / f"{full_id}.md").is_file() and full_id.endswith(short) and len(short) == 8
 
 
 def test_hand_edits_between_calls_are_seen_and_forget_goes_to_the_trash(tmp_path):

@@ -1614,8 +1614,10 @@ def mcp() -> None:
     in the README ("Agents and hooks").
     """
     from memcli.agents.mcp import serve
+    from memcli.core.discovery import resolve
 
-    serve(get_store())
+    # no store yet is not fatal: the client connects, and each call says how to create one
+    serve(state.store if state.store is not None else Store(resolve(state.store_path).path))
 
 
 @hooks_app.command("install", epilog=examples("memcli hooks install git", "memcli hooks install claude-code",

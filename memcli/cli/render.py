@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memcli.core.errors import ExitStatus
+from memcli.core.shortid import MIN_ID_CHARS, is_ulid, shortest_prefix, shortest_tail
 
 if TYPE_CHECKING:
     from memcli.core.memory import Memory
@@ -31,8 +32,6 @@ JSON_SCHEMA = 1
 # Exit statuses (README "Exit codes"), as plain ints for sys.exit and JSON.
 OK, ERROR, USAGE, INTERRUPTED = (int(s) for s in (ExitStatus.OK, ExitStatus.ERROR, ExitStatus.USAGE,
                                                   ExitStatus.INTERRUPTED))
-
-MIN_ID_CHARS = 8  # the shortest id prefix shown, even when fewer characters would be unique
 
 
 # ---------------------------------------------------------------- errors
@@ -239,31 +238,20 @@ def clip_code(line: str, width: int) -> str:
 
 
 # ---------------------------------------------------------------- ids
-def shortest_prefix(mid: str, neighbours: Iterable[str], minimum: int = MIN_ID_CHARS) -> str:
-    """The shortest prefix of `mid` that no neighbour shares (case-insensitive, as id resolution
-    is), at least `minimum` characters: git's abbreviated hashes. The neighbours that matter are
-    the ids just before and after `mid` in sorted order."""
-    u = mid.upper()
-    need = minimum
-    for other in neighbours:
-        o = other.upper()
-        if o == u:
-            continue
-        common = 0
-        for a, b in zip(u, o):
-            if a != b:
-                break
-            common += 1
-        need = max(need, common + 1)
-    return mid[: min(need, len(mid))]
-
-
 def short_ids(ids: Sequence[str], universe: Iterable[str] | None = None, minimum: int = MIN_ID_CHARS) -> dict[str, str]:
-    """Shortest unique prefixes for `ids` among `universe` (default: `ids`), at least `minimum` long."""
+    """Short ids (memcli/storage/ids.py: the random tail of a ULID) for `ids`, unique among
+    `universe` (default: `ids`), at least `minimum` long: for lists not in the catalog (the trash)."""
     pool = sorted({i.upper() for i in (universe if universe is not None else ids)} | {i.upper() for i in ids})
     pos = {u: n for n, u in enumerate(pool)}
+    by_key: dict[str, list[str]] = {}
+    for o in pool:
+        for key in {o[-minimum:], o[:minimum]}:
+            by_key.setdefault(key, []).append(o)
     out: dict[str, str] = {}
     for i in ids:
+        if is_ulid(i):
+            out[i] = shortest_tail(i, by_key.get(i.upper()[-minimum:], ()), minimum)
+            continue
         n = pos[i.upper()]
         near = [pool[j] for j in (n - 1, n + 1) if 0 <= j < len(pool)]
         out[i] = shortest_prefix(i, near, minimum)

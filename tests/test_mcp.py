@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memcli.core.memory import Memory
 from memcli.api import Store
+from memcli.core.memory import Memory
 
 mcp = pytest.importorskip("mcp")
 
@@ -190,7 +190,8 @@ def test_tools_are_annotated_and_resources_and_prompts_are_real(tmp_path):
     for name in ("recall", "get", "recent", "list"):
         assert tools[name].annotations.read_only_hint is True, name
     assert tools["forget"].annotations.destructive_hint is True
-    assert tools["remember"].annotations.read_only_hint is False and tools["update"].annotations.destructive_hint is False
+    assert tools["remember"].annotations.read_only_hint is False
+    assert tools["update"].annotations.destructive_hint is False
     assert "results" in tools["recall"].output_schema["properties"]  # a real schema, not a generic object
     assert {str(r.uri) for r in resources} >= {"memcli://recent", "memcli://context"} and templates
     assert "Releases are cut from the main branch" in text and f"`{A_ID[-8:]}`" in text

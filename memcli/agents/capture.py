@@ -282,6 +282,15 @@ def run(kind: str, *, store: str | None = None, stdin: bytes = b"", sha: str | N
     return result
 
 
+def record_hook_failure(store: str | None, message: str) -> None:
+    """A hook's failure, in `<store>/inbox/errors.log` when there is a store (never in the host's
+    output); nothing when there is none (a project without memcli)."""
+    with contextlib.suppress(Exception):
+        where = _store_for(store, Path.cwd())
+        if (Path(where) / "facts").is_dir():
+            spooler.record_failure(where, message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m memcli.agents.capture KIND`: always exit 0 (a hook never fails its host); problems go
     to `<store>/inbox/errors.log` when there is a store, else one line on stderr."""

@@ -14,6 +14,13 @@ Claude Code: entries are merged into `.claude/settings.json` (project), `.claude
 (local) or `~/.claude/settings.json` (user): SessionStart runs `memcli context` (its stdout is added
 to the session), Stop / PreCompact / SessionEnd run the capture. Other settings and hooks are left
 as they are; uninstall removes only the entries memcli added.
+
+`.claude/settings.json` is committed and shared, so it gets portable commands only: `memcli` as
+found on PATH, a store named relative to `$CLAUDE_PROJECT_DIR`, and a guard that makes the hook
+exit 0 without a word when memcli is not installed (a teammate without it, or after an uninstall:
+Claude Code would report a failed hook every turn). Machine-specific commands (this interpreter
+by absolute path, the start-up-saving `-S` form, a store outside the project) go only to
+`.claude/settings.local.json` or the user's own settings, and fail open the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -37,7 +45,9 @@ END = "# <<< memcli <<<"
 CHAINED = ".memcli-chained"
 GIT_HOOKS = ("post-commit", "post-rewrite")
 CLAUDE_EVENTS = ("SessionStart", "Stop", "PreCompact", "SessionEnd")
-_OURS = re.compile(r"memcli(?:\.agents)?\.capture\b.*claude-code|-m memcli\b.* context --hook")
+_OURS = re.compile(r"memcli(?:\.agents)?\.capture\b.*claude-code|-m memcli\b.* context --hook"
+                   r"|\bmemcli\b.* (?:capture claude-code|context --hook)")
+GUARD = "command -v memcli >/dev/null 2>&1 || exit 0; "  # not installed here: nothing to do, quietly
 
 
 class HookError(MemcliError):
@@ -107,8 +117,9 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False,
             '  esac\n'
             'fi\n'
             'case $_memcli_sha in ""|*[!0-9a-f]*) _memcli_sha=$(git rev-parse HEAD 2>/dev/null) ;; esac\n'
-            f'if [ -n "$_memcli_sha" ]; then nice -n 10 {py} -m memcli.agents.capture git --worker inline '
-            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} & fi\n'
+            f'if [ -n "$_memcli_sha" ] && [ -x {py} ]; then\n'  # the interpreter gone: nothing, quietly
+            f'  nice -n 10 {py} -m memcli.agents.capture git --worker inline '
+            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} &\nfi\n'
         )
     elif chained:  # post-rewrite whose input a chained hook reads too: keep a copy, hand it on
         body = (
@@ -198,22 +209,61 @@ def claude_settings_path(scope: str, cwd: Path | None = None) -> Path:
     return base / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
 
 
-def claude_commands(store: str | None) -> dict[str, str]:
+def _project_root(cwd: Path | None) -> Path:
+    base = (cwd or Path.cwd()).absolute()
+    try:
+        return Path(_git(["rev-parse", "--show-toplevel"], base))
+    except HookError:
+        return base
+
+
+def portable_store(store: str | None, root: Path) -> str | None:
+    """`--store` as a teammate's checkout can use it: relative to `$CLAUDE_PROJECT_DIR` (what
+    Claude Code sets for hooks); None when the store lies outside the project (machine-specific)."""
+    if not store:
+        return ""
+    try:
+        rel = Path(store).absolute().resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return f' --store "$CLAUDE_PROJECT_DIR"/{shlex.quote(str(rel))}'
+
+
+def claude_commands(store: str | None, *, portable: bool = False, root: Path | None = None) -> dict[str, str]:
+    """The hook commands. `portable`: for the shared settings file (see the module docstring)."""
+    if portable:
+        opt = portable_store(store, root or Path.cwd()) or ""
+        capture = f"{GUARD}exec memcli{opt} capture claude-code"
+        return {"SessionStart": f"{GUARD}exec memcli{opt} context --hook", "Stop": capture, "PreCompact": capture,
+                "SessionEnd": capture}
     py = python_command()
+    guard = f"[ -x {py} ] || exit 0; "  # this interpreter gone (venv removed, memcli uninstalled): quietly
     opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
     # -S: no site-packages scan at start-up (~30 ms of a < 100 ms budget); the capture needs only the
     # standard library and memcli itself, whose directory is put on the path by hand.
-    root = str(Path(__file__).resolve().parents[2])
-    code = f"import sys; sys.path[:0] = [{root!r}]; from memcli.agents.capture import main; sys.exit(main())"
-    capture = f"{py} -S -c {shlex.quote(code)} claude-code{opt}"
-    return {"SessionStart": f"{py} -m memcli{opt} context --hook", "Stop": capture, "PreCompact": capture,
-            "SessionEnd": capture}
+    root_dir = str(Path(__file__).resolve().parents[2])
+    code = (f"import sys; sys.path[:0] = [{root_dir!r}]\ntry: from memcli.agents.capture import main\n"
+            "except ImportError: sys.exit(0)\nsys.exit(main())")
+    capture = f"{guard}exec {py} -S -c {shlex.quote(code)} claude-code{opt}"
+    return {"SessionStart": f"{guard}{py} -c 'import memcli' 2>/dev/null || exit 0; exec {py} -m memcli{opt} "
+                            "context --hook",
+            "Stop": capture, "PreCompact": capture, "SessionEnd": capture}
 
 
 def install_claude_code(cwd: Path | None = None, *, scope: str = "project", store: str | None = None,
                         uninstall: bool = False) -> HookReport:
+    notes = []
+    root = _project_root(cwd)
+    if scope == "project" and store and portable_store(store, root) is None:
+        scope = "local"  # a store outside the project is this machine's business, not the team's
+        notes.append(f"the store {store} is outside the project: the hooks go to .claude/settings.local.json "
+                     "(this machine only), not to the shared settings.json")
+    portable = scope == "project"
+    if portable and not uninstall and shutil.which("memcli") is None:
+        notes.append("`memcli` is not on PATH here: these hooks do nothing until it is (pipx install memcli), "
+                     "or use --scope local for this machine's interpreter")
     path = claude_settings_path(scope, cwd)
-    report = HookReport(str(path))
+    report = HookReport(str(path), notes=notes)
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -225,7 +275,7 @@ def install_claude_code(cwd: Path | None = None, *, scope: str = "project", stor
     if not isinstance(settings, dict) or not isinstance(settings.get("hooks", {}), dict):
         raise HookError(f"{path}: unexpected shape (hooks must be an object); not changing it")
     hooks: dict[str, Any] = settings.setdefault("hooks", {})
-    commands = claude_commands(store)
+    commands = claude_commands(store, portable=portable, root=root)
     for event in CLAUDE_EVENTS:
         groups = hooks.get(event) or []
         if not isinstance(groups, list):

@@ -1685,11 +1685,19 @@ def capture(
         result = run(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
                      rewrite=text[0] if kind == "git-rewrite" and text else None,
                      text=" ".join(text) if kind == "text" and text else None, redact=not no_redact)
-    except CaptureError as e:
-        fail(str(e))
+    except Exception as e:
+        if kind != "claude-code":
+            if isinstance(e, CaptureError):
+                fail(str(e))
+            raise
+        # a Claude Code hook fails open: a failed hook is reported to the user every turn
+        from memcli.agents.capture import record_hook_failure
+
+        record_hook_failure(state.store_path, f"capture claude-code: {' '.join(str(e).split()) or type(e).__name__}")
+        return
     if as_json:
         emit_json(result.to_dict())
-    else:
+    elif kind != "claude-code":  # a hook says nothing into its host
         note(f"spooled {result.item.name}: {result.reason}" if result.item else f"nothing to spool: {result.reason}")
 
 

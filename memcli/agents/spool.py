@@ -206,26 +206,116 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
             fresh = [p for p in pending(store.path) if p.name not in tried]
             defer = not force and _llm_down_recently(fresh)
             stop = False
-            for path in fresh:
-                tried.add(path.name)
-                if defer and path.suffix == ".json":
-                    report.skipped += 1  # waits for the LLM to be back (or `memcli inbox process`)
+            for group in _groups(fresh):
+                tried.update(p.name for p in group)
+                if defer and group[0].suffix == ".json":
+                    report.skipped += len(group)  # waits for the LLM to be back (or `memcli inbox process`)
                     continue
-                outcome = _process_one(store, path)
-                if outcome is None:
-                    report.skipped += 1
-                elif outcome.get("error"):
-                    report.waiting.append(outcome)
-                    if outcome.get("llm") and stop_on_llm_error:
-                        stop = True
-                        break
-                else:
-                    report.done.append(outcome)
+                outcomes = _process_batch(store, group) if len(group) > 1 else [_process_one(store, group[0])]
+                for outcome in outcomes:
+                    if outcome is None:
+                        report.skipped += 1
+                    elif outcome.get("error"):
+                        report.waiting.append(outcome)
+                        stop = stop or bool(outcome.get("llm") and stop_on_llm_error)
+                    else:
+                        report.done.append(outcome)
+                if stop:
+                    break
         finally:
             os.close(fd)  # releases the lock
         if stop or not fresh:
             return report
         # released: anything spooled while we worked (whose worker saw us busy) is picked up now
+
+
+BATCH = 32  # inbox items planned into one commit: a burst of commits costs one model load and few commits
+
+
+def _groups(paths: list[Path]) -> list[list[Path]]:
+    """`paths` in order, consecutive add items (`.json`) in groups of up to BATCH, each remap
+    (`.remap`) alone: a rewrite applies between the inputs before and after it."""
+    out: list[list[Path]] = []
+    for p in paths:
+        if p.suffix == ".json" and out and out[-1][0].suffix == ".json" and len(out[-1]) < BATCH:
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
+
+
+def _failed(path: Path, item: dict[str, Any], e: BaseException) -> dict[str, Any]:
+    """Keep a failed item with its error and attempt count; its outcome for the report."""
+    from memcli.services.redact import redact
+
+    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+    msg = redact(msg)[0]
+    item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
+    item["last_attempt"], item["last_attempt_ts"] = _now(), time.time()
+    client = sys.modules.get("memcli.services.llm.client")
+    llm = client is not None and isinstance(e, client.LLMError)
+    item["llm_down"] = llm
+    with contextlib.suppress(OSError):
+        _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+    return {"file": path.name, "error": msg, "llm": llm}
+
+
+def _read_item(path: Path) -> dict[str, Any]:
+    item = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(item, dict):
+        raise ValueError("not a JSON object")
+    if (item.get("options") or {}).get("redact_first"):
+        _redact_item(path, item)
+    return item
+
+
+def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | None]:
+    """Several add items planned into ONE change set (`ops.batch`: each decided as its own add
+    would be, after the ones before it), committed at once; each leaves the inbox when written.
+    One item's bad input fails that item only; a failure of the whole chunk (an unreachable
+    LLM, a full disk) keeps every item of it, with the error."""
+    from memcli.ops.batch import add_chunks
+
+    outcomes: dict[Path, dict[str, Any] | None] = {}
+    work: list[tuple[int, Path, dict[str, Any], dict[str, Any]]] = []
+    with contextlib.ExitStack() as stack:
+        for path in paths:
+            fd = stack.enter_context(item_lock(path))
+            if fd is None:
+                outcomes[path] = None
+                continue
+            try:
+                item = _read_item(path)
+            except (OSError, ValueError) as e:
+                outcomes[path] = {"file": path.name, "error": f"unreadable inbox item: {e}"}
+                continue
+            text = item.get("text")
+            if not isinstance(text, str) or not text.strip():
+                path.unlink(missing_ok=True)
+                store.log("INBOX_DONE", file=path.name)
+                outcomes[path] = {"file": path.name, "summary": {"ADD": 0, "note": "empty input"}}
+                continue
+            kwargs, llm = _add_kwargs(store, dict(item.get("options") or {}))
+            work.append((len(work) + 1, path, item, {"text": text, **kwargs, "llm": llm, "inbox": False,
+                                                     "redact": False}))
+        if work:
+            by_n = {n: (path, item) for n, path, item, _ in work}
+            try:
+                for n, out in add_chunks(store, [(n, kw) for n, _, _, kw in work], chunk=BATCH):
+                    path, item = by_n[n]
+                    if isinstance(out, str):
+                        outcomes[path] = _failed(path, item, ValueError(out.split(": ", 1)[-1]))
+                    elif out.failed:
+                        outcomes[path] = _failed(path, item, OSError("some memories could not be written"))
+                    else:
+                        path.unlink(missing_ok=True)
+                        store.log("INBOX_DONE", file=path.name)
+                        outcomes[path] = {"file": path.name, "summary": out.summary()}
+            except Exception as e:  # noqa: BLE001 - any failure keeps the items, with its error
+                for _, path, item, _ in work:
+                    if path not in outcomes:
+                        outcomes[path] = _failed(path, item, e)
+    return [outcomes.get(p) for p in paths]
 
 
 def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
@@ -261,7 +351,7 @@ def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
 
 
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw", "no_dedup", "llm_model")
+                "raw", "no_dedup")  # never `llm_model`: the store's (trusted) configuration chooses
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:
@@ -290,6 +380,14 @@ def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
 
 def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:
     """One spooled input through the add pipeline; the AddResult."""
+    kwargs, llm = _add_kwargs(store, opts, llm=llm)
+    # redact=False: the text was redacted when it was spooled (unless the user opted out then)
+    return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
+
+
+def _add_kwargs(store: Store, opts: dict[str, Any], *, llm: bool | None = None) -> tuple[dict[str, Any], bool | None]:
+    """The add keyword arguments of a spooled item's options, and its `llm` setting. An item never
+    chooses a model: a committed inbox file is not the user's configuration (issue 24)."""
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
         opts["raw"] = not store.config.llm_model or llm is False
@@ -303,8 +401,7 @@ def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = No
     kwargs = {k: v for k, v in opts.items() if k in _ADD_OPTIONS}
     if llm is None and isinstance(opts.get("llm"), bool):  # `add --llm` (require one), spooled
         llm = opts["llm"]
-    # redact=False: the text was redacted when it was spooled (unless the user opted out then)
-    return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
+    return kwargs, llm
 
 
 def apply_rewrite(store: Store, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],

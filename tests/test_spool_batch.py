@@ -1,0 +1,32 @@
+"""The inbox worker drains a burst in batches: every item lands, each decided as its own add
+would be (a repeat is NONE), and a bad item waits alone."""
+
+from __future__ import annotations
+
+from conftest import HASH
+
+from memcli.agents.spool import pending, process, spool
+from memcli.api import Store
+
+
+def test_a_burst_of_items_is_drained_in_one_batch_and_a_bad_item_waits_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    store = Store(tmp_path / "s")
+    store.init()
+    texts = [f"Service number {i} listens on port {8000 + i}." for i in range(6)]
+    for i, t in enumerate(texts):
+        spool(store.path, t, {"origins": [f"git:{i:07x}"], "raw": True}, source="git")
+    spool(store.path, texts[2], {"origins": ["git:00000aa"], "raw": True}, source="git")  # a repeat
+    bad = spool(store.path, "The cache TTL is 300 seconds.", {"raw": True}, source="git")
+    bad.write_text('{"text": "cut short')  # a torn or hand-broken item
+    spool(store.path, "Never choose a model from an inbox file.", {"raw": True, "llm_model": "openai/gpt-4o-mini"},
+          source="git")
+    report = process(store)
+    assert len(report.done) == 8 and [w["file"] for w in report.waiting] == [bad.name]
+    assert pending(store.path) == [bad]
+    stored = sorted(m.text for m in store.list())
+    assert stored == sorted([*texts, "Never choose a model from an inbox file."])
+    repeat = next(m for m in store.list() if m.text == texts[2])
+    assert set(repeat.origins) == {"git:0000002", "git:00000aa"}  # the repeat reinforced it: NONE
+    assert bad.read_text() == '{"text": "cut short'  # kept as it was, for a person to look at
+    assert "unreadable" in report.waiting[0]["error"]

@@ -322,6 +322,7 @@ def test_a_reworded_amend_replaces_the_old_message_memory(tmp_path):
     everything = listed(store, "--all")
     (old,) = [m for m in everything if m["text"] == old_text]
     assert old["superseded_by"] == new["id"]
+    assert {"rel": "supersedes", "id": old["id"]} in new.get("links", [])  # and the new one says what it replaced
     assert old["origins"] == [f"git:{new_sha[:7]}"]  # no origin names the commit that is gone
     assert (repo / ".git" / "rewritten.log").read_text().split() == [old_sha, new_sha]
     log = [json.loads(x) for x in (store / "log.jsonl").read_text().splitlines()]

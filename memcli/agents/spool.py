@@ -502,7 +502,7 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
     (abbreviated to the same length), so origins name commits that exist; a memory of an old
     commit in `replaced` (old sha -> the new message's memories) is marked superseded by the
     first of them. One ChangeSet; returns how many memories changed."""
-    from memcli.ops.changes import ChangeSet, Retarget, Supersede, commit_planned
+    from memcli.ops.changes import ChangeSet, Link, Retarget, Supersede, commit_planned
 
     pairs = {o.lower(): n.lower() for o, n in mapping.items() if len(o) >= 7 and len(n) >= 7}
     if not pairs:
@@ -528,6 +528,7 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
                 cs.edit(m.id, Retarget(moves), origin=list(moves.values()), detail="git history rewritten")
             if by:
                 cs.edit(m.id, Supersede(by=by), detail="the commit message was reworded")
+                cs.edit(by, Link("supersedes", m.id), quiet=True)  # the new memory names what it replaced
             changed += bool(moves or by)
         return cs, changed
 

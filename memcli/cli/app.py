@@ -652,7 +652,13 @@ def _print_add(result: Any, dry_run: bool, *, summary: bool = True, verbose: boo
     colours = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
     width = render.terminal_width() if render.stdout_is_terminal() else 10_000
     room = max(20, width - 34)
-    pad = f"{'':<6} {'':<26} "
+    short: dict[str, str] = {}
+    if render.stdout_is_terminal() and state.store is not None and not dry_run:  # piped: full ids, for scripts
+        from memcli.storage.ids import short_ids
+
+        short = short_ids(state.store, [i for e in result.events for i in (e.id, e.supersedes) if i])
+    id_w = max((len(v) for v in short.values()), default=26) if short else 26
+    pad = f"{'':<6} {'':<{id_w}} "
     out: list[str] = []
 
     def dim(text: str) -> str:
@@ -660,16 +666,18 @@ def _print_add(result: Any, dry_run: bool, *, summary: bool = True, verbose: boo
 
     for e in result.events:
         if e.verdict == "invalid" and not e.refused:
-            out.append(f"{render.style('INVALID', 'magenta', colour)} {(e.id or '-'):<26} "
+            out.append(f"{render.style('INVALID', 'magenta', colour)} {(short.get(e.id or '') or e.id or '-'):<{id_w}} "
                        f"{render.clip(e.text or '', room // 2)} ({render.clip(e.reasoning or '', room // 2)})")
             continue
         mark = " (refused: use --allow-delete)" if e.refused else ""
-        out.append(f"{render.style(f'{e.event:<6}', colours.get(e.event, 'dim'), colour)} {(e.id or '-'):<26} "
+        out.append(f"{render.style(f'{e.event:<6}', colours.get(e.event, 'dim'), colour)} "
+                   f"{(short.get(e.id or '') or e.id or '-'):<{id_w}} "
                    f"{render.clip(e.text, room - len(mark))}{mark}")
         if e.old_memory is not None and e.event == "UPDATE":
             out.append(pad + dim(f"was: {e.old_memory}"))
         if e.supersedes:
-            out.append(pad + dim(f"supersedes {e.supersedes}: {render.clip(e.old_memory or '', 70)} "
+            out.append(pad + dim(f"supersedes {short.get(e.supersedes, e.supersedes)}: "
+                                 f"{render.clip(e.old_memory or '', 70)} "
                                  f"({e.reasoning or ''})"))
         elif e.matched and e.event in ("NONE", "UPDATE"):
             out.append(pad + dim(f"matched {e.matched['id']}: {e.reasoning or ''}"))

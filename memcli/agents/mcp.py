@@ -297,8 +297,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
                      **({"why": e.reasoning} if e.reasoning else {})}  # type: ignore[typeddict-item]
                     for e in result.events
                 ],
-                "skipped": len(result.extraction.skipped) if isinstance(result.extraction.skipped, list)
-                else int(result.extraction.skipped or 0),
+                "skipped": int(result.extraction.skipped or 0),
             }
             if result.notes:
                 out["notes"] = list(result.notes)

@@ -510,6 +510,13 @@ def init(
     note(f"{'created' if created else 'store already exists at'} {store.path}")
     if shared:
         note("commit it (git add .memcli && git commit) and run `memcli sync` to pull, re-index and push")
+    elif created:
+        from memcli.core.discovery import repo
+
+        r = repo(store.path.absolute().parent)
+        if r is not None:  # inside a repository, untracked: say what each choice means
+            note(f"the store is not tracked by git: keep it to yourself (worktrees of {r.toplevel.name} use it too), "
+                 "or share it with the team: git add .memcli && git commit, then `memcli sync`")
 
 
 # ---------------------------------------------------------------- add

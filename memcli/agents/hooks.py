@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcli.agents.spool import WORKER_LOCK
 from memcli.core.errors import MemcliError
 from memcli.ops.handle import atomic_write
 
@@ -88,9 +89,12 @@ def git_hooks_dir(cwd: Path | None = None) -> tuple[Path, Path]:
     return hooks, common
 
 
-def git_block(name: str, common: Path, store: str | None, created: bool = False, chained: bool = False) -> str:
+def git_block(name: str, common: Path, store: str | None, created: bool = False, chained: bool = False,
+              known_store: Path | None = None) -> str:
     """The marked block of hook `name`. `chained`: a hook of the user's runs after it (and reads
-    the same input)."""
+    the same input). `known_store`: the store the hook will write to, as found at install time:
+    with it, a commit made while that store's worker runs (a burst: a rebase, a script) costs no
+    Python process at all (see `_FAST_SPOOL`)."""
     py = python_command()
     log = shlex.quote(str(common / "memcli-hook.log"))
     opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
@@ -118,8 +122,11 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False,
             'fi\n'
             'case $_memcli_sha in ""|*[!0-9a-f]*) _memcli_sha=$(git rev-parse HEAD 2>/dev/null) ;; esac\n'
             f'if [ -n "$_memcli_sha" ] && [ -x {py} ]; then\n'  # the interpreter gone: nothing, quietly
-            f'  nice -n 10 {py} -m memcli.agents.capture git --worker inline '
-            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} &\nfi\n'
+            + (_fast_spool(py, known_store, log) if known_store is not None else "")
+            + f'  nice -n 10 {py} -m memcli.agents.capture git --worker inline '
+            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} &\n'
+            + ("  fi\n" if known_store is not None else "")
+            + 'fi\n'
         )
     elif chained:  # post-rewrite whose input a chained hook reads too: keep a copy, hand it on
         body = (
@@ -137,6 +144,27 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False,
     return head + body
 
 
+def _fast_spool(py: str, store: Path, log: str) -> str:
+    """The post-commit fast path (the first half of an if/else whose else is the Python capture).
+
+    When flock(1) exists and the store is the one found at install time, the hook writes
+    `inbox/git-<sha>.sha` (the commit and the directory, with shell built-ins) and only then
+    checks the worker lock: held, the running worker takes the commit (it looks for `.sha` items
+    again after releasing the lock, and the file was written before the check); free, the worker
+    starts and takes it. The commit's message, skip rules and redaction are read by the worker,
+    so a burst of commits runs one Python process, not one per commit. One background fork, as
+    ever; nothing here is waited for."""
+    inbox = shlex.quote(str(store / "inbox"))
+    here = shlex.quote(str(store))
+    return (
+        f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && command -v flock >/dev/null 2>&1 && '
+        f'{{ [ ! -d "$PWD/.memcli" ] || [ "$PWD/.memcli" = {here} ]; }}; then\n'
+        f'    {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha && flock -n {inbox}/{WORKER_LOCK} true && '
+        f'exec nice -n 10 {py} -m memcli.agents.spool --store {here}; }} </dev/null >/dev/null 2>>{log} &\n'
+        '  else\n'
+    )
+
+
 def _strip_block(text: str) -> str:
     return re.sub(rf"(?ms)^{re.escape(BEGIN)}.*?^{re.escape(END)}\n?", "", text)
 
@@ -146,8 +174,20 @@ def _is_shell(text: str) -> bool:
     return bool(re.match(r"#!\s*\S*/(?:env\s+)?(?:ba|da|z|k)?sh\b", first))
 
 
+def _known_store(cwd: Path | None, store: str | None) -> Path | None:
+    """The store a commit here writes to, when it does not depend on the environment."""
+    from memcli.core.discovery import resolve
+
+    if store:
+        return Path(store).absolute()
+    if os.environ.get("MEMCLI_STORE"):
+        return None
+    return resolve(None, (cwd or Path.cwd()).absolute()).path.absolute()
+
+
 def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall: bool = False) -> HookReport:
     hooks_dir, common = git_hooks_dir(cwd)
+    known_store = None if uninstall else _known_store(cwd, store)
     report = HookReport(str(hooks_dir))
     if not uninstall:
         hooks_dir.mkdir(parents=True, exist_ok=True)
@@ -185,7 +225,7 @@ def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall:
         has_chained = chained.exists()
         # the user's commands after the block read the same input (post-rewrite's stdin)
         follows = has_chained or bool(rest.strip())
-        block = git_block(name, common, store, created, follows) + (
+        block = git_block(name, common, store, created, follows, known_store) + (
             f'exec "${{0%/*}}/{name}{CHAINED}" "$@"\n' if has_chained else "") + END + "\n"
         new = first + "\n" + block + rest
         if new == current:

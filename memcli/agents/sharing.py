@@ -137,7 +137,7 @@ def _tree(root: Path, commit: str | None, rel: str) -> dict[str, tuple[str, str]
     """path -> (mode, blob) of the store's files in `commit` (empty for None)."""
     if not commit:
         return {}
-    out = _git(["ls-tree", "-r", "-z", "--full-tree", commit, "--", rel if rel != "." else ""], root).stdout
+    out = _git(["ls-tree", "-r", "-z", "--full-tree", commit, *(["--", rel] if rel != "." else [])], root).stdout
     files = {}
     for entry in out.split("\0"):
         if not entry:

@@ -203,6 +203,7 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
             report.busy = not (report.done or report.waiting)
             return report
         try:
+            take_commits(store.path)
             fresh = [p for p in pending(store.path) if p.name not in tried]
             defer = not force and _llm_down_recently(fresh)
             stop = False
@@ -316,6 +317,47 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
                     if path not in outcomes:
                         outcomes[path] = _failed(path, item, e)
     return [outcomes.get(p) for p in paths]
+
+
+def commits_waiting(store_path: str | os.PathLike[str]) -> list[Path]:
+    """`inbox/git-<sha>.sha`: commits a post-commit hook handed over with shell built-ins while
+    a worker ran (memcli/agents/hooks.py `_fast_spool`), oldest first."""
+    d = inbox_dir(Path(store_path))
+    if not d.is_dir():
+        return []
+    found = []
+    for p in d.glob("git-*.sha"):
+        with contextlib.suppress(OSError):
+            found.append((p.stat().st_mtime_ns, p.name, p))
+    return [p for *_, p in sorted(found)]
+
+
+def take_commits(store_path: str | os.PathLike[str]) -> int:
+    """Turn each handed-over commit into an inbox item, as the hook's own capture would (message,
+    skip rules, redaction, origin), in commit order. Called under the worker lock. A commit that
+    cannot be read is recorded in errors.log; returns how many were spooled."""
+    from memcli.agents.capture import capture_git
+
+    n = 0
+    for p in commits_waiting(store_path):
+        sha = p.stem.removeprefix("git-")
+        try:
+            cwd = p.read_text(encoding="utf-8", errors="replace").strip() or None
+        except OSError:
+            continue
+        if not cwd:  # still being written by its hook (a few bytes): next round
+            if time.time() - p.stat().st_mtime < 5:
+                continue
+        try:
+            if len(sha) < 7 or any(c not in "0123456789abcdef" for c in sha):
+                raise ValueError(f"not a commit id: {sha[:50]!r}")
+            where = Path(cwd) if cwd and Path(cwd).is_dir() else None
+            n += capture_git(sha, store=str(store_path), cwd=where).item is not None
+        except Exception as e:  # noqa: BLE001 - recorded; the other commits go on
+            record_failure(store_path, f"commit {sha[:12]}: {type(e).__name__}: {e}")
+        with contextlib.suppress(OSError):
+            p.unlink()
+    return n
 
 
 def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
@@ -556,11 +598,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = process(store, held=held, force=False)
         _refresh_logged(store)
-        if any(p.name not in report_files(report) for p in pending(store_path)):
-            # spooled while this worker refreshed (their hooks' workers found the lock held)
+        for _ in range(100):  # bounded: a hook that keeps committing is served by the next worker
+            if not (commits_waiting(store_path)
+                    or any(p.name not in report_files(report) for p in pending(store_path))):
+                break
+            # spooled, or handed over, while this worker refreshed or released its lock (their
+            # hooks found the lock held: they wrote first and looked second, so this look sees them)
             again = process(store, force=False)
             report.done += again.done
             report.waiting += again.waiting
+            if again.busy or not (again.done or again.waiting):
+                break
         for w in report.waiting:
             record_failure(store_path, f"{w['file']}: waiting: {w['error']}")
     except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output

@@ -30,3 +30,15 @@ def test_a_burst_of_items_is_drained_in_one_batch_and_a_bad_item_waits_alone(tmp
     assert set(repeat.origins) == {"git:0000002", "git:00000aa"}  # the repeat reinforced it: NONE
     assert bad.read_text() == '{"text": "cut short'  # kept as it was, for a person to look at
     assert "unreadable" in report.waiting[0]["error"]
+
+
+def test_a_nul_byte_does_not_park_an_input_forever(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    store = Store(tmp_path / "s")
+    store.init()
+    spool(store.path, "We pin numpy below 3 until the wheels land.\x00", {"raw": True}, source="claude-code")
+    spool(store.path, "The cache TTL is 300\x00 seconds.", {"raw": True}, source="claude-code")
+    report = process(store)
+    assert len(report.done) == 2 and not report.waiting and pending(store.path) == []
+    assert sorted(m.text for m in store.list()) == ["The cache TTL is 300 seconds.",
+                                                   "We pin numpy below 3 until the wheels land."]

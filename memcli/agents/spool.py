@@ -245,6 +245,12 @@ def _groups(paths: list[Path]) -> list[list[Path]]:
     return out
 
 
+def _storable(text: Any) -> str:
+    """A spooled text as it can be stored: a NUL byte (a stray one in a conversation) would make
+    `add` refuse the whole input on every retry, parking it forever; it carries nothing."""
+    return text.replace("\x00", "") if isinstance(text, str) else ""
+
+
 def _failed(path: Path, item: dict[str, Any], e: BaseException) -> dict[str, Any]:
     """Keep a failed item with its error and attempt count; its outcome for the report."""
     from memcli.services.redact import redact
@@ -290,8 +296,8 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
             except (OSError, ValueError) as e:
                 outcomes[path] = {"file": path.name, "error": f"unreadable inbox item: {e}"}
                 continue
-            text = item.get("text")
-            if not isinstance(text, str) or not text.strip():
+            text = _storable(item.get("text"))
+            if not text.strip():
                 path.unlink(missing_ok=True)
                 store.log("INBOX_DONE", file=path.name)
                 outcomes[path] = {"file": path.name, "summary": {"ADD": 0, "note": "empty input"}}
@@ -411,8 +417,8 @@ def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
     opts = dict(item.get("options") or {})
     if item.get("kind") == "remap":
         return apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
-    text = item.get("text")
-    if not isinstance(text, str) or not text.strip():
+    text = _storable(item.get("text"))
+    if not text.strip():
         return {"ADD": 0, "note": "empty input"}
     result = _add(store, text, opts)
     if result.failed:

@@ -861,8 +861,7 @@ def list_(
         return
     if not render.stdout_is_terminal():  # a pipe or a file: every memory, full ids, tab-separated
         sys.stdout.write("".join(line + "\n" for line in render.list_tsv(records)))
-        note(render.plural(len(records), "memory", "memories"))
-        return
+        return  # nothing on stderr: a script reading the rows gets the rows (the count is `wc -l`)
     from memcli.storage.ids import short_ids
 
     cap = len(records) if limit else max(10, shutil.get_terminal_size((80, 24)).lines - 3)

@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS mem (
 CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
 -- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
 CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
+CREATE INDEX IF NOT EXISTS mem_tail ON mem(substr(upper(id), -8));  -- short ids (memcli/storage/ids.py)
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
 -- rows whose vector is provisional (a bulk curation commit's stand-in: memcli/ops/changes.py
 -- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
@@ -331,10 +332,16 @@ class Catalog:
     def with_suffix(self, suffix: str, limit: int) -> list[tuple[str, str]]:
         """(id, text) of the memories whose id ends with `suffix` (upper-cased): short ids are
         tails of the ULID's random part (memcli/storage/ids.py). A scan, on a narrow column."""
-        rows = self.db.execute(
-            "SELECT id, record FROM mem WHERE substr(upper(id), -?) = ? ORDER BY id LIMIT ?",
-            (len(suffix), suffix, limit),
-        ).fetchall() if suffix else []
+        if not suffix:
+            return []
+        if len(suffix) >= 8:  # through the index on the last 8 characters, then the whole tail
+            rows = self.db.execute(
+                "SELECT id, record FROM mem WHERE substr(upper(id), -8) = ? AND substr(upper(id), -?) = ? "
+                "ORDER BY id LIMIT ?", (suffix[-8:], len(suffix), suffix, limit)).fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT id, record FROM mem WHERE substr(upper(id), -?) = ? ORDER BY id LIMIT ?",
+                (len(suffix), suffix, limit)).fetchall()
         return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
 
     def ids_sharing(self, heads_or_tails: Iterable[str], n: int) -> list[str]:
@@ -345,8 +352,8 @@ class Catalog:
         for i in range(0, len(keys), 400):
             chunk = keys[i : i + 400]
             marks = ",".join("?" * len(chunk))
-            q = (f"SELECT id FROM mem WHERE substr(upper(id), -{int(n)}) IN ({marks}) "
-                 f"OR substr(upper(id), 1, {int(n)}) IN ({marks})")
+            q = (f"SELECT id FROM mem WHERE substr(upper(id), -{int(n)}) IN ({marks}) "  # mem_tail, for n = 8
+                 f"UNION SELECT id FROM mem WHERE substr(upper(id), 1, {int(n)}) IN ({marks})")
             out.extend(str(r[0]) for r in self.db.execute(q, [*chunk, *chunk]))
         return list(dict.fromkeys(out))
 

@@ -377,3 +377,11 @@ def test_ctrl_c_is_exit_130_with_one_line(filled):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert err.decode().splitlines() == ["memcli: error: interrupted"] and out == b""
+
+
+def test_help_lists_each_command_by_its_whole_first_sentence():
+    """`memcli --help` at 80 columns: no description cut mid-sentence with "..." (issue 22)."""
+    r = invoke(["--help"], env={"COLUMNS": "80"})
+    listing = r.stdout.split("Commands:", 1)[1]
+    assert "..." not in listing
+    assert "Turn text (a conversation, a note, a commit message) into" in listing and "memories." in listing

@@ -26,11 +26,15 @@ import fcntl
 import hashlib
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 from memcli.agents import spool as spooler
+from memcli.agents.spool import CaptureError, skip_reason
+from memcli.agents.spool import git_output as _git
+
+__all__ = ["CaptureError", "Captured", "capture_claude_code", "capture_git", "capture_git_rewrite", "capture_text",
+           "main", "record_hook_failure", "run", "skip_reason"]
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 
@@ -52,8 +56,6 @@ class Captured:
         return {"item": str(self.item) if self.item else None, "reason": self.reason, "store": str(self.store)}
 
 
-class CaptureError(Exception):
-    """No store to capture into, or unusable hook input; one line, recorded, never fatal to the host."""
 
 
 def _store_for(explicit: str | None, cwd: Path | None) -> Path:
@@ -141,51 +143,12 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
 
 
 # ------------------------------------------------------------------------------------------- git
-_ALWAYS_SKIP = re.compile(r"^(fixup|squash|amend)! ")
-
-
-def _git(args: list[str], cwd: Path | None) -> str:
-    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        raise CaptureError(f"git {args[0]} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
-    return out.stdout
-
-
-def skip_reason(subject: str, parents: int, pattern: str | None) -> str | None:
-    """Why a commit is not remembered, or None to remember it."""
-    if parents > 1:
-        return "merge commit"
-    if _ALWAYS_SKIP.match(subject):
-        return f"{subject.split('!')[0]}! commit"
-    if pattern:
-        try:
-            if re.search(pattern, subject):
-                return f"subject matches git_skip {pattern!r}"
-        except re.error as e:
-            raise CaptureError(f"git_skip is not a valid regular expression: {e}") from None
-    return None
-
-
 def capture_git(sha: str = "HEAD", *, store: str | None = None, cwd: Path | None = None,
                 redact: bool = True) -> Captured:
     """Spool one commit's message (subject + body as one input), origin `git:<short sha>`."""
-    from memcli.core.config import Config, load_config
-
     store_path = _store_for(store, cwd)
-    try:
-        cfg = load_config(store_path)
-    except Exception:  # noqa: BLE001 - a bad config must not lose the commit: defaults apply
-        cfg = Config()
-    out = _git(["log", "-1", "--format=%h%x00%P%x00%B", sha], cwd)
-    short, parents, body = (out.split("\x00", 2) + ["", ""])[:3]
-    message = body.strip()
-    subject = message.splitlines()[0] if message else ""
-    why = skip_reason(subject, len(parents.split()), cfg.git_skip)
-    if why or not message:
-        return Captured(None, why or "empty message", store_path)
-    text = _redact(message, redact)
-    options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True, "cwd": str((cwd or Path.cwd()).absolute())}
-    return Captured(spooler.spool(store_path, text, options, source="git"), f"commit {short.strip()}", store_path)
+    item, reason = spooler.spool_commit(store_path, sha, cwd, redact=redact)
+    return Captured(item, reason, store_path)
 
 
 def capture_git_rewrite(lines: list[str], kind: str = "rebase", *, store: str | None = None,

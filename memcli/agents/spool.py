@@ -42,6 +42,10 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORKER_LOCK = ".worker.lock"
 
 
+class CaptureError(Exception):
+    """No store to capture into, or unusable hook input; one line, recorded, never fatal to the host."""
+
+
 def _ulid() -> str:
     """A ULID (time-sortable): inbox files are processed in the order they were spooled."""
     n = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
@@ -325,6 +329,61 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
     return [outcomes.get(p) for p in paths]
 
 
+# ------------------------------------------------------------------------- commits (git hooks)
+_ALWAYS_SKIP = ("fixup! ", "squash! ", "amend! ")
+
+
+def git_output(args: list[str], cwd: Path | None) -> str:
+    import subprocess
+
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise CaptureError(f"git {args[0]} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+    return out.stdout
+
+
+def skip_reason(subject: str, parents: int, pattern: str | None) -> str | None:
+    """Why a commit is not remembered, or None to remember it."""
+    import re
+
+    if parents > 1:
+        return "merge commit"
+    if subject.startswith(_ALWAYS_SKIP):
+        return f"{subject.split('!')[0]}! commit"
+    if pattern:
+        try:
+            if re.search(pattern, subject):
+                return f"subject matches git_skip {pattern!r}"
+        except re.error as e:
+            raise CaptureError(f"git_skip is not a valid regular expression: {e}") from None
+    return None
+
+
+def spool_commit(store_path: Path, sha: str, cwd: Path | None, *, redact: bool = True) -> tuple[Path | None, str]:
+    """Spool one commit's message (subject + body as one input, redacted), origin `git:<short
+    sha>`: (the item, or None when the commit is skipped; why)."""
+    from memcli.core.config import Config, load_config
+
+    try:
+        cfg = load_config(store_path)
+    except Exception:  # noqa: BLE001 - a bad config must not lose the commit: defaults apply
+        cfg = Config()
+    out = git_output(["log", "-1", "--format=%h%x00%P%x00%B", sha], cwd)
+    short, parents, body = (out.split("\x00", 2) + ["", ""])[:3]
+    message = body.strip()
+    subject = message.splitlines()[0] if message else ""
+    why = skip_reason(subject, len(parents.split()), cfg.git_skip)
+    if why or not message:
+        return None, why or "empty message"
+    if redact:
+        from memcli.services.redact import redact as scrub
+
+        message = scrub(message)[0]
+    options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True,
+               "cwd": str((cwd or Path.cwd()).absolute())}
+    return spool(store_path, message, options, source="git"), f"commit {short.strip()}"
+
+
 def commits_waiting(store_path: str | os.PathLike[str]) -> list[Path]:
     """`inbox/git-<sha>.sha`: commits a post-commit hook handed over with shell built-ins while
     a worker ran (memcli/agents/hooks.py `_fast_spool`), oldest first."""
@@ -342,8 +401,6 @@ def take_commits(store_path: str | os.PathLike[str]) -> int:
     """Turn each handed-over commit into an inbox item, as the hook's own capture would (message,
     skip rules, redaction, origin), in commit order. Called under the worker lock. A commit that
     cannot be read is recorded in errors.log; returns how many were spooled."""
-    from memcli.agents.capture import capture_git
-
     n = 0
     for p in commits_waiting(store_path):
         sha = p.stem.removeprefix("git-")
@@ -358,7 +415,7 @@ def take_commits(store_path: str | os.PathLike[str]) -> int:
             if len(sha) < 7 or any(c not in "0123456789abcdef" for c in sha):
                 raise ValueError(f"not a commit id: {sha[:50]!r}")
             where = Path(cwd) if cwd and Path(cwd).is_dir() else None
-            n += capture_git(sha, store=str(store_path), cwd=where).item is not None
+            n += spool_commit(Path(store_path), sha, where)[0] is not None
         except Exception as e:  # noqa: BLE001 - recorded; the other commits go on
             record_failure(store_path, f"commit {sha[:12]}: {type(e).__name__}: {e}")
         with contextlib.suppress(OSError):

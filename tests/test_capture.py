@@ -150,6 +150,7 @@ def test_shared_claude_settings_hold_portable_commands_that_fail_open(tmp_path):
     assert r.returncode == 0, r.stderr
     local = (project / ".claude" / "settings.local.json").read_text()
     assert sys.executable in local and (project / ".claude" / "settings.json").read_text() == shared
+    assert "captured twice" in r.stderr  # both files hold memcli's hooks now: said, not silently doubled
     # a store outside the project is machine-specific too: never written to the shared file
     outside = tmp_path / "elsewhere"
     Store(outside).init()

@@ -304,6 +304,15 @@ def install_claude_code(cwd: Path | None = None, *, scope: str = "project", stor
                      "or use --scope local for this machine's interpreter")
     path = claude_settings_path(scope, cwd)
     report = HookReport(str(path), notes=notes)
+    if not uninstall and scope in ("project", "local"):
+        other = claude_settings_path("local" if scope == "project" else "project", cwd)
+        try:
+            if _OURS.search(other.read_text(encoding="utf-8")):
+                notes.append(f"{other.name} has memcli hooks too: each turn would be captured twice; remove one "
+                             f"(memcli hooks install claude-code --scope {'local' if scope == 'project' else 'project'}"
+                             " --uninstall)")
+        except OSError:
+            pass
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:

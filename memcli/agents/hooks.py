@@ -266,7 +266,7 @@ def portable_store(store: str | None, root: Path) -> str | None:
         rel = Path(store).absolute().resolve().relative_to(root.resolve())
     except ValueError:
         return None
-    return f' --store "$CLAUDE_PROJECT_DIR"/{shlex.quote(str(rel))}'
+    return f' --store "${{CLAUDE_PROJECT_DIR:-.}}"/{shlex.quote(str(rel))}'
 
 
 def claude_commands(store: str | None, *, portable: bool = False, root: Path | None = None) -> dict[str, str]:

@@ -42,3 +42,29 @@ def test_a_nul_byte_does_not_park_an_input_forever(tmp_path, monkeypatch):
     assert len(report.done) == 2 and not report.waiting and pending(store.path) == []
     assert sorted(m.text for m in store.list()) == ["The cache TTL is 300 seconds.",
                                                    "We pin numpy below 3 until the wheels land."]
+
+
+def test_a_planted_commit_hand_over_never_reads_another_repository(tmp_path, monkeypatch):
+    """`inbox/git-<sha>.sha` names its repository; in a project store only that project's is read."""
+    import subprocess
+
+    from memcli.agents.spool import take_commits
+
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    env = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@x"}
+    other = tmp_path / "private"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=other, check=True)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "Private: the vault token is in ~/.secret"],
+                   cwd=other, check=True, env={**__import__("os").environ, **env})
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=other, capture_output=True, text=True).stdout.strip()
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    store = Store(project / ".memcli")
+    store.init()
+    (store.path / "inbox").mkdir(exist_ok=True)
+    (store.path / "inbox" / f"git-{sha}.sha").write_text(f"{other}\n")
+    assert take_commits(store.path) == 0
+    assert pending(store.path) == [] and not list((store.path / "inbox").glob("*.sha"))
+    assert "not a repository this store takes commits from" in (store.path / "inbox" / "errors.log").read_text()

@@ -397,6 +397,19 @@ def commits_waiting(store_path: str | os.PathLike[str]) -> list[Path]:
     return [p for *_, p in sorted(found)]
 
 
+def _same_repository(store_path: Path, cwd: Path) -> bool:
+    """A handed-over commit is read only from the repository the store lives in (any worktree of
+    it), or from any repository for a store outside every repository (the global store): a file
+    planted in a cloned store's inbox must not make the worker read another repository's history."""
+    from memcli.core.discovery import repo
+
+    home = repo(store_path.absolute().parent)
+    if home is None:
+        return True
+    there = repo(cwd)
+    return there is not None and there.common_dir.resolve() == home.common_dir.resolve()
+
+
 def take_commits(store_path: str | os.PathLike[str]) -> int:
     """Turn each handed-over commit into an inbox item, as the hook's own capture would (message,
     skip rules, redaction, origin), in commit order. Called under the worker lock. A commit that
@@ -415,6 +428,8 @@ def take_commits(store_path: str | os.PathLike[str]) -> int:
             if len(sha) < 7 or any(c not in "0123456789abcdef" for c in sha):
                 raise ValueError(f"not a commit id: {sha[:50]!r}")
             where = Path(cwd) if cwd and Path(cwd).is_dir() else None
+            if where is None or not _same_repository(Path(store_path), where):
+                raise ValueError(f"{str(cwd)[:80]!r} is not a repository this store takes commits from")
             n += spool_commit(Path(store_path), sha, where)[0] is not None
         except Exception as e:  # noqa: BLE001 - recorded; the other commits go on
             record_failure(store_path, f"commit {sha[:12]}: {type(e).__name__}: {e}")

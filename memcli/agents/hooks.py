@@ -188,6 +188,8 @@ def _known_store(cwd: Path | None, store: str | None) -> Path | None:
 def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall: bool = False) -> HookReport:
     hooks_dir, common = git_hooks_dir(cwd)
     known_store = None if uninstall else _known_store(cwd, store)
+    if known_store is not None and (known_store / "facts").is_dir():
+        (known_store / "inbox").mkdir(exist_ok=True)  # the fast hand-over works from the first commit
     report = HookReport(str(hooks_dir))
     if not uninstall:
         hooks_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import HASH
 
-from memcli.agents.spool import pending, process, spool
+from memcli.agents.spool import pending, spool
 from memcli.api import Store
 
 
@@ -21,7 +21,7 @@ def test_a_burst_of_items_is_drained_in_one_batch_and_a_bad_item_waits_alone(tmp
     bad.write_text('{"text": "cut short')  # a torn or hand-broken item
     spool(store.path, "Never choose a model from an inbox file.", {"raw": True, "llm_model": "openai/gpt-4o-mini"},
           source="git")
-    report = process(store)
+    report = store.process_inbox()
     assert len(report.done) == 8 and [w["file"] for w in report.waiting] == [bad.name]
     assert pending(store.path) == [bad]
     stored = sorted(m.text for m in store.list())
@@ -38,7 +38,7 @@ def test_a_nul_byte_does_not_park_an_input_forever(tmp_path, monkeypatch):
     store.init()
     spool(store.path, "We pin numpy below 3 until the wheels land.\x00", {"raw": True}, source="claude-code")
     spool(store.path, "The cache TTL is 300\x00 seconds.", {"raw": True}, source="claude-code")
-    report = process(store)
+    report = store.process_inbox()
     assert len(report.done) == 2 and not report.waiting and pending(store.path) == []
     assert sorted(m.text for m in store.list()) == ["The cache TTL is 300 seconds.",
                                                    "We pin numpy below 3 until the wheels land."]

@@ -32,6 +32,7 @@ from pathlib import Path
 from memcli.agents import spool as spooler
 from memcli.agents.spool import CaptureError, skip_reason
 from memcli.agents.spool import git_output as _git
+from memcli.storage.atomic import atomic_write
 
 __all__ = ["CaptureError", "Captured", "capture_claude_code", "capture_git", "capture_git_rewrite", "capture_text",
            "main", "record_hook_failure", "run", "skip_reason"]
@@ -105,7 +106,7 @@ def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[l
 
     def commit() -> None:
         body = json.dumps({"session": session, "transcript": str(transcript), "offset": offset + len(data)})
-        spooler._write_atomic(state_path, body.encode())
+        atomic_write(state_path, body.encode())
 
     return data.splitlines(), commit
 

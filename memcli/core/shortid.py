@@ -1,4 +1,5 @@
-"""Short ids, as pure string functions (the store-aware part is memcli/storage/ids.py).
+"""Short ids of ULIDs, as pure string functions (the store-aware part is memcli/storage/ids.py;
+`shortest_prefix`, for other ids, is in memcli/core/text.py).
 
 A ULID's first 10 characters are a millisecond clock that ids share; its last 16 are random. A
 short id is the shortest tail (at least `MIN_ID_CHARS`) that no other id ends or starts with.
@@ -9,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-MIN_ID_CHARS = 8  # the shortest id shown: 40 random bits of a ULID
+from memcli.core.text import MIN_ID_CHARS  # the shortest id shown: 40 random bits of a ULID
+
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 
 
@@ -27,21 +29,3 @@ def shortest_tail(mid: str, others: Iterable[str], minimum: int = MIN_ID_CHARS) 
         if not any(o.endswith(tail) or o.startswith(tail) for o in rivals):
             return mid[-n:]
     return mid
-
-
-def shortest_prefix(mid: str, neighbours: Iterable[str], minimum: int = MIN_ID_CHARS) -> str:
-    """The shortest prefix of `mid` that no neighbour shares (case-insensitive), at least
-    `minimum` characters: for ids that are not ULIDs (imported, hand-named)."""
-    u = mid.upper()
-    need = minimum
-    for other in neighbours:
-        o = other.upper()
-        if o == u:
-            continue
-        common = 0
-        for a, b in zip(u, o):
-            if a != b:
-                break
-            common += 1
-        need = max(need, common + 1)
-    return mid[: min(need, len(mid))]

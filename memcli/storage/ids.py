@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memcli.core.errors import NotFound
-from memcli.core.shortid import MIN_ID_CHARS, is_ulid, shortest_prefix, shortest_tail
+from memcli.core.shortid import is_ulid, shortest_tail
+from memcli.core.text import MIN_ID_CHARS, shortest_prefix
 
 __all__ = ["MIN_ID_CHARS", "IdError", "is_ulid", "resolve", "resolve_trashed", "short_id", "short_ids"]
 MIN_TAIL_REF = 4  # a typed reference shorter than this is matched as a prefix only

@@ -33,6 +33,7 @@ from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.core.memory import Memory, new_ulid, now_iso
 from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
 from memcli.ops.handle import Store, atomic_write
+from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
 from memcli.services.extract import heuristic_extract, infer_tags
 
 if TYPE_CHECKING:  # types only: search and list never import the LLM client (litellm)
@@ -228,7 +229,8 @@ def plan_add(
     )
 
     try:
-        extraction = _extract(text, raw=raw, type=type, client=client)
+        commit = not raw and is_commit_origin(list(origins))
+        extraction = _extract(text, raw=raw, type=type, client=client, commit=commit)
         if extraction.note:
             result.notes.append(extraction.note)
         facts = extraction.facts
@@ -253,7 +255,8 @@ def plan_add(
             # Decided outside the writer lock: an LLM call can take seconds and other writers
             # (git hooks) must not wait on it. `commit()` re-checks every file it rewrites.
             decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact,
-                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log, view=view)
+                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log, view=view,
+                                       headlines=extraction.method == "commit")
             result.notes.extend(notes)
     except LLMError as e:
         if progress is not None and client is not None and client.usage.requests:
@@ -307,7 +310,14 @@ def llm_client(store: Store, *, model: str | None = None) -> LLM:
                            temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
 
 
-def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> Extraction:
+def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None, commit: bool = False) -> Extraction:
+    if commit:  # a commit message: the commit rules (memcli/services/commits.py) say what it holds
+        texts, why = commit_facts(text)
+        if why:
+            return Extraction([], skipped=1, method="commit",
+                              skipped_pieces=[{"text": " ".join(text.split())[:200], "rule": why}])
+        if client is None:
+            return Extraction([commit_fact(t, type) for t in texts], method="commit")
     if raw:
         from memcli.services.extract import code_pattern_of, detect_flags
 
@@ -376,7 +386,7 @@ def _shown(fact: str, neighbour: dict[str, Any]) -> bool:
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: LLM | None,
             allow_delete: bool, redact: bool = True, *, raw: bool = False,
             no_dedup: bool = False, llm_log: list[str] | None = None,
-            view: Any = None) -> tuple[list[Decision], list[str]]:
+            view: Any = None, headlines: bool = False) -> tuple[list[Decision], list[str]]:
     """One decision per fact, and notes for the user.
 
     Every fact first gets the heuristic decision of `memcli.rules.relate` (exact repeat: NONE; else the
@@ -422,7 +432,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:5]
         nb = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)
-        out.append(heuristic_decision(fact.text, nb, threshold))
+        out.append(heuristic_decision(fact.text, nb, threshold, headlines=headlines))
         neighbours.append(nb)
     asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
     if client is not None:
@@ -505,13 +515,17 @@ def _live_exact(index: Index, text: str) -> Memory | None:
     return None if rec.superseded_by else rec
 
 
-def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float) -> Decision:
-    """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD."""
+def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float, *,
+                       headlines: bool = False) -> Decision:
+    """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD.
+    `headlines`: compare first lines only (a commit's subject states the change; its body the why)."""
     from memcli.rules.relate import DISTINCT, REFINES, SAME, relate
+    from memcli.rules.subjects import headline
 
     first = None
     for n in neighbours:
-        rel = relate(n["text"], text, float(n["similarity"]), threshold=threshold)
+        old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
+        rel = relate(old, new, float(n["similarity"]), threshold=threshold)
         first = first or (n, rel)
         if rel.kind == DISTINCT:
             continue
@@ -566,6 +580,15 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: li
     if target is None:
         return Event(d.event, "invalid", fact.text, d.target, reasoning=(
             f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
+    if d.event == "SUPERSEDE" and _older(created, target.created):
+        # said before the current value was (a commit replayed late, a changelog section of an older
+        # release): the fact is history, stored superseded by the current memory, which stays current
+        m = _new_memory(fact, src, origins, user, project, created)
+        m.extra["superseded_by"] = target.id
+        why = f"{d.reasoning}; older ({created[:10]}) than the current value ({target.created[:10]})"
+        cs.add(m, event="ADD", origin=origins, reason=why)
+        batch.append((vec, m))
+        return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=why, **base)
     if d.event == "SUPERSEDE":
         m = _new_memory(fact, src, origins, user, project, created)
         m.text = d.text or fact.text
@@ -599,6 +622,18 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: li
         return Event("DELETE", "accepted", target.text, target.id, confidence=target.confidence,
                      reasoning=d.reasoning, old_memory=target.text, **{**base, "tags": target.tags})
     return Event(d.event, "invalid", fact.text, None, reasoning=f"unknown event {d.event!r}", **base)
+
+
+def _older(created: str | None, current: str | None) -> bool:
+    """Whether a fact dated `created` was stated before the memory dated `current` (both known)."""
+    if not created or not current:
+        return False
+    from memcli.core.memory import parse_time
+
+    try:
+        return parse_time(created) < parse_time(current)
+    except (ValueError, TypeError):
+        return False
 
 
 def _count_use(store: Store, mid: str) -> Callable[[], None]:

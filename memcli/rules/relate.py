@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
+from memcli.rules.subjects import same_subject, strip_refs, version_change
 
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
@@ -543,6 +544,22 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
         return Relation(SAME, "same text")
     if similarity < min(CANDIDATE_FLOOR, threshold):
         return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
+    # 0. reference numbers are provenance ("closes #382" vs "#381" is no new value), and the names
+    # a text is about (options, code names, packages) are its subject: two texts that both name
+    # some must name the same ones (memcli.rules.subjects)
+    old, new = strip_refs(old), strip_refs(new)
+    if _normal(old) == _normal(new):
+        return Relation(SAME, "same text but for its references")
+    same, why = same_subject(old, new)
+    if same is False:
+        return Relation(DISTINCT, why)
+    if same:
+        bumped = version_change(old, new)
+        if bumped:
+            return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
+    switched = _switched_from(old, new)
+    if switched:
+        return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
     po, pn = parse(old), parse(new)
     # 1. scope words: staging vs production, EU vs US, iOS vs Android ...
     for scope, words in po.scopes.items():
@@ -625,6 +642,34 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     return Relation(DISTINCT, lambda: f"says something else ({_short(set(removed))} vs {_short(set(added))})")
 
 
+_SWITCH_RE = lazy_compile(
+    r"\b(?:switch(?:ed|es|ing)?|mov(?:ed|es|ing)|migrat(?:ed|es|ing)|chang(?:ed|es|ing)|went|replac(?:ed|es|ing)"
+    r"|convert(?:ed|s|ing)?|upgrad(?:ed|es|ing)|downgrad(?:ed|es|ing))\b[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
+    r"(.{2,40}?)\s+(?:to|with|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;]+){0,2})"
+    r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)(?=[,.;\n]|$)"
+    r"|\breplac(?:ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)\s+with\b",
+    re.I,
+)
+
+
+def _switched_from(old: str, new: str) -> str | None:
+    """`new` says a value was replaced ("switched the release workflow from trusted publishing to a
+    PYPI_TOKEN secret", "now X instead of Y", "replaced Y with X") and `old` states that replaced value
+    (every word of it) without the new one: the old statement is history. The reason names both."""
+    low_old = " ".join(re.findall(r"[\w.+#/-]+", old.lower()))
+    for m in _SWITCH_RE.finditer(new):
+        gone = m.group(1) or m.group(3) or m.group(4)
+        came = m.group(2) or ""
+        words = [w for w in re.findall(r"[\w.+#/-]+", gone.lower()) if w not in STOPWORDS]
+        if not words or not all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in words):
+            continue
+        new_words = [w for w in re.findall(r"[\w.+#/-]+", came.lower()) if w not in STOPWORDS]
+        if new_words and all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in new_words):
+            continue  # the old text names the new value too: it may say the same change
+        return f"{' '.join(words)} -> {' '.join(new_words) or 'something else'}"
+    return None
+
+
 def texts_mergeable(a: str, b: str) -> bool:
     """Are two texts one fact, each a rewording or a refinement of the other, about the same
     subject (never a change of value, a negation or another subject)? What `curate.mergeable`
@@ -651,7 +696,8 @@ def rules_version() -> str:
 
 
 def _rules_digest() -> str:
-    """The sources of this module and of memcli/services/extract.py (its normalisation), read when this
+    """The sources of this module, of its subject rules and of memcli/services/extract.py (its
+    normalisation), read when this
     module is imported (a long-running process whose files are upgraded under it keeps the digest
     of the code it runs), with the Python and Unicode versions (`lower`, `\\w` and `isupper` follow
     the Unicode tables). Without the sources (an install of compiled modules only): the functions'
@@ -662,8 +708,9 @@ def _rules_digest() -> str:
 
     head = f"{sys.version_info[:2]} {unicodedata.unidata_version}".encode()
     try:  # (through the loader: a zipped package reads them too)
-        here = os.path.dirname(__file__)
-        data = b"".join(__spec__.loader.get_data(os.path.join(here, f)) for f in ("decide.py", "extract.py"))
+        pkg = os.path.dirname(os.path.dirname(__file__))
+        data = b"".join(__spec__.loader.get_data(os.path.join(pkg, *f.split("/")))
+                        for f in ("rules/relate.py", "rules/subjects.py", "core/refs.py", "services/extract.py"))
     except Exception:  # noqa: BLE001 - no readable sources: the code itself, or no digest
         try:
             import inspect

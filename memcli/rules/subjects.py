@@ -1,0 +1,124 @@
+"""Subject identity on real developer text: what a fact is about, and what is only provenance.
+
+Commit subjects and changelog items share one shape ("Add `--where` option (#382)") and differ in a
+name. Two things go wrong when such texts are compared word by word:
+
+- **Reference numbers read as values.** `#382` vs `#381`, `GH-12`, `(#693)`, PR/issue links and
+  commit shas say where a statement came from, never what it says; compared as values, every pair
+  of commits "changes a value" and the newer hides the older (issue 21: 33 of 39 supersedes in one
+  store rested on an issue number). `strip_refs` removes them before any comparison.
+- **Names read as wording.** An option (`--where`), a code name (`` `table.transform()` ``,
+  `Database()`), or a package in a pin or a bump (`black>=25.1.0`, "Bump trio from 0.21 to 0.22")
+  *is* the subject: `--where` and `--limit` are two features, `black` and `isort` two pins.
+  `subject_keys` reads those names; `same_subject` says whether two texts name the same ones.
+
+Pure string work (no I/O, no model), so every decider applies the same rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from memcli.core.lazy_re import lazy_compile
+from memcli.core.refs import strip_refs
+
+__all__ = ["headline", "same_subject", "strip_refs", "subject_keys", "version_change"]
+
+# an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
+_FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
+# inline code
+_CODE_RE = lazy_compile(r"``?([^`\n]{1,60})``?")
+# a called name: `Database()`, `table.transform()`, `lookup_default()`
+_CALL_RE = lazy_compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
+# a package in a pin or a floor: `black>=25.1.0`, `httpcore==1.*`, `sqlite-utils>=3.37`, `rich<14`
+_PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[[\w,\-]+\])?\s*(?:===?|>=|<="
+                       r"|~=|!=|<|>)\s*v?\d")
+# a bump: "Bump black from 24.1.0 to 24.2.0", "Update httpcore requirement from ...", "Upgrade to black 25"
+_BUMP_RE = lazy_compile(
+    r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
+    r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\([^)]*\))?"
+    r"(?:\s+requirement)?\s+(?:from|to)\s+v?[<>=~!^]*\d",
+    re.I,
+)
+_BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
+                           r"([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s*[<>=~!]*\s*v?\d", re.I)
+_NOT_NAMES = frozenset("from to and or than then version it them this that v is are was be now at least".split())
+_GENERIC_CODE = frozenset({"none", "true", "false", "self", "cls", "str", "int", "bytes", "list", "dict"})
+
+
+def _norm_key(name: str) -> str:
+    k = name.strip().strip("`'\".,:;").lower()
+    k = re.sub(r"\(\)$", "", k)
+    return k.replace("_", "-") if re.fullmatch(r"[a-z0-9_.\-\[\]]+", k) and "." not in k else k
+
+
+@functools.lru_cache(maxsize=65536)
+def subject_keys(text: str) -> frozenset[str]:
+    """The names `text` is about: options/flags, code names (inline code, called names) and the
+    packages of pins and bumps, normalised (case, `_` vs `-`, a trailing `()`); empty for plain
+    prose, which the wording rules of `relate` then judge."""
+    text = strip_refs(text)
+    keys: set[str] = set()
+    for m in _FLAG_RE.finditer(text):
+        keys.add(m.group(1).lower() if m.group(1).startswith("--") else m.group(1))
+    for m in _CODE_RE.finditer(text):
+        code = m.group(1).strip()
+        if not code or code.lower() in _GENERIC_CODE or " " in code.strip() and not code.startswith("-"):
+            continue
+        flag = _FLAG_RE.match(code)
+        if flag:
+            keys.add(flag.group(1).lower() if flag.group(1).startswith("--") else flag.group(1))
+            continue
+        pin = _PIN_RE.match(code)
+        keys.add(_norm_key(pin.group(1) if pin else re.split(r"[=<>~!\s]", code)[0]))
+    for m in _CALL_RE.finditer(text):
+        keys.add(_norm_key(m.group(1)))
+    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE):
+        for m in rx.finditer(text):
+            name = m.group(1)
+            if name.lower() in _NOT_NAMES:
+                continue
+            keys.add(_norm_key(name.rsplit("/", 1)[-1] if rx is _BUMP_RE and "/" in name and "[" not in name
+                               and not name.startswith(("actions/", "pre-commit/")) else name))
+    keys.discard("")
+    return frozenset(keys)
+
+
+def headline(text: str) -> str:
+    """The first line of a multi-line text (a commit's subject), else the text."""
+    first = text.strip().split("\n", 1)[0].strip()
+    return first or text
+
+
+def same_subject(old: str, new: str) -> tuple[bool | None, str]:
+    """Whether two texts name the same subject: True/False when both name one (options, code names,
+    packages), None when one of them names none (the wording rules decide then); with a reason."""
+    ko, kn = subject_keys(old), subject_keys(new)
+    if not ko or not kn:
+        return None, ""
+    if ko == kn:
+        return True, ""
+    gone, new_ = sorted(ko - kn), sorted(kn - ko)
+    return False, f"different subject: {', '.join(gone[:3]) or '-'} vs {', '.join(new_[:3]) or '-'}"
+
+
+# the version a text gives its one package: "Bump black from 24.1.1 to 24.2.0", "black>=25.1.0",
+# "pin httpcore==1.*", "Upgrade to black 25.1"
+_TO_VERSION_RE = lazy_compile(r"\bto\s+`?v?[<>=~!^]*\s*(\d[\w.*+\-]*)|(?:===?|>=|<=|~=|<|>)\s*v?(\d[\w.*+\-]*)")
+
+
+def version_change(old: str, new: str) -> str | None:
+    """When both texts give one and the same package a version and the versions differ: the
+    reason ("black: 24.1.1 -> 24.2.0"); a bump's "from" value is history, its "to" value the
+    current one. None otherwise."""
+    ko, kn = subject_keys(old), subject_keys(new)
+    if len(ko) != 1 or ko != kn:
+        return None
+    vo, vn = _TO_VERSION_RE.search(strip_refs(old)), _TO_VERSION_RE.search(strip_refs(new))
+    if not vo or not vn:
+        return None
+    a, b = (vo.group(1) or vo.group(2)).rstrip(".,"), (vn.group(1) or vn.group(2)).rstrip(".,")
+    if a == b:
+        return None
+    return f"{next(iter(ko))}: {a} -> {b}"

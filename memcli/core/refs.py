@@ -31,7 +31,7 @@ _REF_RE = lazy_compile(
     re.I,
 )
 _SPACES_RE = lazy_compile(r"[ \t]{2,}")
-_DANGLING_RE = lazy_compile(r"\s*(?:[,;:-]|\(\s*\))\s*$|\s+(?=[,.;:])", re.M)
+_DANGLING_RE = lazy_compile(r"^[ \t]*[,;:][ \t]*|\s*(?:[,;:-]|\(\s*\))\s*$|\s+(?=[,.;:])", re.M)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -229,7 +229,9 @@ def plan_add(
     )
 
     try:
-        commit = not raw and is_commit_origin(list(origins))
+        # a dated input from a commit (the git hook, `add --batch` lines with a `git:` origin and the
+        # commit's date) is a commit message: the commit rules extract it, with or without a model
+        commit = not raw and bool(created) and is_commit_origin(list(origins))
         extraction = _extract(text, raw=raw, type=type, client=client, commit=commit)
         if extraction.note:
             result.notes.append(extraction.note)

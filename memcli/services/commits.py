@@ -13,8 +13,11 @@ from 3 to 4" becomes one memory per package, so that the newer bump of a package
 older one and never another package's (issue 21: 7 of 9 wrong merges in one project were grouped
 bumps merged across packages).
 
-Used by the add pipeline for inputs whose origin is `git:<sha>` (the post-commit hook, `add
---batch` lines with a `git:` origin) when no model extracts: both paths apply the same rules.
+Used by the add pipeline for dated inputs whose origin is `git:<sha>` (the post-commit hook, which
+spools the author date; `add --batch` lines with a `git:` origin and a `created` date): both paths
+apply the same rules. Without a model these rules extract; with one, junk is still skipped here
+(no request spent on a merge commit) and the model extracts the rest. An undated `add --origin
+git:<sha>` is a note about a commit, extracted as any note.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                        r"change ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)(?: entry| entries)?\b"),
     ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b"
                    r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)(?: \w+){0,2} tests?\b"),
-    ("release", r"^(?:release|releasing|prepare(?: for)? release|preparing release|prepare|version|bump version|"
+    ("release", r"^(?:release|releasing|release version|prepare(?: for)? release|preparing release|prepare|version|bump version|"
                 r"bump to version|tag|start version|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
                 r"|^v?\d+(?:\.\d+)+\S*$|^(?:release|prepare release|bump version|version bump)(?: \S+)?$"
                 r"|\b(?:new|next|start(?:ing)?|begin) (?:the )?development (?:cycle|version)\b|^back to development\b"
@@ -111,12 +114,15 @@ def junk_reason(message: str) -> str | None:
     subject = _clean_subject(message.strip().split("\n", 1)[0]) if message.strip() else ""
     if not subject:
         return "empty_message"
+    raw = subject.lower().strip()
     low = strip_refs(subject).lower().strip().rstrip(".!")
     # a conventional prefix says nothing by itself: judge what follows it ("docs: fix typo")
     low = re.sub(r"^[a-z]+(?:\([^)]*\))?!?:\s*", "", low)
     for name, rx in _JUNK:
-        if rx.search(low):
+        if rx.search(low) or rx.search(raw):
             return name
+    if _GROUP_RE.search(subject) and not bumps(message):
+        return "no_values"  # "Bump the python-packages group with 11 updates" and no package named
     words = re.findall(r"[\w'.\-/]+", low)
     if len(words) <= 3 and all(w.strip(".") in _VAGUE_WORDS for w in words):
         return "vague"
@@ -175,8 +181,6 @@ def commit_facts(message: str) -> tuple[list[str], str | None]:
     if len(found) > 1 or (found and _GROUP_RE.search(subject)):
         where = " in pre-commit" if "pre-commit" in subject.lower() else ""
         return [f"Bump {p} from {a} to {b}{where}" for p, a, b in found], None
-    if _GROUP_RE.search(subject) and not found:
-        return [], "no_values"
     if found:  # one package: its subject says it ("Bump black from 23.3.0 to 23.7.0 (#2805)")
         return [subject], None
     text = subject

@@ -135,11 +135,11 @@ def test_batch_commits_are_ordered_by_their_dates_not_by_arrival(cli):
 
 
 def test_two_options_added_in_two_commits_both_stay_current(cli):
-    _batch(cli, [
-        {"text": "rows --limit and --offset, closes #381", "origins": ["git:aaa0381"], "created": "2022-01-01T00:00:00Z"},
-        {"text": "rows --where and -p, closes #382", "origins": ["git:aaa0382"], "created": "2022-01-02T00:00:00Z"},
-        {"text": "rows --order option, closes #469", "origins": ["git:aaa0469"], "created": "2022-03-01T00:00:00Z"},
-    ])
+    # the issue's example: each newer feature hid the older one, on its issue number
+    _batch(cli, [{"text": text, "origins": [f"git:aaa0{n}"], "created": f"2022-0{i + 1}-01T00:00:00Z"}
+                 for i, (n, text) in enumerate([(381, "rows --limit and --offset, closes #381"),
+                                                (382, "rows --where and -p, closes #382"),
+                                                (469, "rows --order option, closes #469")])])
     assert len(listed(cli.store)) == 3
 
 

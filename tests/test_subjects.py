@@ -85,3 +85,18 @@ def test_a_stated_switch_supersedes_the_statement_of_the_old_value():
     assert rel.kind == SUPERSEDES
     # the switch names a value the old text does not hold: no bearing on it
     assert relate(old, "We switched the docs build from Sphinx to MkDocs", 0.6).kind != SUPERSEDES
+
+
+def test_a_later_release_removing_a_deprecated_name_supersedes_its_deprecation():
+    # encode/httpx CHANGELOG.md: 0.26.0 deprecates `proxies`, 0.28.0 removes it; 0.27.0 deprecates `app=...`
+    deprecated = ("The `proxies` argument is now deprecated. It will still continue to work, but it will be "
+                  "removed in the future. (#2879)")
+    rel = relate(deprecated, "The deprecated `proxies` argument has now been removed.", 0.8)
+    assert rel.kind == SUPERSEDES and "proxies" in rel.reason
+    app = ("The `app=...` shortcut has been deprecated. Use the explicit style of "
+           "`transport=httpx.WSGITransport()` or `transport=httpx.ASGITransport()` instead.")
+    assert relate(app, "The deprecated `app` argument has now been removed.", 0.8).kind == SUPERSEDES
+    # a statement that only mentions `proxies` on the way (it is about `proxy`) is not superseded by it
+    added = ("The `proxy` argument was added. You should use the `proxy` argument instead of the deprecated "
+             "`proxies`, or use `mounts=` for more complex configurations. (#2879)")
+    assert relate(added, "The deprecated `proxies` argument has now been removed.", 0.8).kind == DISTINCT

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
-from memcli.rules.subjects import same_subject, strip_refs, version_change
+from memcli.rules.subjects import removal_of, same_subject, strip_refs, version_change
 
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
@@ -550,6 +550,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     old, new = strip_refs(old), strip_refs(new)
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text but for its references")
+    removed = removal_of(old, new)
+    if removed:
+        return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)
     same, why = same_subject(old, new)
     if same is False:
         return Relation(DISTINCT, why)

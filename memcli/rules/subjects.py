@@ -23,7 +23,7 @@ import re
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 
-__all__ = ["headline", "same_subject", "strip_refs", "subject_keys", "version_change"]
+__all__ = ["headline", "removal_of", "same_subject", "strip_refs", "subject_keys", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -122,3 +122,27 @@ def version_change(old: str, new: str) -> str | None:
     if a == b:
         return None
     return f"{next(iter(ko))}: {a} -> {b}"
+
+
+_REMOVED_RE = lazy_compile(
+    r"\b(?:(?:has|have|is|are|was|were)\s+(?:now\s+)?(?:been\s+)?(?:fully\s+|finally\s+|completely\s+)?"
+    r"|now\s+(?:fully\s+)?)(?:removed|dropped|deleted)\b|\bno longer (?:supported|available|exists?|exported)\b"
+    r"|^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?)\b",
+    re.I,
+)
+
+
+def removal_of(old: str, new: str) -> str | None:
+    """`new` says a name was removed ("The deprecated `proxies` argument has now been removed") and
+    `old` is a statement about that name (it names it first: its deprecation, its addition): the
+    name. The removal is the name's newest state, so it supersedes the older statement. None when
+    `new` names no removal, names other things too, or `old` says the removal itself."""
+    kn = subject_keys(new)
+    if not kn or not _REMOVED_RE.search(strip_refs(new)) or _REMOVED_RE.search(strip_refs(old)):
+        return None
+    ko = subject_keys(old)
+    if not kn <= ko:
+        return None
+    low = strip_refs(old).lower().replace("_", "-")
+    first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
+    return first if first in kn else None

@@ -1,6 +1,7 @@
 """The decision vocabulary: what to do with one new fact, and what then happened to it.
 
-A `Decision` is made either by the rules (`ingest.heuristic_decision`, reading `memcli.rules.relate`)
+A `Decision` is made either by the rules (`memcli.rules.decide.heuristic_decision`, reading
+`memcli.rules.relate`)
 or by the model (`llm.LLM.decide`); ingest takes either kind through the same checks and plans
 the same changes from it, so both deciders speak this one type. An `Event` is the outcome the
 user sees (`add --json` prints `Event.to_dict()`), one per extracted fact.

@@ -33,6 +33,8 @@ from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.core.memory import Memory, new_ulid, now_iso
 from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
 from memcli.ops.handle import Store, atomic_write
+from memcli.rules.decide import change_related, heuristic_decision
+from memcli.rules.decide import matched as _matched
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
 from memcli.services.extract import heuristic_extract, infer_tags
 
@@ -41,7 +43,6 @@ if TYPE_CHECKING:  # types only: search and list never import the LLM client (li
     from memcli.services.llm.client import LLM
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
-RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
 
@@ -380,8 +381,6 @@ _CHANGE_FLOOR = 0.3  # ... unless the fact says it replaced a value that memory 
 
 def _shown(fact: str, neighbour: dict[str, Any]) -> bool:
     """Whether the model is shown this neighbour of ``fact`` in the decide request."""
-    from memcli.services.llm.checks import change_related
-
     return neighbour["similarity"] >= _NEIGHBOUR_FLOOR or change_related(fact, str(neighbour.get("text") or ""))
 
 
@@ -400,7 +399,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     subject is ADD; `decide.llm_supersedes`: an UPDATE that gives a new value is a supersede).
     """
     from memcli.rules.relate import CANDIDATE_FLOOR
-    from memcli.services.llm.checks import change_related, states_change
+    from memcli.services.llm.checks import states_change
 
     index = store.index if view is None else view
     cfg = store.config
@@ -470,7 +469,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             target = next((n for n in neighbours[i] if n["id"] == dec.target), None)
             if target is not None:
                 llm_dec.matched = named = _matched(target["id"], target["text"])
-                from memcli.rules.relate import check_llm, llm_supersedes
+                from memcli.rules.decide import check_llm, llm_supersedes
 
                 downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
                 change = None if downgrade else llm_supersedes(dec.event, target["text"], facts[i].text,
@@ -498,12 +497,6 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return out, notes
 
 
-def _matched(mid: str, text: str) -> dict[str, str]:
-    """The memory a decision names: its id and a short text, for the user."""
-    text = " ".join(text.split())
-    return {"id": mid, "text": text if len(text) <= 80 else text[:79] + "…"}
-
-
 def _live_exact(index: Index, text: str) -> Memory | None:
     """The memory with exactly this (normalised) text, unless it was superseded: saying a replaced
     value again is a change back, decided by the rules against the live memories."""
@@ -515,37 +508,6 @@ def _live_exact(index: Index, text: str) -> Memory | None:
     if rec is None:
         return Memory(id=mid, text=text)
     return None if rec.superseded_by else rec
-
-
-def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float, *,
-                       headlines: bool = False) -> Decision:
-    """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD.
-    `headlines`: compare first lines only (a commit's subject states the change; its body the why)."""
-    from memcli.rules.relate import DISTINCT, REFINES, SAME, relate
-    from memcli.rules.subjects import headline
-
-    first = None
-    for n in neighbours:
-        old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
-        rel = relate(old, new, float(n["similarity"]), threshold=threshold)
-        first = first or (n, rel)
-        if rel.kind == DISTINCT:
-            continue
-        sim = float(n["similarity"])
-        named = _matched(n["id"], n["text"])
-        if rel.kind == SAME:
-            return Decision("NONE", n["id"], similarity=sim, matched=named,
-                             reasoning=f"already known: {rel.reason}")
-        if rel.kind == REFINES:
-            return Decision("UPDATE", n["id"], text, similarity=sim, matched=named,
-                             reasoning=f"same subject, {rel.reason}")
-        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason)
-    if first is None:
-        return Decision("ADD", reasoning="no similar memory")
-    n, rel = first
-    related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
-    return Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
-                     matched=_matched(n["id"], n["text"]), related=related)
 
 
 def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: list[tuple[np.ndarray, Memory]],

@@ -560,7 +560,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
         bumped = version_change(old, new)
         if bumped:
             return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
-    switched = _switched_from(old, new)
+    switched = switched_from(old, new)
     if switched:
         return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
     po, pn = parse(old), parse(new)
@@ -655,7 +655,7 @@ _SWITCH_RE = lazy_compile(
 )
 
 
-def _switched_from(old: str, new: str) -> str | None:
+def switched_from(old: str, new: str) -> str | None:
     """`new` says a value was replaced ("switched the release workflow from trusted publishing to a
     PYPI_TOKEN secret", "now X instead of Y", "replaced Y with X") and `old` states that replaced value
     (every word of it) without the new one: the old statement is history. The reason names both."""

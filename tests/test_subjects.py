@@ -100,3 +100,19 @@ def test_a_later_release_removing_a_deprecated_name_supersedes_its_deprecation()
     added = ("The `proxy` argument was added. You should use the `proxy` argument instead of the deprecated "
              "`proxies`, or use `mounts=` for more complex configurations. (#2879)")
     assert relate(added, "The deprecated `proxies` argument has now been removed.", 0.8).kind == DISTINCT
+
+
+def test_a_revert_supersedes_the_commit_it_reverts():
+    # pallets/click@6c4a77ba, then its revert @bb7be1f6
+    original = "Use `default=True` as a sentinel for non-boolean flags"
+    revert = f'Revert "{original}"\n\nThis reverts commit 6c4a77ba24854dab793a8ff72110a0a24c403c9f.'
+    assert relate(original, revert, 0.9).kind == SUPERSEDES
+    assert relate("Use `default=False` for boolean flags", revert, 0.9).kind != SUPERSEDES
+
+
+def test_the_supported_python_versions_are_one_subject():
+    # pallets/click CHANGES.md 8.0.0 then 8.2.0
+    rel = relate("Drop support for Python 2 and 3.5.", "Drop support for Python 3.7 and 3.8.", 0.8)
+    assert rel.kind == SUPERSEDES and "3.7" in rel.reason
+    # adding a new Python is not dropping an old one (encode/httpx@... "Add support for Python 3.13 (#3460)")
+    assert relate("Add support for Python 3.13 (#3460)", "Drop support for Python 3.7 (#2813)", 0.8).kind == DISTINCT

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
-from memcli.rules.subjects import removal_of, same_subject, strip_refs, version_change
+from memcli.rules.subjects import removal_of, reverts, same_subject, strip_refs, version_change
 
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
@@ -547,6 +547,8 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     # 0. reference numbers are provenance ("closes #382" vs "#381" is no new value), and the names
     # a text is about (options, code names, packages) are its subject: two texts that both name
     # some must name the same ones (memcli.rules.subjects)
+    if reverts(old, new):
+        return Relation(SUPERSEDES, "reverts it", contradiction=True)
     old, new = strip_refs(old), strip_refs(new)
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text but for its references")

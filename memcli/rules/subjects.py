@@ -23,7 +23,7 @@ import re
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 
-__all__ = ["headline", "removal_of", "same_subject", "strip_refs", "subject_keys", "version_change"]
+__all__ = ["headline", "removal_of", "reverts", "same_subject", "strip_refs", "subject_keys", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -43,6 +43,8 @@ _BUMP_RE = lazy_compile(
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
                            r"([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s*[<>=~!]*\s*v?\d", re.I)
+_PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
+                          r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
 _NOT_NAMES = frozenset("from to and or than then version it them this that v is are was be now at least".split())
 _GENERIC_CODE = frozenset({"none", "true", "false", "self", "cls", "str", "int", "bytes", "list", "dict"})
 
@@ -74,6 +76,8 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_norm_key(pin.group(1) if pin else re.split(r"[=<>~!\s]", code)[0]))
     for m in _CALL_RE.finditer(text):
         keys.add(_norm_key(m.group(1)))
+    if _PYTHON_RE.search(text):  # "Drop support for Python 3.7", "Require Python 3.9+"
+        keys.add("python")
     for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE):
         for m in rx.finditer(text):
             name = m.group(1)
@@ -108,6 +112,18 @@ def same_subject(old: str, new: str) -> tuple[bool | None, str]:
 _TO_VERSION_RE = lazy_compile(r"\bto\s+`?v?[<>=~!^]*\s*(\d[\w.*+\-]*)|(?:===?|>=|<=|~=|<|>)\s*v?(\d[\w.*+\-]*)")
 
 
+_VERSION_RE = lazy_compile(r"(?<![\w.])v?\d+(?:\.\d+)+\w*|(?<![\w.])\d(?![\w.])")
+_WORDS_RE = lazy_compile(r"[a-z][a-z0-9_\-]*")
+
+
+def _same_shape(old: str, new: str) -> bool:
+    """The two texts say the same thing but for their version numbers ("Drop support for Python 2
+    and 3.5" / "Drop support for Python 3.7 and 3.8"): nearly the same words once versions are gone."""
+    wo = set(_WORDS_RE.findall(_VERSION_RE.sub(" ", old.lower())))
+    wn = set(_WORDS_RE.findall(_VERSION_RE.sub(" ", new.lower())))
+    return bool(wo and wn) and len(wo & wn) / len(wo | wn) >= 0.75
+
+
 def version_change(old: str, new: str) -> str | None:
     """When both texts give one and the same package a version and the versions differ: the
     reason ("black: 24.1.1 -> 24.2.0"); a bump's "from" value is history, its "to" value the
@@ -115,8 +131,12 @@ def version_change(old: str, new: str) -> str | None:
     ko, kn = subject_keys(old), subject_keys(new)
     if len(ko) != 1 or ko != kn:
         return None
-    vo, vn = _TO_VERSION_RE.search(strip_refs(old)), _TO_VERSION_RE.search(strip_refs(new))
+    old, new = strip_refs(old), strip_refs(new)
+    vo, vn = _TO_VERSION_RE.search(old), _TO_VERSION_RE.search(new)
     if not vo or not vn:
+        so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
+        if so and sn and so != sn and _same_shape(old, new):
+            return f"{next(iter(ko))}: {', '.join(so)} -> {', '.join(sn)}"
         return None
     a, b = (vo.group(1) or vo.group(2)).rstrip(".,"), (vn.group(1) or vn.group(2)).rstrip(".,")
     if a == b:
@@ -137,7 +157,7 @@ def removal_of(old: str, new: str) -> str | None:
     `old` is a statement about that name (it names it first: its deprecation, its addition): the
     name. The removal is the name's newest state, so it supersedes the older statement. None when
     `new` names no removal, names other things too, or `old` says the removal itself."""
-    kn = subject_keys(new)
+    kn = subject_keys(new) - {"python"}  # dropping a Python version is a new version, not a removal
     if not kn or not _REMOVED_RE.search(strip_refs(new)) or _REMOVED_RE.search(strip_refs(old)):
         return None
     ko = subject_keys(old)
@@ -146,3 +166,16 @@ def removal_of(old: str, new: str) -> str | None:
     low = strip_refs(old).lower().replace("_", "-")
     first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
     return first if first in kn else None
+
+
+_REVERT_RE = lazy_compile(r'^\s*revert\s+"(.+)"\s*$', re.I)
+
+
+def reverts(old: str, new: str) -> bool:
+    """`new` is the revert of the commit `old` (`Revert "<old's subject>"`, as git writes it):
+    what `old` did is undone, so the revert is the current state of that subject."""
+    m = _REVERT_RE.match(strip_refs(headline(new)))
+    if not m:
+        return False
+    said = " ".join(strip_refs(m.group(1)).lower().split())
+    return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split())

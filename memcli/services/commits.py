@@ -55,7 +55,7 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                    r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)(?: \w+){0,2} tests?\b"),
     ("release", r"^(?:release|releasing|release version|prepare(?: for)? release|preparing release|prepare|version|"
                 r"bump version|"
-                r"bump to version|tag|start version|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
+                r"bump to version|tag|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
                 r"|^v?\d+(?:\.\d+)+\S*$|^(?:release|prepare release|bump version|version bump)(?: \S+)?$"
                 r"|\b(?:new|next|start(?:ing)?|begin) (?:the )?development (?:cycle|version)\b|^back to development\b"
                 r"|^(?:prepare|preparing|prep) (?:for )?(?:the )?(?:next )?release\b"

@@ -107,7 +107,7 @@ def test_a_revert_supersedes_the_commit_it_reverts():
     original = "Use `default=True` as a sentinel for non-boolean flags"
     revert = f'Revert "{original}"\n\nThis reverts commit 6c4a77ba24854dab793a8ff72110a0a24c403c9f.'
     assert relate(original, revert, 0.9).kind == SUPERSEDES
-    assert relate("Use `default=False` for boolean flags", revert, 0.9).kind != SUPERSEDES
+    assert relate("Use `flag_value` for boolean flags", revert, 0.9).kind != SUPERSEDES
 
 
 def test_the_supported_python_versions_are_one_subject():

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
-from memcli.rules.subjects import removal_of, reverts, same_subject, strip_refs, version_change
+from memcli.rules.subjects import removal_of, reverts, same_subject, strip_refs, subject_keys, version_change
 
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
@@ -549,9 +549,11 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     # some must name the same ones (memcli.rules.subjects)
     if reverts(old, new):
         return Relation(SUPERSEDES, "reverts it", contradiction=True)
-    old, new = strip_refs(old), strip_refs(new)
-    if _normal(old) == _normal(new):
-        return Relation(SAME, "same text but for its references")
+    so, sn = strip_refs(old), strip_refs(new)
+    if _content_count(so) >= 2 and _content_count(sn) >= 2:  # "Reconcile #2811 and #2840": the refs are all it says
+        old, new = so, sn
+        if _normal(old) == _normal(new):
+            return Relation(SAME, "same text but for its references")
     removed = removal_of(old, new)
     if removed:
         return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)
@@ -565,6 +567,29 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     switched = switched_from(old, new)
     if switched:
         return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
+    rel = _by_words(old, new, similarity, threshold)
+    if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
+            and not _STRONG_CHANGE_RE.search(new):
+        # one text names its subject (an option, a code name, a file) and the other names none: the
+        # wording alone ("now", one word swapped) does not show they are about one thing
+        return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
+    return rel
+
+
+#: a change stated outright: enough to supersede even when only one text names its subject
+_STRONG_CHANGE_RE = lazy_compile(
+    r"\b(?:no longer|not anymore|any more|instead|switched|replaced|removed|dropped|renamed|migrated|moved to"
+    r"|deprecated|is gone|are gone|phased out|retired)\b", re.I)
+
+
+def _content_count(text: str) -> int:
+    """Words, but for articles and conjunctions: what is left of "Reconcile #2811 and #2840" once
+    its references are gone is one word, and the references were what it said."""
+    return sum(1 for w in re.findall(r"[a-z][a-z0-9_'-]+", text.lower()) if w not in ("and", "or", "the", "a", "an"))
+
+
+def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relation:
+    """Steps 1-4 of the module docstring: the relation read from the words of both texts."""
     po, pn = parse(old), parse(new)
     # 1. scope words: staging vs production, EU vs US, iOS vs Android ...
     for scope, words in po.scopes.items():

@@ -43,6 +43,9 @@ _BUMP_RE = lazy_compile(
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
                            r"([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s*[<>=~!]*\s*v?\d", re.I)
+# a file named by its extension: `setup.py`, `advanced.rst`, `.github/workflows/tests.yml`
+_FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
+                        r"(?:py|pyi|md|rst|txt|toml|cfg|ini|yml|yaml|json|lock|sh|js|ts|html|css)\b")
 _PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
                           r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
 _NOT_NAMES = frozenset("from to and or than then version it them this that v is are was be now at least".split())
@@ -76,6 +79,8 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_norm_key(pin.group(1) if pin else re.split(r"[=<>~!\s]", code)[0]))
     for m in _CALL_RE.finditer(text):
         keys.add(_norm_key(m.group(1)))
+    for m in _FILE_RE.finditer(text):
+        keys.add(m.group(0).lower())
     if _PYTHON_RE.search(text):  # "Drop support for Python 3.7", "Require Python 3.9+"
         keys.add("python")
     for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE):

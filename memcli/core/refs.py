@@ -18,7 +18,7 @@ from memcli.core.lazy_re import lazy_compile
 
 # `#123`, `(#693)`, `GH-12`, "closes #382", "refs: #12, #13", PR / issue / commit links, and
 # bare shas (7-40 hex digits holding both a digit and a letter)
-_REF_WORDS = (r"(?:(?:closes|closed|close|fixes|fixed|fix|resolves|resolved|resolve|refs?|see|issue|pr"
+_REF_WORDS = (r"(?:(?:closes|closed|close|fixes|fixed|fix|resolves|resolved|resolve|refs?|see|issue|pr|pull"
              r"|pull request)\s*:?\s*)")
 _REF_RE = lazy_compile(
     r"https?://\S+/(?:pull|issues|commit|compare|pulls)/[\w.\-]+\S*"  # github/gitlab links
@@ -27,6 +27,7 @@ _REF_RE = lazy_compile(
     r"|\b" + _REF_WORDS + r"(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+(?:\s*(?:,|and|&)\s*(?:#|gh-)\d+)*"  # closes #382
     r"|(?<![\w/])(?:[\w.-]+/[\w.-]+)?#\d+\b"  # #123, owner/repo#123
     r"|\bgh-\d+\b"  # GH-12
+    r"|\(version \d+(?:\.\d+)+[\w.\-+]*\)"  # the release a changelog item belongs to (memcli.services.changelog)
     r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",  # a commit sha
     re.I,
 )
@@ -37,7 +38,7 @@ _DANGLING_RE = lazy_compile(r"^[ \t]*[,;:][ \t]*|\s*(?:[,;:-]|\(\s*\))\s*$|\s+(?
 @functools.lru_cache(maxsize=65536)
 def strip_refs(text: str) -> str:
     """`text` without its reference numbers and links: what it says, not where it came from."""
-    if not re.search(r"#|gh-|https?://|[0-9a-f]{7}", text, re.I):
+    if not re.search(r"#|gh-|https?://|[0-9a-f]{7}|\(version ", text, re.I):
         return text
     out = _REF_RE.sub(" ", text)
     out = _DANGLING_RE.sub("", out)

@@ -33,10 +33,11 @@ from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.core.memory import Memory, new_ulid, now_iso
 from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
 from memcli.ops.handle import Store, atomic_write
-from memcli.rules.decide import change_related, heuristic_decision
+from memcli.rules.decide import bears_on, change_related, heuristic_decision
 from memcli.rules.decide import matched as _matched
+from memcli.services.changelog import is_section, section_facts
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
-from memcli.services.extract import heuristic_extract, infer_tags
+from memcli.services.extract import fact_from_text, heuristic_extract, infer_tags
 
 if TYPE_CHECKING:  # types only: search and list never import the LLM client (litellm)
     from memcli.index import Index
@@ -233,7 +234,7 @@ def plan_add(
         # a dated input from a commit (the git hook, `add --batch` lines with a `git:` origin and the
         # commit's date) is a commit message: the commit rules extract it, with or without a model
         commit = not raw and bool(created) and is_commit_origin(list(origins))
-        extraction = _extract(text, raw=raw, type=type, client=client, commit=commit)
+        extraction = _extract(text, raw=raw, type=type, client=client, commit=commit, created=created)
         if extraction.note:
             result.notes.append(extraction.note)
         facts = extraction.facts
@@ -313,7 +314,8 @@ def llm_client(store: Store, *, model: str | None = None) -> LLM:
                            temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
 
 
-def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None, commit: bool = False) -> Extraction:
+def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None, commit: bool = False,
+             created: str | None = None) -> Extraction:
     if commit:  # a commit message: the commit rules (memcli/services/commits.py) say what it holds
         texts, why = commit_facts(text)
         if why:
@@ -321,6 +323,8 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None, comm
                               skipped_pieces=[{"text": " ".join(text.split())[:200], "rule": why}])
         if client is None:
             return Extraction([commit_fact(t, type) for t in texts], method="commit")
+    if not raw and client is None and is_section(text):  # a changelog's release section
+        return Extraction([fact_from_text(t) for t in section_facts(text, created)], method="changelog")
     if raw:
         from memcli.services.extract import code_pattern_of, detect_flags
 
@@ -425,11 +429,13 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, _NEIGHBOUR_FLOOR)
         # With a model, a fact that says it changed a value ("from Yarn to pnpm") also sees the
         # memory that holds the old value, however far its embedding is (llm_checks.change_related).
-        low_floor = _CHANGE_FLOOR if client is not None and states_change(fact.text) else floor
+        # Without one too: the rules read a stated change from the texts (a removal of the name the
+        # memory is about, a revert, a release), so such a memory is a candidate from the change floor.
+        low_floor = _CHANGE_FLOOR if states_change(fact.text) else floor
         close = [(lab, s) for lab, s in hits if s >= low_floor]
         recs = index.records([lab for lab, _ in close])
         close = [(lab, s) for lab, s in close
-                 if s >= floor or (lab in recs and change_related(fact.text, recs[lab].text))]
+                 if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s))]
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:5]
         nb = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)

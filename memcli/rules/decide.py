@@ -22,6 +22,7 @@ from memcli.rules.relate import (
     REFINES,
     SAME,
     STOPWORDS,
+    SUPERSEDES,
     check_llm,
     llm_supersedes,
     relate,
@@ -30,7 +31,8 @@ from memcli.rules.relate import (
 )
 from memcli.rules.subjects import headline
 
-__all__ = ["change_related", "check_llm", "heuristic_decision", "llm_supersedes", "matched", "texts_mergeable"]
+__all__ = ["bears_on", "change_related", "check_llm", "heuristic_decision", "llm_supersedes", "matched",
+           "texts_mergeable"]
 
 RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
 
@@ -90,3 +92,12 @@ def change_related(fact: str, memory: str) -> bool:
     olds = {g.lower() for m in _REPLACED_RE.finditer(fact) for g in m.groups() if g} - _STOP
     low = memory.lower()
     return any(re.search(rf"(?<![\w.-]){re.escape(o)}(?![\w-])", low) for o in olds)
+
+
+def bears_on(memory: str, fact: str, similarity: float) -> bool:
+    """Whether a memory below the candidate floor is still one to decide `fact` against: the fact
+    states a change away from a value the memory holds, or the rules read a stated change of it
+    (a removal of its name, a revert, a newer release)."""
+    if change_related(fact, memory):
+        return True
+    return relate(memory, fact, similarity).kind == SUPERSEDES

@@ -35,7 +35,15 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
-from memcli.rules.subjects import removal_of, reverts, same_subject, strip_refs, subject_keys, version_change
+from memcli.rules.subjects import (
+    release_change,
+    removal_of,
+    reverts,
+    same_subject,
+    strip_refs,
+    subject_keys,
+    version_change,
+)
 
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
@@ -44,6 +52,9 @@ DISTINCT = "distinct"  # another subject or another fact: ADD
 
 #: below this cosine similarity two texts are never treated as the same fact
 CANDIDATE_FLOOR = 0.5
+#: ... but from this one a change stated outright (a revert, a removal, "switched from A to B")
+#: still bears on the older text
+CHANGE_FLOOR = 0.3
 
 _TOKEN_RE = lazy_compile(
     r"`[^`\n]+`"  # inline code, whole
@@ -542,21 +553,33 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     """
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
-    if similarity < min(CANDIDATE_FLOOR, threshold):
+    if similarity < CHANGE_FLOOR:
         return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
-    # 0. reference numbers are provenance ("closes #382" vs "#381" is no new value), and the names
-    # a text is about (options, code names, packages) are its subject: two texts that both name
-    # some must name the same ones (memcli.rules.subjects)
+    # 0. changes stated outright, read from the texts themselves: a revert, a newer release, the
+    # removal of the name the old text is about, "switched from <old value> to ...". Such a pair
+    # may be far apart in embedding space (a long deprecation note vs "`app` has now been
+    # removed": 0.3-0.5), so these are asked from CHANGE_FLOOR
     if reverts(old, new):
         return Relation(SUPERSEDES, "reverts it", contradiction=True)
+    released = release_change(old, new)
+    if released:
+        return Relation(SUPERSEDES, f"newer release: {released}", contradiction=True)
+    removed = removal_of(old, new)
+    if removed:
+        return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)
+    switched = switched_from(strip_refs(old), strip_refs(new))
+    if switched:
+        return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
+    if similarity < min(CANDIDATE_FLOOR, threshold):
+        return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
+    # reference numbers are provenance ("closes #382" vs "#381" is no new value), and the names
+    # a text is about (options, code names, packages) are its subject: two texts that both name
+    # some must name the same ones (memcli.rules.subjects)
     so, sn = strip_refs(old), strip_refs(new)
     if _content_count(so) >= 2 and _content_count(sn) >= 2:  # "Reconcile #2811 and #2840": the refs are all it says
         old, new = so, sn
         if _normal(old) == _normal(new):
             return Relation(SAME, "same text but for its references")
-    removed = removal_of(old, new)
-    if removed:
-        return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)
     same, why = same_subject(old, new)
     if same is False:
         return Relation(DISTINCT, why)
@@ -564,9 +587,6 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
         bumped = version_change(old, new)
         if bumped:
             return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
-    switched = switched_from(old, new)
-    if switched:
-        return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
     rel = _by_words(old, new, similarity, threshold)
     if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
             and not _STRONG_CHANGE_RE.search(new):

@@ -23,7 +23,8 @@ import re
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 
-__all__ = ["headline", "removal_of", "reverts", "same_subject", "strip_refs", "subject_keys", "version_change"]
+__all__ = ["headline", "release_change", "removal_of", "reverts", "same_subject", "strip_refs", "subject_keys",
+           "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -184,3 +185,15 @@ def reverts(old: str, new: str) -> bool:
         return False
     said = " ".join(strip_refs(m.group(1)).lower().split())
     return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split())
+
+
+_RELEASE_RE = lazy_compile(r"^version (\S+) was released\b", re.I)
+
+
+def release_change(old: str, new: str) -> str | None:
+    """Both texts are release statements (memcli.services.changelog): the newer release is the
+    current one ("0.27.0 -> 0.28.0"); which is newer is the dates' business (add orders by them)."""
+    mo, mn = _RELEASE_RE.match(old.strip()), _RELEASE_RE.match(new.strip())
+    if not mo or not mn or mo.group(1) == mn.group(1):
+        return None
+    return f"{mo.group(1)} -> {mn.group(1)}"

@@ -116,3 +116,22 @@ def test_the_supported_python_versions_are_one_subject():
     assert rel.kind == SUPERSEDES and "3.7" in rel.reason
     # adding a new Python is not dropping an old one (encode/httpx@... "Add support for Python 3.13 (#3460)")
     assert relate("Add support for Python 3.13 (#3460)", "Drop support for Python 3.7 (#2813)", 0.8).kind == DISTINCT
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # simonw/sqlite-utils, replayed oldest first: each pair was a wrong supersede before `strict`
+    ("Preserve AUTOINCREMENT through transforms", "Preserve composite UNIQUE constraints in transforms"),
+    ("Test against Python 3.12", "Test against Python 3.13 pre-release (#619)"),
+    ("Resolve implicit primary key references in table.foreign_keys",
+     "Compound primary keys now resolve in PRIMARY KEY declaration order"),
+    ("Pin the Database context manager contract",
+     "Explain why the Database context manager rolls back instead of committing"),
+])
+def test_commit_subjects_of_one_shape_do_not_supersede_by_wording(old, new):
+    assert relate(old, new, 0.8, strict=True).kind != SUPERSEDES
+
+
+def test_strict_still_reads_stated_changes():
+    assert relate("Use flake8 for linting", "Switch from flake8 to ruff", 0.6, strict=True).kind == SUPERSEDES
+    assert relate("Bump black from 23.3.0 to 23.7.0", "Bump black from 23.7.0 to 23.9.1", 0.9, strict=True).kind \
+        == SUPERSEDES

@@ -260,7 +260,7 @@ def plan_add(
             # (git hooks) must not wait on it. `commit()` re-checks every file it rewrites.
             decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact,
                                        raw=raw, no_dedup=no_dedup, llm_log=llm_log, view=view,
-                                       headlines=extraction.method == "commit")
+                                       headlines=extraction.method in ("commit", "changelog"))
             result.notes.extend(notes)
     except LLMError as e:
         if progress is not None and client is not None and client.usage.requests:

@@ -46,11 +46,12 @@ def matched(mid: str, text: str) -> dict[str, str]:
 def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float, *,
                        headlines: bool = False) -> Decision:
     """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD.
-    `headlines`: compare first lines only (a commit's subject states the change; its body the why)."""
+    `headlines`: commit subjects and changelog items: compare first lines only (a commit's subject
+    states the change; its body the why), and strictly (`relate`'s `strict`)."""
     first = None
     for n in neighbours:
         old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
-        rel = relate(old, new, float(n["similarity"]), threshold=threshold)
+        rel = relate(old, new, float(n["similarity"]), threshold=threshold, strict=headlines)
         first = first or (n, rel)
         if rel.kind == DISTINCT:
             continue

@@ -545,11 +545,13 @@ def warm(text: str) -> None:
 WARM_LIMIT = 20_000
 
 
-def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) -> Relation:
+def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, strict: bool = False) -> Relation:
     """The relation of `new` to the stored `old` (cosine `similarity` between them).
 
     `threshold` is the similarity from which a pure rewording (generic words swapped, nothing
-    specific changed) counts as the same fact.
+    specific changed) counts as the same fact. `strict` (commit subjects, changelog items: texts
+    of one shape, "did X", that differ in what they did) supersedes by wording only when both
+    texts name the same subject; the stated changes of step 0 still apply.
     """
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
@@ -567,7 +569,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     removed = removal_of(old, new)
     if removed:
         return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)
-    switched = switched_from(strip_refs(old), strip_refs(new))
+    switched = switched_from(strip_refs(old), strip_refs(new), strict=strict)
     if switched:
         return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
     if similarity < min(CANDIDATE_FLOOR, threshold):
@@ -588,6 +590,8 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
         if bumped:
             return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
     rel = _by_words(old, new, similarity, threshold)
+    if rel.kind == SUPERSEDES and strict and not same:
+        return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
     if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
             and not _STRONG_CHANGE_RE.search(new):
         # one text names its subject (an option, a code name, a file) and the other names none: the
@@ -702,7 +706,7 @@ _SWITCH_RE = lazy_compile(
 )
 
 
-def switched_from(old: str, new: str) -> str | None:
+def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:
     """`new` says a value was replaced ("switched the release workflow from trusted publishing to a
     PYPI_TOKEN secret", "now X instead of Y", "replaced Y with X") and `old` states that replaced value
     (every word of it) without the new one: the old statement is history. The reason names both."""
@@ -711,6 +715,8 @@ def switched_from(old: str, new: str) -> str | None:
         gone = m.group(1) or m.group(3) or m.group(4)
         came = m.group(2) or ""
         words = [w for w in re.findall(r"[\w.+#/-]+", gone.lower()) if w not in STOPWORDS]
+        if strict and all(re.search(r"(?:ing|ed)$", w) for w in words):
+            continue  # "rolls back instead of committing": an action, not a value that was replaced
         if not words or not all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in words):
             continue
         new_words = [w for w in re.findall(r"[\w.+#/-]+", came.lower()) if w not in STOPWORDS]

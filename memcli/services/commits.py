@@ -56,7 +56,8 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
     ("release", r"^(?:release|releasing|release version|prepare(?: for)? release|preparing release|prepare|version|"
                 r"bump version|"
                 r"bump to version|tag|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
-                r"|^v?\d+(?:\.\d+)+\S*$|^(?:release|prepare release|bump version|version bump)(?: \S+)?$"
+                r"|^v?\d+(?:\.\d+)+\S*$|^(?:backfill(?:ed)? |backport(?:ed)? )?release notes? (?:for )?v?\d"
+                r"|^(?:release|prepare release|bump version|version bump)(?: \S+)?$"
                 r"|\b(?:new|next|start(?:ing)?|begin) (?:the )?development (?:cycle|version)\b|^back to development\b"
                 r"|^(?:prepare|preparing|prep) (?:for )?(?:the )?(?:next )?release\b"
                 r"|^change (?:update )?release date\b"),

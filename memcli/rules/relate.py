@@ -657,7 +657,10 @@ def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relati
     overlap = len(shared) / max(1, min(len(po.content), len(pn.content)))
     # 2. a stated change about the same subject
     if change and overlap >= 0.4:
-        what = f"{_short(r_spec)} -> {_short(a_spec)}" if r_spec and a_spec else _short(a_spec or set(added)) or "it"
+        # the words as written, not their stems ("(states a change (main -> github, pag))" read badly)
+        gone_w = {removed[x].text for x in r_spec}
+        came_w = {added[x].text for x in (a_spec or set(added))}
+        what = f"{_short(gone_w)} -> {_short(came_w)}" if r_spec and a_spec else _short(came_w) or "it"
         return Relation(SUPERSEDES, lambda: f"states a change ({what})", contradiction=bool(r_spec and a_spec))
     # 3. several specific slots changed at once: another thing, not another value
     if r_spec and a_spec and (len(r_spec) >= 2 and len(a_spec) >= 2 or (r_gen and a_gen)):

@@ -74,7 +74,7 @@ _VAGUE_WORDS = frozenset("""docs doc documentation clarify clarified polish poli
     semantic semantics pedantry shorten cleanup clean up tidy tweak tweaks nit nits minor update updates updated dev fix
     fixes fixed stuff misc more links link aspect it this that comments comment readme contributing improve improved
     improvements refactor refactoring simplify typing format style actually oops again test tests changes small
-    some things various""".split())
+    some things various refine refined""".split())
 #: a lone "update <tool>" that names no version ("update ruff"): the version is the knowledge
 _UNVERSIONED_RE = lazy_compile(r"^(?:update|updated|bump|bumped|upgrade|upgraded) [\w.\-]+$")
 _EMOJI_RE = lazy_compile(r"^(?:[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f\u200d]+\s*)+")

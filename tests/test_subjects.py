@@ -135,3 +135,17 @@ def test_strict_still_reads_stated_changes():
     assert relate("Use flake8 for linting", "Switch from flake8 to ruff", 0.6, strict=True).kind == SUPERSEDES
     assert relate("Bump black from 23.3.0 to 23.7.0", "Bump black from 23.7.0 to 23.9.1", 0.9, strict=True).kind \
         == SUPERSEDES
+
+
+def test_a_changelog_item_restating_a_commit_is_not_a_new_value():
+    # pallets/click@c69643b6 and CHANGES.md 8.4.0; encode/httpx@18d7721c and CHANGELOG.md 0.25.0
+    assert relate("Add file-like pager: `click.get_pager_file()` (#1572)",
+                  "Add `click.get_pager_file` for file-like access to an output pager. (version 8.4.0)",
+                  0.8, strict=True).kind != SUPERSEDES
+    said = "Use Mozilla documentation instead of `httpstatuses.com` for HTTP error reference (#2768)"
+    assert relate(said, f"Fixed: {said} (version 0.25.0)", 0.8, strict=True).kind != SUPERSEDES
+    # pallets/click CHANGES.md 7.0 then 8.3.x: "instead of `help`" is a word on the way, not the subject
+    assert relate("Better handling of help text for dynamic default option values. (version 7.0)",
+                  "The automatic help option stores its value under the reserved name `_click_default_help` "
+                  "instead of `help`, so a parameter named `help` no longer breaks parsing", 0.8,
+                  strict=True).kind != SUPERSEDES

@@ -577,7 +577,8 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     # reference numbers are provenance ("closes #382" vs "#381" is no new value), and the names
     # a text is about (options, code names, packages) are its subject: two texts that both name
     # some must name the same ones (memcli.rules.subjects)
-    so, sn = strip_refs(old), strip_refs(new)
+    # references are dropped, and a called name is the name ("`get_pager_file()`" is "`get_pager_file`")
+    so, sn = _CALLED_RE.sub(r"\1", strip_refs(old)), _CALLED_RE.sub(r"\1", strip_refs(new))
     if _content_count(so) >= 2 and _content_count(sn) >= 2:  # "Reconcile #2811 and #2840": the refs are all it says
         old, new = so, sn
         if _normal(old) == _normal(new):
@@ -604,6 +605,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
 _STRONG_CHANGE_RE = lazy_compile(
     r"\b(?:no longer|not anymore|any more|instead|switched|replaced|removed|dropped|renamed|migrated|moved to"
     r"|deprecated|is gone|are gone|phased out|retired)\b", re.I)
+
+
+_CALLED_RE = lazy_compile(r"(\w)\(\)")
 
 
 def _content_count(text: str) -> int:
@@ -714,12 +718,21 @@ def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:
     PYPI_TOKEN secret", "now X instead of Y", "replaced Y with X") and `old` states that replaced value
     (every word of it) without the new one: the old statement is history. The reason names both."""
     low_old = " ".join(re.findall(r"[\w.+#/-]+", old.lower()))
+    said_before = [[w for w in re.findall(r"[\w.+#/-]+", (m.group(1) or m.group(3) or m.group(4)).lower())
+                    if w not in STOPWORDS] for m in _SWITCH_RE.finditer(old)]
     for m in _SWITCH_RE.finditer(new):
         gone = m.group(1) or m.group(3) or m.group(4)
         came = m.group(2) or ""
         words = [w for w in re.findall(r"[\w.+#/-]+", gone.lower()) if w not in STOPWORDS]
         if strict and all(re.search(r"(?:ing|ed)$", w) for w in words):
             continue  # "rolls back instead of committing": an action, not a value that was replaced
+        if words in said_before:
+            continue  # the old text states that same switch: a restatement
+        if strict and not (set(words) & {k.lower() for k in subject_keys(old)}
+                           or set(words) & set(re.findall(r"[\w.+#/-]+", old.lower())[:3])):
+            # in one-shape texts (commit subjects, changelog items) the replaced value must be what the
+            # old text is about ("Use flake8 for linting"), not a word on the way ("... instead of `help`")
+            continue
         if not words or not all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in words):
             continue
         new_words = [w for w in re.findall(r"[\w.+#/-]+", came.lower()) if w not in STOPWORDS]

@@ -53,3 +53,13 @@ def test_a_later_release_supersedes_the_deprecation_and_the_older_release(cli):
     hits = json.loads(cli("search", "--json", "what is the latest httpx release?").stdout)["results"]
     releases = [h["text"] for h in hits if h["text"].startswith("Version ")]
     assert releases == ["Version 0.28.0 was released on 2024-11-28"]
+
+
+def test_two_releases_of_one_day_keep_the_higher_version_current(cli):
+    # encode/httpx CHANGELOG.md: 0.27.1 and 0.27.2 are both dated 27th August, 2024
+    lines = [{"text": f"## {v} (27th August, 2024)\n\n* Fixed: item of {v}.", "origins": [f"changelog:{v}"],
+              "created": "2024-08-27T00:00:00Z"} for v in ("0.27.2", "0.27.1")]
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in lines))
+    live = [m["text"] for m in listed(cli.store)]
+    assert "Version 0.27.2 was released on 2024-08-27" in live
+    assert "Version 0.27.1 was released on 2024-08-27" not in live

@@ -33,6 +33,7 @@ class Decision:
     by_llm: bool = False  # made (or downgraded) from the model's reply
     matched: dict[str, str] | None = None  # {id, text} of the memory decided against, for the user
     related: str | None = None  # ADD: a close memory about another subject
+    stale: bool = False  # SUPERSEDE: the fact is the older value (an older release): stored superseded by target
 
 
 @dataclass

@@ -550,12 +550,12 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: li
     if target is None:
         return Event(d.event, "invalid", fact.text, d.target, reasoning=(
             f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
-    if d.event == "SUPERSEDE" and _older(created, target.created):
+    if d.event == "SUPERSEDE" and (d.stale or _older(created, target.created)):
         # said before the current value was (a commit replayed late, a changelog section of an older
         # release): the fact is history, stored superseded by the current memory, which stays current
         m = _new_memory(fact, src, origins, user, project, created)
         m.extra["superseded_by"] = target.id
-        why = f"{d.reasoning}; older ({created[:10]}) than the current value ({target.created[:10]})"
+        why = f"{d.reasoning}; older ({(created or '?')[:10]}) than the current value ({target.created[:10]})"
         cs.add(m, event="ADD", origin=origins, reason=why)
         batch.append((vec, m))
         return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=why, **base)

@@ -29,7 +29,7 @@ from memcli.rules.relate import (
     switched_from,
     texts_mergeable,
 )
-from memcli.rules.subjects import headline
+from memcli.rules.subjects import headline, older_release
 
 __all__ = ["bears_on", "change_related", "check_llm", "heuristic_decision", "llm_supersedes", "matched",
            "texts_mergeable"]
@@ -63,7 +63,8 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
         if rel.kind == REFINES:
             return Decision("UPDATE", n["id"], text, similarity=sim, matched=named,
                              reasoning=f"same subject, {rel.reason}")
-        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason)
+        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason,
+                        stale=older_release(old, new))
     if first is None:
         return Decision("ADD", reasoning="no similar memory")
     n, rel = first

@@ -36,6 +36,7 @@ from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
 from memcli.rules.subjects import (
+    older_release,
     release_change,
     removal_of,
     reverts,
@@ -564,8 +565,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     if reverts(old, new):
         return Relation(SUPERSEDES, "reverts it", contradiction=True)
     released = release_change(old, new)
-    if released:
-        return Relation(SUPERSEDES, f"newer release: {released}", contradiction=True)
+    if released:  # (an older release than the stored one: `older_release`, the decider stores it superseded)
+        which = "older" if older_release(old, new) else "newer"
+        return Relation(SUPERSEDES, f"{which} release: {released}", contradiction=True)
     removed = removal_of(old, new)
     if removed:
         return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)

@@ -23,8 +23,8 @@ import re
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 
-__all__ = ["headline", "release_change", "removal_of", "reverts", "same_subject", "strip_refs", "subject_keys",
-           "version_change"]
+__all__ = ["headline", "older_release", "release_change", "removal_of", "reverts", "same_subject", "strip_refs",
+           "subject_keys", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -197,3 +197,14 @@ def release_change(old: str, new: str) -> str | None:
     if not mo or not mn or mo.group(1) == mn.group(1):
         return None
     return f"{mo.group(1)} -> {mn.group(1)}"
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """"0.27.2" -> (0, 27, 2): release versions compared as numbers."""
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:4])
+
+
+def older_release(old: str, new: str) -> bool:
+    """Both are release statements and `new` names the lower version (two releases of one day)."""
+    mo, mn = _RELEASE_RE.match(old.strip()), _RELEASE_RE.match(new.strip())
+    return bool(mo and mn) and version_key(mn.group(1)) < version_key(mo.group(1))

@@ -68,7 +68,7 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
 
     def close() -> None:
         if item:
-            body = " ".join(" ".join(item).split())
+            body = " ".join(" ".join(item).split()).replace(" ; ", "; ").replace(".;", ";").replace(",;", ";")
             body = _ROLE_RE.sub(r"`\1`", _REF_ROLE_RE.sub("", body)).strip()
             if body:
                 said = f"{category}: {body}" if category else body
@@ -88,7 +88,8 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
             item = [m.group(2)]
             continue
         if item is not None and line.strip() and not _NOISE_RE.match(line):
-            item.append(line.strip())
+            nested = _ITEM_RE.match(line)  # a sub-item belongs to its item: "...; Support Bash >= 4.4"
+            item.append(f"; {nested.group(2).strip()}" if nested else line.strip())
         elif item is not None and not line.strip():
             continue
     close()

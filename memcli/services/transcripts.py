@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from typing import Any
 
-    from memcli.api import Store
-
 # Text Claude Code itself puts in user turns: not something the user said.
 _INJECTED_PREFIXES = (
     "<command-name>", "<command-message>", "<command-args>", "<local-command-stdout>", "<local-command-stderr>",
@@ -185,15 +183,3 @@ def parse_conversations(text: str, kind: str, name: str) -> list[Conversation]:
             raise ValueError(f"{name}: not a ChatGPT export (invalid JSON: {e})") from None
         return read_chatgpt(data)
     raise ValueError(f"unknown conversation format {kind!r}; use one of {', '.join(IMPORT_KINDS)}")
-
-
-def import_conversations(store: Store, conversations: list[Conversation], name: str,
-                         **options: Any) -> list[dict[str, Any]]:
-    """Each conversation through the add pipeline (extraction, dedup, decisions), with origins
-    `import:<file>` and `session:<conversation id>`; one summary per conversation."""
-    out = []
-    for conv in conversations:
-        result = store.add(conv.text(), origins=[f"import:{name}"], session=conv.id, **options)
-        out.append({"conversation": conv.id, "title": conv.title, "turns": len(conv.turns),
-                    "summary": result.summary(), "memories": [e.to_dict() for e in result.events]})
-    return out

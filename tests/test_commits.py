@@ -169,3 +169,16 @@ def test_the_hook_path_dates_commits_and_supersedes_without_a_model(tmp_path):
     older = everything["Bump black from 23.3.0 to 23.7.0 (#2805)"]
     assert older["created"].startswith("2023-08-14") and older["superseded_by"]
     assert [m["text"] for m in listed(store)] == ["Bump black from 23.7.0 to 23.9.1 (#2873)"]
+
+
+def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
+    # the refinement is dated before the memory it refines (a changelog replayed after the commits):
+    # it is kept as history, superseded, and the current text stays the newer one
+    out = _batch(cli, [
+        {"text": "Add a glossary to the docs", "origins": ["git:bbb0001"], "created": "2025-03-01T00:00:00Z"},
+        {"text": "Add a glossary to the docs with the main terms", "origins": ["git:bbb0002"],
+         "created": "2024-03-01T00:00:00Z"},
+    ])
+    assert out[1]["memory"][0]["event"] == "ADD"
+    assert [m["text"] for m in listed(cli.store)] == ["Add a glossary to the docs"]
+    assert len(listed(cli.store, "--all")) == 2

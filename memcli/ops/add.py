@@ -548,7 +548,8 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: li
     if target is None:
         return Event(d.event, "invalid", fact.text, d.target, reasoning=(
             f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
-    if d.event == "SUPERSEDE" and (d.stale or _older(created, target.created)):
+    if d.event in ("SUPERSEDE", "UPDATE") and (d.stale or _older(created, target.created)):
+        # (an UPDATE too: an older statement must not rewrite the text of the newer memory)
         # said before the current value was (a commit replayed late, a changelog section of an older
         # release): the fact is history, stored superseded by the current memory, which stays current
         m = _new_memory(fact, src, origins, user, project, created)

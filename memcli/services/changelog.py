@@ -69,7 +69,8 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
     def close() -> None:
         if item:
             body = " ".join(" ".join(item).split()).replace(" ; ", "; ").replace(".;", ";").replace(",;", ";")
-            body = _ROLE_RE.sub(r"`\1`", _REF_ROLE_RE.sub("", body)).strip()
+            body = _ROLE_RE.sub(r"`\1`", _REF_ROLE_RE.sub("", body))
+            body = re.sub(r"\s+\(\s*[,;]?\s*\)", "", body).strip()  # "(...)" emptied of its references
             if body:
                 said = f"{category}: {body}" if category else body
                 out.append(f"{said} (version {version})" if version else said)

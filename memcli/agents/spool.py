@@ -318,8 +318,8 @@ def spool_commit(store_path: Path, sha: str, cwd: Path | None, *, redact: bool =
         cfg = load_config(store_path)
     except Exception:  # noqa: BLE001 - a bad config must not lose the commit: defaults apply
         cfg = Config()
-    out = git_output(["log", "-1", "--format=%h%x00%P%x00%B", sha], cwd)
-    short, parents, body = (out.split("\x00", 2) + ["", ""])[:3]
+    out = git_output(["log", "-1", "--format=%h%x00%P%x00%aI%x00%B", sha], cwd)
+    short, parents, date, body = (out.split("\x00", 3) + ["", "", ""])[:4]
     message = body.strip()
     subject = message.splitlines()[0] if message else ""
     why = skip_reason(subject, len(parents.split()), cfg.git_skip)
@@ -331,6 +331,8 @@ def spool_commit(store_path: Path, sha: str, cwd: Path | None, *, redact: bool =
         message = scrub(message)[0]
     options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True,
                "cwd": str((cwd or Path.cwd()).absolute())}
+    if date.strip():  # dated by the commit's author date: values of one subject are ordered by when stated
+        options["created"] = date.strip()
     return spool(store_path, message, options, source="git"), f"commit {short.strip()}"
 
 
@@ -459,7 +461,7 @@ def _replay(model: str | None) -> Any:
 
 
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw", "no_dedup")  # never `llm_model`: the store's (trusted) configuration chooses
+                "raw", "no_dedup", "created")  # never `llm_model`: the store's (trusted) configuration chooses
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:
@@ -502,7 +504,13 @@ def _add_kwargs(store: Store, opts: dict[str, Any], *, llm: bool | None = None) 
     chooses a model: a committed inbox file is not the user's configuration (issue 24)."""
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
-        opts["raw"] = not store.config.llm_model or llm is False
+        if any(str(o).startswith("git:") for o in opts.get("origins") or []):
+            # a commit: the commit rules (memcli/services/commits.py) extract it and the decision
+            # rules decide it, with no model too (a newer bump supersedes the older one)
+            if not store.config.llm_model:
+                llm = False
+        else:
+            opts["raw"] = not store.config.llm_model or llm is False
     if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
         opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
     cwd = opts.pop("cwd", None)

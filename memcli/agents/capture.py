@@ -109,8 +109,10 @@ def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[l
 
 
 def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, redact: bool = True) -> Captured:
-    """One Claude Code hook call (Stop, PreCompact, SessionEnd): spool the new conversation text."""
-    from memcli.services.transcripts import claude_code_lines
+    """One Claude Code hook call (Stop, PreCompact, SessionEnd): spool the new turns, each with its
+    time, for the session step (memcli/ops/sessions.py) the worker runs."""
+    from memcli.services.filters import strip_injected
+    from memcli.services.transcripts import read_claude_code
 
     session = str(payload.get("session_id") or "").strip()
     transcript = payload.get("transcript_path")
@@ -126,16 +128,19 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
     with open(state_lock, "a") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)  # Stop and SessionEnd may fire together: one reads each line
         lines, taken = new_transcript_lines(store_path, session, path)
-        turns = claude_code_lines(lines)
+        convs = read_claude_code(lines, session)
+        turns = [[role, _redact(strip_injected(text), redact), at]
+                 for conv in convs if conv.id == session for (role, text, at) in conv.dated()]
+        turns = [t for t in turns if t[1]]
         if not turns:
             taken()
             return Captured(None, "no new conversation text", store_path)
-        text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t in turns)
         # Redacted before it is written anywhere (the inbox item, a parked retry): ~15 ms of this
         # hook's < 100 ms budget (bench/hooks.py measures it).
-        text = _redact(text, redact)
-        options = {"session": session, "cwd": str(cwd) if cwd else None}
-        item = spooler.spool(store_path, text, options, source="claude-code")
+        text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t, _ in turns)
+        span = next((c.span for c in convs if c.id == session), [])
+        options = {"session": session, "cwd": str(cwd) if cwd else None, "turns": turns, "span": span}
+        item = spooler.spool(store_path, text, options, kind="session", source="claude-code")
         taken()
     return Captured(item, f"{len(turns)} turn(s) of session {session}", store_path)
 

@@ -83,7 +83,7 @@ def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any]
     d.mkdir(exist_ok=True)
     item = {"at": _now(), "kind": kind, "source": source, "attempts": 0, "options": options or {}, "text": text}
     # a remap is not an input to add: `.remap`, so `memcli inbox` / `inbox retry` never replay it
-    path = d / f"{_ulid()}.{'json' if kind == 'add' else kind}"
+    path = d / f"{_ulid()}.{'json' if kind in ('add', 'session') else kind}"
     _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
     return path
 
@@ -279,6 +279,8 @@ def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
     opts = dict(item.get("options") or {})
     if item.get("kind") == "remap":
         return apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
+    if item.get("kind") == "session" and isinstance(opts.get("turns"), list):
+        return _session(store, opts)
     text = item.get("text")
     if not isinstance(text, str) or not text.strip():
         return {"ADD": 0, "note": "empty input"}
@@ -286,6 +288,21 @@ def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
     if result.failed:
         raise OSError("some memories could not be written")
     return result.summary()
+
+
+def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
+    """A captured part of an agent session: its dated turns through the session step (the same
+    one `import --from claude-code` runs). The turns were redacted when they were spooled."""
+    from memcli.ops.sessions import add_conversation
+    from memcli.services.transcripts import Conversation
+
+    conv = Conversation(str(opts.get("session") or "session"), cwd=opts.get("cwd"))
+    for turn in opts["turns"]:
+        if isinstance(turn, list) and len(turn) == 3 and isinstance(turn[1], str):
+            conv.add(str(turn[0]), turn[1], turn[2] if isinstance(turn[2], str) else None)
+    for at in opts.get("span") or []:
+        conv.saw(at if isinstance(at, str) else None)
+    return add_conversation(store, conv, redact=False)["summary"]
 
 
 def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:

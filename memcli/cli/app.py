@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import itertools
 import json
 import os
 import shutil
@@ -1105,20 +1106,8 @@ def import_(
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
     from memcli.ops.records import import_source, spool_stdin
 
-    if from_ is not None:  # a conversation: through the add pipeline (read whole, 10 MB at most)
-        from memcli.ops.add import read_input, read_limited
-
-        if file == "-":
-            name, text = "stdin", read_stdin()
-        else:
-            name = file
-            try:
-                with open(file, "rb") as f:
-                    data = read_limited(f, file)  # /dev/zero stops at the limit
-            except OSError as e:
-                fail(f"cannot read {file}: {e.strerror}")
-            text = read_input(data, name)
-        return _import_conversations(text, from_, Path(name).name, create, as_json)
+    if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
+        return _import_conversations(file, from_, create, as_json, redact=not no_redact)
     if fmt is not None and fmt not in ExportFormat.values():
         fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     with spool_stdin(sys.stdin.buffer) if file == "-" else contextlib.nullcontext(Path(file)) as path:
@@ -1576,21 +1565,46 @@ def inbox_retry(
         raise typer.Exit(int(ExitStatus.ERROR))
 
 
-def _import_conversations(text: str, kind: str, name: str, create: bool, as_json: bool) -> None:
-    from memcli.services.transcripts import IMPORT_KINDS, import_conversations, parse_conversations
+def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool = True) -> None:
+    """`import --from`: a ChatGPT export is streamed from its file one conversation at a time (a
+    100 MB export is never held whole); a transcript or stdin is read whole (10 MB at most)."""
+    from memcli.ops.add import read_input, read_limited
+    from memcli.ops.sessions import import_conversations
+    from memcli.services.transcripts import IMPORT_KINDS, iter_chatgpt, parse_conversations
 
     if kind not in IMPORT_KINDS:
         fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
+    name = "stdin" if file == "-" else Path(file).name
     try:
-        conversations = parse_conversations(text, kind, name)
+        if kind == "chatgpt" and file != "-":
+            stream = open(file, encoding="utf-8-sig")  # noqa: SIM115 - closed below
+            conversations: Any = iter_chatgpt(stream, name)
+            first = next(conversations, None)
+            if first is None:
+                fail(f"{name}: no conversation text found (is it a {kind} export?)")
+            conversations = itertools.chain([first], conversations)
+        else:
+            if file == "-":
+                text = read_stdin()
+            else:
+                with open(file, "rb") as f:
+                    text = read_input(read_limited(f, file), name)  # /dev/zero stops at the limit
+            conversations = parse_conversations(text, kind, name)
+            if not conversations:
+                fail(f"{name}: no conversation text found (is it a {kind} export?)")
+    except OSError as e:
+        fail(f"cannot read {file}: {e.strerror}")
+    except UnicodeDecodeError as e:
+        fail(f"{name}: not valid UTF-8 (byte {e.start})")
     except ValueError as e:
         fail(str(e))
-    if not conversations:
-        fail(f"{name}: no conversation text found (is it a {kind} export?)")
     store = get_store(must_exist=False, create=create)
     store.ensure()
     synced(store)
-    results = import_conversations(store, conversations, name)
+    try:
+        results = import_conversations(store, conversations, name, redact=redact)
+    except (ValueError, UnicodeDecodeError) as e:  # a bad conversation further down a streamed export
+        fail(f"{name}: {e}")
     if as_json:
         emit_json({"conversations": results})
         return

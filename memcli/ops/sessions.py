@@ -26,17 +26,19 @@ from typing import Any
 from memcli.core.memory import Memory
 from memcli.ops.changes import ChangeSet, Update, commit_planned
 from memcli.ops.handle import Store
-from memcli.services.extract import heuristic_extract, normalise
+from memcli.services.extract import fact_from_text, heuristic_extract, normalise
 from memcli.services.filters import junk_class, strip_injected, substance
 from memcli.services.redact import redact as scrub
 from memcli.services.transcripts import Conversation
 
 SUMMARY_TAG = "summary"
+_LONE_URL = re.compile(r"^\s*<?https?://[\w.-]+\.[a-z]{2,}\S*>?\s*$")
 #: a candidate below this says too little to keep (a short remark with no name, number or reason)
 MIN_SUBSTANCE = 3.5
 #: characters of filtered conversation per LLM extraction request
 LLM_CHUNK_CHARS = 6000
 SUMMARY_POINTS = 5
+SUMMARY_REQUESTS = 4  # the first requests of a session say what it was for
 
 
 @dataclass
@@ -68,7 +70,10 @@ def candidates(turns: Iterable[tuple[str, str, str | None]]) -> list[Candidate]:
     out: list[Candidate] = []
     seen: set[str] = set()
     for role, text, at in turns:
-        for fact in heuristic_extract(text).facts:
+        facts = heuristic_extract(text).facts
+        if not facts and _LONE_URL.match(text):  # a turn that is only a link: where something lives
+            facts = [fact_from_text(text.strip())]
+        for fact in facts:
             if junk_class(fact.text, role=role) is not None:
                 continue
             key = normalise(fact.text)
@@ -104,8 +109,9 @@ def _gist(text: str, limit: int = 160) -> str:
 
 def summary_text(conv: Conversation, turns: list[tuple[str, str, str | None]], kept: list[Candidate]) -> str | None:
     """One paragraph for the session: where and when, what was asked first, the main points."""
-    asked = next((_gist(t, 200) for r, t, _ in turns if r == "user" and len(t.split()) >= 3
-                  and junk_class(t[:300]) not in ("injected", "api_error")), None)
+    requests = [_gist(t, 160) for r, t, _ in turns if r == "user" and len(t.split()) >= 3
+                and junk_class(t[:300]) not in ("injected", "api_error")]
+    asked = " | ".join(dict.fromkeys(requests[:SUMMARY_REQUESTS])) or None
     points = [_gist(c.text) for c in sorted(kept, key=lambda c: -c.score)[:SUMMARY_POINTS]]
     if not asked and not points:
         return None
@@ -138,13 +144,27 @@ def _merge_summaries(old: str, new: str) -> str:
     return head + ("\nMain points: " + " | ".join(points) if points else "")
 
 
+_CHATTER = ("narration", "tool_output", "git_output", "ui_chatter", "injected", "api_error")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+
+
+def without_chatter_paragraphs(text: str) -> str:
+    """A turn without its paragraphs of narration or pasted output (what the model need not read:
+    fewer tokens, and nothing to copy into a memory). Code blocks are kept whole."""
+    if "```" in text:
+        return text
+    kept = [p for p in _PARAGRAPH.split(text) if p.strip() and junk_class(p) not in _CHATTER]
+    return "\n\n".join(kept)
+
+
 def _llm_items(turns: list[tuple[str, str, str | None]], base: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The filtered conversation in chunks of about LLM_CHUNK_CHARS, one extraction request each,
     dated with the chunk's last turn."""
     buf: list[str] = []
     size, last = 0, None
     for role, text, at in turns:
-        if junk_class(text[:300], role=role) in ("narration", "tool_output", "git_output", "ui_chatter"):
+        text = without_chatter_paragraphs(text)
+        if not text:
             continue
         piece = f"{'User' if role == 'user' else 'Assistant'}: {text}"
         if buf and size + len(piece) > LLM_CHUNK_CHARS:

@@ -83,6 +83,24 @@ _NARRATION = re.compile(
 _FIRST_PERSON_PLAN = re.compile(r"\b(?:i(?:'ll| will|'m going to| am going to)|so i can|let me|i'd suggest)\b", re.I)
 _REASON = re.compile(r"\b(?:because|since|instead|so that|which (?:keeps|means|avoids|makes)|otherwise|due to"
                      r"|caused by|the cause|root cause|trade-?off)\b", re.I)
+# Offers and hand-backs anywhere in a sentence: "... Say the word and I'll do it.", "... if you want me to
+# draft that section next.", "Next up whenever you're ready: ..."
+_OFFER = re.compile(
+    r"\b(?:if you want me to|if you'd like me to|say the word|whenever you(?:'re| are) ready|when you(?:'re| are) ready"
+    r"|let me know (?:if|when|whether)|want me to\b|shall i\b|i didn't (?:touch|write|change)|leaving it alone"
+    r"|send me the|paste it (?:here|back)|ready for (?:phase|step)|next up\b|still open:"
+    r"|no (?:source|code|test) (?:or \w+ )?files? (?:touched|changed)|repo state unchanged|everything (?:works|matches)"
+    r"|(?:fix|it) confirmed working|clean lint|no offenses|working through\b)",
+    re.I,
+)
+# An assistant's sentence that opens with a gerund is a progress line ("Now updating PLAN.md so ...",
+# "Deriving `complete` from the scan ..."), unless the gerund is the subject ("Running X prints Y").
+_GERUND_LEAD = re.compile(
+    r"^(?:now |also |still |first |then |next,? )?(?!using\b)[a-z]+ing\b"
+    r"(?! (?:is|are|was|were|has|makes|requires|needs|means|keeps|breaks|fails|works|takes|returns|prints|gives"
+    r"|causes|should|must|can|will|would|does|did)\b)",
+    re.I,
+)
 _CJK_PLAN = re.compile(r"^我.{0,12}(?:會|会|來|来|先|再|拿到)|(?:停 ?timer|可以提交了|已更新|已 ?push|收尾)")
 # "Models and migrations are written and lint-clean.", "README is updated with the live URL."
 _STATUS = re.compile(
@@ -138,6 +156,7 @@ _REQUEST = re.compile(
     r"^(?:please|pls|can you|could you|would you|will you|help me|explain|tell me|show me|give me|look into"
     r"|make sure|go ahead|continue|proceed|try|check|fix|add|remove|update|change|implement|write|create|build"
     r"|run|deploy|commit|push|now,? (?:let's|lets|do|make|add|fix|write|run|implement)|let's|lets|do not|don't"
+    r"|go through|comb through|walk me|simplify|map each|record any|look at|review|verify|finish|export"
     r"|start|first|next|ok(?:ay)?,? (?:now|let's|lets|do|go)|i want (?:you|to see)|i need you|i'd like you)\b"
     r"|(?:알려줘|해줘|줘|주세요|해봐|할래|하자|해 ?주라|알려주세요|설명해줘)\W*$|^(?:請|请|幫我|帮我)",
     re.I,
@@ -181,7 +200,7 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
     if _TOOL_OUTPUT.match(body):
         return "tool_output"
     prose = body.split("```", 1)[0].strip() or body
-    if "```" in body and len(_WORD.findall(prose)) >= 2 and body.count("\n") >= 2:
+    if "```" in body and len(_WORD.findall(prose)) >= 2 and text.count("\n") >= 2:
         return None  # a statement with the code or output it introduces
 
     first_line = prose.split("\n", 1)[0]
@@ -193,6 +212,11 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
             and "```" not in body):
         return "narration"
     if len(prose) < 160 and _STATUS.match(prose.replace("**", "")) and not re.search(r"`|https?://", prose):
+        return "narration"
+    if _OFFER.search(prose):
+        return "narration"
+    if role == "assistant" and _GERUND_LEAD.match(prose.replace("**", "")) and not _REASON.search(prose) and (
+            re.match(r"^(?:now|also|still|first|then|next)\b", prose, re.I) or len(_WORD.findall(prose)) < 14):
         return "narration"
     if _UI_CHATTER.match(prose):
         return "ui_chatter"
@@ -211,7 +235,7 @@ def _worth_despite_narration(prose: str, body: str) -> bool:
     scaffolding removed, baseline linted clean.")."""
     if _REASON.search(prose) and len(_WORD.findall(prose)) >= 10:
         return True
-    if "```" in body and body.count("\n") >= 3:
+    if "```" in body and body.count("```") >= 2 and len(body) - len(prose) > 60:
         return True
     return bool(re.match(r"^(?:phase|step) \d+ (?:is )?done\s*[:—–-]\s*\S.{40,}", prose.replace("**", ""), re.I))
 
@@ -234,7 +258,8 @@ def _is_fragment(prose: str) -> bool:
 
 _FINDING = re.compile(
     r"\b(?:because|since|instead|so that|caused?|cause[sd]?|root cause|fix(?:ed|es)?|bug|error|fails?|failed|failing"
-    r"|broke|breaks|must|never|always|required?|requires|decided|decision|chose|choose|prefer|avoid|don't|do not"
+    r"|broke|breaks|blocked|blocks|stale|crash(?:es|ed)?|missing|wrong|conflicts?|rejected|denied|timeout|timed out"
+    r"|must|never|always|required?|requires|decided|decision|chose|choose|prefer|avoid|don't|do not"
     r"|works?|worked|returns?|means|uses?|used|deployed|deploy|limit|exceeds?|expected|default|only|not)\b"
     r"|[=→]|->|:\s",
     re.I,

@@ -138,8 +138,9 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
         # Redacted before it is written anywhere (the inbox item, a parked retry): ~15 ms of this
         # hook's < 100 ms budget (bench/hooks.py measures it).
         text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t, _ in turns)
-        span = next((c.span for c in convs if c.id == session), [])
-        options = {"session": session, "cwd": str(cwd) if cwd else None, "turns": turns, "span": span}
+        conv = next((c for c in convs if c.id == session), None)
+        options = {"session": session, "cwd": str(cwd) if cwd else None, "turns": turns,
+                   "span": conv.span if conv else [], "session_cwd": conv.cwd if conv else None}
         item = spooler.spool(store_path, text, options, kind="session", source="claude-code")
         taken()
     return Captured(item, f"{len(turns)} turn(s) of session {session}", store_path)

@@ -296,7 +296,7 @@ def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
     from memcli.ops.sessions import add_conversation
     from memcli.services.transcripts import Conversation
 
-    conv = Conversation(str(opts.get("session") or "session"), cwd=opts.get("cwd"))
+    conv = Conversation(str(opts.get("session") or "session"), cwd=opts.get("session_cwd") or opts.get("cwd"))
     for turn in opts["turns"]:
         if isinstance(turn, list) and len(turn) == 3 and isinstance(turn[1], str):
             conv.add(str(turn[0]), turn[1], turn[2] if isinstance(turn[2], str) else None)

@@ -30,11 +30,14 @@ _INJECTED_BLOCK = re.compile(
     re.S,
 )
 # An IDE selection is what the user pointed at: its text stays, the wrapper goes.
-_SELECTION_TAG = re.compile(r"</?ide_selection>|^The user selected the lines \d+ to \d+ from \S+:\s*", re.M)
+_SELECTION_BLOCK = re.compile(r"<ide_selection>(.*?)</ide_selection>", re.S)
+_SELECTION_TAG = re.compile(r"</?ide_selection>|^The user selected the lines \d+ to \d+ from \S+:\s*"
+                            r"|\s*This may or may not be related to the current task\.?", re.M)
 _INJECTED = re.compile(
     r"<(?:/?(?:task-notification|system-reminder|task-id|tool-use-id|output-file|status)|summary>|/?event>)"
     r"|\[Request interrupted by user|^Caveat: The messages below|^Base directory for this skill"
-    r"|^This session is being continued from a previous conversation|Monitor event:",
+    r"|^This session is being continued from a previous conversation|Monitor event:"
+    r"|This may or may not be related to the current task",
     re.I,
 )
 _API_ERROR = re.compile(r"^(?:API Error: |\{\"type\":\s*\"error\")|^(?:Error: )?(?:Request timed out|Overloaded)\b")
@@ -118,6 +121,12 @@ _CJK_NARRATION = re.compile(
     r"|^(?:필요하시면|필요하면|원하시면|원하면|원한다면|궁금하시면)"
     r"|(?:드릴 수 있습니다|드릴까요|해줄게|줄게요?|할까요|볼까요)\W*$"
 )
+# Chat filler of a chatty assistant: jokes, coaching, one-line morals ("유머 한 스푼", "코치의 조언").
+_FILLER = re.compile(
+    r"유머|농담|코치의 조언|한 (?:문장|줄) 요약|마지막 (?:짧은 )?한 줄|비유하자면|재밌게 정리하면|😄|😂|🤣"
+    r"|\b(?:fun fact|a bit of humou?r|in a nutshell|tl;dr)\b",
+    re.I,
+)
 # Numbered Q/A labels of a chat log ("질문3 : ...", "**답변71 / 요지: ...**") and user questions
 # in Korean ("... 뭐하는 프로그램이야", "... 입력방법은").
 _CJK_LABEL = re.compile(r"^\W*(?:질문|답변|답|요지|question|answer)\s*\d*\s*[:/：]", re.I)
@@ -169,7 +178,10 @@ def strip_injected(text: str) -> str:
     text = _PRIVATE_USE.sub("", text)
     if "<" in text:
         text = _INJECTED_BLOCK.sub(" ", text)
-    if "ide_selection" in text or "The user selected" in text:
+    if "<ide_selection>" in text:  # what the user typed first, then what they pointed at
+        inside = "\n\n".join(_SELECTION_BLOCK.findall(text))
+        text = f"{_SELECTION_BLOCK.sub(' ', text).strip()}\n\n{inside}"
+    if "ide_selection" in text or "The user selected" in text or "may or may not be related" in text:
         text = _SELECTION_TAG.sub("", text)
     return text.strip()
 
@@ -220,6 +232,10 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return "narration"
     if _UI_CHATTER.match(prose):
         return "ui_chatter"
+    if _FILLER.search(prose[:80]):
+        return "filler"
+    if _CJK.search(prose) and re.search(r"(?:원하시면|원하면|필요하시면).{0,80}(?:까요|드릴게요|줄게)", prose):
+        return "narration"  # an offer inside a closing line: "정리 요약: 원하시면 ... 알려드릴까요?"
     if role == "user" and (is_request(prose) or _CJK_QUESTION.search(prose)):
         return "request"
     if _CJK_LABEL.match(prose.replace("**", "")):

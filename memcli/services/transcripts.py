@@ -165,7 +165,9 @@ def read_claude_code(text: str | Iterable[str | bytes], name: str = "transcript"
         sid = str(sid or name)
         conv = by_session.get(sid)
         if conv is None:
-            conv = by_session[sid] = Conversation(sid, cwd=event.get("cwd"))
+            conv = by_session[sid] = Conversation(sid)
+        if conv.cwd is None and isinstance(event.get("cwd"), str):
+            conv.cwd = event["cwd"]  # the session's project (progress lines may come first, without one)
         at = utc_iso(event.get("timestamp"))
         if turn is None:
             conv.saw(at)

@@ -93,7 +93,8 @@ _OFFER = re.compile(
     r"|let me know (?:if|when|whether)|want me to\b|shall i\b|i didn't (?:touch|write|change)|leaving it alone"
     r"|send me the|paste it (?:here|back)|ready for (?:phase|step)|next up\b|still open:"
     r"|no (?:source|code|test) (?:or \w+ )?files? (?:touched|changed)|repo state unchanged|everything (?:works|matches)"
-    r"|(?:fix|it) confirmed working|clean lint|no offenses|working through\b)",
+    r"|(?:fix|it) confirmed working|clean lint|no offenses|working through\b|one thing to flag|re-?tested end-to-end"
+    r"|verified via\b|cleaned up \(|i can't (?:actually )?verify|i did not\b)",
     re.I,
 )
 # An assistant's sentence that opens with a gerund is a progress line ("Now updating PLAN.md so ...",
@@ -104,12 +105,15 @@ _GERUND_LEAD = re.compile(
     r"|causes|should|must|can|will|would|does|did)\b)",
     re.I,
 )
+# "I'll drop the nested block and declare the route explicitly instead, which keeps ...": a decision.
+_FIRST_PERSON_DECISION = re.compile(
+    r"^(?:i(?:'ll| will)|we(?:'ll| will)) (?!continue|wait|check|look|start|keep going)", re.I)
 _CJK_PLAN = re.compile(r"^我.{0,12}(?:會|会|來|来|先|再|拿到)|(?:停 ?timer|可以提交了|已更新|已 ?push|收尾)")
 # "Models and migrations are written and lint-clean.", "README is updated with the live URL."
 _STATUS = re.compile(
     r"^[^.!?]{0,80}?\b(?:is|are|was|were|has been|have been|now)\s+(?:now\s+|all\s+|fully\s+)?"
     r"(?:complete|completed|done|ready|updated|written|verified|lint-clean|passing|green|committed|pushed|in place"
-    r"|finished|implemented|fixed|working)\b[^.!?]{0,60}[.!]?$",
+    r"|finished|implemented|fixed|working)\b(?: and (?:fully |all )?[\w-]+| now)?[.!]?$",
     re.I,
 )
 # CJK narration and filler: Korean polite plans ("정리해드릴게요"), Chinese progress ("我來...").
@@ -227,8 +231,9 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return "narration"
     if _OFFER.search(prose):
         return "narration"
-    if role == "assistant" and _GERUND_LEAD.match(prose.replace("**", "")) and not _REASON.search(prose) and (
-            re.match(r"^(?:now|also|still|first|then|next)\b", prose, re.I) or len(_WORD.findall(prose)) < 14):
+    if role == "assistant" and _GERUND_LEAD.match(prose.replace("**", "")) and (
+            re.match(r"^(?:now|also|still|first|then|next)\b", prose, re.I)
+            or (len(_WORD.findall(prose)) < 14 and not _REASON.search(prose))):
         return "narration"
     if _UI_CHATTER.match(prose):
         return "ui_chatter"
@@ -249,7 +254,7 @@ def _worth_despite_narration(prose: str, body: str) -> bool:
     """An agent's report that still carries a finding: a reason, or a shown result (a code block),
     or a long sentence dense with specifics ("Phase 1 is done: Tailwind installed, Kamal
     scaffolding removed, baseline linted clean.")."""
-    if _REASON.search(prose) and len(_WORD.findall(prose)) >= 10:
+    if _REASON.search(prose) and len(_WORD.findall(prose)) >= 10 and _FIRST_PERSON_DECISION.match(prose):
         return True
     if "```" in body and body.count("```") >= 2 and len(body) - len(prose) > 60:
         return True
@@ -267,7 +272,7 @@ def _is_fragment(prose: str) -> bool:
     words = len(_WORD.findall(plain))
     if words < 4:
         return True
-    if words < 7 and not _SPECIFIC.search(plain):
+    if words < 7 and not _SPECIFIC.search(plain) and not (words >= 5 and plain.endswith(".")):
         return True
     return False
 

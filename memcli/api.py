@@ -52,6 +52,14 @@ class Store(_StoreHandle):
                    session=session, threshold=threshold, allow_delete=allow_delete, dry_run=dry_run, redact=redact,
                    **options)
 
+    def import_conversations(self, conversations: Any, name: str, *, redact: bool = True) -> list[dict[str, Any]]:
+        """Agent sessions / chat conversations (memcli.services.transcripts.Conversation, any
+        iterable: a streamed export is read one at a time) to memories: a few per session, dated
+        with their turns' own times, plus one summary each (memcli/ops/sessions.py)."""
+        from memcli.ops.sessions import import_conversations
+
+        return import_conversations(self, conversations, name, redact=redact)
+
     def search(self, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
                record_usage: bool = True, **options: Any) -> SearchResponse:
         """Ranked memories for a query; each hit has `.memory`, `.score` and `.parts`."""

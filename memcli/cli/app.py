@@ -1569,7 +1569,6 @@ def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, 
     """`import --from`: a ChatGPT export is streamed from its file one conversation at a time (a
     100 MB export is never held whole); a transcript or stdin is read whole (10 MB at most)."""
     from memcli.ops.add import read_input, read_limited
-    from memcli.ops.sessions import import_conversations
     from memcli.services.transcripts import IMPORT_KINDS, iter_chatgpt, parse_conversations
 
     if kind not in IMPORT_KINDS:
@@ -1602,7 +1601,7 @@ def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, 
     store.ensure()
     synced(store)
     try:
-        results = import_conversations(store, conversations, name, redact=redact)
+        results = store.import_conversations(conversations, name, redact=redact)
     except (ValueError, UnicodeDecodeError) as e:  # a bad conversation further down a streamed export
         fail(f"{name}: {e}")
     if as_json:

@@ -302,7 +302,10 @@ def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
             conv.add(str(turn[0]), turn[1], turn[2] if isinstance(turn[2], str) else None)
     for at in opts.get("span") or []:
         conv.saw(at if isinstance(at, str) else None)
-    return add_conversation(store, conv, redact=False)["summary"]
+    result = add_conversation(store, conv, redact=False)
+    if any(e.get("verdict") == "failed" for e in result["memories"]):
+        raise OSError("some memories could not be written")
+    return result["summary"]
 
 
 def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:

@@ -193,9 +193,11 @@ def add_conversation(store: Store, conv: Conversation, *, origins: Iterable[str]
         items = [{**base, "text": c.text, "created": c.at, "raw": True, "type": c.type, "tags": c.tags}
                  for c in kept]
     summary = {"ADD": 0, "UPDATE": 0, "NONE": 0, "already_known": 0}
+    events: list[dict[str, Any]] = []
     for _, result in add_chunks(store, enumerate(items, 1)):
         if isinstance(result, str):
             continue
+        events.extend(e.to_dict() for e in result.events)
         for k, v in result.summary().items():
             if k in summary:
                 summary[k] += v
@@ -204,7 +206,7 @@ def add_conversation(store: Store, conv: Conversation, *, origins: Iterable[str]
         _write_summary(store, conv, text, list(origins), turns)
         summary["summary"] = 1
     return {"conversation": conv.id, "title": conv.title, "turns": len(conv.turns), "candidates": len(cands),
-            "kept": len(kept) if not use_llm else None, "summary": summary}
+            "kept": len(kept) if not use_llm else None, "summary": summary, "memories": events}
 
 
 def _write_summary(store: Store, conv: Conversation, text: str, origins: list[str],

@@ -160,6 +160,11 @@ _UI_CHATTER = re.compile(
 _SPECIFIC = re.compile(
     r"\d|`|https?://|\w/\w|\.\w{1,4}\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w*|\b[A-Z]{2,}\b|--\w|[<>=]=?\s*\w",
 )
+_EMOJI_LEAD = re.compile("^[\U0001F300-\U0001FAFF\u2600-\u27BF\u2B50\u2705\u274C]")
+_CODEISH = re.compile(r"`|https?://|[\w-]+\.(?:py|md|json|env|ya?ml|ps1|log|txt|toml|html|js|ts)\b|\b[A-Za-z]+_[A-Za-z_]+\b"
+                      r"|\b(?:git|pip|python|npm|cd|uvicorn|docker)\b")
+_ASCII_NAME = re.compile(r"\b[A-Za-z][A-Za-z0-9.+-]{2,}\b")
+_CHAT_WORDS = frozenset("gpt chatgpt donald step ok yes auto-mode".split())
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")  # ChatGPT's citation markers
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _WORD = re.compile(r"[A-Za-z0-9_][\w'./+#-]*")
@@ -239,6 +244,9 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return "ui_chatter"
     if _FILLER.search(prose[:80]):
         return "filler"
+    if (_EMOJI_LEAD.match(prose) and len(_CJK.findall(prose)) >= 8 and not _CODEISH.search(prose)
+            and len({w.lower() for w in _ASCII_NAME.findall(prose)} - _CHAT_WORDS) < 2):
+        return "filler"  # a chatty tutor's emoji-headed advice with nothing to run, name or look up
     if _CJK.search(prose) and re.search(r"(?:원하시면|원하면|필요하시면).{0,80}(?:까요|드릴게요|줄게)", prose):
         return "narration"  # an offer inside a closing line: "정리 요약: 원하시면 ... 알려드릴까요?"
     if role == "user" and (is_request(prose) or _CJK_QUESTION.search(prose)):

@@ -302,7 +302,10 @@ def iter_chatgpt(stream: Any, name: str = "input") -> Iterator[Conversation]:
             raise ValueError(f"{name}: expected a list of conversations")
         for conv in items:
             no += 1
-            c = chatgpt_conversation(conv, no)
+            try:
+                c = chatgpt_conversation(conv, no)
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
             if c is not None:
                 yield c
 

@@ -169,7 +169,8 @@ _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")  # ChatGPT's citation markers
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _WORD = re.compile(r"[A-Za-z0-9_][\w'./+#-]*")
 _HEADING_LIKE = re.compile(r"^(?:\*\*[^*]{1,80}\*\*|__[^_]{1,80}__|#{1,6} .*|[^.!?]{1,60}:)\s*$")
-_TOC_LINE = re.compile(r"^_{2,}|^\d{1,2}-\d{1,2} ")
+_TOC_LINE = re.compile(r"^_{2,}|^\d{1,2}-\d{1,2} |^\d{1,2}장[ .]")
+_GLOSSARY = re.compile(r"^\*\*[^*]{1,40}\*\*\s*[:：]\s*")
 _REQUEST = re.compile(
     r"^(?:please|pls|can you|could you|would you|will you|help me|explain|tell me|show me|give me|look into"
     r"|make sure|go ahead|continue|proceed|try|check|fix|add|remove|update|change|implement|write|create|build"
@@ -253,8 +254,10 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return "request"
     if _CJK_LABEL.match(prose.replace("**", "")):
         return "fragment"
-    if _TOC_LINE.match(body):
-        return "pasted_code"
+    if _TOC_LINE.match(flat.lstrip("\"'“ ")) or _TOC_LINE.match(body):
+        return "pasted_code"  # a pasted table of contents ("__04-3 ...", "03장 ...")
+    if _CJK.search(prose) and (m := _GLOSSARY.match(prose)) and len(prose) - m.end() < 45:
+        return "fragment"  # "**시리즈**: 1차원 자료.": a glossary line of a tutorial
     return "fragment" if _is_fragment(prose) else None
 
 

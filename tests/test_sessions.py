@@ -224,3 +224,28 @@ def test_with_an_llm_one_extraction_request_per_chunk_dated_by_its_turns(tmp_pat
     finding = next(m for m in mems if m["text"] == FINDING)
     assert finding["created"] == "2025-03-04T09:07:45Z"  # the chunk's last turn
     assert f"session:{SESSION}" in finding["origins"]
+
+
+def test_a_later_capture_of_a_few_turns_still_applies_the_bar(tmp_path):
+    """A hook captures after every answer: two new turns are part of a long session, not a short
+    exchange whose every remark is kept (an import of a two-turn chat keeps them)."""
+    store = tmp_path / "store"
+    env = {"MEMCLI_EMBED_MODEL": HASH}
+    assert CliRunner().invoke(app, ["--store", str(store), "init"], env=env).exit_code == 0
+    lines = transcript_lines()
+    path = write_transcript(tmp_path / "live.jsonl", lines)
+    hook = {"session_id": SESSION, "transcript_path": str(path), "cwd": str(tmp_path), "hook_event_name": "Stop"}
+    capturing.run("claude-code", store=str(store), stdin=json.dumps(hook).encode(), worker="none")
+    spool.process(Store(store))
+    weak = "The sidebar collapses into a drawer below 640 pixels wide."
+    write_transcript(path, [*lines, _line("user", "2025-03-04T09:10:00.000Z", "and on mobile?"),
+                            _line("assistant", "2025-03-04T09:10:30.000Z", weak)])
+    capturing.run("claude-code", store=str(store), stdin=json.dumps(hook).encode(), worker="none")
+    spool.process(Store(store))
+    texts = [m.text for m in Store(store).index.iter_select(None)]
+    assert not any(t == weak for t in texts)
+    chat = Cli(tmp_path / "other", env=env)
+    two = write_transcript(tmp_path / "two.jsonl", [_line("user", "2025-03-04T09:10:00.000Z", "and on mobile?"),
+                                                    _line("assistant", "2025-03-04T09:10:30.000Z", weak)])
+    chat("import", "--from", "claude-code", str(two), "--create")
+    assert weak in [m["text"] for m in exported(chat)]

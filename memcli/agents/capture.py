@@ -79,10 +79,11 @@ def _state_path(store: Path, session: str) -> Path:
     return store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
 
 
-def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any]:
-    """Complete lines added to `transcript` since the last capture of `session`, and a function
-    that records them as taken (call it once they are spooled). A transcript that shrank (it was
-    rewritten) is read again from the start; the dedup of `add` absorbs repeats."""
+def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any, bool]:
+    """Complete lines added to `transcript` since the last capture of `session`, a function that
+    records them as taken (call it once they are spooled), and whether they are the whole file.
+    A transcript that shrank (it was rewritten) is read again from the start; the dedup of `add`
+    absorbs repeats."""
     state_path = _state_path(store, session)
     state_path.parent.mkdir(exist_ok=True)
     try:
@@ -98,14 +99,14 @@ def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[l
         data = f.read(MAX_CAPTURE_BYTES)
     end = data.rfind(b"\n")
     if end < 0:  # no complete new line yet (a line being written is taken next time)
-        return [], lambda: None
+        return [], lambda: None, offset == 0
     data = data[: end + 1]
 
     def commit() -> None:
         body = json.dumps({"session": session, "transcript": str(transcript), "offset": offset + len(data)})
         spooler._write_atomic(state_path, body.encode())
 
-    return data.splitlines(), commit
+    return data.splitlines(), commit, offset == 0 and len(data) == size
 
 
 def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, redact: bool = True) -> Captured:
@@ -127,7 +128,7 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
     state_lock.parent.mkdir(exist_ok=True)
     with open(state_lock, "a") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)  # Stop and SessionEnd may fire together: one reads each line
-        lines, taken = new_transcript_lines(store_path, session, path)
+        lines, taken, from_start = new_transcript_lines(store_path, session, path)
         convs = read_claude_code(lines, session)
         turns = [[role, _redact(strip_injected(text), redact), at]
                  for conv in convs if conv.id == session for (role, text, at) in conv.dated()]
@@ -140,7 +141,8 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
         text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t, _ in turns)
         conv = next((c for c in convs if c.id == session), None)
         options = {"session": session, "cwd": str(cwd) if cwd else None, "turns": turns,
-                   "span": conv.span if conv else [], "session_cwd": conv.cwd if conv else None}
+                   "span": conv.span if conv else [], "session_cwd": conv.cwd if conv else None,
+                   "from_start": from_start}
         item = spooler.spool(store_path, text, options, kind="session", source="claude-code")
         taken()
     return Captured(item, f"{len(turns)} turn(s) of session {session}", store_path)

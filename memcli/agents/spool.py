@@ -302,7 +302,8 @@ def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
             conv.add(str(turn[0]), turn[1], turn[2] if isinstance(turn[2], str) else None)
     for at in opts.get("span") or []:
         conv.saw(at if isinstance(at, str) else None)
-    result = add_conversation(store, conv, redact=False)
+    # a capture reads what was added since the last one: the whole file only on its first capture
+    result = add_conversation(store, conv, redact=False, whole=bool(opts.get("from_start")))
     if any(e.get("verdict") == "failed" for e in result["memories"]):
         raise OSError("some memories could not be written")
     return result["summary"]

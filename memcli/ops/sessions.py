@@ -88,9 +88,12 @@ def candidates(turns: Iterable[tuple[str, str, str | None]]) -> list[Candidate]:
 SMALL_SESSION = 8
 
 
-def select(cands: list[Candidate]) -> list[Candidate]:
+def select(cands: list[Candidate], *, whole: bool = True) -> list[Candidate]:
     """The candidates that say enough, in session order: all of a short exchange, else those at
-    or above MIN_SUBSTANCE (the SMALL_SESSION best always)."""
+    or above MIN_SUBSTANCE (the SMALL_SESSION best always). `whole=False` for a part of a session
+    (a hook's capture after each answer): a few turns are not a short exchange, the bar applies."""
+    if not whole:
+        return [c for c in cands if c.score >= MIN_SUBSTANCE]
     if len(cands) <= SMALL_SESSION:
         return list(cands)
     best = {id(c) for c in sorted(cands, key=lambda c: -c.score)[:SMALL_SESSION]}
@@ -178,15 +181,16 @@ def _llm_items(turns: list[tuple[str, str, str | None]], base: dict[str, Any]) -
 
 
 def add_conversation(store: Store, conv: Conversation, *, origins: Iterable[str] = (), redact: bool = True,
-                     llm: bool | None = None) -> dict[str, Any]:
-    """Write one conversation's memories and its summary; returns what was done (counts)."""
+                     llm: bool | None = None, whole: bool = True) -> dict[str, Any]:
+    """Write one conversation's memories and its summary; returns what was done (counts).
+    `whole=False`: `conv` is the part of a session one capture read (see `select`)."""
     from memcli.ops.batch import add_chunks
 
     turns = clean_turns(conv, redact=redact)
     base: dict[str, Any] = {"origins": list(origins), "session": conv.id, "redact": False, "inbox": False}
     use_llm = bool(store.config.llm_model) if llm is None else llm
     cands = candidates(turns)
-    kept = select(cands)
+    kept = select(cands, whole=whole)
     if use_llm:
         items: list[dict[str, Any]] = list(_llm_items(turns, {**base, "llm": True}))
     else:

@@ -4,12 +4,12 @@ compilation, in CPU (the machine may be shared: no wall clock here).
     python bench/import_cost.py [--store DIR] [--repeat 5]
 
 1. CPU of `import memcli.cli.app` (every command) and then of the modules consolidate / merge --auto
-   import and export does not (curate, decide, extract, llm_checks, background), each in a fresh
+   import and export does not (curate, decide, extract, llm_checks, threads), each in a fresh
    process, median of --repeat.
 2. With --store (e.g. /tmp/memcli-bench/curate-10000-default/store; the embedding cache is the
    `cache` directory next to it when there is one, else a temporary one): `export`,
    `consolidate --dry-run` and `merge --auto --dry-run` run once each in a fresh process
-   (MEMCLI_WORKERS=1) with re's compiler wrapped: how many patterns each compiles after the CLI
+   with re's compiler wrapped: how many patterns each compiles after the CLI
    is imported and their CPU (thread time), and whether numpy.ma was imported.
 
 Python compiles memcli's sources on every run when PYTHONDONTWRITEBYTECODE is set (the modules are
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CURATION_MODULES = ("memcli.ops.curate", "memcli.rules.relate", "memcli.services.extract", "memcli.services.llm.checks",
-                    "memcli.services.background")
+                    "memcli.services.threads")
 
 _IMPORTS = """
 import importlib, json, sys, time
@@ -86,7 +86,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         cache = args.store.parent / "cache"  # bench/curate.py's layout; never the user's own cache
-        env = dict(os.environ, MEMCLI_WORKERS="1", MEMCLI_CACHE_DIR=str(cache if cache.is_dir() else Path(tmp)))
+        env = dict(os.environ, MEMCLI_CACHE_DIR=str(cache if cache.is_dir() else Path(tmp)))
         for command in (["export", "--format", "jsonl", "-o", str(Path(tmp) / "x.jsonl")],
                         ["consolidate", "--dry-run", "--json"], ["merge", "--auto", "--dry-run", "--no-llm", "--json"]):
             proc = _python(_RUN, "--store", str(args.store), *command, env=env)

@@ -1,7 +1,10 @@
 """The public Python API: `memcli.Store`, one method per thing a user does.
 
-Every method is a thin, typed call into the planning modules (ingest, curate, io, search, ask);
-every write goes through one `ChangeSet` commit, exactly as the CLI's. Per-call options (an LLM
+`Store` composes the layers below it: the store's files and its sidecar index (one handle,
+`memcli.ops.handle.Store`, that the operations take), the operations in `memcli.ops`, and the
+integrations in `memcli.agents`. It is what the CLI and the MCP server call, and the only thing
+they call: every command is parse -> one `Store` call -> render. Every write goes through one
+`ChangeSet` commit; there is no public `write`, `lock` or `purge_trash`. Per-call options (an LLM
 model, LLM on or off, a threshold) are parameters: the store's configuration never changes once
 loaded.
 
@@ -10,31 +13,177 @@ loaded.
     store.add("We pin numpy below 3 until the wheels land.", tags=["deps"])
     for hit in store.search("numpy version pin", k=3):
         print(f"{hit.score:.2f}", hit.memory.text)
+
+The module also names the few types and input helpers a caller needs to build a call (`Filters`,
+`LogFilter`, `read_input` ...), so that presentation imports nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memcli.core.memory import Memory
+from memcli.core.config import Config
+from memcli.core.memory import Memory, parse_when
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
-from memcli.index import Filters
-from memcli.ops.handle import Store as _StoreHandle
+from memcli.index import Filters, Index, SyncReport
+from memcli.ops.handle import Store as _Handle
+from memcli.services.transcripts import IMPORT_KINDS
+from memcli.storage import ids as _ids
+from memcli.storage.safety import is_corrupt
 
-if TYPE_CHECKING:  # each method imports the module it calls: `list` or `export` never loads extraction
+# Not at the top: `list`, `export` and `search` never load the add pipeline, extraction, curation
+# or the integrations (bench/cold_search.py measures what a cold command imports).
+if TYPE_CHECKING:
+    from memcli.agents.capture import Captured
+    from memcli.agents.hooks import HookReport
+    from memcli.agents.sharing import SyncReport as ShareReport
+    from memcli.agents.spool import ProcessReport
     from memcli.ops.add import AddResult
     from memcli.ops.ask import Answer
     from memcli.ops.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
     from memcli.ops.io import ImportReport
     from memcli.ops.search import SearchResponse
 
-__all__ = ["Filters", "Store"]
+__all__ = ["IMPORT_KINDS", "Filters", "Store", "read_input", "read_limited", "spool_stdin"]
 
 
-class Store(_StoreHandle):
+def read_limited(stream: Any, name: str = "stdin") -> bytes:
+    """A binary stream read up to the input limit (10 MB), refused past it: `add - < /dev/zero`
+    stops at the limit instead of reading gigabytes."""
+    from memcli.ops.add import read_limited as read
+
+    return read(stream, name)
+
+
+def spool_stdin(stream: Any) -> contextlib.AbstractContextManager[Path]:
+    """Standard input copied to a temporary file (removed on exit), so that an import can read
+    its source twice (validate everything, then write) in bounded memory."""
+    from memcli.ops.records import spool_stdin as spool
+
+    return spool(stream)
+
+
+def read_input(data: bytes, name: str = "stdin") -> str:
+    """User input decoded strictly: binary, invalid UTF-8 and oversized input refused in one line."""
+    from memcli.ops.add import read_input as decode
+
+    return decode(data, name)
+
+
+class Store:
     """A memcli store directory. Cheap to construct; nothing is read until needed."""
 
+    def __init__(self, path: str | os.PathLike[str], config: Config | None = None) -> None:
+        self._store = _Handle(path, config)
+
+    # ------------------------------------------------------------ the store itself
+    @property
+    def path(self) -> Path:
+        """The store directory (absolute)."""
+        return self._store.path
+
+    @property
+    def config(self) -> Config:
+        """The store's settings (config.toml, then the environment), read once."""
+        return self._store.config
+
+    @property
+    def index(self) -> Index:
+        """The sidecar (`.index/`), for reading: call `index.sync()` first (or `Store.sync`)."""
+        return self._store.index
+
+    @property
+    def facts_dir(self) -> Path:
+        """`facts/`: one Markdown file per memory, the source of truth."""
+        return self._store.facts_dir
+
+    @property
+    def log_path(self) -> Path:
+        """`log.jsonl`: every change, appended."""
+        return self._store.log_path
+
+    def exists(self) -> bool:
+        """Whether the directory holds a store (`facts/`)."""
+        return self._store.exists()
+
+    def init(self) -> bool:
+        """Create the store (True) or leave an existing one as it is (False); either way it gets
+        the `.gitattributes` that lets `log.jsonl` merge when the store is shared through git."""
+        from memcli.agents.sharing import write_gitattributes
+
+        created = self._store.init()
+        write_gitattributes(self._store)
+        return created
+
+    def ensure(self) -> None:
+        """Create the store's folders if they are missing (the first write does this too)."""
+        self._store.ensure()
+
+    def close(self) -> None:
+        """Close the index's connections (a long-lived process that is done with the store)."""
+        self._store.close()
+
+    def sync(self, *, on_progress: Callable[[int, int], None] | None = None, force: bool = False) -> SyncReport:
+        """Bring the index in step with `facts/` (`force`: rebuild it); returns what changed."""
+        return self._store.index.sync(on_progress=on_progress, force=force)
+
+    def count(self) -> int:
+        """How many memories the index holds (after the last sync)."""
+        return self._store.index.count()
+
+    def reindex(self, *, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rebuild the sidecar from `facts/` (embeddings from the cache where possible)."""
+        report = self.sync(on_progress=on_progress, force=True)
+        index = self._store.index
+        return {"memories": index.count(), "embedded": report.embedded, "skipped_files": len(report.new_bad),
+                "provisional_vectors": index.provisional_count(), "new_bad": report.new_bad}
+
+    def refresh_provisional(self, *, on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Make the provisional vectors of a bulk merge exact; returns how many."""
+        return self._store.index.refresh_provisional(on_progress=on_progress)
+
+    def provisional_count(self) -> int:
+        """How many memories are indexed with a provisional vector (a bulk merge's stand-in)."""
+        return self._store.index.provisional_count()
+
+    def background_state(self) -> str:
+        """How provisional vectors become exact: `off` (background work disabled), `failed` (the
+        last background refresh failed) or `on`."""
+        from memcli.services.detached import background_on, refresh_failed_recently
+
+        if not background_on(self.config.background):
+            return "off"
+        return "failed" if refresh_failed_recently(self.path) else "on"
+
+    def heal(self, error: BaseException) -> bool:
+        """After `error` met reading the index: if it is a damaged catalog, drop the index (the
+        next read rebuilds it from `facts/`) and return True; else change nothing, False."""
+        if not (isinstance(error, sqlite3.DatabaseError) and is_corrupt(error)):
+            return False
+        self._store.index.drop()
+        self._store.close()
+        return True
+
+    # ------------------------------------------------------------ ids
+    def resolve(self, ref: str) -> str:
+        """The full id of a memory from its id or a unique prefix; `IdError` (a `NotFound` with a
+        one-line message and a hint: the candidates, or that it is in the trash) otherwise."""
+        return _ids.resolve(self._store, ref)
+
+    def resolve_trashed(self, ref: str) -> str:
+        """The full id of a trashed memory from its id or a unique prefix."""
+        return _ids.resolve_trashed(self._store, ref)
+
+    def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
+        """The shortest unique prefix of each id (at least 8 characters), as `show` accepts it."""
+        return _ids.short_ids(self._store, ids)
+
+    # ------------------------------------------------------------ add
     def add(
         self, text: str, *, raw: bool = False, llm: bool | None = None, llm_model: str | None = None,
         tags: Sequence[str] = (), type: MemoryType | str | None = None, origins: Sequence[str] = (),
@@ -47,49 +196,178 @@ class Store(_StoreHandle):
         False = heuristic only, True = require one; `llm_model` picks a model for this call."""
         from memcli.ops.add import add
 
-        return add(self, text, raw=raw, llm=llm, llm_model=llm_model, tags=tags,
+        return add(self._store, text, raw=raw, llm=llm, llm_model=llm_model, tags=tags,
                    type=None if type is None else str(type), origins=origins, user=user, project=project,
                    session=session, threshold=threshold, allow_delete=allow_delete, dry_run=dry_run, redact=redact,
                    **options)
 
-    def import_conversations(self, conversations: Any, name: str, *, redact: bool = True) -> list[dict[str, Any]]:
-        """Agent sessions / chat conversations (memcli.services.transcripts.Conversation, any
-        iterable: a streamed export is read one at a time) to memories: a few per session, dated
-        with their turns' own times, plus one summary each (memcli/ops/sessions.py)."""
+    def add_batch(self, lines: Iterable[str], **options: Any) -> Iterator[tuple[int, AddResult | str]]:
+        """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each decided
+        as its own `add`; yields (line number, AddResult or the message of an unusable line)."""
+        from memcli.ops.batch import add_batch
+
+        return add_batch(self._store, lines, **options)
+
+    def queue(self, text: str, *, source: str | None = None, redact: bool = True, **options: Any) -> str:
+        """Park `text` (redacted unless `redact` is False) in the inbox with `add`'s `options` and
+        start the background worker: an add that must not wait for an LLM (a git hook, an agent).
+        Returns the inbox item's file name (in `<store>/inbox/`)."""
+        from memcli.agents.spool import queue_add
+
+        return queue_add(self.path, text, options, redact=redact, source=source).name
+
+    def feedback(self, memory_id: str, *, useful: bool) -> Memory:
+        """A memory was useful (confidence up, counts as a use) or wrong (confidence down)."""
+        from memcli.ops.add import feedback
+
+        self.sync()
+        return feedback(self._store, self.resolve(memory_id), useful=useful)
+
+    @staticmethod
+    def parse_conversations(text: str, kind: str, name: str) -> list[Any]:
+        """The conversations of an export (`IMPORT_KINDS`: a Claude Code session, a ChatGPT
+        export), read before any store is touched; ValueError for a file that is not one."""
+        from memcli.services.transcripts import parse_conversations
+
+        return parse_conversations(text, kind, name)
+
+    @staticmethod
+    def stream_chatgpt(path: str, name: str) -> Iterator[Any]:
+        """The conversations of a ChatGPT export file, read one at a time (a 100 MB
+        `conversations.json` is never held whole); ValueError at the first one that is not one."""
+        from memcli.services.transcripts import iter_chatgpt
+
+        with open(path, encoding="utf-8-sig") as stream:
+            yield from iter_chatgpt(stream, name)
+
+    def import_conversations(self, conversations: Iterable[Any], name: str, *, redact: bool = True,
+                             **options: Any) -> list[dict[str, Any]]:
+        """Conversations (`parse_conversations`, or any iterable of them: a streamed export is read
+        one at a time) to memories through the session step (memcli/ops/sessions.py): a few per
+        session, dated with their turns' own times, origins `import:<name>` and `session:<id>`,
+        plus one summary memory each."""
         from memcli.ops.sessions import import_conversations
 
-        return import_conversations(self, conversations, name, redact=redact)
+        return import_conversations(self._store, conversations, name, redact=redact, **options)
 
+    # ------------------------------------------------------------ read
     def search(self, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
                record_usage: bool = True, **options: Any) -> SearchResponse:
         """Ranked memories for a query; each hit has `.memory`, `.score` and `.parts`."""
         from memcli.ops.search import search
 
-        return search(self, query, k=k, threshold=threshold, filters=filters, record_usage=record_usage, **options)
+        return search(self._store, query, k=k, threshold=threshold, filters=filters, record_usage=record_usage,
+                      **options)
+
+    def search_many(self, queries: Sequence[str], *, k: int = 5, threshold: float | None = None,
+                    filters: Filters | None = None, **options: Any) -> list[SearchResponse]:
+        """`search` for several queries at once (one model load, one batch of embeddings)."""
+        from memcli.ops.search import search_many
+
+        return search_many(self._store, list(queries), k=k, threshold=threshold, filters=filters, **options)
 
     def ask(self, question: str, *, k: int = 8, llm_model: str | None = None, redact: bool = True) -> Answer:
         """Answer from the top `k` memories with the LLM; iterate `answer.stream()` for the text,
         then `answer.cited()` for the memory ids it relies on."""
         from memcli.ops.ask import ask
 
-        return ask(self, question, k=k, llm_model=llm_model, redact=redact)
+        return ask(self._store, question, k=k, llm_model=llm_model, redact=redact)
+
+    def context(self, query: str | None = None, *, project: str | None = None, budget: int = 1500) -> str:
+        """A compact Markdown block of the memories that matter here, for an agent's session start."""
+        from memcli.ops.context import build
+
+        return build(self._store, query, project=project, budget=budget)
 
     def get(self, memory_id: str) -> Memory:
         """One memory, read from its file (a unique id prefix is enough)."""
-        self.index.sync()
-        return self.read(self.index.resolve_id(memory_id))
+        self._store.index.sync()
+        return self._store.read(self._store.index.resolve_id(memory_id))
+
+    def read(self, memory_id: str) -> Memory:
+        """One memory by its full id, read from its file (no index needed)."""
+        return self._store.read(memory_id)
+
+    def history(self, memory: Memory) -> list[dict[str, Any]]:
+        """A memory's chain of versions, oldest first: what it superseded and its earlier texts."""
+        from memcli.ops.chain import chain
+
+        return chain(self._store, memory)
 
     def list(self, filters: Filters | None = None, *, sort: SortKey | str = SortKey.CREATED, desc: bool = False,
              limit: int | None = None) -> list[Memory]:
         """Memories matching `filters`, sorted (from the catalog, no file read)."""
-        self.index.sync()
-        return self.index.select(filters, order=str(sort), limit=limit, desc=desc)
+        self._store.index.sync()
+        return self._store.index.select(filters, order=str(sort), limit=limit, desc=desc)
+
+    def trashed(self) -> list[Memory]:
+        """What is in the trash (`extra["trashed"]`: when and why each went there)."""
+        return self._store.trashed()
+
+    def log(self, *, id_prefix: str | None = None, events: Sequence[str] = (), since: str | None = None,
+            until: str | None = None) -> Iterator[dict[str, Any]]:
+        """The change log's entries, oldest first, as a stream (the log may hold a 100k import):
+        those of memories whose id starts with `id_prefix`, of these `events`, between `since` and
+        `until` (ISO times, UTC)."""
+        from memcli.ops.history import LogFilter, entries
+
+        return entries(self.log_path, LogFilter(id_prefix=id_prefix, events=tuple(events), since=since, until=until))
+
+    def ids_in_log(self, prefix: str) -> set[str]:
+        """The memory ids in the change log that start with `prefix`."""
+        from memcli.ops.history import ids_in_log
+
+        return ids_in_log(self.log_path, prefix)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes: memories by type, tags, users, projects, bytes on disk."""
+        from memcli.ops.admin import stats
+
+        return stats(self._store)
+
+    def doctor(self, *, fix: bool = False) -> list[dict[str, Any]]:
+        """Every health check, each {check, ok, detail}; `fix` repairs what is damaged first."""
+        from memcli.ops.admin import doctor
+
+        return doctor(self._store, fix=fix)
+
+    # ------------------------------------------------------------ change
+    def edit(self, memory_id: str) -> tuple[Memory, bool]:
+        """Open a memory's file in $EDITOR; on save it is checked and committed (a broken edit is
+        kept aside). Returns the memory and whether it changed."""
+        from memcli.ops.edit import edit
+
+        return edit(self._store, memory_id)
+
+    def update(self, memory_id: str, text: str, *, tags: Sequence[str] = (), origins: Sequence[str] = (),
+               redact: bool = True) -> Memory:
+        """New text for a memory in one commit (the old text goes to its history, never lost);
+        `tags` and `origins` are added to its own; the text is scrubbed of secrets first (unless
+        `redact` is False)."""
+        from memcli.core.errors import InvalidInput
+        from memcli.ops.add import MAX_INPUT_BYTES
+        from memcli.ops.changes import ChangeSet, Update
+
+        if not text.strip():
+            raise InvalidInput("the new text is empty")
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
+            raise InvalidInput(f"the new text is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MB")
+        if redact:
+            from memcli.services.redact import redact as scrub
+
+            text = scrub(text)[0]
+        self.sync()
+        mid = self.resolve(memory_id)
+        cs = ChangeSet(self._store)
+        m = cs.edit(mid, Update(text.strip(), tags=[t.lower() for t in tags], origins=list(origins)))
+        cs.commit()
+        return m
 
     def remove(self, ids: Iterable[str], *, reason: str = "removed by user", dry_run: bool = False) -> list[str]:
         """Move memories to the trash (restorable); returns their ids."""
         from memcli.ops.changes import ChangeSet
 
-        cs = ChangeSet(self)
+        cs = ChangeSet(self._store)
         done = [cs.trash(mid, reason, event="RM").id for mid in ids]
         if not dry_run:
             cs.commit()
@@ -99,7 +377,7 @@ class Store(_StoreHandle):
         """Bring memories back from the trash, exactly as they were."""
         from memcli.ops.changes import ChangeSet
 
-        cs = ChangeSet(self)
+        cs = ChangeSet(self._store)
         done = [cs.restore(mid).id for mid in ([ids] if isinstance(ids, str) else ids)]
         cs.commit()
         return done
@@ -109,74 +387,164 @@ class Store(_StoreHandle):
         trashed before `older_than` (an age such as `30d`, or a date; one whose trash time cannot
         be read is kept). Returns them as they were in the trash (`extra["trashed"]`: at, reason);
         `dry_run` deletes nothing."""
-        from memcli.core.memory import parse_when
+        from memcli.ops.trash import empty_trash
 
-        cutoff = parse_when(older_than) if older_than else None
-
-        def choose() -> list[Memory]:
-            return [m for m in self.trashed() if cutoff is None or _trashed_before(m, cutoff)]
-
-        if dry_run:
-            return choose()
-        # chosen under the writer lock that purges them: a memory restored and trashed again
-        # meanwhile is judged by its new trash time, never purged on the strength of its old one
-        with self.lock():
-            chosen = choose()
-            purged = set(self.purge_trash([m.id for m in chosen]))
-        return [m for m in chosen if m.id in purged]
+        return empty_trash(self._store, older_than=parse_when(older_than) if older_than else None, dry_run=dry_run)
 
     def merge(self, ids: Sequence[str], *, use_llm: bool | None = None, llm_model: str | None = None,
               dry_run: bool = False) -> MergeResult:
         """Merge memories into one; the originals go to the trash, their texts into history."""
         from memcli.ops.curate import merge
 
-        return merge(self, list(ids), use_llm=use_llm, llm_model=llm_model, dry_run=dry_run)
+        return merge(self._store, list(ids), use_llm=use_llm, llm_model=llm_model, dry_run=dry_run)
 
-    def consolidate(self, *, use_llm: bool | None = None, llm_model: str | None = None,
-                    dry_run: bool = False) -> ConsolidateReport:
-        """Merge near-duplicates, flag contradictions, distil recurring episodes (one commit)."""
+    def merge_groups(self, groups: Sequence[Sequence[str]] | None = None, *, threshold: float = 0.9,
+                     use_llm: bool | None = None, llm_model: str | None = None,
+                     dry_run: bool = False) -> list[MergeResult]:
+        """Merge each group of ids into one memory, in one commit; with no `groups`, every group of
+        the same fact at `threshold` or above (`merge --auto`: never another subject, a
+        contradiction or a superseded memory)."""
+        from memcli.ops.curate import _opposed, merge_groups, similar_groups
+
+        known: dict[str, Any] | None = None
+        if groups is None:
+            known = {}  # the catalog entries the grouping read, for the merges
+            chosen = similar_groups(self._store, threshold, apart=_opposed, known=known)
+        else:
+            chosen = [list(g) for g in groups]
+        if any(len(set(g)) < 2 for g in chosen):
+            raise ValueError("merge needs at least two different memories")
+        return merge_groups(self._store, chosen, use_llm=use_llm, dry_run=dry_run, llm_model=llm_model, known=known)
+
+    def consolidate(self, *, use_llm: bool | None = None, llm_model: str | None = None, dry_run: bool = False,
+                    supersede_older: bool = False, sync: bool = True) -> ConsolidateReport:
+        """Merge near-duplicates, flag contradictions (`supersede_older`: resolve each, the newer
+        memory superseding the older), distil recurring episodes (one commit)."""
         from memcli.ops.curate import consolidate
 
-        return consolidate(self, use_llm=use_llm, llm_model=llm_model, dry_run=dry_run)
+        return consolidate(self._store, use_llm=use_llm, llm_model=llm_model, dry_run=dry_run,
+                           supersede_older=supersede_older, sync=sync)
 
     def prune(self, *, older_than: str | None = None, unused: bool = False, min_confidence: float | None = None,
               type: MemoryType | str | None = None, dry_run: bool = False) -> PruneResult:
-        """Trash stale memories (criteria combine with AND; at least one)."""
-        from memcli.core.memory import parse_when
+        """Trash stale memories (criteria combine with AND; at least one). `older_than`: an age
+        (`90d`) or an ISO date."""
         from memcli.ops.curate import prune
 
         cutoff = parse_when(older_than) if older_than else None
-        return prune(self, older_than=cutoff, unused=unused, min_confidence=min_confidence,
+        return prune(self._store, older_than=cutoff, unused=unused, min_confidence=min_confidence,
                      type=None if type is None else str(type), dry_run=dry_run)
 
     def rollback(self, origin: str, *, dry_run: bool = False) -> RollbackResult:
         """Undo one origin: what only it vouched for goes to the trash; others just lose it."""
         from memcli.ops.curate import rollback
 
-        return rollback(self, origin, dry_run=dry_run)
+        return rollback(self._store, origin, dry_run=dry_run)
 
+    def origin_seen(self, origin: str) -> bool:
+        """Whether any change was ever made from `origin` (log.jsonl, read as a stream)."""
+        for entry in self.log():
+            o = entry.get("origin")
+            if o == origin or (isinstance(o, list) and origin in o):
+                return True
+        return False
+
+    # ------------------------------------------------------------ import / export
     def export(self, fmt: ExportFormat | str = ExportFormat.JSONL, filters: Filters | None = None) -> str:
         """The memories as json, jsonl, md or csv text (what `memcli export` writes)."""
-        from memcli.ops.io import export
+        return "".join(self.export_chunks(fmt, filters))
 
-        self.index.sync()
-        return export(self.index.select(filters, order="id"), str(fmt))
+    def export_chunks(self, fmt: ExportFormat | str = ExportFormat.JSONL, filters: Filters | None = None, *,
+                      on_memory: Callable[[Memory], None] | None = None) -> Iterator[str]:
+        """The export piece by piece (a 100k-memory store is never held twice); `on_memory` is
+        called for each memory as it is written (to count them)."""
+        from memcli.ops.io import export_chunks, iter_records
+
+        self._store.index.sync()
+
+        def memories() -> Iterator[Memory]:
+            for m in iter_records(self._store.index, filters or Filters()):
+                if on_memory is not None:
+                    on_memory(m)
+                yield m
+
+        return export_chunks(memories(), str(fmt))
+
+    def export_to(self, path: Path, fmt: ExportFormat | str = ExportFormat.JSONL,
+                  filters: Filters | None = None) -> int:
+        """Write the export to a file atomically (a failed write leaves the old file); returns how
+        many memories it holds."""
+        from memcli.ops.io import write_stream
+
+        written: list[Memory] = []  # the memories, by reference: the export is streamed, never held
+        write_stream(path, self.export_chunks(fmt, filters, on_memory=lambda m: written.append(m)))
+        return len(written)
 
     def import_records(self, records: list[dict[str, Any]], *, name: str = "records") -> ImportReport:
         """Load records (export's shape; `text` required): validated first, then one commit."""
         from memcli.ops.io import import_memories, to_memories
 
         self.ensure()
-        self.index.sync()
-        return import_memories(self, to_memories(records, name, f"import:{name}"))
+        self._store.index.sync()
+        return import_memories(self._store, to_memories(records, name, f"import:{name}"))
 
+    def import_file(self, path: Path, fmt: str | None = None, *, name: str | None = None, split: bool = False,
+                    redact: bool = True, prepare: Callable[[], None] | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> ImportReport:
+        """Import an export (json, jsonl, csv, md), a Markdown note or a folder of notes: every
+        record validated first (nothing written if one is bad; then `prepare` runs), then written
+        in batches."""
+        from memcli.ops.io import import_source
 
-def _trashed_before(memory: Memory, cutoff: str) -> bool:
-    """Whether a trashed memory (`Files.trashed`) went to the trash before `cutoff` (ISO, UTC)."""
-    from memcli.core.memory import iso
+        return import_source(self._store, path, fmt, name=name or path.name, split=split, redact=redact,
+                             prepare=prepare, on_progress=on_progress)
 
-    try:
-        at = iso(str(memory.extra["trashed"].get("at") or ""))
-    except ValueError:
-        return False
-    return at is not None and at < cutoff
+    # ------------------------------------------------------------ the inbox and the integrations
+    def inbox(self) -> list[tuple[Path, dict[str, Any]]]:
+        """Inputs waiting in the inbox (parked when the LLM was unreachable, or spooled), oldest first."""
+        from memcli.storage.inbox import inputs
+
+        return inputs(self.path)
+
+    def retry_inbox(self, *, model: str | None = None) -> list[tuple[str, AddResult | str]]:
+        """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
+        from memcli.agents.spool import retry
+
+        return retry(self._store, model=model)
+
+    def process_inbox(self) -> ProcessReport:
+        """Run spooled inputs (hooks, capture, `add --spool`) through the add pipeline; what fails waits."""
+        from memcli.agents.spool import process
+
+        return process(self._store)
+
+    def share(self, *, push: bool = True) -> ShareReport:
+        """A store committed to git: commit its changes, pull, re-index, push."""
+        from memcli.agents.sharing import sync
+
+        return sync(self._store, push=push)
+
+    @staticmethod
+    def capture(kind: str, *, store: str | None = None, stdin: bytes = b"", sha: str | None = None,
+                rewrite: str | None = None, origins: Sequence[str] | None = None, text: str | None = None,
+                redact: bool = True) -> Captured:
+        """Spool input from a hook (claude-code, git, git-rewrite, text) and start the worker; the
+        store is found as a command would find it (`store`: --store). Raises ValueError for input
+        that cannot be captured (an unknown kind, a hook payload that is not JSON)."""
+        from memcli.agents.capture import CaptureError, run
+
+        try:
+            return run(kind, store=store, stdin=stdin, sha=sha, origins=list(origins) if origins else None,
+                       rewrite=rewrite, text=text, redact=redact)
+        except CaptureError as e:
+            raise ValueError(str(e)) from None
+
+    @staticmethod
+    def install_hooks(target: str, *, scope: str = "project", store: str | None = None,
+                      uninstall: bool = False) -> HookReport:
+        """Install (or remove) memcli's git hooks (`git`) or Claude Code session hooks (`claude-code`)."""
+        from memcli.agents import hooks
+
+        if target == "git":
+            return hooks.install_git(store=store, uninstall=uninstall)
+        return hooks.install_claude_code(scope=scope, store=store, uninstall=uninstall)

@@ -19,6 +19,7 @@ from memcli.api import Store
 from memcli.cli.app import app
 from memcli.core.config import Config
 from memcli.core.memory import Memory
+from memcli.ops import handle as _handle
 
 HASH = "hash:256"  # deterministic embedder: plumbing tests only, never search quality or dedup
 # `MEMCLI_STRESS=long pytest`: the seeded stress tests run their longer sizes (CI runs the bounded
@@ -58,12 +59,19 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
     # One onnxruntime thread, in this process and every memcli subprocess: its idle pool threads
     # spin, which doubled the CPU of embedding one text at a time (same vectors either way).
     os.environ["MEMCLI_EMBED_THREADS"] = "1"
-    # No detached refresh of provisional vectors after a bulk commit (memcli/agents/detached.py): a test
+    # No detached refresh of provisional vectors after a bulk commit (memcli/services/detached.py): a test
     # process must not leave workers behind; tests/test_provisional.py turns it on where it checks it.
     os.environ["MEMCLI_NO_BACKGROUND"] = "1"
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+def files(store: Store) -> _handle.Store:
+    """The store's internal handle (its files and index, what the operations take): for tests that
+    plant or inspect files directly, as an editor, a crash or a second process would. The public
+    `Store` has no `write` or `lock`: every change a user makes goes through a ChangeSet."""
+    return store._store
 
 
 @pytest.fixture
@@ -136,7 +144,7 @@ def fill(cli: Cli, rich: Memory) -> Cli:
     cli("add", "--raw", "--type", "episodic", "On 2026-03-02 the payment service went down, \"TLS\" expired.")
     cli("add", "--raw", "Commas, semicolons; and\nnew lines survive CSV.")
     s = Store(cli.store)
-    s.write(rich)
+    files(s).write(rich)
     s.close()
     return cli
 

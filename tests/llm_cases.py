@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conftest import files
+
 CASES: list[dict[str, Any]] = [
     {
         "id": "transcript-billing-tests",
@@ -397,11 +399,11 @@ def run_case(case: dict[str, Any], root: Path, config: Any) -> CaseResult:
     store.init()
     seeds: list[str] = []
     for text in case.get("seed", []):
-        out = ingest.add(store, text, raw=True, llm=False)
+        out = ingest.add(files(store), text, raw=True, llm=False)
         seeds.append(out.events[0].id or "")
     started, cpu_started = time.perf_counter(), time.process_time()
     try:
-        result = ingest.add(store, case["input"], inbox=False)
+        result = ingest.add(files(store), case["input"], inbox=False)
     except Exception as e:  # noqa: BLE001 - reported per case, the run goes on
         res.error = f"{type(e).__name__}: {e}"[:300]
         store.close()
@@ -538,10 +540,10 @@ def run_merge_case(case: dict[str, Any], root: Path, config: Any) -> MergeAskRes
     res = MergeAskResult(case["id"], keep_expected=len(case["keep"]))
     store = Store(root / case["id"], config)
     store.init()
-    ids = [ingest.add(store, t, raw=True, llm=False).events[0].id or "" for t in case["versions"]]
+    ids = [ingest.add(files(store), t, raw=True, llm=False).events[0].id or "" for t in case["versions"]]
     cpu, wall = time.process_time(), time.perf_counter()
     try:
-        result = merge(store, ids, use_llm=True)
+        result = merge(files(store), ids, use_llm=True)
     except Exception as e:  # noqa: BLE001 - reported per case
         res.error = f"{type(e).__name__}: {e}"[:300]
         store.close()
@@ -565,10 +567,10 @@ def run_ask_case(case: dict[str, Any], root: Path, config: Any) -> MergeAskResul
     res = MergeAskResult(case["id"], keep_expected=1)
     store = Store(root / case["id"], config)
     store.init()
-    ids = [ingest.add(store, t, raw=True, llm=False).events[0].id or "" for t in case["memories"]]
+    ids = [ingest.add(files(store), t, raw=True, llm=False).events[0].id or "" for t in case["memories"]]
     cpu = time.process_time()
     try:
-        answer = ask(store, case["question"], k=5)
+        answer = ask(files(store), case["question"], k=5)
         if answer.error:
             res.method, res.error = "no answer", answer.error
             store.close()

@@ -8,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import files
 
 from memcli.api import Store
 from memcli.index import Filters
-from memcli.ops.add import add, batch_items
-from memcli.ops.batch import add_chunks
+from memcli.ops.batch import add_chunks, batch_items
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parent / "data" / "decision_pairs.jsonl").open()]
 
@@ -53,9 +53,9 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Store, list
     one.init()
     chunked.init()
     lines = _lines()
-    results = [add(one, **kw) for _, kw in batch_items(lines, {"llm": False, "project": "p"})]
+    results = [one.add(**kw) for _, kw in batch_items(lines, {"llm": False, "project": "p"})]
     chunked.index.embedder = one.index.embedder  # one model load
-    outputs = list(add_chunks(chunked, batch_items(lines, {"llm": False, "project": "p"}), chunk=16))
+    outputs = list(add_chunks(files(chunked), batch_items(lines, {"llm": False, "project": "p"}), chunk=16))
     yield one, chunked, results, outputs
     one.close()
     chunked.close()
@@ -80,7 +80,7 @@ def test_chunked_batch_leaves_the_same_store_as_one_add_per_line(stores):
 def test_a_bad_line_is_reported_in_its_place_and_the_rest_is_written(real_store: Store):
     lines = [json.dumps({"text": "The API server listens on port 8080."}), "not json",
              json.dumps({"text": "The API server listens on port 9090 now."}), json.dumps({"text": "x", "tags": [1]})]
-    out = list(add_chunks(real_store, batch_items(lines, {"llm": False})))
+    out = list(add_chunks(files(real_store), batch_items(lines, {"llm": False})))
     assert [n for n, _ in out] == [1, 2, 3, 4]
     assert isinstance(out[1][1], str) and isinstance(out[3][1], str)
     first, third = out[0][1].events[0], out[2][1].events[0]
@@ -96,9 +96,7 @@ def test_a_dry_run_batch_shows_the_real_runs_decisions_and_writes_nothing(stores
     fresh.init()
     fresh.index.embedder = one.index.embedder
     before = sorted(p.name for p in fresh.facts_dir.iterdir())
-    from memcli.ops.add import add_batch
-
-    preview = list(add_batch(fresh, _lines(), llm=False, project="p", dry_run=True))
+    preview = list(fresh.add_batch(_lines(), llm=False, project="p", dry_run=True))
     assert sorted(p.name for p in fresh.facts_dir.iterdir()) == before == []
     assert [(e.event, e.text, bool(e.supersedes)) for r in results for e in r.events] == \
         [(e.event, e.text, bool(e.supersedes)) for _, o in preview for e in o.events]

@@ -80,10 +80,9 @@ def test_claude_code_hooks_capture_only_new_text_and_context_prints_it(tmp_path)
     shutil.copy(FIXTURES / "claude_code_session.jsonl", transcript)
     out, took, cpu = run_hook(commands["Stop"][0], payload("Stop", transcript, project), project)
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out
-    # a hook's budget, judged by CPU (~0.05 s; a busy machine barely moves it) and, loosely, by wall
-    # time (a hook that waited for the worker would take its whole run); bench/capture.py measures
-    # the < 100 ms target on a quiet machine
-    assert cpu < 0.4 and took < 5.0, (cpu, took)
+    # a hook's budget, judged by CPU (~0.05 s; a busy machine barely moves it): a hook that waited
+    # for the worker would count its model load; bench/hooks.py measures the < 100 ms wall target
+    assert cpu < 0.4, (cpu, took)
     settle(store)
     mems = memories(store)
     texts = " | ".join(m["text"] for m in mems)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import HASH, Cli, run_memcli
+from conftest import HASH, Cli, files, run_memcli
 from llm_server import FakeLLMServer
 
 from memcli.api import Store
@@ -90,12 +90,12 @@ def test_a_dry_run_is_the_plan_and_writes_nothing(pair) -> None:
     store, cli, ids = pair
     before = _facts(cli.store)
     log_before = (cli.store / "log.jsonl").read_bytes()
-    cs, report = plan_consolidate(store, use_llm=False)
+    cs, report = plan_consolidate(files(store), use_llm=False)
     ops = [(c["op"], c["id"]) for c in cs.preview()]
     merged = report.merged[0]["id"]
     assert ("MERGE", merged) in ops and sorted(i for op, i in ops if op == "MERGED") == sorted(ids[:2])
     assert _facts(cli.store) == before and (cli.store / "log.jsonl").read_bytes() == log_before
-    dry = consolidate(store, dry_run=True, use_llm=False)
+    dry = consolidate(files(store), dry_run=True, use_llm=False)
     assert [m["merged_from"] for m in dry.merged] == [m["merged_from"] for m in report.merged]
     assert _facts(cli.store) == before
     done = cs.commit()
@@ -110,8 +110,8 @@ def test_a_dry_run_plan_is_the_real_plan_and_cannot_be_committed(pair) -> None:
     compare their hashes): its plan is the real run's, and it refuses to be committed."""
     store, cli, ids = pair
     before = _facts(cli.store)
-    real, real_report = plan_consolidate(store, use_llm=False)
-    dry, dry_report = plan_consolidate(store, use_llm=False, preview=True)
+    real, real_report = plan_consolidate(files(store), use_llm=False)
+    dry, dry_report = plan_consolidate(files(store), use_llm=False, preview=True)
     assert dry_report.merged and [m["merged_from"] for m in dry_report.merged] == \
         [m["merged_from"] for m in real_report.merged]
     assert [m["text"] for m in dry_report.merged] == [m["text"] for m in real_report.merged]
@@ -124,7 +124,7 @@ def test_a_dry_run_plan_is_the_real_plan_and_cannot_be_committed(pair) -> None:
 
 def test_a_stale_update_is_refused_and_nothing_is_written(pair) -> None:
     store, cli, ids = pair
-    cs = ChangeSet(store)
+    cs = ChangeSet(files(store))
     cs.edit(ids[0], Update("The staging database is reset on Sundays and Wednesdays."))
     cs.trash(ids[2], "test")
     path = cli.store / "facts" / f"{ids[0]}.md"
@@ -140,7 +140,7 @@ def test_a_stale_update_is_refused_and_nothing_is_written(pair) -> None:
 
 def test_a_reinforcement_of_an_edited_file_is_replanned_on_the_new_text(pair) -> None:
     store, cli, ids = pair
-    cs = ChangeSet(store)
+    cs = ChangeSet(files(store))
     cs.edit(ids[2], Reinforce(["git:abc1234"]), origin=["git:abc1234"])
     cs.edit(ids[2], Link("see_also", ids[0]), quiet=True)
     path = cli.store / "facts" / f"{ids[2]}.md"
@@ -163,7 +163,7 @@ def test_commit_updates_the_index_without_a_rescan(pair, monkeypatch) -> None:
         return real_scan(self)
 
     monkeypatch.setattr(Sync, "_scan", counting_scan)
-    cs = ChangeSet(store)
+    cs = ChangeSet(files(store))
     cs.trash(ids[2], "removed in a test", event="RM")
     cs.commit()
     assert calls == []

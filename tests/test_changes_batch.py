@@ -14,7 +14,7 @@ import pytest
 from conftest import HASH, Cli
 
 import memcli.ops.changes as changes
-import memcli.storage.files as files
+import memcli.storage.atomic as atomic
 from memcli.core.memory import Memory
 
 N = 2 * changes.BATCH + 4  # enough for a batch of merged files too (one per pair)
@@ -106,12 +106,12 @@ def test_a_failed_flush_applies_nothing(old_store: Cli, monkeypatch: pytest.Monk
     from memcli.ops.io import import_memories
 
     before = _facts(old_store)
-    monkeypatch.setattr(files, "_syncfs", lambda dirs: False)
+    monkeypatch.setattr(atomic, "_syncfs", lambda dirs: False)  # the atomic writes' one flush
 
     def broken_fsync(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(files.os, "fsync", broken_fsync)
+    monkeypatch.setattr(atomic.os, "fsync", broken_fsync)
     new = [Memory(id=f"NEW{i:04d}", text=f"a new note {i} about the cache warm-up") for i in range(changes.BATCH)]
     with pytest.raises(OSError):
         import_memories(_store(old_store), new)

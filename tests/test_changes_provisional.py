@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HASH, Cli
+from conftest import HASH, Cli, files
 
-from memcli.agents import detached
 from memcli.api import Store
 from memcli.core.config import Config
 from memcli.core.memory import Memory, new_ulid
 from memcli.ops import changes
 from memcli.ops.changes import ChangeSet, Update
 from memcli.ops.curate import merge_groups
+from memcli.services import detached
 from memcli.services.embed import Embedder, text_hash
 
 # Eight facts, each said twice with a different detail: eight groups of two to merge, and each
@@ -62,8 +62,8 @@ def _write_pairs(store: Store) -> list[list[str]]:
     for n, (old, new) in enumerate(PAIRS):
         a = Memory(id=f"01PAIR{n:02d}A{'0' * 17}", text=old, updated="2026-01-01T00:00:00Z")
         b = Memory(id=f"01PAIR{n:02d}B{'0' * 17}", text=new, updated="2026-02-01T00:00:00Z")
-        store.write(a)
-        store.write(b)
+        files(store).write(a)
+        files(store).write(b)
         groups.append([a.id, b.id])
     store.index.sync()
     return groups
@@ -98,7 +98,7 @@ def _merged(store_path: Path, config: Config | None = None) -> tuple[Store, list
     s.close()
     store = Store(store_path, config)
     store.index.sync()
-    results = merge_groups(store, groups, use_llm=False)
+    results = merge_groups(files(store), groups, use_llm=False)
     return store, results
 
 
@@ -181,7 +181,7 @@ def test_a_merged_memory_takes_over_its_newest_sources_row(hashed: tuple[Store, 
 def test_a_file_edited_by_hand_gets_an_exact_vector_and_the_refresh_leaves_it(hashed: tuple[Store, list]) -> None:
     store, results = hashed
     edited = results[0].merged.id
-    path = store.fact_path(edited)
+    path = files(store).fact_path(edited)
     m = Memory.parse(path.read_bytes(), file_id=edited)
     m.text = "Rotate the staging database password by hand in the vault."
     path.write_text(m.to_markdown(), encoding="utf-8")
@@ -207,7 +207,7 @@ def test_a_commit_landing_while_the_refresh_embeds_is_not_overwritten(hashed: tu
         out = plain(texts, **kw)
         if results[1].merged.text in texts:  # the refresh's embedding, before its update
             other = Store(store.path, Config(embed_model=HASH))
-            cs = ChangeSet(other)
+            cs = ChangeSet(files(other))
             cs.edit(target, Update(new_text))
             cs.commit()
             other.close()
@@ -220,7 +220,7 @@ def test_a_commit_landing_while_the_refresh_embeds_is_not_overwritten(hashed: tu
     assert store.index.provisional_count() == 0
     want = plain([new_text])[0]
     assert np.allclose(vector(store, target), want) and np.allclose(graph_vector(store, target), want, atol=1e-5)
-    assert Memory.parse(store.fact_path(target).read_bytes(), file_id=target).text == new_text
+    assert Memory.parse(files(store).fact_path(target).read_bytes(), file_id=target).text == new_text
 
 
 def test_a_distilled_memory_borrows_its_sources_vector_and_the_sources_keep_theirs(
@@ -233,7 +233,7 @@ def test_a_distilled_memory_borrows_its_sources_vector_and_the_sources_keep_thei
         groups = _write_pairs(store)
         a, b = groups[0]
         before = vector(store, b)
-        cs = ChangeSet(store)
+        cs = ChangeSet(files(store))
         made = cs.add(Memory(id=new_ulid(), text="Recurring (2 times): the staging password rotates."), event="DISTIL",
                       sources=[a, b], like=b)
         report = cs.commit()

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import HASH, Cli
+from conftest import HASH, Cli, files
 
 import memcli.ops.changes as changes
 from memcli.api import Store
@@ -57,7 +57,7 @@ def test_an_edit_that_keeps_size_and_mtime_is_still_a_conflict(store, monkeypatc
     if settled:  # every file counts as settled once its clock tick has passed
         monkeypatch.setattr(changes, "RACY_NS", 0)
         time.sleep(0.02)
-    cs = ChangeSet(s)
+    cs = ChangeSet(files(s))
     cs.known(s.index.catalog_entries(ids))
     if change == "trash":  # a trash copy
         cs.trash(ids[0], "test")
@@ -97,7 +97,7 @@ def test_a_prune_of_settled_files_reads_none_and_moves_them_as_they_were(tmp_pat
     reads = _count_reads(monkeypatch)
     s = Store(cli.store, Config(embed_model=HASH))
     s.index.sync()
-    assert len(prune(s, older_than="2025-01-01T00:00:00Z").trashed) == n
+    assert len(prune(files(s), older_than="2025-01-01T00:00:00Z").trashed) == n
     s.close()
     assert reads == []
     assert {p.stem: p.read_bytes() for p in (cli.store / ".trash").glob("*.md")} == before
@@ -113,7 +113,7 @@ def test_a_small_trash_of_settled_files_copies_each_file_as_it_is_at_commit(stor
     time.sleep(0.02)
     before = {mid: (cli.store / "facts" / f"{mid}.md").read_bytes() for mid in gone}
     reads = _count_reads(monkeypatch)
-    cs = ChangeSet(s)
+    cs = ChangeSet(files(s))
     cs.known(s.index.catalog_entries(gone))
     for mid in gone:
         cs.trash(mid, "pruned: a test reason")

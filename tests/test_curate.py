@@ -199,48 +199,34 @@ def test_merge_auto_merges_exactly_the_near_duplicate_pairs(cli):
 
 
 
-@pytest.mark.parametrize("how", ["forked", "child fails", "one core"])
-def test_merge_auto_never_merges_a_contradiction_whichever_process_judged_it(cli, monkeypatch, how):
-    """`merge --auto` on a small store (one batch of the kNN pass): every pair is judged after the
-    pass, half in a forked child. A contradiction among near-duplicates is kept apart, and the
-    plan is the one a single process makes, also when the child fails."""
-    import os
-
+def test_merge_auto_never_merges_a_contradiction(cli):
+    """`merge --auto` keeps a contradiction among near-duplicates apart (the "apart" check of
+    its union-find): without the veto the pair would be merged at this threshold."""
     from memcli.ops import curate
     from memcli.ops.handle import Store
-    from memcli.services import background
 
     by_text = load(cli, [{"text": t} for t in (*STAGING, *VITE, *RATE, *MIGRATIONS, ALICE)])
     store = Store(cli.store)
-    try:  # without the veto, the contradictions would be merged at this threshold
+    try:
         unvetoed = curate.similar_groups(store, 0.8)
     finally:
         store.close()
     assert sorted(by_text[t] for t in RATE) in [sorted(g) for g in unvetoed]
-    monkeypatch.setattr(background, "_one_thread", lambda: True)  # (the suite's own threads aside)
-    monkeypatch.setattr(curate, "FORK_PAIRS", 2)  # fork even for these few pairs
-    forks: list[int] = []
-    start = background._start
-    monkeypatch.setattr(background, "_start", lambda work: forks.append(1) or start(work))
-    parent, mergeable = os.getpid(), curate.mergeable
-
-    def judged(a, b):
-        if os.getpid() != parent and how == "child fails":
-            raise RuntimeError("the child fails")
-        return mergeable(a, b)
-
-    monkeypatch.setattr(curate, "mergeable", judged)
-    if how == "one core":
-        monkeypatch.setenv("MEMCLI_WORKERS", "1")
-    args = ("merge", "--auto", "--threshold", "0.8", "--no-llm", "--dry-run", "--json")
-    out = json.loads(cli(*args).stdout)
-    assert bool(forks) == (how != "one core" and background.can_fork())
+    out = json.loads(cli("merge", "--auto", "--threshold", "0.8", "--no-llm", "--dry-run", "--json").stdout)
     groups = sorted(sorted(r["merged_from"]) for r in out["merged"])
     assert groups == sorted([sorted(by_text[t] for t in STAGING), sorted(by_text[t] for t in VITE)])
-    monkeypatch.setenv("MEMCLI_WORKERS", "1")
-    one = json.loads(cli(*args).stdout)
-    assert [(m["merged_from"], m["text"]) for m in one["merged"]] == \
-        [(m["merged_from"], m["text"]) for m in out["merged"]]
+
+
+def test_merge_auto_never_merges_a_superseded_memory(cli):
+    """A superseded memory is kept for its history: never merged, though its text is a rewording
+    of another's (the "apart" check reads the memories' state, not only their texts)."""
+    by_text = load(cli, [{"text": t} for t in (*STAGING, ALICE)])
+    args = ("merge", "--auto", "--threshold", "0.9", "--no-llm", "--dry-run", "--json")
+    old = by_text[STAGING[0]]
+    assert any(old in r["merged_from"] for r in json.loads(cli(*args).stdout)["merged"])
+    path = cli.store / "facts" / f"{old}.md"
+    path.write_text(path.read_text().replace("\n---\n", f"\nsuperseded_by: {by_text[ALICE]}\n---\n", 1))
+    assert not any(old in r["merged_from"] for r in json.loads(cli(*args).stdout)["merged"])
 
 
 def test_heuristic_merge_keeps_unique_sentences():
@@ -462,31 +448,6 @@ def test_consolidate_dry_run_reports_and_writes_nothing(messy):
     assert snapshot(cli) == before
 
 
-def test_consolidate_judges_contradictions_on_another_core_with_the_same_report(messy, monkeypatch):
-    """The contradiction candidates outside the merges are judged in a forked process (another
-    core) while the merges are planned; the report is the one a single process makes."""
-    from memcli.ops import curate
-    from memcli.services import background
-
-    cli, by_text = messy
-    monkeypatch.setattr(curate, "BACKGROUND_PAIRS", 0)  # fork even for this handful of pairs
-    forks: list[int] = []
-    start = background._start
-    monkeypatch.setattr(background, "_start", lambda work: forks.append(1) or start(work))
-    monkeypatch.setattr(background, "_one_thread", lambda: True)  # the suite's own threads aside
-    two = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
-    assert forks == ([1] if background.can_fork() else [])
-    monkeypatch.setenv("MEMCLI_WORKERS", "1")
-    one = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
-    assert len(forks) == 1
-    assert sorted(sorted(c["ids"]) for c in two["contradictions"]) == \
-        sorted(sorted(by_text[t] for t in pair) for pair in (MIGRATIONS, RATE))
-    assert two["contradictions"] == one["contradictions"]
-    assert [(m["merged_from"], m["text"]) for m in two["merged"]] == \
-        [(m["merged_from"], m["text"]) for m in one["merged"]]
-    assert [d["from"] for d in two["distilled"]] == [d["from"] for d in one["distilled"]]
-
-
 def test_consolidate_merges_flags_and_distils(messy):
     cli, by_text = messy
     report = json.loads(cli("consolidate", "--json").stdout)
@@ -575,46 +536,13 @@ def test_not_opposing(a, b):
     assert opposing(a, b) is None
 
 
-def test_the_child_judges_a_share_of_the_merged_memories_and_a_mismatch_is_judged_again(messy, monkeypatch):
-    """With heuristic merges the forked process also judges the contradiction candidates of some
-    merged memories, making their merged texts itself; the report is the one-process report, and
-    a merged memory the child made differently from the plan (a file edited meanwhile) makes the
-    plan judge those pairs itself instead of taking the child's verdicts."""
-    from memcli.ops import curate
-    from memcli.services import background
-
+def test_a_merged_memory_is_judged_for_contradictions(messy):
+    """A contradiction candidate of a memory the same pass merges is judged against the merged
+    text: "Monday" against the merged "Sunday" staging memory is flagged."""
     cli, by_text = messy
-    # a neighbour of the merged staging memory: a contradiction candidate of a merged memory
     cli("import", "-", input=json.dumps([{"text": "The staging database is reset every Monday at 02:00 UTC.",
                                           "created": "2024-01-01T00:00:00Z"}]))
-    monkeypatch.setattr(curate, "BACKGROUND_PAIRS", 0)
-    monkeypatch.setattr(curate, "CHILD_MERGES", 1.0)  # every merged memory's pairs to the child
-    monkeypatch.setattr(background, "_one_thread", lambda: True)
-    monkeypatch.setattr(curate, "can_fork", lambda: True)  # (the split is planned even where no fork is made)
-    judged = curate._judge_merged
-
-    def spy(*args):  # (in the child, or the parent when no fork is made) verdicts that show where they came from
-        out, used = judged(*args)
-        return {k: (s, "from the child") for k, (s, _) in out.items()}, used
-
-    def report() -> str:  # the new memories' ids (ULIDs of this run) in order of appearance
-        out = cli("consolidate", "--dry-run", "--json").stdout
-        new = [m["id"] for m in json.loads(out)["merged"]] + [d["id"] for d in json.loads(out)["distilled"]]
-        for n, mid in enumerate(new):
-            out = out.replace(mid, f"NEW{n}")
-        return out
-
-    two = report()
-    monkeypatch.setattr(curate, "_judge_merged", spy)
-    assert "from the child" in report()  # its verdicts on the merged memory's pairs are the ones used
-
-    def wrong(*args):  # the child's merged memories differ: its verdicts must not be used
-        out, used = judged(*args)
-        return {k: (s, "bogus") for k, (s, _) in out.items()}, {k: ("another text", *v[1:]) for k, v in used.items()}
-
-    monkeypatch.setattr(curate, "_judge_merged", wrong)
-    three = report()
-    monkeypatch.setenv("MEMCLI_WORKERS", "1")  # one process: the report to match
-    one = report()
-    assert two == one and three == one
-    assert any("NEW0" in c["ids"] for c in json.loads(one)["contradictions"])  # Sunday vs Monday, merged
+    report = json.loads(cli("consolidate", "--dry-run", "--json").stdout)
+    merged = [m["id"] for m in report["merged"] if sorted(m["merged_from"]) == sorted(by_text[t] for t in STAGING)]
+    assert len(merged) == 1
+    assert any(merged[0] in c["ids"] for c in report["contradictions"])  # Sunday vs Monday, merged

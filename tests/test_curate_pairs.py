@@ -5,17 +5,11 @@ what `consolidate` and `merge --auto` merge)."""
 
 from __future__ import annotations
 
-import gc
-import os
 import random
-import sys
 
 import numpy as np
-import pytest
 
-from memcli.ops import curate
-from memcli.ops.curate import _close_pairs, _gc_paused, _gc_running, _judged_ahead, _linked_groups, _Linker
-from memcli.services import background
+from memcli.ops.curate import _close_pairs, _linked_groups
 
 
 def _lists(ids: list[str], nbr: np.ndarray, sims: np.ndarray) -> list[list[tuple[str, float]]]:
@@ -102,106 +96,11 @@ def test_linked_groups_match_the_plain_walk_with_a_veto():
 
         threshold = rng.choice([0.7, 0.9])
         expected = _walk_groups(ids, nbr, sims, threshold, apart_ids)
-        assert _linked_groups(ids, nbr, sims, threshold, recs, apart) == expected
-        # fed batch by batch while the kNN pass runs (`_Linker`), each pair judged once: the same groups
         judged: list[frozenset[str]] = []
 
         def counted(a, b, apart=apart, judged=judged):
             judged.append(frozenset((a["id"], b["id"])))
             return apart(a, b)
 
-        linker = _Linker(len(ids), threshold, recs.__getitem__, counted)
-        step = rng.randint(1, 7)
-        for start in range(0, len(ids), step):
-            linker.rows(ids, start, nbr[start:start + step], sims[start:start + step])
-        assert linker.groups(ids) == expected
-        assert len(judged) == len(set(judged))
-
-
-
-@pytest.mark.parametrize("how", ["forked", "child fails", "one core"])
-def test_pairs_judged_ahead_on_two_cores_link_as_one_pair_at_a_time(monkeypatch, how):
-    """`merge --auto`: once the graph has searched every row, the rows left are judged after the
-    pass, half of their pairs in a forked child (`_judged_ahead`), then linked in row order with
-    those verdicts. The groups are those of judging one pair at a time (the plain walk), a vetoed
-    pair is never linked whichever process judged it, also when the child fails or cannot run."""
-    if how != "one core" and not (background.cores() > 1 and sys.platform.startswith("linux")):
-        pytest.skip("needs Linux and a second core")
-    monkeypatch.setattr(background, "_one_thread", lambda: True)  # (the suite's own threads aside)
-    monkeypatch.setattr(curate, "FORK_PAIRS", 2)  # fork even for these few pairs
-    if how == "one core":
-        monkeypatch.setenv("MEMCLI_WORKERS", "1")
-    forks: list[int] = []
-    start = background._start
-    monkeypatch.setattr(background, "_start", lambda work: forks.append(1) or start(work))
-    parent = os.getpid()
-    rng = random.Random(8)
-    for _ in range(30):
-        ids, nbr, sims = _random_neighbours(rng, rng.randint(2, 40), 6)
-        vetoed = {frozenset(rng.sample(ids, 2)) for _ in range(rng.randint(0, 15))}
-        recs = {mid: {"id": mid} for mid in ids}
-        here: list[frozenset[str]] = []
-
-        def apart(a, b, vetoed=vetoed, here=here):
-            if os.getpid() != parent:
-                if how == "child fails":
-                    raise RuntimeError("the child fails")
-            else:
-                here.append(frozenset((a["id"], b["id"])))
-            return frozenset((a["id"], b["id"])) in vetoed
-
-        threshold = rng.choice([0.7, 0.9])
-        expected = _walk_groups(ids, nbr, sims, threshold, lambda a, b, vetoed=vetoed: frozenset((a, b)) in vetoed)
-        linker = _Linker(len(ids), threshold, recs.__getitem__, apart)
-        step = rng.randint(1, 7)
-        batches = [(i, nbr[i:i + step], sims[i:i + step]) for i in range(0, len(ids), step)]
-        linked_first = rng.randint(0, len(batches))  # the graph was done after these batches
-        for start_, rows_nbr, rows_sims in batches[:linked_first]:
-            linker.rows(ids, start_, rows_nbr, rows_sims)
-        judged_before = len(here)
-        pairs = linker.pending(batches[linked_first:])
-        _judged_ahead(linker, ids, batches[linked_first:])
-        ahead = len(pairs) >= curate.FORK_PAIRS  # (fewer are left to `rows`)
-        assert set(linker.verdicts) == (set(pairs) if ahead else set())
-        in_child = len(pairs) - (len(here) - judged_before) if ahead else 0
-        assert in_child == (len(pairs) - len(pairs) // 2 if how == "forked" and ahead else 0)
-        judged_after = len(here)
-        for start_, rows_nbr, rows_sims in batches[linked_first:]:
-            linker.rows(ids, start_, rows_nbr, rows_sims)
-        if ahead:
-            assert len(here) == judged_after  # every pair `rows` asked about was judged ahead
-        assert linker.groups(ids) == expected
-    assert bool(forks) == (how != "one core")
-
-
-def test_the_collector_is_paused_only_while_planning_and_runs_during_llm_requests():
-    """Planning pauses the cyclic GC (speed); the caller's process gets it back, error or not, and an
-    LLM request inside the plan runs with it on (each leaves cycles behind)."""
-    assert gc.isenabled()
-    with _gc_paused():
-        assert not gc.isenabled()
-        with _gc_running():
-            assert gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    with pytest.raises(ValueError), _gc_paused():
-        raise ValueError("planning failed")
-    assert gc.isenabled()
-    gc.disable()  # a caller that turned it off keeps it off
-    try:
-        with _gc_paused(), _gc_running():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-    gc.freeze()  # a caller that froze its objects keeps them frozen
-    try:
-        frozen = gc.get_freeze_count()
-        with _gc_paused():
-            kept = [[] for _ in range(100)]
-        assert gc.get_freeze_count() == frozen and gc.isenabled() and kept
-    finally:
-        gc.unfreeze()
-    with _gc_paused():  # what the plan holds afterwards is not frozen (a later collection may free it)
-        kept = [[] for _ in range(100)]
-    assert gc.get_freeze_count() == 0 and kept
+        assert _linked_groups(ids, nbr, sims, threshold, recs, counted) == expected
+        assert len(judged) == len(set(judged))  # each pair judged once, though seen from both ends

@@ -264,12 +264,9 @@ def test_the_hook_does_not_slow_commits_and_an_unreachable_llm_leaves_inputs_wai
     # What the commit waits for, by CPU (a busy machine barely moves it): the hook adds a shell and
     # one fork (~1.5 ms over git's ~5 ms); any Python started in the foreground costs >= 20 ms.
     base_cpu, hooked_cpu = (statistics.median(c for _, c in xs) for xs in (without, with_hook))
+    # (a commit that waited for the worker would count its Python start-up, ~20 ms of CPU at least;
+    # bench/hooks.py measures the 1.1x wall-time target on many commits)
     assert hooked_cpu <= base_cpu * 1.5 + 0.008, (base_cpu, hooked_cpu)
-    # And by wall time, with room for a busy machine: a commit that waited for the background
-    # worker (a Python start-up, the store, the model) would take far longer. bench/git_hook.py
-    # measures the 1.1x target on many commits on a quiet machine.
-    base, hooked_t = (statistics.median(w for w, _ in xs) for xs in (without, with_hook))
-    assert hooked_t <= base * 3 + 0.25, (base, hooked_t)
     expected = 1 + 3 * rounds
     inbox = store / "inbox"
     if llm == "none":

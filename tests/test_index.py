@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DEV_NOTES, Cli
+from conftest import DEV_NOTES, Cli, files
 
 from memcli.api import Store
 from memcli.core.config import Config
@@ -279,7 +279,7 @@ def test_many_deletions_compact_the_vector_index(hash_store):
     from memcli.ops.io import import_memories, to_memories
 
     recs = [{"text": f"Note number {i}: service s{i} runs on port {9000 + i}."} for i in range(1500)]
-    import_memories(hash_store, to_memories(recs, "bulk", "import:bulk"))
+    import_memories(files(hash_store), to_memories(recs, "bulk", "import:bulk"))
     for path in sorted(hash_store.facts_dir.glob("*.md"))[:1200]:
         path.unlink()
     hash_store.add("The cache service s9999 runs on port 6379.", raw=True)
@@ -431,94 +431,21 @@ def _fifty_notes(tmp_path) -> Store:
     return store
 
 
-def test_the_knn_pass_hands_out_each_batch_while_searching_the_next_with_the_same_result(tmp_path):
-    """Curation's one kNN pass (`neighbour_arrays`) may give each batch of rows to the caller while
-    the graph answers the next batch in a thread: the arrays are the same as without, every row is
-    handed out once, in order, and a failing caller stops the pass with its own error."""
+def test_the_knn_pass_is_the_same_in_batches_and_with_a_threshold(tmp_path):
+    """Curation's one kNN pass (`neighbour_arrays`): searching in batches gives the arrays of one
+    search, each row's own memory is never its neighbour, and a threshold only blanks (-1) the
+    neighbours below it."""
     import numpy as np
 
     store = _fifty_notes(tmp_path)
-    plain = store.index.neighbour_arrays(4, batch=8)
-    seen: list[tuple[int, np.ndarray, np.ndarray]] = []
-    batched = store.index.neighbour_arrays(  # copies: the rows handed out must be right when handed out
-        4, batch=8, on_batch=lambda ids, i, nbr, sims: seen.append((i, nbr.copy(), sims.copy())))
-    assert batched[0] == plain[0] and len(plain[0]) == 50
-    for a, b in zip(plain[1:], batched[1:]):
+    whole = store.index.neighbour_arrays(4)
+    batched = store.index.neighbour_arrays(4, batch=8)
+    assert batched[0] == whole[0] and len(whole[0]) == 50
+    for a, b in zip(whole[1:], batched[1:]):
         assert np.array_equal(a, b)
-    assert [i for i, _, _ in seen] == list(range(0, 50, 8))
-    assert np.array_equal(np.concatenate([n for _, n, _ in seen]), plain[2])
-    assert np.array_equal(np.concatenate([s for _, _, s in seen]), plain[3])
-
-    def fail(ids, i, nbr, sims):
-        raise KeyError("the caller failed")
-
-    with pytest.raises(KeyError):
-        store.index.neighbour_arrays(4, batch=8, on_batch=fail)
-    assert np.array_equal(store.index.neighbour_arrays(4, batch=8)[2], plain[2])  # the graph is as it was
-    store.close()
-
-
-def test_the_knn_pass_lets_the_caller_work_while_the_graph_searches(tmp_path, monkeypatch):
-    """With `on_idle`, the caller's thread is given work while a batch is still being searched
-    (until it says it has none left for now), on a graph searching with one thread; the arrays
-    are those of a pass without it, and a failing `on_idle` stops the pass with its own error."""
-    import threading
-    import time
-
-    import numpy as np
-
-    from memcli.index.vectors import Vectors
-
-    store = _fifty_notes(tmp_path)
-    plain = store.index.neighbour_arrays(4, batch=8)
-    threads: list[int] = []
-    load = Vectors.load
-
-    class Slow:  # the graph, taking its time over each batch (a large store's search)
-        def __init__(self, h):
-            self.h = h
-
-        def knn_query(self, vecs, k, num_threads=-1):
-            threads.append(num_threads)
-            if len(threads) > 1 and gated:  # a batch after the first: done once the caller is out of work
-                assert gate.wait(30)
-                gate.clear()
-                # and has said so (the next batch then searches on every core): the caller's thread
-                # sets that a statement after its last on_idle() returns; 50 ms was once too short
-                # for it on a loaded machine
-                time.sleep(0.25)
-            return self.h.knn_query(vecs, k=k, num_threads=num_threads)
-
-        def __getattr__(self, name):
-            return getattr(self.h, name)
-
-    monkeypatch.setattr(Vectors, "load", lambda self, **kw: Slow(load(self, **kw)))
-    calls: list[int] = []
-    gate, gated = threading.Event(), True
-
-    def idle() -> bool:
-        calls.append(len(calls))
-        if len(calls) % 3 == 0:  # some work, then none left for now: not asked again for that batch
-            gate.set()
-            return False
-        return True
-
-    got = store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=idle)
-    assert got[0] == plain[0]
-    for a, b in zip(plain[1:], got[1:]):
-        assert np.array_equal(a, b)
-    batches = len(range(0, 50, 8))
-    assert len(calls) == 3 * (batches - 1)  # asked while each batch after the first was searched
-    # the read-ahead searches on one thread, until the caller waits with nothing to do
-    assert threads[1] == 1 and set(threads[2:]) == {-1}
-    threads.clear()
-    gated = False
-    store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=lambda: True)  # never out of work
-    assert set(threads[1:]) == {1}
-
-    def fail() -> bool:
-        raise KeyError("the caller failed")
-
-    with pytest.raises(KeyError):
-        store.index.neighbour_arrays(4, batch=8, on_batch=lambda *a: None, on_idle=fail)
+    ids, _, nbr, sims = whole
+    assert not (nbr == np.arange(50)[:, None]).any()
+    cut = float(np.median(sims[nbr >= 0]))
+    _, _, close, _ = store.index.neighbour_arrays(4, threshold=cut)
+    assert np.array_equal(close, np.where(sims >= cut, nbr, -1))
     store.close()

@@ -11,6 +11,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import files
 
 from memcli.core.memory import Memory
 from memcli.index import fts_body
@@ -342,7 +343,7 @@ def _store_keyword(store, q: str, k: int = 10) -> list[tuple[str, float]]:
 
 
 def _write(store, mid: str, text: str) -> None:
-    store.write(Memory(id=mid, text=text, tags=["ops"]))
+    files(store).write(Memory(id=mid, text=text, tags=["ops"]))
 
 
 def test_store_sync_is_incremental_and_a_deleted_index_rebuilds_the_same(hash_store):
@@ -366,7 +367,7 @@ def test_store_sync_is_incremental_and_a_deleted_index_rebuilds_the_same(hash_st
     assert {q: sorted(v) for q, v in again.items()} == {q: sorted(v) for q, v in before.items()}
 
     hash_store.close()
-    shutil.rmtree(hash_store.index_dir)
+    shutil.rmtree(files(hash_store).index_dir)
     rebuilt = {q: _store_keyword(hash_store, q) for q in queries}
     assert {q: sorted(v) for q, v in rebuilt.items()} == {q: sorted(v) for q, v in before.items()}
     docs = hash_store.index.db.execute("SELECT count(*) FROM kw_doc").fetchone()[0]

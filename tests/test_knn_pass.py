@@ -1,5 +1,5 @@
-"""Curation's kNN pass asked only for the close pairs (`merge --auto`'s groups): a narrow search first,
-the rows that may need it searched again wide. It must find what an exact (brute-force) kNN finds.
+"""Curation's one kNN pass asked only for the close pairs (`merge --auto`'s groups): it must find what
+an exact (brute-force) kNN finds.
 
 The vectors are seeded, not embedded: the test is about the search over a given geometry (topics of
 notes alike at ~0.7-0.85, holding near-copy groups of 1-5, and clusters of 12-40 near-copies, larger
@@ -9,17 +9,16 @@ checks the same on real texts with the real model.
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import numpy as np
 import pytest
-from conftest import DEV_NOTES, Cli
+from conftest import DEV_NOTES, Cli, files
 
 from memcli.api import Store
 from memcli.core.config import Config
 from memcli.core.memory import Memory
-from memcli.index.vectors import NEAR_VERSION, Vectors
+from memcli.index.vectors import Vectors
 from memcli.ops.curate import NEIGHBOURS, _linked_groups, _opposed, similar_groups
 from memcli.services.embed import Embedder
 
@@ -72,7 +71,7 @@ def seeded(tmp_path_factory):
     store.index.embedder = SeededEmbedder(vectors, root / "cache")
     # the graph built on one thread: the same graph every run (hnswlib inserts in parallel
     # otherwise, and about one build in ten left a pair of near-copies unreachable from either end,
-    # for the pass and the table alike: what is checked here is the search, not a build's luck)
+    # for the pass: what is checked here is the search, not a build's luck)
     new = Vectors._new
 
     def one_thread(self, capacity):  # noqa: ANN001, ANN202 - Vectors._new's signature
@@ -102,35 +101,16 @@ def close_pairs(nbr: np.ndarray, sims: np.ndarray, threshold: float) -> set[tupl
     return set(zip(np.minimum(rows, other).tolist(), np.maximum(rows, other).tolist()))
 
 
-@contextlib.contextmanager
-def searching(store: Store, source: str):
-    """`neighbour_arrays(threshold=...)` answered by the kNN pass ("pass": the close-pair table
-    marked incomplete for the while, as in a catalog indexed before it existed) or by the table."""
-    if source == "table":
-        assert store.index.vec.near_ready()
-        yield
-        return
-    store.index.set_meta(near="")
-    try:
-        yield
-    finally:
-        store.index.set_meta(near=NEAR_VERSION)
-
-
-@pytest.mark.parametrize("source", ["pass", "table"])
 @pytest.mark.parametrize("threshold", [0.95, 0.9, 0.85])
-def test_the_close_pairs_pass_finds_what_an_exact_knn_finds(seeded, threshold, source):
-    """Asked for the neighbours at >= threshold only, the pass (or the close-pair table) finds
-    every pair an exact kNN finds at >= threshold for a memory with fewer than k such neighbours
-    (no near-copy missed), k of them for a memory in a cluster larger than k (never cut off),
-    nothing below the threshold; the pass the same pairs as without a threshold (the wide search,
-    validated against exact kNN on the bench stores), the table the exact kNN's; and
-    `merge --auto`'s groups are the groups of the exact kNN's pairs. Pairs count from either end,
-    as the groups take them."""
+def test_the_close_pairs_pass_finds_what_an_exact_knn_finds(seeded, threshold):
+    """Asked for the neighbours at >= threshold only, the pass finds every pair an exact kNN finds
+    at >= threshold for a memory with fewer than k such neighbours (no near-copy missed), k of them
+    for a memory in a cluster larger than k (never cut off), nothing below the threshold, the same
+    pairs as without a threshold; and `merge --auto`'s groups are the groups of the exact kNN's
+    pairs. Pairs count from either end, as the groups take them."""
     store, vectors = seeded
     exact, exact_sims = exact_neighbours(vectors, NEIGHBOURS)
-    with searching(store, source):
-        ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, threshold=threshold)
+    ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, threshold=threshold)
     found = nbr >= 0
     assert np.all(sims[found] >= threshold)  # only the close neighbours are given
     true = np.einsum("ij,ij->i", vectors[np.repeat(np.arange(len(ids)), found.sum(1))], vectors[nbr[found]])
@@ -142,20 +122,11 @@ def test_the_close_pairs_pass_finds_what_an_exact_knn_finds(seeded, threshold, s
     # (approximate search: hnswlib builds its graph with threads, so a build may leave a rare row
     # of a big cluster a neighbour short; what matters, the groups, is checked exactly below)
     assert (found[~small].sum(1) < NEIGHBOURS).mean() <= 0.01
-    if source == "pass":
-        _, _, wide, wide_sims = store.index.neighbour_arrays(NEIGHBOURS)
-        assert pairs == close_pairs(wide, wide_sims, threshold)
-    else:  # every close pair recorded, each row's k nearest picked from them: the exact kNN's,
-        # but for a row whose k-th and next nearest are a near-tie (float32 sums in another order)
-        _, next_sims = exact_neighbours(vectors, NEIGHBOURS + 1)
-        tied = set(np.nonzero(next_sims[:, -2] - next_sims[:, -1] < 1e-5)[0].tolist())
-        untied = {(a, b) for a, b in close_pairs(exact, exact_sims, threshold) if not {a, b} & tied}
-        assert untied == {(a, b) for a, b in pairs if not {a, b} & tied}
-        assert len(tied) < len(ids) // 10
+    _, _, wide, wide_sims = store.index.neighbour_arrays(NEIGHBOURS)
+    assert pairs == close_pairs(wide, wide_sims, threshold)
     expected = _linked_groups(ids, exact, exact_sims, threshold)
     assert len(expected) > 80
-    with searching(store, source):
-        assert similar_groups(store, threshold) == expected
+    assert similar_groups(files(store), threshold) == expected
 
 
 VARIANTS = (  # re-typed copies of a note, as a second hook or a re-import leaves them
@@ -174,8 +145,7 @@ VARIANTS = (  # re-typed copies of a note, as a second hook or a re-import leave
 NOTES = DEV_NOTES
 
 
-@pytest.mark.parametrize("source", ["pass", "table"])
-def test_merge_auto_groups_with_the_real_model(tmp_path, source):
+def test_merge_auto_groups_with_the_real_model(tmp_path):
     """On real texts and the real model: a note copied 12 times (each copy's neighbours at >= 0.9
     fill more than k slots), notes copied once or twice, and notes alone. `merge --auto` merges
     exactly the groups that single linkage over an exact kNN's pairs gives (with the same veto),
@@ -189,8 +159,7 @@ def test_merge_auto_groups_with_the_real_model(tmp_path, source):
     store = Store(cli.store)
     try:
         store.index.sync()
-        with searching(store, source):
-            out = json.loads(cli("merge", "--auto", "--no-llm", "--dry-run", "--json").stdout)
+        out = json.loads(cli("merge", "--auto", "--no-llm", "--dry-run", "--json").stdout)
         ids, vectors, _, _ = store.index.neighbour_arrays(NEIGHBOURS)
         exact, exact_sims = exact_neighbours(vectors.astype(np.float32), NEIGHBOURS)
         recs = store.index.records_of(ids)

@@ -22,6 +22,7 @@ so a cycle cannot hide in a function body.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import memcli
@@ -185,4 +186,17 @@ def test_the_index_hands_out_memories_not_record_dicts() -> None:
     record_reads = ('.get("superseded_by")', ".record[", ".record.get(", "h.record", "Memory.from_dict(r")
     offenders = [(me, pattern) for me, p in modules().items() if not me.startswith("index") and me != "core.memory"
                  for pattern in record_reads if pattern in p.read_text(encoding="utf-8")]
+    assert offenders == []
+
+
+def test_the_public_store_is_a_facade_over_the_handle_not_a_handle() -> None:
+    """`memcli.Store` composes the files+index handle the operations take; nothing outside
+    `api.py` reaches through it (`._store`), and it has no public write that skips a ChangeSet."""
+    from memcli.api import Store
+    from memcli.ops.handle import Store as Handle
+
+    assert Handle not in Store.__mro__
+    assert not {"write", "lock", "purge_trash", "log_many"} & {n for n in dir(Store) if not n.startswith("_")}
+    reach = re.compile(r"(?<!self)\._store\b")  # another object's handle (an operation's own `self._store` is its own)
+    offenders = [me for me, p in modules().items() if me != "api" and reach.search(p.read_text(encoding="utf-8"))]
     assert offenders == []

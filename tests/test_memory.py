@@ -6,6 +6,7 @@ import re
 
 import pytest
 import yaml
+from conftest import files
 
 from memcli.core.memory import MalformedMemory, Memory, new_ulid
 from memcli.ops.handle import NotFound
@@ -47,7 +48,7 @@ def front_matter(path) -> dict:
 
 def test_every_field_round_trips_through_the_file(hash_store):
     m = full_memory()
-    path = hash_store.write(m)
+    path = files(hash_store).write(m)
     assert path.name == f"{m.id}.md"
     back = hash_store.read(m.id)
     for name in ("id", "text", "type", "tags", "domain", "confidence", "source", "origins", "user", "project",
@@ -64,9 +65,9 @@ def test_every_field_round_trips_through_the_file(hash_store):
 
 def test_rewriting_an_unchanged_memory_gives_the_same_bytes(hash_store):
     m = full_memory()
-    path = hash_store.write(m)
+    path = files(hash_store).write(m)
     first = path.read_bytes()
-    hash_store.write(hash_store.read(m.id))
+    files(hash_store).write(hash_store.read(m.id))
     assert path.read_bytes() == first
 
 
@@ -92,14 +93,14 @@ def test_path_like_ids_are_refused(hash_store):
     with pytest.raises(NotFound):
         hash_store.read("../../etc/passwd")
     with pytest.raises(NotFound):
-        hash_store.fact_path(".hidden")
+        files(hash_store).fact_path(".hidden")
 
 
 # --- timestamps ---------------------------------------------------------------------------------
 
 
 def test_created_and_updated_are_written_as_plain_utc_stamps(hash_store):
-    path = hash_store.write(full_memory())
+    path = files(hash_store).write(full_memory())
     lines = path.read_text(encoding="utf-8").splitlines()
     stamps = {ln.split(":", 1)[0]: ln.split(":", 1)[1].strip()
               for ln in lines if ln.startswith(("created:", "updated:"))}
@@ -112,14 +113,14 @@ def test_timestamps_in_other_notations_are_normalised_to_utc_z(hash_store):
     m = hash_store.read("tz")
     assert m.created == "2026-11-29T17:00:00Z"
     assert m.updated == "2026-11-30T00:00:00Z"
-    hash_store.write(m)
+    files(hash_store).write(m)
     text = (hash_store.facts_dir / "tz.md").read_text()
     assert "\ncreated: 2026-11-29T17:00:00Z\n" in text
     assert "\nupdated: 2026-11-30T00:00:00Z\n" in text
 
 
 def test_history_timestamps_are_written_plain_too(hash_store):
-    path = hash_store.write(full_memory())
+    path = files(hash_store).write(full_memory())
     text = path.read_text(encoding="utf-8")
     assert "!!timestamp" not in text
     assert re.search(r"at: 2026-11-30T09:00:00Z[,}\n]", text), text
@@ -227,7 +228,7 @@ def test_malformed_message_is_short_and_names_the_problem():
 def test_emoji_and_accents_stay_readable_in_the_front_matter(hash_store):
     m = Memory(id="01JDQ8ZK4M6V3XW7T2B9C5N1RB", text="Ship it 🚀", tags=["café", "🚀"],
                history=[{"event": "UPDATE", "at": "2026-11-30T09:00:00Z", "old": "Ship it later 🙂"}])
-    text = hash_store.write(m).read_text(encoding="utf-8")
+    text = files(hash_store).write(m).read_text(encoding="utf-8")
     assert "\\U" not in text and "🚀" in text and "café" in text and "🙂" in text
     assert hash_store.read(m.id).to_dict() == m.to_dict()
 

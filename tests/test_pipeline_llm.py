@@ -27,7 +27,12 @@ for _p in (str(_TESTS), str(_TESTS.parent)):
         sys.path.insert(0, _p)
 
 import llm_server as fake_llm  # noqa: E402
-from conftest import HASH, Cli, run_memcli  # noqa: E402
+from conftest import (  # noqa: E402
+    HASH,
+    Cli,
+    files,  # noqa: E402
+    run_memcli,
+)
 from llm_server import FakeLLMServer  # noqa: E402
 from test_redact import CASES as REDACT_CASES  # noqa: E402
 
@@ -861,7 +866,7 @@ def test_progress_is_reported_per_request_and_timeout_defaults_to_local(tmp_path
 
     store = Store(tmp_path / "store", Config(embed_model=HASH, llm_model=llm_server.model, api_base=llm_server.url))
     store.init()
-    assert llm_client(store).settings.timeout >= 300  # 127.0.0.1: a local model, minutes not seconds
+    assert llm_client(files(store)).settings.timeout >= 300  # 127.0.0.1: a local model, minutes not seconds
     llm_server.script([facts_reply("The API server uses FastAPI")])
     seen: list[str] = []
     store.add("We use FastAPI for the API server.", progress=seen.append)

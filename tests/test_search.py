@@ -9,7 +9,7 @@ import shutil
 import sqlite3
 
 import pytest
-from conftest import Cli
+from conftest import Cli, files
 
 from memcli.api import Store
 from memcli.core.memory import iso
@@ -82,7 +82,7 @@ def template(tmp_path_factory):
     s = Store(path)
     s.init()
     records = [{"text": t, "tags": tags, "type": ty, "user": u, "project": p} for t, tags, ty, u, p in NOTES]
-    import_memories(s, to_memories(records, "notes", "import:notes"))
+    import_memories(files(s), to_memories(records, "notes", "import:notes"))
     s.close()
     return path
 
@@ -107,7 +107,7 @@ def ids_by_text(path) -> dict[str, str]:
 def run_queries(path, queries, **kw):
     s = Store(path)
     try:
-        return search_many(s, list(queries), record_usage=False, **kw)
+        return search_many(files(s), list(queries), record_usage=False, **kw)
     finally:
         s.close()
 
@@ -181,7 +181,7 @@ def test_since_and_until(notes):
     ]
     s = Store(notes)
     try:
-        import_memories(s, to_memories(dated, "dated", "import:dated"))
+        import_memories(files(s), to_memories(dated, "dated", "import:dated"))
     finally:
         s.close()
     cli = Cli(notes)
@@ -336,11 +336,11 @@ def test_a_long_lived_process_never_reads_a_replaced_usage_file(hash_store):
     from memcli.core.memory import Memory
     from memcli.ops.search import Usage
 
-    hash_store.write(Memory(id="M1", text="the payments service times out under load", tags=["ops"]))
-    hash_store.write(Memory(id="M2", text="grafana alert for the payments queue", tags=["ops"]))
+    files(hash_store).write(Memory(id="M1", text="the payments service times out under load", tags=["ops"]))
+    files(hash_store).write(Memory(id="M2", text="grafana alert for the payments queue", tags=["ops"]))
 
     def reliability() -> float:
-        hits = search_many(hash_store, ["payments service times out"], k=2, threshold=0.0, record_usage=False)[0]
+        hits = search_many(files(hash_store), ["payments service times out"], k=2, threshold=0.0, record_usage=False)[0]
         return {h.id: h.parts["reliability"] for h in hits}["M1"]
 
     assert reliability() == 0

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from memcli.agents import capture as capturing
 from memcli.agents import spool
-from memcli.api import Store
 from memcli.cli.app import app
+from memcli.ops.handle import Store  # what the worker runs on (memcli.api.Store is the facade)
 from memcli.services import transcripts
 from memcli.services.filters import junk_class
 

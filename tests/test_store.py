@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HASH, run_memcli
+from conftest import HASH, files, run_memcli
 from typer.testing import CliRunner
 
 from memcli.api import Store
@@ -50,7 +50,7 @@ def test_writes_leave_no_temp_files(hash_store):
 
 def test_a_failed_write_keeps_the_old_file_whole_and_leaves_no_temp_file(hash_store, monkeypatch):
     m = hash_store.add("Frontend bundles are built by Vite and served from a CDN.", raw=True).events[0]
-    path = hash_store.fact_path(m.id)
+    path = files(hash_store).fact_path(m.id)
     before = path.read_bytes()
     memory = hash_store.read(m.id)
     memory.text = "A completely different text that must never be half-written."
@@ -60,7 +60,7 @@ def test_a_failed_write_keeps_the_old_file_whole_and_leaves_no_temp_file(hash_st
 
     monkeypatch.setattr(store_mod.os, "replace", boom)
     with pytest.raises(OSError):
-        hash_store.write(memory)
+        files(hash_store).write(memory)
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert stray_files(hash_store.path) == []
@@ -78,7 +78,7 @@ def test_new_files_are_private_and_edited_files_keep_their_mode(hash_store):
         hash_store.add("The staging database is reset every Sunday at 02:00 UTC.", raw=True, origins=["git:1"])
     finally:
         os.umask(old)
-    assert stat.S_IMODE(hash_store.fact_path(mid).stat().st_mode) == 0o600
+    assert stat.S_IMODE(files(hash_store).fact_path(mid).stat().st_mode) == 0o600
     assert stat.S_IMODE(hash_store.facts_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(hash_store.log_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(hand.stat().st_mode) == 0o644
@@ -98,10 +98,10 @@ def old_memory() -> Memory:
 
 def test_rm_moves_the_file_to_the_trash(hash_store):
     m = old_memory()
-    hash_store.write(m)
+    files(hash_store).write(m)
     hash_store.remove([m.id], reason="no longer true")
-    assert not hash_store.fact_path(m.id).exists()
-    trashed = hash_store.trash_dir / f"{m.id}.md"
+    assert not files(hash_store).fact_path(m.id).exists()
+    trashed = files(hash_store).trash_dir / f"{m.id}.md"
     assert trashed.is_file()
     assert "no longer true" in trashed.read_text()
     assert [t.text for t in hash_store.trashed()] == [m.text]
@@ -111,10 +111,10 @@ def test_rm_moves_the_file_to_the_trash(hash_store):
 
 def test_restore_brings_back_text_and_fields(hash_store):
     m = old_memory()
-    hash_store.write(m)
+    files(hash_store).write(m)
     hash_store.remove([m.id], reason="oops")
     back = hash_store.read(hash_store.restore(m.id)[0])
-    assert not (hash_store.trash_dir / f"{m.id}.md").exists()
+    assert not (files(hash_store).trash_dir / f"{m.id}.md").exists()
     again = hash_store.read(m.id)
     for name in ("text", "type", "tags", "confidence", "source", "origins", "user", "project", "created", "extra"):
         assert getattr(again, name) == getattr(m, name), name
@@ -123,7 +123,7 @@ def test_restore_brings_back_text_and_fields(hash_store):
 
 def test_rm_then_restore_gives_back_the_identical_file(hash_store):
     m = old_memory()
-    path = hash_store.write(m)
+    path = files(hash_store).write(m)
     before = path.read_bytes()
     hash_store.remove([m.id], reason="oops")
     hash_store.restore(m.id)
@@ -132,14 +132,14 @@ def test_rm_then_restore_gives_back_the_identical_file(hash_store):
 
 def test_restore_refuses_unknown_ids_and_does_not_overwrite(hash_store):
     m = old_memory()
-    hash_store.write(m)
+    files(hash_store).write(m)
     with pytest.raises(NotFound):
         hash_store.restore("01JDQ8ZK4M6V3XW7T2B9C5N1ZZ")
     hash_store.remove([m.id], reason="x")
-    hash_store.write(m)  # the same id was written again meanwhile
+    files(hash_store).write(m)  # the same id was written again meanwhile
     with pytest.raises(StoreError):
         hash_store.restore(m.id)
-    assert (hash_store.trash_dir / f"{m.id}.md").exists()
+    assert (files(hash_store).trash_dir / f"{m.id}.md").exists()
 
 
 # --- the change log -----------------------------------------------------------------------------
@@ -210,12 +210,12 @@ def test_concurrent_add_processes_all_land(tmp_path):
 
 def test_a_held_lock_makes_a_second_writer_wait_then_fail_clearly(hash_store, tmp_path):
     other = Store(hash_store.path)
-    with hash_store.lock():
+    with files(hash_store).lock():
         with pytest.raises(StoreError, match="locked"):
-            with other.lock(timeout=0.2):
+            with files(other).lock(timeout=0.2):
                 pass
-    with other.lock(timeout=0.2):  # free again once released
-        assert other.locked
+    with files(other).lock(timeout=0.2):  # free again once released
+        assert files(other).locked
 
 
 # --- which store ---------------------------------------------------------------------------------
@@ -318,6 +318,65 @@ def test_default_project_is_shared_by_git_worktrees(monkeypatch, tmp_path):
 
 def test_a_bulk_log_keeps_every_line_whole(hash_store):
     records = [{"event": "IMPORT", "id": f"id{i}", "text": "x" * 2000} for i in range(3000)]  # ~6 MB
-    hash_store.log_many(records)
+    files(hash_store).log_many(records)
     lines = hash_store.log_path.read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in records]
+
+
+# --- the public Store: composition, and every change through a ChangeSet --------------------------------
+
+
+def test_the_public_store_composes_the_layers_and_has_no_write_around_a_changeset(hash_store):
+    from memcli.ops.handle import Store as Handle
+    from memcli.storage.files import Files
+
+    assert not issubclass(Store, (Files, Handle))
+    public = {n for n in dir(Store) if not n.startswith("_")}
+    assert not public & {"write", "lock", "purge_trash", "log_many", "fact_path", "locked"}
+    # what a caller reads is the store it named
+    assert hash_store.path == files(hash_store).path and hash_store.exists()
+
+
+def test_update_keeps_the_old_text_in_history_and_search_finds_the_new_one(hash_store):
+    (event,) = hash_store.add("The API listens on port 8000.", raw=True, llm=False).events
+    m = hash_store.update(event.id[:10], "The API listens on port 9000 since the proxy moved.", tags=["net"])
+    assert m.text.startswith("The API listens on port 9000") and "net" in m.tags
+    assert [h["old"] for h in m.history if h.get("event") == "UPDATE"] == ["The API listens on port 8000."]
+    assert hash_store.get(event.id).text == m.text
+    hits = hash_store.search("port 9000 proxy", threshold=0).hits
+    assert hits and hits[0].memory.id == event.id
+    assert [e["event"] for e in hash_store.log(id_prefix=event.id)][-1] == "UPDATE"
+    with pytest.raises(Exception, match="empty"):
+        hash_store.update(event.id, "   ")
+
+
+def test_an_edit_is_one_commit_that_keeps_the_old_text(hash_store, tmp_path):
+    (event,) = hash_store.add("Deploys run from the main branch.", raw=True, llm=False).events
+    ed = tmp_path / "ed.py"
+    ed.write_text("import sys\np = sys.argv[1]\ns = open(p).read().replace('main branch', 'release branch')\n"
+                  "open(p, 'w').write(s)\n")
+    env = {"EDITOR": f"{sys.executable} {ed}", "MEMCLI_EMBED_MODEL": HASH}
+    r = CliRunner().invoke(app, ["--store", str(hash_store.path), "edit", event.id], env=env)
+    assert r.exit_code == 0, r.output
+    edited = hash_store.get(event.id)
+    assert edited.text == "Deploys run from the release branch."
+    assert any(h.get("old") == "Deploys run from the main branch." for h in edited.history)  # never lost
+    assert [e["event"] for e in hash_store.log(id_prefix=event.id)][-1] == "EDIT"
+    assert not list(hash_store.path.glob(".journal.json"))
+
+
+def test_one_inbox_a_spooled_input_is_listed_and_a_failed_retry_is_recorded_as_the_worker_records_it(hash_store):
+    """A hook's spooled input and an add parked for its LLM live in one inbox, in one format, and
+    `inbox retry` is the worker's processor: a failed replay leaves the item with the error, the
+    attempt count and the time stamps the hooks' worker reads."""
+    import json as json_
+
+    from memcli.agents import spool
+
+    item = spool.spool(hash_store.path, "The nightly backup job writes to the eu-west-1 bucket.", {"origins": ["x"]})
+    assert [p.name for p, _ in hash_store.inbox()] == [item.name]
+    (result,) = hash_store.retry_inbox()  # no LLM configured: the replay fails, the input stays
+    assert result[0] == item.name and isinstance(result[1], str) and "LLM" in result[1]
+    kept = json_.loads(item.read_text(encoding="utf-8"))
+    assert kept["attempts"] == 1 and kept["error"] == result[1] and kept["last_attempt_ts"] > 0
+    assert kept["text"].startswith("The nightly backup job") and [p.name for p, _ in hash_store.inbox()] == [item.name]

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 from memcli.agents import spool as spooler
+from memcli.storage.atomic import atomic_write
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 
@@ -104,7 +105,7 @@ def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[l
 
     def commit() -> None:
         body = json.dumps({"session": session, "transcript": str(transcript), "offset": offset + len(data)})
-        spooler._write_atomic(state_path, body.encode())
+        atomic_write(state_path, body.encode())
 
     return data.splitlines(), commit, offset == 0 and len(data) == size
 

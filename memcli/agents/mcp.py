@@ -136,13 +136,10 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
             s = mem.fresh()
             origins = [origin] if origin else ["mcp"]
             if s.config.llm_model:  # never block the agent on a slow model: spool, a worker decides
-                from memcli.agents.spool import queue_add
-
                 if not text.strip():
                     raise ValueError("nothing to remember: the text is empty")
-                item = queue_add(s.path, text, {"tags": list(tags or ()), "type": type, "origins": origins},
-                                 source="mcp")
-                return {"queued": item.name, "decisions": [],
+                item = s.queue(text, tags=list(tags or ()), type=type, origins=origins, source="mcp")
+                return {"queued": item, "decisions": [],
                         "notes": ["queued for the background worker (an LLM decides); the memories appear in "
                                   "recall once it is done"]}
             result = s.add(text, tags=tags or (), type=type, origins=origins)
@@ -176,14 +173,13 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     ) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             from memcli.core.memory import parse_when
-            from memcli.ops.search import search_many
 
             s = mem.fresh()
             try:
                 filters = _filters(tags, parse_when(since) if since else None, project)
             except ValueError as e:
                 raise ValueError(f"since: {e}") from None
-            hits = search_many(s, [query], k=k, filters=filters, sync=False)[0].hits
+            hits = s.search_many([query], k=k, filters=filters, sync=False)[0].hits
             return {"results": [mem.brief(h.memory, h.score) for h in hits]}
 
         return await run(work)
@@ -233,10 +229,8 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         verdict: Annotated[Literal["useful", "wrong"], Field(description="useful | wrong")],
     ) -> dict[str, Any]:
         def work() -> dict[str, Any]:
-            from memcli.ops.add import feedback as give
-
             mem.fresh()
-            m = give(mem.store, mem.resolve(id), useful=verdict == "useful")
+            m = mem.store.feedback(mem.resolve(id), useful=verdict == "useful")
             mem.after_write()
             return {"id": mem.short_id(m.id), "confidence": m.confidence, "feedback": verdict}
 
@@ -247,7 +241,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
 
 
 def _filters(tags: list[str] | None, since: str | None, project: str | None) -> Any:
-    from memcli.index import Filters
+    from memcli.api import Filters
 
     return Filters(tags=tuple(t.lower() for t in tags or ()), since=since, project=project)
 

@@ -28,44 +28,21 @@ import sys
 import time
 from pathlib import Path
 
-from memcli.agents.detached import ERROR_LOG, REFRESH_FAILED, background_on, inbox_dir, refresh_failed_recently
-from memcli.storage.locks import item_lock, try_flock
+from memcli.services.detached import ERROR_LOG, REFRESH_FAILED, background_on, refresh_failed_recently
+from memcli.storage.atomic import atomic_write
+from memcli.storage.inbox import inbox_dir, inputs, park, pending, write_item
+from memcli.storage.inbox import now as _now
+from memcli.storage.locks import item_lock
+from memcli.storage.locks import try_lock as _try_lock
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from memcli.api import Store
+    from memcli.ops.handle import Store
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORKER_LOCK = ".worker.lock"
-
-
-def _ulid() -> str:
-    """A ULID (time-sortable): inbox files are processed in the order they were spooled."""
-    n = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    return "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in reversed(range(26)))
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same directory (mode 0600: inputs may be private), fsync, rename."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any] | None = None, *,
@@ -79,13 +56,8 @@ def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any]
     store_path = Path(store_path)
     if not (store_path / "facts").is_dir():
         raise FileNotFoundError(errno.ENOENT, "no memcli store", str(store_path))
-    d = inbox_dir(store_path)
-    d.mkdir(exist_ok=True)
-    item = {"at": _now(), "kind": kind, "source": source, "attempts": 0, "options": options or {}, "text": text}
     # a remap is not an input to add: `.remap`, so `memcli inbox` / `inbox retry` never replay it
-    path = d / f"{_ulid()}.{'json' if kind in ('add', 'session') else kind}"
-    _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
-    return path
+    return park(store_path, text, options or {}, kind=kind, source=source)
 
 
 def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
@@ -102,9 +74,9 @@ def start_worker(store_path: str | os.PathLike[str]) -> None:
     """Launch a detached worker (`python -m memcli.agents.spool --store STORE`) and return at once.
 
     The worker has its own session and no inherited pipes, so the caller (git, Claude Code) does
-    not wait for it, and nothing it prints can reach the caller's output (memcli/agents/detached.py).
+    not wait for it, and nothing it prints can reach the caller's output (memcli/services/detached.py).
     """
-    from memcli.agents.detached import start_worker as launch
+    from memcli.services.detached import start_worker as launch
 
     launch(store_path)
 
@@ -135,28 +107,6 @@ class ProcessReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"done": self.done, "waiting": self.waiting, "skipped": self.skipped, "busy": self.busy}
-
-
-def pending(store_path: str | os.PathLike[str]) -> list[Path]:
-    """Spooled and parked items, oldest first."""
-    d = inbox_dir(Path(store_path))
-    if not d.is_dir():
-        return []
-    return sorted([*d.glob("*.json"), *d.glob("*.remap")], key=lambda p: p.name)
-
-
-def _try_lock(path: Path) -> int | None:
-    """An exclusive non-blocking flock on `path` (created): the fd, or None if another holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        taken = try_flock(fd)
-    except OSError:
-        os.close(fd)
-        raise
-    if not taken:
-        os.close(fd)
-        return None
-    return fd
 
 
 RETRY_AFTER = 60.0  # seconds: while the LLM was found down this recently, hooks' workers do not retry it
@@ -220,7 +170,7 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
                         stop = True
                         break
                 else:
-                    report.done.append(outcome)
+                    report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
         finally:
             os.close(fd)  # releases the lock
         if stop or not fresh:
@@ -228,7 +178,10 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
         # released: anything spooled while we worked (whose worker saw us busy) is picked up now
 
 
-def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
+def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | None:
+    """One item, under its lock (None: another process holds it): `run(store, item)` (the worker's
+    `_run` by default) gives (summary, result); the item leaves the inbox once it landed, or stays
+    with its error and attempt count."""
     with item_lock(path) as fd:
         if fd is None:
             return None
@@ -241,7 +194,7 @@ def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
         except (OSError, ValueError) as e:
             return {"file": path.name, "error": f"unreadable inbox item: {e}"}
         try:
-            summary = _run(store, item)
+            summary, result = (run or _run)(store, item)
         except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
             from memcli.services.redact import redact
 
@@ -253,11 +206,46 @@ def _process_one(store: Store, path: Path) -> dict[str, Any] | None:
             llm = client is not None and isinstance(e, client.LLMError)
             item["llm_down"] = llm
             with contextlib.suppress(OSError):
-                _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+                write_item(path, item)
             return {"file": path.name, "error": msg, "llm": llm}
         path.unlink(missing_ok=True)
         store.log("INBOX_DONE", file=path.name)
-        return {"file": path.name, "summary": summary}
+        return {"file": path.name, "summary": summary, "result": result}
+
+
+def retry(store: Store, *, model: str | None = None) -> list[tuple[str, Any]]:
+    """`memcli inbox retry`: replay the parked inputs through the LLM pipeline (required) with
+    `model`, else the store's configured one, else the one each was parked with; each success
+    leaves the inbox. Returns (file, AddResult) or (file, why it is still there) per input."""
+    out: list[tuple[str, Any]] = []
+    for path, _ in inputs(store.path):
+        outcome = _process_one(store, path, _replay(model))
+        if outcome is None:  # the lock `memcli inbox process` (the hooks' worker) takes: one process per item
+            out.append((path.name, "skipped: another worker is processing it"))
+        elif outcome.get("error"):
+            out.append((path.name, outcome["error"]))
+        else:
+            out.append((path.name, outcome["result"]))
+    return out
+
+
+_RETRY_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source")
+
+
+def _replay(model: str | None) -> Any:
+    def run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        from memcli.ops.add import add
+
+        opts = item.get("options") or {}
+        kwargs = {k: v for k, v in opts.items() if k in _RETRY_OPTIONS}
+        use = model or store.config.llm_model or opts.get("model")
+        # redact=False: what was parked was redacted already (unless the user opted out)
+        result = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **kwargs)
+        if result.failed:  # a write did not land: keep the input for another go
+            raise OSError("some memories could not be written")
+        return result.summary(), result
+
+    return run
 
 
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
@@ -272,22 +260,25 @@ def _redact_item(path: Path, item: dict[str, Any]) -> None:
 
     item["text"] = redact(item.get("text") or "")[0]
     item["options"] = {k: v for k, v in (item.get("options") or {}).items() if k != "redact_first"}
-    _write_atomic(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
+    write_item(path, item)
 
 
-def _run(store: Store, item: dict[str, Any]) -> dict[str, Any]:
+def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The worker's run of one item: a remap, or the input through the add pipeline."""
     opts = dict(item.get("options") or {})
     if item.get("kind") == "remap":
-        return apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
+        done = apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
+        return done, done
     if item.get("kind") == "session" and isinstance(opts.get("turns"), list):
-        return _session(store, opts)
+        done = _session(store, opts)
+        return done, done
     text = item.get("text")
     if not isinstance(text, str) or not text.strip():
-        return {"ADD": 0, "note": "empty input"}
+        return {"ADD": 0, "note": "empty input"}, None
     result = _add(store, text, opts)
     if result.failed:
         raise OSError("some memories could not be written")
-    return result.summary()
+    return result.summary(), result
 
 
 def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
@@ -325,7 +316,9 @@ def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = No
     if llm is None and isinstance(opts.get("llm"), bool):  # `add --llm` (require one), spooled
         llm = opts["llm"]
     # redact=False: the text was redacted when it was spooled (unless the user opted out then)
-    return store.add(text, inbox=False, redact=False, llm=llm, **kwargs)
+    from memcli.ops.add import add  # not at the top: a hook that only spools never loads the add pipeline
+
+    return add(store, text, inbox=False, redact=False, llm=llm, **kwargs)
 
 
 def apply_rewrite(store: Store, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],
@@ -379,7 +372,7 @@ def _save_rewrites(store_path: Path, mapping: dict[str, str]) -> dict[str, str]:
         known = dict(list(known.items())[-MAX_REWRITES:])
     d = Path(store_path) / ".capture"
     d.mkdir(exist_ok=True)
-    _write_atomic(d / REWRITES, json.dumps(known).encode())
+    atomic_write(d / REWRITES, json.dumps(known).encode())
     return known
 
 
@@ -473,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     held = _try_lock(d / WORKER_LOCK)  # kept from here: a hook that sees it held knows work is under way
     if held is None:
         return 0
-    from memcli.api import Store
+    from memcli.ops.handle import Store
 
     store = Store(store_path)
     try:
@@ -522,7 +515,7 @@ def _refresh_logged(store: Store) -> int:
 
 def refresh_provisional(store: Store) -> int:
     """After the inbox: make the provisional vectors a bulk curation commit left exact (see
-    memcli/agents/detached.py), under the worker lock, at a lower priority (the user's own commands come
+    memcli/services/detached.py), under the worker lock, at a lower priority (the user's own commands come
     first). A commit that leaves more while this runs starts a worker that finds the lock held:
     this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
     lock = inbox_dir(store.path) / WORKER_LOCK

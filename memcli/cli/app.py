@@ -1,52 +1,43 @@
-"""The command line: parse, call the library, print. No logic of its own lives here.
-
-Data goes to stdout (rich text for people, one JSON document with `--json`); messages and
-progress go to stderr. Errors are one line on stderr and exit 1 (`--debug` shows the traceback);
-usage errors exit 2.
+"""The commands: each parses its arguments, makes one `memcli.Store` call and renders the result
+(memcli/cli/render.py). How a command runs (the store, errors, self-heal, stdin) is
+memcli/cli/runtime.py. No logic of its own lives here.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import gc
 import itertools
 import json
 import os
 import shutil
-import sqlite3
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 
 from memcli import __version__
-from memcli.api import Store
-from memcli.cli import render
-from memcli.core.errors import ExitStatus, LLMNotConfigured, MemcliError
-from memcli.core.memory import encodable
+from memcli.api import IMPORT_KINDS, Filters, Store, read_input, read_limited, spool_stdin
+from memcli.cli import render, runtime
+from memcli.cli.runtime import (
+    Group,
+    fail,
+    get_store,
+    llm_progress,
+    note,
+    progress_bar,
+    read_stdin,
+    read_text,
+    state,
+    synced,
+)
+from memcli.core.config import git_project
+from memcli.core.config import where as where_info
+from memcli.core.discovery import resolve
+from memcli.core.errors import ExitStatus, LLMError
+from memcli.core.memory import parse_when
+from memcli.core.trust import set_trust, trust_file
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
-from memcli.index import Filters
-from memcli.storage import safety
-
-# Flag advice the CLI adds to a library error, by error type and command (the library's messages
-# name no flags: the Python API has none).
-_ADVICE: dict[type[MemcliError], dict[str, str]] = {
-    LLMNotConfigured: {"add": "or use --no-llm", "merge": "or merge with --no-llm", "ask": "or pass --model"},
-}
-
-
-def _advice(e: MemcliError, command: str | None) -> str:
-    for kind, by_command in _ADVICE.items():
-        if isinstance(e, kind) and command in by_command:
-            return f", {by_command[command]}"
-    return ""
-
-try:  # typer >= 0.20 vendors its own click
-    from typer import _click as click
-except ImportError:  # pragma: no cover - older typer
-    import click  # type: ignore[no-redef]
 
 
 def examples(*lines: str) -> str:
@@ -54,207 +45,8 @@ def examples(*lines: str) -> str:
     return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def _set_store(value: str | None) -> None:
-    if value is not None:
-        state.store_path = value
-        state.store = None
-
-
-def _set_debug(value: bool) -> None:
-    if value:
-        state.debug = True
-
-
-def _global_options(
-    store: str | None = typer.Option(None, "--store", "-s", metavar="DIR", expose_value=False, callback=_set_store,
-                                     help="Store directory (default: $MEMCLI_STORE, the nearest .memcli/, "
-                                          "or ~/.local/share/memcli)."),
-    debug: bool = typer.Option(False, "--debug", expose_value=False, callback=_set_debug,
-                               help="Show tracebacks on errors."),
-) -> None:
-    """A template: its options are given to every subcommand (see _add_global_params)."""
-
-
-def _global_params() -> list[Any]:
-    """--store and --debug as click parameters, accepted after the subcommand too (`memcli export --store X`)."""
-    template = typer.Typer()
-    template.command()(_global_options)
-    return [p for p in typer.main.get_command(template).params if p.name in ("store", "debug")]
-
-
-class _Command(typer.core.TyperCommand):
-    """Plain help, like git's and gh's: arguments by their metavar (`ID...`, `[TEXT]...`), never a
-    type name (`<list[str]>`); options by a metavar, flags bare; examples at the end (the epilog)."""
-
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = [self.options_metavar] if self.options_metavar else []
-        return pieces + [_argument_name(p) for p in self.get_params(ctx) if p.param_type_name == "argument"]
-
-    def format_options(self, ctx: Any, formatter: Any) -> None:
-        args, opts = [], []
-        for p in self.get_params(ctx):
-            if p.param_type_name == "argument":
-                args.append((_argument_name(p), p.help or ""))
-            else:
-                record = p.get_help_record(ctx)
-                if record:
-                    opts.append(record)
-        for title, rows in (("Arguments", args), ("Options", opts)):
-            if rows:
-                with formatter.section(title):
-                    formatter.write_dl(rows)
-
-
-def _argument_name(p: Any) -> str:
-    name = p.metavar or (p.name or "arg").upper()
-    if p.nargs != 1:
-        name += "..."
-    return name if p.required else f"[{name}]" if p.nargs == 1 else f"[{name[:-3]}]..."
-
-
-def _add_global_params(cmd: Any) -> None:
-    """Give every subcommand (and sub-subcommand) the global options, unless it has its own,
-    and plain help (_Command)."""
-    for sub in getattr(cmd, "commands", {}).values():
-        if type(sub) is typer.core.TyperCommand:
-            sub.__class__ = _Command
-        taken = {o for p in sub.params for o in getattr(p, "opts", [])}
-        for p in _global_params():
-            p.opts = [o for o in p.opts if o not in taken]  # a subcommand's own -s wins
-            if p.opts and p.opts[0].startswith("--"):
-                sub.params.append(p)
-        _add_global_params(sub)
-
-
-def _hoist_json(args: list[str], root: Any) -> list[str]:
-    """`memcli --json list` means `memcli list --json`: move a --json given before the subcommand
-    to after it (before any `--`), where the subcommand's own --json takes it."""
-    value_opts = {o for p in root.params if not getattr(p, "is_flag", False) for o in getattr(p, "opts", [])}
-    i = 0
-    found = None
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            break
-        if a == "--json":
-            found = i
-        elif a in value_opts:
-            i += 1
-        elif not a.startswith("-"):
-            break  # the subcommand
-        i += 1
-    if found is None or i >= len(args) or args[i] == "--":
-        return args
-    rest = args[:found] + args[found + 1:]
-    tail = rest[i - 1:]  # from the subcommand on
-    cut = i - 1 + tail.index("--") if "--" in tail else len(rest)
-    return [*rest[:cut], "--json", *rest[cut:]]
-
-
-def _wants_json(args: list[str]) -> bool:
-    return "--json" in (args[: args.index("--")] if "--" in args else args)
-
-
-class _Group(typer.core.TyperGroup):
-    """The root command. It renders every error the same way for every entry point (console
-    script, `python -m memcli`, Typer's test runner): `memcli: error: ...` + optional `hint:`
-    on stderr (and a JSON object with --json); exit 1 for errors, 2 for usage, 130 on Ctrl-C.
-    It also gives every subcommand the global options (--store, --debug)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _add_global_params(self)
-
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
-        args = list(sys.argv[1:] if args is None else args)
-        state.stdin_text = None
-        safety.drain()  # notices are per command: none left over from library calls before this one
-        # Python hands undecodable argv bytes over as lone surrogates, which no file or JSON can hold
-        bad = next((i for i, a in enumerate(args, 1) if isinstance(a, str) and not encodable(a)), None)
-        if bad is not None:
-            render.error(f"argument {bad} is not valid UTF-8", code=render.USAGE)
-            if not standalone_mode:
-                return render.USAGE
-            sys.exit(render.USAGE)
-        args = _hoist_json(args, self)
-        state.json_errors = _wants_json(args)
-        state.debug = "--debug" in args
-        try:
-            rv = super().main(args=args, prog_name=prog_name or "memcli", complete_var=complete_var,
-                              standalone_mode=False, **extra)
-            code = rv if isinstance(rv, int) else 0
-        except click.exceptions.NoArgsIsHelpError as e:
-            sys.stdout.write(e.ctx.get_help() + "\n")
-            code = 0
-        except click.exceptions.UsageError as e:
-            path = e.ctx.command_path if e.ctx is not None else "memcli"
-            message, hint = render.usage_error(e.format_message(), path)
-            render.error(message, hint=hint, code=render.USAGE, as_json=state.json_errors)
-            code = render.USAGE
-        except click.exceptions.ClickException as e:
-            render.error(e.format_message(), code=e.exit_code, as_json=state.json_errors)
-            code = e.exit_code
-        except (typer.Abort, KeyboardInterrupt):
-            code = render.INTERRUPTED
-        if code == render.INTERRUPTED:  # Ctrl-C, wherever it landed (typer turns it into Exit(130))
-            render.error("interrupted", code=render.INTERRUPTED, as_json=state.json_errors)
-        if not standalone_mode:
-            return code
-        sys.exit(code)
-
-    def _invoke_healing(self, ctx: Any) -> Any:
-        """Run the command; if the index catalog turns out to be damaged past what `sync` reads
-        (a garbled page met by a search), drop it and run the command once more on a catalog
-        rebuilt from facts/ (stdin is kept for the second run): a healed store, the same answer."""
-        saved = (list(getattr(ctx, "_protected_args", [])), list(ctx.args))  # invoke() consumes them
-        try:
-            return super().invoke(ctx)
-        except sqlite3.DatabaseError as e:
-            if state.store is None or not safety.is_corrupt(e) or state.debug:
-                raise
-            ctx._protected_args, ctx.args = saved
-            index = state.store.index
-            index.drop()
-            state.store.close()
-            safety.notice("the index catalog was damaged: rebuilt from facts/")
-            return super().invoke(ctx)
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return self._invoke_healing(ctx)
-        except MemcliError as e:
-            if state.debug:
-                raise
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            render.error(f"{msg}{_advice(e, ctx.invoked_subcommand)}", hint=e.hint, code=int(e.exit_status),
-                         as_json=state.json_errors, kind=render.snake(type(e).__name__))
-            raise typer.Exit(int(e.exit_status)) from None
-        except BrokenPipeError:  # `memcli export | head -1`: the reader has what it wanted; not an error
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise typer.Exit(render.OK) from None
-        except OSError as e:  # a full disk, a read-only store, a permission: the system's words, one line
-            if state.debug:
-                raise
-            where = f": {e.filename}" if e.filename else ""
-            render.error(f"{e.strerror or e}{where}", as_json=state.json_errors, kind="os_error")
-            raise typer.Exit(render.ERROR) from None
-        except sqlite3.Error as e:  # the index could not be read or written (disk full, I/O error)
-            if state.debug:
-                raise
-            render.error(f"index: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                         as_json=state.json_errors, kind="index_error")
-            raise typer.Exit(render.ERROR) from None
-        finally:
-            for message in safety.drain():  # repairs made on the way (a damaged index rebuilt, ...)
-                sys.stderr.write(f"memcli: {message}\n")
-
-
-
-
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     name="memcli",
     help="Local-first long-term memory for developers and AI coding agents.",
     no_args_is_help=True,
@@ -265,138 +57,6 @@ app = typer.Typer(
 )
 inbox_app = typer.Typer(help="Inputs parked when the LLM was unreachable.", invoke_without_command=True)
 app.add_typer(inbox_app, name="inbox")
-
-
-class _State:
-    store_path: str | None = None
-    debug: bool = False
-    json_errors: bool = False
-    store: Store | None = None
-    stdin_text: str | None = None  # kept for a command run again after an index repair
-
-
-state = _State()
-
-
-# ---------------------------------------------------------------- helpers
-def fail(message: str, code: int = render.ERROR, hint: str | None = None) -> NoReturn:
-    """One error line (+ hint) on stderr, and exit: 1 for errors, 2 for usage mistakes."""
-    render.error(message, hint=hint, code=code, as_json=state.json_errors)
-    raise typer.Exit(code)
-
-
-def note(message: str) -> None:
-    sys.stderr.write(f"memcli: {message}\n")
-
-
-def _llm_progress() -> Any:
-    """For a person at a terminal: which request is waiting on the model (a local model can take
-    a minute), then how long it took; one line each on stderr."""
-    import time
-
-    started: list[float] = []
-
-    def report(label: str) -> None:
-        now = time.monotonic()
-        if started:
-            sys.stderr.write(f" {now - started[-1]:.1f}s\n")
-        if label:
-            started.append(now)
-            sys.stderr.write(f"memcli: waiting for the model ({label})...")
-        sys.stderr.flush()
-
-    return report
-
-
-def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = False) -> Store:
-    """The store this command works on. A store named by --store that does not
-    exist is an error (a typo must not create a store) unless `create`; the global store is
-    created by the first write. A bulk load (`import`, `add --batch`) fills a store it may create,
-    like a restore into a new directory (`memcli --store new import backup.jsonl`): it says so."""
-    if state.store is None:
-        from memcli.core.discovery import resolve
-
-        where = resolve(state.store_path)
-        path = where.path
-        store = Store(path)
-        if must_exist and not store.exists():
-            fail(f"no store at {path} (create one with `memcli init` or `memcli add`)")
-        if where.explicit and bulk and not create and not path.exists():
-            note(f"creating a new store at {path}")
-        elif where.explicit and not create and not path.exists():
-            fail(f"no store at {path} (named by {where.why}); create it with `memcli init {path}` "
-                 "or `memcli add --create`")
-        store.config  # noqa: B018 - a bad config.toml is reported now, by every command alike
-        state.store = store
-    return state.store
-
-
-def synced(store: Store) -> Store:
-    """Bring the sidecar in step, with a progress bar when it takes long; report bad files once."""
-    progress = _progress("indexing")
-    try:
-        report = store.index.sync(on_progress=progress.update if progress else None)
-    finally:
-        if progress:
-            progress.close()
-    if report.rebuilt and report.rebuilt != "reindex requested" and store.index.count():
-        note(f"index rebuilt: {report.rebuilt}")
-    for fname, error in report.new_bad:
-        note(f"skipping facts/{fname}: {error}")
-    return store
-
-
-class _Bar:
-    """A rich progress bar on stderr, shown only on a terminal and only for long jobs."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self._progress: Any = None
-        self._task: Any = None
-
-    def update(self, done: int, total: int) -> None:
-        if self._progress is None:
-            if total < 200:
-                return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._progress = Progress(
-                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                console=Console(stderr=True), transient=True,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(self.label, total=total)
-        self._progress.update(self._task, completed=done, total=total)
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-
-def _progress(label: str) -> _Bar | None:
-    return _Bar(label) if sys.stderr.isatty() else None
-
-
-def read_text(args: list[str] | None, what: str = "text") -> str:
-    """Text from arguments, or stdin when the argument is `-` or absent and stdin is not a terminal."""
-    if args and args != ["-"]:
-        return " ".join(args)
-    if sys.stdin is None or (not args and sys.stdin.isatty()):
-        fail(f"no {what} given (pass it as arguments or pipe it on stdin)", ExitStatus.USAGE)
-    return read_stdin()
-
-
-def read_stdin() -> str:
-    """All of stdin as text, read only up to the input limit, decoded strictly (one-line errors)."""
-    from memcli.ops.add import read_input, read_limited
-
-    if state.stdin_text is None:
-        if hasattr(sys.stdin, "buffer"):
-            state.stdin_text = read_input(read_limited(sys.stdin.buffer, "stdin"), "stdin")
-        else:  # a text-only stream (tests): re-encoded so the same checks apply
-            state.stdin_text = read_input(sys.stdin.read().encode("utf-8", "surrogateescape"), "stdin")
-    return state.stdin_text
 
 
 def emit_json(data: dict[str, Any]) -> None:
@@ -411,9 +71,6 @@ def short(text: str, width: int = 160) -> str:
 
 def make_filters(tag: list[str] | None, type_: str | None, user: str | None, project: str | None,
                  since: str | None, until: str | None, *, current: bool = False) -> Filters:
-    from memcli.core.config import git_project
-    from memcli.core.memory import parse_when
-
     check_type(type_)
     if project == ".":
         project = git_project()
@@ -437,9 +94,7 @@ def check_type(type_: str | None) -> None:
 def resolve_ids(store: Store, ids: list[str]) -> list[str]:
     """Full ids from ids or unique prefixes; an unknown or ambiguous one is an error whose hint
     lists the candidates (or says the memory is in the trash and how to restore it)."""
-    from memcli.storage.ids import resolve
-
-    return [resolve(store, i) for i in ids]
+    return [store.resolve(i) for i in ids]
 
 
 # Filter options shared by search, list and export (one definition, one help text).
@@ -502,12 +157,9 @@ def init(
                                 "(the .gitattributes that lets log.jsonl merge is written in any case)."),
 ) -> None:
     """Create a store (a project store in ./.memcli by default)."""
-    from memcli.agents.sharing import write_gitattributes
-
     path = directory or (Path(state.store_path) if state.store_path else Path.cwd() / ".memcli")
     store = Store(path)
     created = store.init()
-    write_gitattributes(store)
     note(f"{'created' if created else 'store already exists at'} {store.path}")
     if shared:
         note("commit it (git add .memcli && git commit) and run `memcli sync` to pull, re-index and push")
@@ -577,7 +229,7 @@ def add(
     if not dry_run and (spool or _in_git_hook() and _uses_llm(store, options)):
         _queue_add(store, body, options, as_json)
         return
-    result = store.add(body, **options, progress=_llm_progress() if sys.stderr.isatty() else None)
+    result = store.add(body, **options, progress=llm_progress() if sys.stderr.isatty() else None)
     for message in result.notes:
         note(message)
     if as_json:
@@ -600,23 +252,19 @@ def _uses_llm(store: Store, options: dict[str, Any]) -> bool:
 
 def _queue_add(store: Store, body: str, options: dict[str, Any], as_json: bool) -> None:
     """`add --spool` (or from a git hook with an LLM): redact, park in the inbox, start the worker."""
-    from memcli.agents.spool import queue_add
-
     keep = ("raw", "llm", "tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete",
             "no_dedup", "llm_model")
     opts = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items() if k in keep and v is not None}
-    item = queue_add(store.path, body, opts, redact=options["redact"], source="add")
+    name = store.queue(body, redact=options["redact"], source="add", **opts)
     if as_json:
-        emit_json({"queued": item.name, "inbox": str(item)})
+        emit_json({"queued": name, "inbox": str(store.path / "inbox" / name)})
     else:
-        note(f"queued as inbox/{item.name}; a background worker extracts and decides (`memcli inbox` lists "
+        note(f"queued as inbox/{name}; a background worker extracts and decides (`memcli inbox` lists "
              "what waits)")
 
 
 def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool) -> None:
     """`add --batch`: one JSON result line per input line under --json, else the events."""
-    from memcli.ops.add import add_batch
-
     if source == "-":
         stream: Any = sys.stdin
     else:
@@ -626,7 +274,7 @@ def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool
             fail(f"cannot read {source}: {e.strerror}")
     failed = False
     try:
-        for n, res in add_batch(store, stream, **options):
+        for n, res in store.add_batch(stream, **options):
             if isinstance(res, str):
                 failed = True
                 if as_json:
@@ -721,8 +369,6 @@ def search(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Ranked memories for a query (meaning + keywords + recency + reliability, diversified)."""
-    from memcli.ops.search import search_many
-
     store = get_store()
     filters = make_filters(tag, type_, user, project, since, until)
     if batch:
@@ -737,7 +383,7 @@ def search(
             fail("empty query", ExitStatus.USAGE)
         queries = [q]
     synced(store)
-    responses = search_many(store, queries, k=top_k, threshold=threshold, filters=filters, include_superseded=all_)
+    responses = store.search_many(queries, k=top_k, threshold=threshold, filters=filters, include_superseded=all_)
     if batch:
         for r in responses:
             sys.stdout.write(render.json_line({"query": r.query, "results": [h.to_dict(explain) for h in r.hits],
@@ -756,10 +402,8 @@ def search(
         if fail_empty:
             raise typer.Exit(render.ERROR)
         return
-    from memcli.storage.ids import short_ids
-
     width, colour = render.terminal_width(), render.colour_enabled()
-    shorts = short_ids(store, [h.id for h in r.hits])
+    shorts = store.short_ids([h.id for h in r.hits])
     lines: list[str] = []
     for n, h in enumerate(r.hits):
         if n:
@@ -779,8 +423,6 @@ def show(
 ) -> None:
     """Memories as stored (the Markdown file; with --json the record, or {memories: [...]} for
     several), and whether a newer one superseded each."""
-    from memcli.ops.chain import chain
-
     store = synced(get_store())
     full = resolve_ids(store, memory_ids)
     if len(full) > 1 and not history:
@@ -799,7 +441,7 @@ def show(
     memory = store.read(mid)
     newer = memory.superseded_by
     if history:
-        steps = chain(store, memory)
+        steps = store.history(memory)
         if as_json:
             emit_json({**memory.to_dict(), "chain": steps})
             return
@@ -841,7 +483,7 @@ def list_(
     store = synced(get_store())
     filters = make_filters(tag, type_, user, project, since, until, current=not all_)
     desc = sort.startswith("-")
-    records = store.index.select(filters, order=sort.lstrip("-"), limit=limit, desc=desc)
+    records = store.list(filters, sort=sort.lstrip("-"), limit=limit, desc=desc)
     if as_json:
         emit_json({"count": len(records), "memories": [m.to_dict() for m in records]})
         return
@@ -849,11 +491,9 @@ def list_(
         sys.stdout.write("".join(line + "\n" for line in render.list_tsv(records)))
         note(render.plural(len(records), "memory", "memories"))
         return
-    from memcli.storage.ids import short_ids
-
     cap = len(records) if limit else max(10, shutil.get_terminal_size((80, 24)).lines - 3)
     shown = records[:cap]
-    lines = render.list_rows(shown, render.terminal_width(), short_ids(store, [r.id for r in shown]),
+    lines = render.list_rows(shown, render.terminal_width(), store.short_ids([r.id for r in shown]),
                              render.colour_enabled())
     if len(records) > len(shown):
         lines.append(f"… {len(records) - len(shown)} more (use --limit N, or pipe the output)")
@@ -874,12 +514,7 @@ def rm(
 ) -> None:
     """Move memories to the trash (`memcli restore` brings them back)."""
     store = synced(get_store())
-    full = resolve_ids(store, ids)
-    from memcli.ops.changes import ChangeSet
-
-    cs = ChangeSet(store)
-    done = [cs.trash(mid, reason, event="RM").id for mid in full]
-    cs.commit()
+    done = store.remove(resolve_ids(store, ids), reason=reason)
     if as_json:
         emit_json({"trashed": done})
     else:
@@ -893,14 +528,8 @@ def restore(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Bring memories back from the trash."""
-    from memcli.ops.changes import ChangeSet
-    from memcli.storage.ids import resolve_trashed
-
     store = synced(get_store())
-    full = [resolve_trashed(store, i) for i in ids]
-    cs = ChangeSet(store)
-    done = [cs.restore(mid).id for mid in full]
-    cs.commit()
+    done = store.restore([store.resolve_trashed(i) for i in ids])
     if as_json:
         emit_json({"restored": done})
     else:
@@ -970,11 +599,9 @@ def edit(
     memory_id: str = typer.Argument(..., metavar="ID", help="The memory to edit (a unique id prefix is enough)."),
 ) -> None:
     """Open a memory's file in $EDITOR; on save it is checked and re-indexed (a broken edit is kept aside)."""
-    from memcli.ops.history import edit as run_editor
-
     store = synced(get_store())
     (mid,) = resolve_ids(store, [memory_id])
-    memory, changed = run_editor(store, mid)
+    memory, changed = store.edit(mid)
     if changed:
         synced(store)
         note(f"saved {mid}")
@@ -998,26 +625,22 @@ def log_(
     """The history of changes (log.jsonl), newest first: what changed, when, why, from where."""
     from collections import deque
 
-    from memcli.core.memory import parse_when
-    from memcli.ops.history import LogFilter, entries, ids_in_log, log_line
-
     store = get_store()
     if memory_id:
-        found = ids_in_log(store.log_path, memory_id)
+        found = store.ids_in_log(memory_id)
         if len(found) > 1 and memory_id.upper() not in {i.upper() for i in found}:
             fail(f"id prefix {memory_id} is ambiguous: {len(found)} memories in the log match",
                  hint=f"candidates: {', '.join(sorted(found)[:5])}")
     try:
-        flt = LogFilter(id_prefix=memory_id, events=tuple(e.upper() for e in event or ()),
-                        since=parse_when(since) if since else None,
-                        until=parse_when(until, end=True) if until else None)
+        window = {"since": parse_when(since) if since else None,
+                  "until": parse_when(until, end=True) if until else None}
     except ValueError as e:
         fail(str(e), ExitStatus.USAGE)
     terminal = render.stdout_is_terminal()
     keep = limit or (max(10, shutil.get_terminal_size((80, 24)).lines - 3) if terminal and not as_json else None)
     total = 0
     recent: deque[dict[str, Any]] = deque(maxlen=keep)  # bounded: the log may hold a 100k import
-    for entry in entries(store.log_path, flt):
+    for entry in store.log(id_prefix=memory_id, events=[e.upper() for e in event or ()], **window):
         total += 1
         recent.append(entry)
     newest = list(reversed(recent))
@@ -1027,10 +650,8 @@ def log_(
     width = render.terminal_width() if terminal else None
     shorts: dict[str, str] = {}
     if terminal:
-        from memcli.storage.ids import short_ids
-
-        shorts = short_ids(synced(store), {e["id"] for e in newest if isinstance(e.get("id"), str)})
-    sys.stdout.write("".join(log_line(e, width, shorts.get(e.get("id"))) + "\n" for e in newest))
+        shorts = synced(store).short_ids({e["id"] for e in newest if isinstance(e.get("id"), str)})
+    sys.stdout.write("".join(render.log_line(e, width, shorts.get(e.get("id"))) + "\n" for e in newest))
     if terminal and total > len(newest) and not limit:
         sys.stdout.write(f"… {total - len(newest)} older (use --limit N, or pipe the output)\n")
     if not total:
@@ -1056,30 +677,19 @@ def export_(
 ) -> None:
     """Write memories as json, jsonl, md or csv (superseded ones only with --all); every format
     imports back (`memcli import`)."""
-    from memcli.ops.io import export_chunks, iter_records
-
     if fmt not in ExportFormat.values():
         fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     store = synced(get_store())
-    counted = [0]
-
-    def records() -> Any:
-        for r in iter_records(store.index, make_filters(tag, type_, user, project, since, until, current=not all_)):
-            counted[0] += 1
-            yield r
-
-    chunks = export_chunks(records(), fmt)
+    filters = make_filters(tag, type_, user, project, since, until, current=not all_)
     if output is None or str(output) == "-":
-        for chunk in chunks:
+        for chunk in store.export_chunks(fmt, filters):
             sys.stdout.write(chunk)
         return
-    from memcli.ops.io import write_stream
-
     try:
-        write_stream(output.absolute(), chunks)
+        count = store.export_to(output.absolute(), fmt, filters)
     except OSError as e:
         fail(f"cannot write {output}: {e.strerror}")
-    note(f"exported {render.plural(counted[0], 'memory', 'memories')} to {output}")
+    note(f"exported {render.plural(count, 'memory', 'memories')} to {output}")
 
 
 @app.command("import", epilog=examples(
@@ -1104,8 +714,6 @@ def import_(
 ) -> None:
     """Load memories as they are, no extraction: memcli's exports (lossless) or Markdown notes (front
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
-    from memcli.ops.records import import_source, spool_stdin
-
     if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
         return _import_conversations(file, from_, create, as_json, redact=not no_redact)
     if fmt is not None and fmt not in ExportFormat.values():
@@ -1120,9 +728,9 @@ def import_(
             store.ensure()
             synced(store)
 
-        bar = _progress("importing")
+        bar = progress_bar("importing")
         try:
-            report = import_source(store, path, fmt, name=name, split=split, redact=not no_redact,
+            report = store.import_file(path, fmt, name=name, split=split, redact=not no_redact,
                                    prepare=prepare, on_progress=bar.update if bar else None)
         finally:
             if bar:
@@ -1143,23 +751,21 @@ def reindex(
     """Rebuild the sidecar (.index/) from facts/; embeddings come from the cache where possible."""
     store = get_store()
     if provisional:
-        bar = _progress("embedding")
-        done = store.index.refresh_provisional(on_progress=bar.update if bar else None)
+        bar = progress_bar("embedding")
+        done = store.refresh_provisional(on_progress=bar.update if bar else None)
         if bar:
             bar.close()
         if as_json:
-            emit_json({"refreshed": done, "provisional_vectors": store.index.provisional_count()})
+            emit_json({"refreshed": done, "provisional_vectors": store.provisional_count()})
         else:
             note(f"{render.plural(done, 'provisional vector')} made exact")
         return
-    bar = _progress("reindexing")
-    report = store.index.sync(on_progress=bar.update if bar else None, force=True)
+    bar = progress_bar("reindexing")
+    info = store.reindex(on_progress=bar.update if bar else None)
     if bar:
         bar.close()
-    for fname, error in report.new_bad:
+    for fname, error in info.pop("new_bad"):
         note(f"skipping facts/{fname}: {error}")
-    info = {"memories": store.index.count(), "embedded": report.embedded, "skipped_files": len(report.new_bad),
-            "provisional_vectors": store.index.provisional_count()}
     if as_json:
         emit_json(info)
     else:
@@ -1169,9 +775,7 @@ def reindex(
 @app.command(epilog=examples("memcli stats", "memcli stats --json | jq .memories"))
 def stats(as_json: bool = JSON_FLAG) -> None:
     """Counts and sizes."""
-    from memcli.ops.admin import stats as compute
-
-    info = compute(synced(get_store()))
+    info = synced(get_store()).stats()
     if as_json:
         emit_json(info)
         return
@@ -1190,10 +794,7 @@ def doctor(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Check config, model, LLM reachability and index consistency; list malformed files."""
-    from memcli.ops.admin import doctor as check
-
-    store = get_store()
-    checks = check(store, fix=fix)
+    checks = get_store().doctor(fix=fix)
     ok = all(c["ok"] for c in checks)
     if as_json:
         emit_json({"ok": ok, "checks": checks})
@@ -1211,13 +812,12 @@ def _provisional_note(store: Store) -> int:
     """After a curation commit: one line on stderr when merged memories were indexed with a
     provisional vector (see memcli/ops/changes.py PROVISIONAL_MIN), saying how they become exact.
     Returns how many there are."""
-    from memcli.agents.detached import background_on, refresh_failed_recently
-
-    n = store.index.provisional_count()
+    n = store.provisional_count()
     if n:
-        if not background_on(store.config.background):
+        state_ = store.background_state()
+        if state_ == "off":
             how = "run `memcli reindex --provisional` to compute their exact ones"
-        elif refresh_failed_recently(store.path):
+        elif state_ == "failed":
             how = ("the last background refresh failed (see inbox/errors.log): "
                    "run `memcli reindex --provisional` to compute their exact ones")
         else:
@@ -1240,23 +840,17 @@ def merge(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Merge memories into one (LLM merge prompt, or a heuristic merge); originals go to the trash."""
-    from memcli.ops.curate import merge_groups, similar_groups
-
     if no_llm and model:
         fail("--no-llm conflicts with --model", ExitStatus.USAGE)
     store = synced(get_store())
     if auto == bool(ids):
         fail("give two or more IDs, or --auto", ExitStatus.USAGE)
-    from memcli.ops.curate import _opposed
-
-    # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
-    known: dict[str, Any] = {}  # the catalog entries --auto read, for the merges
-    groups = similar_groups(store, threshold, apart=_opposed, known=known) if auto else [
-        resolve_ids(store, ids or [])]
-    if any(len(set(group)) < 2 for group in groups):
-        fail("merge needs at least two different memories", ExitStatus.USAGE)
-    results = merge_groups(store, groups, use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
-                           llm_model=model, known=known if auto else None)
+    try:  # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
+        results = store.merge_groups(None if auto else [resolve_ids(store, ids or [])], threshold=threshold,
+                                     use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
+                                     llm_model=model)
+    except ValueError as e:
+        fail(str(e), ExitStatus.USAGE)
     for r in results:
         if r.note:
             note(r.note)
@@ -1297,9 +891,6 @@ def prune(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Move stale memories to the trash (criteria combine with AND)."""
-    from memcli.core.memory import parse_when
-    from memcli.ops.curate import prune as do_prune
-
     check_type(type_)
     if not (older_than or unused or min_confidence is not None):
         fail("prune needs a criterion", ExitStatus.USAGE, hint="give --older-than, --unused or --min-confidence")
@@ -1311,7 +902,7 @@ def prune(
         fail(str(e), ExitStatus.USAGE)
     if youngest is not None and (cutoff is None or youngest < cutoff):
         cutoff = youngest  # criteria combine with AND: older than both
-    result = do_prune(store, older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
+    result = store.prune(older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
                       dry_run=dry_run)
     if as_json:
         emit_json({**result.to_dict(), "dry_run": dry_run})
@@ -1329,17 +920,16 @@ def rollback(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Undo what one origin contributed: memories only it vouched for go to the trash."""
-    from memcli.ops.curate import rollback as do_rollback
-
     store = synced(get_store())
-    involved = {r.id: r.text for r in store.index.select() if origin in r.origins}
-    if not involved and not _origin_in_log(store, origin):  # rolled back already: nothing to do, not an error
-        known = sorted({o for r in store.index.select() for o in r.origins
+    everything = store.list()
+    involved = {r.id: r.text for r in everything if origin in r.origins}
+    if not involved and not store.origin_seen(origin):  # rolled back already: nothing to do, not an error
+        known = sorted({o for r in everything for o in r.origins
                         if o.split(":")[0] == origin.split(":")[0]})
         fail(f"no memory comes from {origin}",
              hint=f"origins of that kind: {', '.join(known[:6])}{' ...' if len(known) > 6 else ''}" if known
              else "memcli show ID lists a memory's origins")
-    result = do_rollback(store, origin, dry_run=dry_run)
+    result = store.rollback(origin, dry_run=dry_run)
     if as_json:
         emit_json({**result.to_dict(), "dry_run": dry_run})
         return
@@ -1352,17 +942,6 @@ def rollback(
          f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}")
 
 
-def _origin_in_log(store: Store, origin: str) -> bool:
-    """Whether any change was ever made from `origin` (log.jsonl), read as a stream."""
-    from memcli.ops.history import LogFilter, entries
-
-    for entry in entries(store.log_path, LogFilter()):
-        o = entry.get("origin")
-        if o == origin or (isinstance(o, list) and origin in o):
-            return True
-    return False
-
-
 @app.command(epilog=examples("memcli consolidate --dry-run", "memcli consolidate --no-llm --json"))
 def consolidate(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would change, change nothing."),
@@ -1372,10 +951,8 @@ def consolidate(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Maintenance: merge near-duplicates, flag contradictions, distil recurring episodes."""
-    from memcli.ops.curate import consolidate as run
-
     store = synced(get_store())
-    report = run(store, dry_run=dry_run, use_llm=False if no_llm else None,
+    report = store.consolidate(dry_run=dry_run, use_llm=False if no_llm else None,
                  supersede_older=supersede_older, sync=False)
     pending = 0 if dry_run or not (report.merged or report.distilled) else _provisional_note(store)
     if as_json:
@@ -1411,14 +988,11 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="JSON: the answer, the ids it cites, the memories used."),
 ) -> None:
     """Answer a question from the top memories with the LLM, citing memory ids (streamed)."""
-    from memcli.core.errors import LLMError
-    from memcli.ops.ask import ask as answer_from_memory
-
     q = read_text(question, "question").strip()
     if not q:
         fail("empty question", ExitStatus.USAGE)
     store = synced(get_store())
-    answer = answer_from_memory(store, q, k=top_k, llm_model=model, redact=not no_redact)
+    answer = store.ask(q, k=top_k, llm_model=model, redact=not no_redact)
     hits = answer.hits
     records = [h.to_dict() for h in hits]
     if answer.error == "no LLM configured":
@@ -1486,13 +1060,9 @@ def feedback(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Tell memcli a memory was useful or wrong; ranking learns from this, never from display."""
-    from memcli.ops.add import feedback as give
-
     if useful == wrong:
         fail("give exactly one of --useful or --wrong", ExitStatus.USAGE)
-    store = synced(get_store())
-    (mid,) = resolve_ids(store, [memory_id])
-    m = give(store, mid, useful=useful)
+    m = synced(get_store()).feedback(memory_id, useful=useful)
     if as_json:
         emit_json({"id": m.id, "confidence": m.confidence, "feedback": "useful" if useful else "wrong"})
     else:
@@ -1507,8 +1077,6 @@ def trust(
 ) -> None:
     """Let a store's config.toml choose the LLM, its api_base and key (off by default: a store's
     config comes with the repository, and could send your key and memories anywhere)."""
-    from memcli.core.trust import set_trust, trust_file
-
     path = (directory or get_store(must_exist=False).path).expanduser().resolve()
     if not remove and not Store(path).exists():
         fail(f"no store at {path}")
@@ -1524,9 +1092,7 @@ def inbox(ctx: typer.Context, as_json: bool = JSON_FLAG) -> None:
     """List inputs saved when the LLM was unreachable (`memcli inbox retry` replays them)."""
     if ctx.invoked_subcommand is not None:
         return
-    from memcli.ops.add import inbox_items
-
-    items = inbox_items(get_store())
+    items = get_store().inbox()
     if as_json:
         emit_json({"items": [{"file": p.name, "at": i.get("at"), "error": i.get("error"),
                               "attempts": i.get("attempts", 1), "text": i.get("text")} for p, i in items]})
@@ -1543,18 +1109,16 @@ def inbox_retry(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
-    from memcli.ops.add import AddResult, retry_inbox
-
-    results = retry_inbox(get_store(), model=model)
+    results = get_store().retry_inbox(model=model)
     held = {f for f, r in results if isinstance(r, str) and r.startswith("skipped:")}  # another worker's
-    ok = all(isinstance(r, AddResult) or f in held for f, r in results)
+    ok = all(not isinstance(r, str) or f in held for f, r in results)
     if as_json:
-        emit_json({"results": [{"file": f, "ok": isinstance(r, AddResult),
-                                **({"result": r.to_dict()} if isinstance(r, AddResult) else {"error": r})}
+        emit_json({"results": [{"file": f, "ok": not isinstance(r, str),
+                                **({"error": r} if isinstance(r, str) else {"result": r.to_dict()})}
                                for f, r in results]})
     else:
         for f, r in results:
-            if isinstance(r, AddResult):
+            if not isinstance(r, str):
                 s = r.summary()
                 note(f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['already_known']} known)")
             else:
@@ -1567,17 +1131,14 @@ def inbox_retry(
 
 def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool = True) -> None:
     """`import --from`: a ChatGPT export is streamed from its file one conversation at a time (a
-    100 MB export is never held whole); a transcript or stdin is read whole (10 MB at most)."""
-    from memcli.ops.add import read_input, read_limited
-    from memcli.services.transcripts import IMPORT_KINDS, iter_chatgpt, parse_conversations
-
+    100 MB export is never held whole); a transcript or stdin is read whole (10 MB at most). The
+    file is checked before the store is touched."""
     if kind not in IMPORT_KINDS:
         fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
     name = "stdin" if file == "-" else Path(file).name
     try:
         if kind == "chatgpt" and file != "-":
-            stream = open(file, encoding="utf-8-sig")  # noqa: SIM115 - closed below
-            conversations: Any = iter_chatgpt(stream, name)
+            conversations: Any = Store.stream_chatgpt(file, name)
             first = next(conversations, None)
             if first is None:
                 fail(f"{name}: no conversation text found (is it a {kind} export?)")
@@ -1588,7 +1149,7 @@ def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, 
             else:
                 with open(file, "rb") as f:
                     text = read_input(read_limited(f, file), name)  # /dev/zero stops at the limit
-            conversations = parse_conversations(text, kind, name)
+            conversations = Store.parse_conversations(text, kind, name)
             if not conversations:
                 fail(f"{name}: no conversation text found (is it a {kind} export?)")
     except OSError as e:
@@ -1603,7 +1164,7 @@ def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, 
     try:
         results = store.import_conversations(conversations, name, redact=redact)
     except (ValueError, UnicodeDecodeError) as e:  # a bad conversation further down a streamed export
-        fail(f"{name}: {e}")
+        fail(str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}")
     if as_json:
         emit_json({"conversations": results})
         return
@@ -1626,7 +1187,7 @@ def mcp() -> None:
     Set it up with `claude mcp add --scope project memcli -- memcli mcp`, or the JSON snippet
     in the README ("Agents and hooks").
     """
-    from memcli.agents.mcp import serve
+    from memcli.agents.mcp import serve  # not at the top: the MCP SDK (pydantic, anyio) loads only here
 
     serve(get_store())
 
@@ -1642,24 +1203,17 @@ def hooks_install(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Install (or remove) memcli's git hooks or Claude Code session hooks."""
-    from memcli.agents import hooks
-
     if target not in ("git", "claude-code"):
         fail("TARGET must be git or claude-code", ExitStatus.USAGE)
     if scope not in ("project", "local", "user"):
         fail("--scope must be project, local or user", ExitStatus.USAGE)
     if not uninstall:  # the store the hooks will write to must exist: installing is the deliberate step
-        from memcli.core.discovery import resolve
-
         where = resolve(state.store_path)
         if where.explicit and not where.path.exists():
             fail(f"no store at {where.path}; create it with `memcli init {where.path}`")
         if Store(where.path).init():
             note(f"created the store {where.path} ({where.why})")
-    if target == "git":
-        report = hooks.install_git(store=state.store_path, uninstall=uninstall)
-    else:
-        report = hooks.install_claude_code(scope=scope, store=state.store_path, uninstall=uninstall)
+    report = Store.install_hooks(target, scope=scope, store=state.store_path, uninstall=uninstall)
     if as_json:
         emit_json(report.to_dict())
         return
@@ -1687,16 +1241,14 @@ def capture(
     claude-code reads the hook's JSON on stdin and takes only the transcript lines added since
     the last capture of that session.
     """
-    from memcli.agents.capture import CaptureError, run
-
     data = b""
     if kind in ("claude-code", "git-rewrite") or (kind == "text" and not text):
         data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
     try:
-        result = run(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
+        result = Store.capture(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
                      rewrite=text[0] if kind == "git-rewrite" and text else None,
                      text=" ".join(text) if kind == "text" and text else None, redact=not no_redact)
-    except CaptureError as e:
+    except ValueError as e:  # a CaptureError: bad input from the hook
         fail(str(e))
     if as_json:
         emit_json(result.to_dict())
@@ -1716,9 +1268,6 @@ def context(
                               "stdin, never fail the session."),
 ) -> None:
     """A compact Markdown block of the memories that matter here, for an agent's session start."""
-    from memcli.core.config import git_project
-    from memcli.ops.context import build
-
     cwd = None
     if hook:
         try:
@@ -1728,14 +1277,12 @@ def context(
             cwd = None
         if cwd is not None and cwd.is_dir():
             os.chdir(cwd)
-        from memcli.core.discovery import resolve
-
         where = resolve(state.store_path)
         if not (where.path / "facts").is_dir():
             return
     try:
         store = synced(get_store())
-        text = build(store, " ".join(query or []).strip() or None, project=project or git_project(), budget=budget)
+        text = store.context(" ".join(query or []).strip() or None, project=project or git_project(), budget=budget)
     except Exception:
         if hook:
             return  # a broken memory must not break the agent's session
@@ -1746,9 +1293,7 @@ def context(
 @inbox_app.command("process", epilog=examples("memcli inbox process", "memcli inbox process --json"))
 def inbox_process(as_json: bool = JSON_FLAG) -> None:
     """Run spooled inputs (from hooks and capture) through the add pipeline; what fails waits."""
-    from memcli.agents.spool import process
-
-    report = process(get_store())
+    report = get_store().process_inbox()
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -1768,9 +1313,7 @@ def inbox_process(as_json: bool = JSON_FLAG) -> None:
 @app.command(epilog=examples("memcli where", "memcli where --json | jq -r .store"))
 def where(as_json: bool = JSON_FLAG) -> None:
     """The store, project and user a command run here would use, and why."""
-    from memcli.core.discovery import where as locate
-
-    info = locate(state.store_path)
+    info = where_info(state.store_path)
     if as_json:
         emit_json(info)
         return
@@ -1786,9 +1329,7 @@ def sync_(
     as_json: bool = JSON_FLAG,
 ) -> None:
     """Share a store committed to git: commit its changes, git pull, re-index, git push."""
-    from memcli.agents.sharing import sync
-
-    report = sync(get_store(), push=not no_push)
+    report = get_store().share(push=not no_push)
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -1797,39 +1338,9 @@ def sync_(
 
 # ---------------------------------------------------------------- entry point
 def main() -> None:
-    """Console entry point: turn library errors into one line on stderr and exit 1."""
-    _skip_final_collection()
-    debug = "--debug" in sys.argv
-    try:
-        app()
-    except KeyboardInterrupt:
-        sys.stderr.write("memcli: interrupted\n")
-        sys.exit(ExitStatus.INTERRUPTED)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(ExitStatus.OK)
-    except Exception as e:  # a bug: still one line, unless --debug
-        if debug:
-            raise
-        sys.stderr.write(f"memcli: internal error: {type(e).__name__}: {e} (rerun with --debug)\n")
-        sys.exit(ExitStatus.ERROR)
+    """Console entry point: library errors become one line on stderr and an exit status."""
+    runtime.main(app)
 
-
-def _skip_final_collection() -> None:
-    """The process ends with the command: Python's last garbage collection at exit walks every
-    object the command made (a consolidate of 10k memories: ~0.35 s of its ~1.7 s) to free memory
-    the system takes back anyway. Objects frozen (`gc.freeze`) are left out of that walk.
-    Registered before the command runs, the freeze comes after the exit handlers the command's
-    own work registers (those of modules imported earlier run after it), and teardown still frees
-    what reference counts hold (files flushed and closed, SQLite connections closed); only
-    garbage in reference cycles is left to the system. Once per process (tests call main often)."""
-    global _final_collection_skipped
-    if not _final_collection_skipped:
-        atexit.register(gc.freeze)
-        _final_collection_skipped = True
-
-
-_final_collection_skipped = False
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -15,24 +15,21 @@ import re
 import shutil
 import sys
 import threading
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memcli.core.errors import ExitStatus
+from memcli.core.text import MIN_ID_CHARS, cell_width, clip, shortest_prefix
+from memcli.core.vocab import JSON_SCHEMA
 
 if TYPE_CHECKING:
     from memcli.core.memory import Memory
 
-# The version of the JSON shapes the CLI prints (README "JSON output"). Bump when a key changes
-# meaning or disappears; adding a key is not a new version.
-JSON_SCHEMA = 1
 
 # Exit statuses (README "Exit codes"), as plain ints for sys.exit and JSON.
 OK, ERROR, USAGE, INTERRUPTED = (int(s) for s in (ExitStatus.OK, ExitStatus.ERROR, ExitStatus.USAGE,
                                                   ExitStatus.INTERRUPTED))
 
-MIN_ID_CHARS = 8  # the shortest id prefix shown, even when fewer characters would be unique
 
 
 # ---------------------------------------------------------------- errors
@@ -96,13 +93,6 @@ def json_line(data: dict[str, Any]) -> str:
     return json.dumps(document(data), ensure_ascii=False) + "\n"
 
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
-
-
-def snake(key: str) -> str:
-    return _CAMEL.sub(r"_\1", key).lower()
-
-
 # ---------------------------------------------------------------- terminal
 def terminal_width(default: int = 80) -> int:
     """Columns to fit: $COLUMNS when set (tests, `COLUMNS=120 memcli list`), else the terminal's."""
@@ -121,32 +111,6 @@ def stdout_is_terminal() -> bool:
         return sys.stdout.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def cell_width(text: str) -> int:
-    """Columns a string takes (wide East Asian characters and most emoji take two)."""
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def clip(text: str, width: int) -> str:
-    """`text` on one line in at most `width` columns, cut at a word boundary with `…`."""
-    one = " ".join(text.split())
-    if cell_width(one) <= width:
-        return one
-    if width <= 1:
-        return "…"[:width]
-    out, used = [], 0
-    for c in one:
-        w = cell_width(c)
-        if used + w > width - 1:
-            break
-        out.append(c)
-        used += w
-    cut = "".join(out)
-    space = cut.rfind(" ")
-    if space >= width // 2:  # end at a word boundary unless that throws away half the room
-        cut = cut[:space]
-    return cut.rstrip(" ,;:") + "…"
 
 
 def wrap(text: str, width: int, indent: str = "") -> list[str]:
@@ -239,25 +203,6 @@ def clip_code(line: str, width: int) -> str:
 
 
 # ---------------------------------------------------------------- ids
-def shortest_prefix(mid: str, neighbours: Iterable[str], minimum: int = MIN_ID_CHARS) -> str:
-    """The shortest prefix of `mid` that no neighbour shares (case-insensitive, as id resolution
-    is), at least `minimum` characters: git's abbreviated hashes. The neighbours that matter are
-    the ids just before and after `mid` in sorted order."""
-    u = mid.upper()
-    need = minimum
-    for other in neighbours:
-        o = other.upper()
-        if o == u:
-            continue
-        common = 0
-        for a, b in zip(u, o):
-            if a != b:
-                break
-            common += 1
-        need = max(need, common + 1)
-    return mid[: min(need, len(mid))]
-
-
 def short_ids(ids: Sequence[str], universe: Iterable[str] | None = None, minimum: int = MIN_ID_CHARS) -> dict[str, str]:
     """Shortest unique prefixes for `ids` among `universe` (default: `ids`), at least `minimum` long."""
     pool = sorted({i.upper() for i in (universe if universe is not None else ids)} | {i.upper() for i in ids})
@@ -409,3 +354,40 @@ class Spinner:
                 yield item
         finally:
             self.stop()
+
+
+# ---------------------------------------------------------------- the change log
+def describe(entry: dict[str, Any]) -> str:
+    """What an entry says, in words: the reason, the text, the old text, the origin..."""
+    event = str(entry.get("event", ""))
+    parts = []
+    if entry.get("reason"):
+        parts.append(str(entry["reason"]))
+    if event == "UPDATE" and entry.get("old"):
+        parts.append(f"was: {entry['old']}")
+    if entry.get("text"):
+        parts.append(str(entry["text"]))
+    elif entry.get("old") and event != "UPDATE":
+        parts.append(str(entry["old"]))
+    for key in ("sources", "ids"):
+        if entry.get(key):
+            parts.append(f"{key}: {', '.join(map(str, entry[key]))}")
+    if entry.get("detail"):
+        parts.append(str(entry["detail"]))
+    if entry.get("file"):
+        parts.append(str(entry["file"]))
+    origin = entry.get("origin")
+    if origin:
+        parts.append("from " + (", ".join(origin) if isinstance(origin, list) else str(origin)))
+    return " · ".join(" ".join(p.split()) for p in parts)
+
+
+def log_line(entry: dict[str, Any], width: int | None, short_id: str | None = None) -> str:
+    """One entry on one line: when, event, id, what (clipped to `width` columns if given)."""
+    at = str(entry.get("at") or "")[:16].replace("T", " ")
+    mid = short_id or str(entry.get("id") or "-")
+    head = f"{at:<16}  {str(entry.get('event', '')):<12}  {mid}  "
+    what = describe(entry)
+    if width is None:
+        return head + what
+    return head + clip(what, max(10, width - cell_width(head)))

@@ -14,7 +14,10 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from memcli.core import discovery
 from memcli.core.errors import ConfigError
+from memcli.core.notices import notice
+from memcli.core.trust import DESTINATION_KEYS, is_trusted
 
 __all__ = ["Config", "ConfigError", "Ranking", "load_config"]
 
@@ -58,7 +61,7 @@ class Config:
     # merges and fixup!/squash!/amend! commits are always skipped.
     git_skip: str = r"^(docs|style|chore|ci)(\([^)]*\))?!?:|^memcli: "
     # after a bulk curation commit, make its provisional vectors exact in a detached process
-    # (memcli/agents/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too
+    # (memcli/services/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too
     background: bool = True
     shared: bool = False  # a team store: new directories 0750 and files 0640 instead of 0700 / 0600
     ranking: Ranking = field(default_factory=Ranking)
@@ -151,23 +154,17 @@ def default_user(cfg: Config) -> str:
     """The user `add` stamps: the configured one, else `git config user.email`, else "default"."""
     if cfg.user:
         return cfg.user
-    from memcli.core.discovery import git_user_email
-
-    return git_user_email() or "default"
+    return discovery.git_user_email() or "default"
 
 
 def _drop_untrusted(store: Path, path: Path, data: dict[str, object]) -> None:
     """A store's config may not pick where data goes unless the user trusts the store (see
     memcli.core.trust): those settings are dropped here, with one warning line."""
-    from memcli.core.trust import DESTINATION_KEYS, is_trusted
-
     wanted = [k for k in DESTINATION_KEYS if data.get(k) not in (None, "")]
     if not wanted or is_trusted(store):
         return
     for k in wanted:
         data.pop(k, None)
-    from memcli.storage.safety import notice
-
     notice(f"warning: {path} sets {', '.join(wanted)}: ignored, this store is not trusted "
            f"(if you trust it: memcli trust {store})")
 
@@ -178,9 +175,7 @@ def _xdg(var: str, fallback: str) -> Path:
 
 
 def global_store() -> Path:
-    from memcli.core.discovery import global_store as found
-
-    return found()
+    return discovery.global_store()
 
 
 def cache_dir() -> Path:
@@ -191,23 +186,50 @@ def cache_dir() -> Path:
 
 def find_project_store(start: Path) -> Path | None:
     """The nearest `.memcli/` directory in `start` or its parents, found like `.git`."""
-    from memcli.core.discovery import nearest_store
-
-    return nearest_store(start)
+    return discovery.nearest_store(start)
 
 
 def resolve_store(explicit: str | os.PathLike[str] | None = None) -> Path:
     """--store DIR > $MEMCLI_STORE > nearest .memcli/ > the main worktree's .memcli/ > global
     (see memcli.core.discovery, which also says why)."""
-    from memcli.core.discovery import resolve
-
-    return resolve(explicit).path
+    return discovery.resolve(explicit).path
 
 
 def git_project(cwd: Path | None = None) -> str | None:
     """The default project: the normalised origin remote (github.com/acme/ledger), else the
     repository's common-dir name, so every clone and worktree of a repository is one project.
     Returns None outside a repository or without git."""
-    from memcli.core.discovery import project_identity
+    return discovery.project_identity(cwd)
 
-    return project_identity(cwd)
+
+def where(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> dict[str, object]:
+    """What `memcli where` prints: the store, project and user a command here would use, and why."""
+    res = discovery.resolve(explicit, cwd)
+    here = (cwd or Path.cwd()).absolute()
+    r = discovery.repo(here)
+    exists = (res.path / "facts").is_dir()
+    info: dict[str, object] = {"store": str(res.path.absolute()), "store_exists": exists, "store_why": res.why}
+    if r is None:
+        info.update(project=None, project_why="not in a git repository")
+    else:
+        ident = discovery.project_identity(here)
+        why = (f"origin remote {r.origin}" if r.origin and discovery.normalise_remote(r.origin)
+               else f"repository directory {r.common_dir} (no origin remote)")
+        info.update(project=ident, project_why=why, repository=str(r.toplevel),
+                    main_worktree=str(r.main_worktree))
+    user, user_why = None, ""
+    if os.environ.get("MEMCLI_USER"):
+        user, user_why = os.environ["MEMCLI_USER"], "$MEMCLI_USER"
+    elif exists:
+        try:
+            cfg = load_config(res.path)
+        except ConfigError as e:
+            info["config_error"] = str(e)
+            cfg = None
+        if cfg is not None and cfg.user:
+            user, user_why = cfg.user, f"{res.path / 'config.toml'}"
+    if user is None:
+        email = discovery.git_user_email()
+        user, user_why = (email, "git config user.email") if email else ("default", "nothing configured")
+    info.update(user=user, user_why=user_why)
+    return info

@@ -159,38 +159,3 @@ def resolve(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = N
                           f"the main worktree's {PROJECT_STORE_DIR}/ (this is a git worktree of {r.main_worktree})",
                           False)
     return Resolution(global_store(), "no project store here: the global store", False)
-
-
-def where(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> dict[str, object]:
-    """What `memcli where` prints: the store, project and user a command here would use, and why."""
-    from memcli.core.config import ConfigError, load_config
-
-    res = resolve(explicit, cwd)
-    here = (cwd or Path.cwd()).absolute()
-    r = repo(here)
-    exists = (res.path / "facts").is_dir()
-    info: dict[str, object] = {"store": str(res.path.absolute()), "store_exists": exists, "store_why": res.why}
-    if r is None:
-        info.update(project=None, project_why="not in a git repository")
-    else:
-        ident = project_identity(here)
-        why = (f"origin remote {r.origin}" if r.origin and normalise_remote(r.origin)
-               else f"repository directory {r.common_dir} (no origin remote)")
-        info.update(project=ident, project_why=why, repository=str(r.toplevel),
-                    main_worktree=str(r.main_worktree))
-    user, user_why = None, ""
-    if os.environ.get("MEMCLI_USER"):
-        user, user_why = os.environ["MEMCLI_USER"], "$MEMCLI_USER"
-    elif exists:
-        try:
-            cfg = load_config(res.path)
-        except ConfigError as e:
-            info["config_error"] = str(e)
-            cfg = None
-        if cfg is not None and cfg.user:
-            user, user_why = cfg.user, f"{res.path / 'config.toml'}"
-    if user is None:
-        email = git_user_email()
-        user, user_why = (email, "git config user.email") if email else ("default", "nothing configured")
-    info.update(user=user, user_why=user_why)
-    return info

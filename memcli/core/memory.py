@@ -11,10 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-import os
 import re
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +20,7 @@ import yaml
 
 from memcli.core import yaml_fast
 from memcli.core.facts import MEMORY_TYPES
+from memcli.core.ulid import new_ulid  # memories are named by it (callers import it from here too)
 
 SOURCES = ("llm", "heuristic", "manual", "import")
 # Extractor flags (camelCase in Fact.flags) and their front-matter / JSON keys.
@@ -105,27 +103,6 @@ def parse_when(text: str, *, end: bool = False) -> str:
     if end and len(text.strip()) == 10:
         when = when.replace(hour=23, minute=59, second=59)
     return str(iso(when))
-
-
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_ulid_lock = threading.Lock()
-_last_ulid = [0, 0]
-
-
-def new_ulid(at: float | None = None) -> str:
-    """A ULID: 48-bit ms timestamp + 80 random bits, monotonic within a process.
-
-    Monotonic so that many memories written in the same millisecond still sort in creation order.
-    """
-    ms = int((time.time() if at is None else at) * 1000)
-    with _ulid_lock:
-        if ms == _last_ulid[0] or (at is None and ms < _last_ulid[0]):
-            ms, rand = _last_ulid[0], _last_ulid[1] + 1
-        else:
-            rand = int.from_bytes(os.urandom(10), "big")
-        _last_ulid[:] = [ms, rand]
-    value = (ms << 80) | (rand & ((1 << 80) - 1))
-    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
 
 
 def valid_id(value: str) -> bool:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memcli.core.discovery import global_store
+
 # The settings that decide where data goes and with which credential.
 DESTINATION_KEYS = ("llm_model", "api_base", "api_key")
 
@@ -39,8 +41,6 @@ def is_trusted(store: Path) -> bool:
     """Whether `store`'s own config may set the LLM destination and credentials."""
     if os.environ.get("MEMCLI_TRUST_STORE_CONFIG", "").strip().lower() in ("1", "true", "yes"):
         return True
-    from memcli.core.config import global_store
-
     path = _canonical(store)
     return path == _canonical(global_store()) or path in trusted_stores()
 

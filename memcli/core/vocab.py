@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from enum import Enum
 
+# The version of the JSON shapes memcli prints and exports (README "JSON output"). Bump when a key
+# changes meaning or disappears; adding a key is not a new version.
+JSON_SCHEMA = 1
+
 
 class _StrEnum(str, Enum):
     def __str__(self) -> str:  # "semantic", not "MemoryType.SEMANTIC" (Python 3.10's str/Enum mix)

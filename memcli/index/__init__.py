@@ -18,7 +18,7 @@ disagrees with the catalog.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,9 +29,6 @@ from memcli.index.sync import Sync, SyncReport
 from memcli.index.vectors import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, Vectors
 from memcli.services.embed import Embedder
 from memcli.storage.files import Files
-
-if TYPE_CHECKING:
-    import threading
 
 __all__ = [
     "HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_M", "SCHEMA_VERSION", "SORT_KEYS", "Filters", "Index",
@@ -93,19 +90,10 @@ class Index(Catalog):
         return self._sync.refresh_provisional(on_progress)
 
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
-                         on_batch: Callable[[list[str], int, np.ndarray, np.ndarray], None] | None = None,
-                         on_idle: Callable[[], bool] | None = None, threshold: float | None = None,
-                         searched: threading.Event | None = None,
-                         verdicts: dict[tuple[int, int], bool] | None = None,
-                         ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+                         threshold: float | None = None) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids
-        (-1: none), similarities); `on_batch` sees each batch's rows while the next is searched,
-        `on_idle` is called while waiting for it; `threshold`: only the neighbours that close are
-        wanted, found for less CPU (read from the close-pair table when it can answer, and then
-        `verdicts` gets the texts' verdicts recorded with the pairs); `searched` is set once every
-        row is searched (see `Vectors.neighbour_arrays`)."""
-        return self.vec.neighbour_arrays(k, ef=ef, batch=batch, on_batch=on_batch, on_idle=on_idle,
-                                         threshold=threshold, searched=searched, verdicts=verdicts)
+        (-1: none, or below `threshold`), similarities); see `Vectors.neighbour_arrays`."""
+        return self.vec.neighbour_arrays(k, ef=ef, batch=batch, threshold=threshold)
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
         """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""

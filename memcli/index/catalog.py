@@ -57,14 +57,6 @@ CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size I
 -- rows whose vector is provisional (a bulk curation commit's stand-in: memcli/ops/changes.py
 -- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
 CREATE TABLE IF NOT EXISTS provisional (label INTEGER PRIMARY KEY, hash TEXT NOT NULL);
--- the close pairs of the vector graph, each once (a < b), kept by every write that changes a vector
--- (memcli/index/vectors.py NEAR_FLOOR): merge --auto's groups read them instead of a kNN pass. `apart`:
--- decide.texts_mergeable's verdict on the two texts, negated (NULL: not judged), under meta `pairs_rules`
-CREATE TABLE IF NOT EXISTS close_pairs (a INTEGER NOT NULL, b INTEGER NOT NULL, sim REAL NOT NULL,
-    apart INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS close_pairs_b ON close_pairs(b);
--- the rows whose search for close pairs was cut at NEAR_CROWD neighbours, all close (a crowd of near-copies)
-CREATE TABLE IF NOT EXISTS close_crowded (label INTEGER PRIMARY KEY);
 """
 
 
@@ -168,11 +160,8 @@ class Catalog:
                     # Reads through a memory map: a search touches ~200 scattered rows and a few
                     # posting lists; mapped, that is half the time of one read() per page at 100k.
                     db.execute("PRAGMA mmap_size=1073741824")
-                    # This SQLite is built with secure_delete on: every freed page was zeroed and
-                    # written, so a prune of 7k rows wrote 4x the pages it changed (43 MB of WAL at
-                    # 10k). The catalog is a derived copy of facts/ in the private .index/ (trashed
-                    # memories stay in .trash/, an update keeps the old text in history): zeroing
-                    # its free pages protects next to nothing the store's own files do not hold.
+                    # (built with secure_delete on, SQLite zeroed every freed page: a prune wrote 4x
+                    # the pages it changed, to protect a derived copy of what facts/ holds anyway)
                     db.execute("PRAGMA secure_delete=0")
                     db.executescript(SCHEMA)
                     break
@@ -281,9 +270,9 @@ class Catalog:
         self._count = None
         db.execute("BEGIN IMMEDIATE")
         db.execute("DROP TABLE IF EXISTS fts")  # the FTS5 keyword index of schema 1
-        for table in ("near", "near_crowded"):  # the close pairs' first tables (a development version)
+        for table in ("near", "near_crowded", "close_pairs", "close_crowded"):  # the close-pair table's, retired
             db.execute(f"DROP TABLE IF EXISTS {table}")
-        for table in ("mem", "bad", "meta", "provisional", "close_pairs", "close_crowded"):
+        for table in ("mem", "bad", "meta", "provisional"):
             db.execute(f"DELETE FROM {table}")
         kw.reset()
         db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
@@ -363,81 +352,6 @@ class Catalog:
         q = ("SELECT m.label, m.hash, json_extract(m.record, '$.text') FROM provisional p JOIN mem m"
              " ON m.label = p.label AND m.hash = p.hash ORDER BY m.label")
         return [(int(lab), str(h), str(text or "")) for lab, h, text in self.db.execute(q)]
-
-    # the close-pair table (kept by memcli/index/sync.py, read by `Vectors.neighbour_arrays`)
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """Several reads from one state of the catalog (a commit landing between them would
-        otherwise be half seen: a reindex renumbers every label)."""
-        db = self.db
-        if db.in_transaction:  # (already inside one: the caller's)
-            yield
-            return
-        db.execute("BEGIN")
-        try:
-            yield
-        finally:
-            db.execute("COMMIT")
-
-    def near_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The recorded pairs at >= `threshold` as arrays: label a, label b (a < b), similarity,
-        and the texts' verdict (1 apart, 0 mergeable, -1 not judged)."""
-        rows = self.db.execute("SELECT a, b, sim, coalesce(apart, -1) FROM close_pairs WHERE sim >= ?",
-                               (threshold,)).fetchall()
-        if not rows:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int8)
-        cols = np.array(rows, np.float64)  # (labels are far below 2**53: exact as floats)
-        return (cols[:, 0].astype(np.int64), cols[:, 1].astype(np.int64), cols[:, 2],
-                cols[:, 3].astype(np.int8))
-
-    def near_put(self, pairs: Iterable[tuple[int, int, float, int | None]], crowded: Iterable[int] = ()) -> None:
-        self.db.executemany("INSERT OR REPLACE INTO close_pairs VALUES (?,?,?,?)", pairs)
-        self.db.executemany("INSERT OR IGNORE INTO close_crowded VALUES (?)", ((int(c),) for c in crowded))
-
-    def near_all(self) -> list[tuple[int, int, float]]:
-        """Every recorded pair (a, b, similarity)."""
-        return [(int(a), int(b), float(v)) for a, b, v in self.db.execute("SELECT a, b, sim FROM close_pairs")]
-
-    def near_judged(self, verdicts: Iterable[tuple[int, int, int | None]]) -> None:
-        """Record the texts' verdicts (a, b, apart) of recorded pairs; None: not judged."""
-        self.db.executemany("UPDATE close_pairs SET apart=? WHERE a=? AND b=?", ((v, a, b) for a, b, v in verdicts))
-
-    def near_unjudge(self, labels: Iterable[int] | None = None) -> None:
-        """Forget the texts' verdicts of the pairs of `labels` (their texts changed, their vectors
-        kept), or of every pair (they were given by other rules)."""
-        if labels is None:
-            self.db.execute("UPDATE close_pairs SET apart=NULL WHERE apart IS NOT NULL")
-            return
-        ints = _json_ints(labels)
-        if ints != "[]":
-            self.db.execute("UPDATE close_pairs SET apart=NULL WHERE a IN (SELECT value FROM json_each(?))"
-                            " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
-
-    def near_forget(self, labels: Iterable[int]) -> None:
-        """Forget every pair of `labels` (their rows left, or their vectors changed)."""
-        ints = _json_ints(labels)
-        if ints == "[]":
-            return
-        db = self.db
-        db.execute("DELETE FROM close_crowded WHERE label IN (SELECT value FROM json_each(?))", (ints,))
-        db.execute("DELETE FROM close_pairs WHERE a IN (SELECT value FROM json_each(?))"
-                   " OR b IN (SELECT value FROM json_each(?))", (ints, ints))
-
-    def near_crowded(self) -> bool:
-        """Some memory's search for close pairs was cut short (`vectors.NEAR_CROWD`)."""
-        return self.db.execute("SELECT 1 FROM close_crowded LIMIT 1").fetchone() is not None
-
-    def near_clear(self) -> None:
-        self.db.execute("DELETE FROM close_pairs")
-        self.db.execute("DELETE FROM close_crowded")
-
-    def texts(self, labels: Iterable[int]) -> dict[int, str]:
-        """The texts of `labels`, in one query."""
-        q = "SELECT label, json_extract(record, '$.text') FROM mem WHERE label IN (SELECT value FROM json_each(?))"
-        return {int(lab): str(t or "") for lab, t in self.db.execute(q, (_json_ints(labels),))}
-
-    def near_count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM close_pairs").fetchone()[0])
 
     def bad_files(self) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self.db.execute("SELECT fname, error FROM bad ORDER BY fname")]

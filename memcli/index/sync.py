@@ -24,11 +24,14 @@ import numpy as np
 from memcli.core.errors import MemcliError
 from memcli.core.memory import MalformedMemory, Memory
 from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
-from memcli.index.vectors import NEAR_BUILD_MAX, NEAR_K, NEAR_VERSION, Vectors, ranked
-from memcli.services.background import in_thread
+from memcli.index.vectors import Vectors
 from memcli.services.embed import Embedder, text_hash
+from memcli.services.threads import in_thread
 from memcli.storage import safety
 from memcli.storage.files import Files, json_text
+
+REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long (less padding,
+# a smaller peak RSS than 64; docs/performance.md)
 
 
 @dataclass
@@ -43,44 +46,6 @@ class SyncReport:
     @property
     def touched(self) -> bool:
         return bool(self.added or self.changed or self.removed or self.rebuilt or self.new_bad)
-
-
-
-
-REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long, and onnxruntime
-# keeps its largest batch's buffers. 400 merged texts of the 10k bench store, one thread: batch 64
-# peaked at 563 MB RSS for 8.2 s CPU, 16 at 369 MB for 6.3 s (less padding), 8 at 307 MB for 6.1 s.
-
-
-FORGET_AFTER = 1000  # pairs judged at once from which the texts read for them are let go (`decide.forget_parsed`)
-
-
-def _judged(catalog: Catalog, pairs: list[tuple[int, int, float]]) -> dict[int, int]:
-    """The texts' verdicts (1 apart, 0 mergeable: `decide.texts_mergeable`) of the pairs ((a, b,
-    similarity)) among each memory's NEAR_K nearest, by position in `pairs`; in a crowd the others
-    are left unjudged (merge --auto reads 8 a memory, and judges any it meets unjudged itself)."""
-    from memcli.rules.relate import forget_parsed, texts_mergeable
-
-    judge = _nearest(pairs, NEAR_K)
-    texts = catalog.texts({x for i in judge for x in pairs[i][:2]})
-    verdicts = {i: int(not texts_mergeable(texts[pairs[i][0]], texts[pairs[i][1]]))
-                for i in judge if pairs[i][0] in texts and pairs[i][1] in texts}
-    if len(judge) >= FORGET_AFTER:
-        forget_parsed()
-    return verdicts
-
-
-def _nearest(pairs: list[tuple[int, int, float]], k: int) -> list[int]:
-    """The positions in `pairs` ((a, b, similarity)) of the pairs among the `k` most similar of
-    either of their ends."""
-    if not pairs:
-        return []
-    n = len(pairs)
-    a, b, sim = (np.fromiter((p[c] for p in pairs), dtype, n) for c, dtype in ((0, np.int64), (1, np.int64),
-                                                                              (2, np.float64)))
-    ends, which, sims = np.concatenate([a, b]), np.tile(np.arange(n), 2), np.concatenate([sim, sim])
-    order, rank = ranked(ends, sims, np.arange(2 * n))
-    return sorted(set(which[order][rank < k].tolist()))
 
 
 class Sync:
@@ -175,10 +140,11 @@ class Sync:
 
         `signatures` (file name -> (mtime_ns, size)) are the written files' as the commit staged
         them (else each is stat'ed); `vectors` (text hash -> vector) the embeddings the commit
-        already has. `provisional` (file name -> a source's file name) names the new memories whose
-        vector is provisional: the source's stands in (see `_apply`). `before_commit` is called
-        once before the transaction commits (and before a full sync reads `facts/`): a commit whose
-        renames are still running waits for them there."""
+        computed before it took the lock. `provisional` (file name -> a source's file name) names
+        the new memories whose vector is provisional: the source's stands in (`_stand_ins`).
+        `before_commit` is called once before the transaction
+        commits (and before a full sync reads `facts/`): a commit whose renames are still running
+        waits for them there."""
         with self.store.lock():
             if self._rebuild_reason(bool(self.catalog.count())):
                 if before_commit is not None:
@@ -260,199 +226,42 @@ class Sync:
         provisional: Mapping[str, str] | None = None,
         before_commit: Callable[[], object] | None = None,
     ) -> None:
-        db = self.catalog.db
-        # the rows of the files involved only: a commit at 100k touches a few thousand of them
-        wanted = [*todo, *gone]
-        if len(wanted) * 4 < self.catalog.count():
-            q = "SELECT fname, label, hash FROM mem WHERE fname IN (SELECT value FROM json_each(?))"
-            rows = db.execute(q, (json.dumps(wanted),))
-        else:
-            rows = db.execute("SELECT fname, label, hash FROM mem")
-        existing = {fname: (label, h) for fname, label, h in rows}
-        old_bad = {r[0]: r[1] for r in db.execute("SELECT fname, error FROM bad")}
-        parsed: list[tuple[str, Memory]] = []
-        bad: list[tuple[str, str]] = []
-        for fname in sorted(todo):
-            if fname in fresh:
-                parsed.append((fname, fresh[fname]))
-                continue
-            path = self.store.facts_dir / fname
-            try:
-                memory = Memory.parse(safety.read_regular(path), file_id=fname[:-3])
-            except safety.NotRegular as e:
-                bad.append((fname, f"{e.strerror}, not a regular file: skipped"))
-                continue
-            except MalformedMemory as e:
-                bad.append((fname, str(e)))
-                continue
-            except OSError as e:
-                bad.append((fname, f"unreadable ({e.strerror})"))
-                continue
-            parsed.append((fname, memory))
-        # A new file whose text is that of a file removed in the same batch (a merge keeps the
-        # newest wording; a restore brings back a text) takes over that row and its vector: no
-        # embedding, no hnswlib insertion, which is most of a curation commit's index cost.
-        reused: set[int] = set()
-        if gone:
-            free: dict[str, list[int]] = {}
-            for fname in gone:
-                row = existing.get(fname)
-                if row:
-                    free.setdefault(row[1], []).append(row[0])
-            for fname, m in parsed:
-                labels = free.get(text_hash(m.text)) if fname not in existing else None
-                if labels:
-                    label = labels.pop()
-                    existing[fname] = (label, text_hash(m.text))
-                    reused.add(label)
-        # the vectors the caller has (a commit embedded its new texts before taking the lock)
+        """Index the files `todo` (re-read unless in `fresh`) and drop the files `gone`, in one
+        catalog transaction that also records the new vector file."""
+        existing = self._rows_of([*todo, *gone])
+        parsed, bad = self._read(todo, fresh)
+        reused = _take_over(existing, gone, parsed)
         known = embedded or {}
-        # A new memory given a provisional vector (`provisional`: its file -> the source whose
-        # vector stands in, see memcli/ops/changes.py PROVISIONAL_MIN) takes over the source's row the
-        # same way when the source leaves in this batch (a merge): the row is rewritten for the
-        # new memory, its vector and graph node are kept. Otherwise (a distillation: the sources
-        # stay) it is inserted with a copy of the source's vector. Either is recorded in the
-        # `provisional` table, for `refresh_provisional` to make exact.
-        taken: set[str] = set()
-        borrowed: dict[str, np.ndarray] = {}
-        if provisional:
-            lend: dict[str, str] = {}
-            leaving = set(gone)
-            for fname, m in parsed:
-                src = provisional.get(fname)
-                if src is None or fname in existing or text_hash(m.text) in known:
-                    continue
-                row = existing.get(src)
-                if src in leaving and row and row[0] not in reused:
-                    existing[fname] = row
-                    reused.add(row[0])
-                    taken.add(fname)
-                else:
-                    lend[fname] = src
-            if lend:
-                q = "SELECT fname, vec FROM mem WHERE vec IS NOT NULL AND fname IN (SELECT value FROM json_each(?))"
-                have = dict(db.execute(q, (json.dumps(sorted(set(lend.values()))),)))
-                borrowed = {f: np.frombuffer(have[src], dtype=np.float32) for f, src in lend.items() if src in have}
-        need = [m.text for f, m in parsed if (f not in existing or existing[f][1] != text_hash(m.text))
-                and f not in taken and f not in borrowed]
-        vectors = {h: known[h] for h in map(text_hash, need) if h in known}
-        need = [t for t in need if text_hash(t) not in vectors]
-        if need:
-            total = len(need)
-            done = [0]
-
-            def tick(n: int) -> None:
-                done[0] += n
-                if on_progress:
-                    on_progress(done[0], total)
-
-            before = self.embedder.computed  # cumulative per embedder: report this sync's share
-            vecs = self.embedder.embed(need, on_progress=tick)
-            vectors.update((text_hash(t), v) for t, v in zip(need, vecs))
-            report.embedded = self.embedder.computed - before
+        taken, borrowed = self._stand_ins(parsed, existing, gone, reused, known, provisional or {})
+        vectors = self._embed([p for p in parsed if p[0] not in taken and p[0] not in borrowed], existing, known,
+                              report, on_progress)
         hnsw = self.vec.load(create=True)
         hnsw_saved = self.vec.from_file  # loaded as is from its file, not built here
-        kw = self.catalog.kw
-        kw_removed: list[int] = []
-        kw_docs: dict[int, str] = {}
+        db = self.catalog.db
+        kw = self.catalog.kw  # (opened before the transaction: a first open creates its tables)
+        old_bad = {r[0]: r[1] for r in db.execute("SELECT fname, error FROM bad")}
         self.catalog.forget_count()
         db.execute("BEGIN IMMEDIATE")
         adding: Future[Any] | None = None
         try:
-            empty = db.execute("SELECT 1 FROM mem LIMIT 1").fetchone() is None
-            # In bulk: one statement per kind of row change, not one per file (a prune removes
-            # thousands; a curation commit writes thousands).
-            dead: list[int] = []
-            for fname in gone:
-                row = existing.get(fname)
-                if row and row[0] in reused:
-                    report.removed += 1
-                    row = None
-                if row:
-                    dead.append(row[0])
-                    with contextlib.suppress(RuntimeError):
-                        hnsw.mark_deleted(row[0])
-                    report.removed += 1
-            if dead:  # one statement (a prune removes thousands)
-                db.execute("DELETE FROM mem WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(dead),))
-            kw_removed += dead
+            removed = self._remove(gone, existing, reused, hnsw, report)
             cleared = [(f,) for f in (*gone, *(f for f, _ in parsed)) if f in old_bad]
-            if cleared:
-                db.executemany("DELETE FROM bad WHERE fname=?", cleared)
-            for fname, error in bad:
-                mtime, size = disk[fname]
-                row = existing.get(fname)
-                if row:  # a good file turned bad: it leaves the index until it is fixed
-                    db.execute("DELETE FROM mem WHERE label=?", (row[0],))
-                    kw_removed.append(row[0])
-                    with contextlib.suppress(RuntimeError):
-                        hnsw.mark_deleted(row[0])
-                    report.removed += 1
-                db.execute("INSERT OR REPLACE INTO bad VALUES (?,?,?,?)", (fname, mtime, size, error))
-                if old_bad.get(fname) != error or row:
-                    report.new_bad.append((fname, error))
-            # A new row gets the label AUTOINCREMENT would give it (inserted one by one, in this
-            # order), known before the rows are written: the graph takes the vectors meanwhile.
-            next_label = self.catalog.next_label()
-            new_labels: list[int] = []
-            new_vecs: list[np.ndarray] = []
-            inserts: list[tuple[Any, ...]] = []
-            updates: list[tuple[Any, ...]] = []
-            vec_updates: list[tuple[bytes, int]] = []
-            stand_ins: list[tuple[int, str]] = []  # (label, text hash) given a provisional vector
-            for fname, m in parsed:
-                h = text_hash(m.text)
-                mtime, size = disk[fname]
-                cols = (
-                    m.id, fname, mtime, size, h, norm_hash(m.text), m.type, m.user, m.project,
-                    m.created, m.updated, m.confidence, tags_col(m.tags),
-                    json_text(m.to_dict()),
-                )
-                if fname in existing:
-                    label, old_hash = existing[fname]
-                    updates.append((*cols, label))
-                    report.changed += 1
-                    if old_hash == h or fname in taken:
-                        kw_docs[label] = fts_body(m)
-                        if fname in taken:
-                            stand_ins.append((label, h))
-                        continue
-                    vec = vectors[h]
-                    vec_updates.append((vec.astype(np.float32).tobytes(), label))
-                else:
-                    vec = borrowed.get(fname)
-                    if vec is None:
-                        vec = vectors[h]
-                    label, next_label = next_label, next_label + 1
-                    if fname in borrowed:
-                        stand_ins.append((label, h))
-                    inserts.append((label, *cols, vec.astype(np.float32).tobytes()))
-                    report.added += 1
-                kw_docs[label] = fts_body(m)
-                new_labels.append(label)
-                new_vecs.append(vec)
-            stacked = np.stack(new_vecs).astype(np.float32, copy=False) if new_vecs else np.zeros((0, 0), np.float32)
-            compact = bool(new_labels) and self.vec.compacts(hnsw, self.catalog.vector_count() + len(inserts))
-            if new_labels and not compact:
-                # hnswlib releases the GIL while it inserts: the rows and the keyword postings are
-                # written meanwhile, and the graph is joined before it is saved (same transaction)
-                adding = in_thread("memcli-graph", self.vec.insert, hnsw, stacked, new_labels)
-            db.executemany(
-                "INSERT INTO mem (label, id, fname, mtime_ns, size, hash, norm, type, user, project,"
-                " created, updated, confidence, tags, record, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                inserts)
-            db.executemany(
-                "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
-                " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?", updates)
-            db.executemany("UPDATE mem SET vec=? WHERE label=?", vec_updates)
-            self._note_provisional(stand_ins, [*kw_removed, *(lab for _, lab in vec_updates)])
-            kw.update(kw_removed, kw_docs)
+            db.executemany("DELETE FROM bad WHERE fname=?", cleared)
+            removed += self._record_bad(bad, disk, existing, old_bad, hnsw, report)
+            labels, vecs, kw_docs, stand_ins = self._write_rows(parsed, disk, existing, vectors, taken, borrowed,
+                                                                report)
+            self._note_provisional(stand_ins, [*removed, *labels])
+            compact = bool(labels) and self.vec.compacts(hnsw, self.catalog.vector_count())
+            if labels and not compact:
+                # hnswlib releases the GIL while it inserts: the keyword postings are written
+                # meanwhile, and the graph is joined before it is saved (same transaction)
+                adding = in_thread("memcli-graph", self.vec.insert, hnsw, vecs, labels)
+            kw.update(removed, kw_docs)
             if adding is not None:
                 adding.result()
             elif compact:  # too many tombstones: rebuilt from the catalog, which holds the new rows
                 hnsw = self.vec.rebuild()
-            self._keep_near(hnsw, empty, new_labels, stacked, kw_removed, [existing[f][0] for f in taken])
-            if new_labels or report.removed or not hnsw_saved:  # else the vector file is still right
+            if labels or report.removed or not hnsw_saved:  # else the vector file is still right
                 self.vec.save(hnsw)
             self.catalog.set_meta(schema=SCHEMA_VERSION, model=self.store.config.embed_model, dim=self.embedder.dim)
             if before_commit is not None:
@@ -467,54 +276,191 @@ class Sync:
             raise
         self.vec.cleanup()
 
-    def _keep_near(self, hnsw: Any, empty: bool, labels: list[int], vecs: np.ndarray, gone: list[int],
-                   retexted: Iterable[int] = ()) -> None:
-        """Keep the close-pair table (`vectors.NEAR_FLOOR`) in step, in the caller's transaction,
-        once the graph holds the new vectors: the pairs of the rows that left (`gone`) or whose
-        vector changed (`labels`, `vecs`) forgotten, those of the new vectors found, each with the
-        texts' verdict (`decide.texts_mergeable`: `merge --auto`'s veto, recorded so that it need
-        not parse the texts again); the verdicts of the pairs of rows whose text changed under a
-        kept vector (`retexted`: a merge's provisional takeover) forgotten, left to whoever reads
-        them (the refresh that gives those rows their exact vectors finds and judges their pairs
-        again; judging them here cost a bulk merge ~0.2 s under the lock). Rows whose search was
-        cut in a crowd of near-copies are marked (`vectors.NEAR_CROWD`): while there is one, the
-        table is not complete and not read. A catalog that started empty gets a complete table; one indexed
-        before the table existed (or by an older memcli since) gets it built whole here while it
-        is small (`NEAR_BUILD_MAX`), else it goes on without one (the kNN pass) until `memcli
-        reindex`."""
-        from memcli.rules.relate import rules_version
-
-        catalog = self.catalog
-        search, stacked = np.asarray(labels, np.int64), vecs
-        rules = rules_version()
-        rejudge = False
-        if not empty and self.vec.near_ready():
-            catalog.near_forget([*gone, *labels])
-            # of a text no longer the row's: judged when read; given by other rules (an upgrade):
-            # judged again here while the store is small, else when read
-            other_rules = catalog.meta("pairs_rules") != rules
-            rejudge = other_rules and bool(rules) and catalog.count() <= NEAR_BUILD_MAX
-            catalog.near_unjudge(None if other_rules else retexted)
-        elif empty or (catalog.meta("near") != "off" and catalog.count() <= NEAR_BUILD_MAX):
-            catalog.near_clear()
-            if not empty:
-                every, stacked = catalog.vector_rows()
-                search = np.asarray(every, np.int64)
+    def _rows_of(self, wanted: list[str]) -> dict[str, tuple[int, str]]:
+        """(label, text hash) by file name of the catalog rows among `wanted`: a commit at 100k
+        touches a few thousand of them, so those are asked for by name unless that is most rows."""
+        db = self.catalog.db
+        if len(wanted) * 4 < self.catalog.count():
+            q = "SELECT fname, label, hash FROM mem WHERE fname IN (SELECT value FROM json_each(?))"
+            rows = db.execute(q, (json.dumps(wanted),))
         else:
-            return
-        try:
-            pairs, crowded = self.vec.close_pairs(hnsw, search.tolist(), stacked) if len(search) else ([], [])
-        except RuntimeError:  # the graph could not answer: no table (the kNN pass) until a reindex
-            catalog.near_clear()
-            catalog.set_meta(near="off")
-            return
-        verdicts = _judged(catalog, pairs) if rules and not rejudge else {}
-        catalog.near_put([(a, b, s, verdicts.get(i)) for i, (a, b, s) in enumerate(pairs)], crowded)
-        if rejudge:  # every pair, the new ones with them
-            every = catalog.near_all()
-            verdicts = _judged(catalog, every)
-            catalog.near_judged([(a, b, verdicts.get(i)) for i, (a, b, _) in enumerate(every)])
-        catalog.set_meta(near=NEAR_VERSION, near_gen=catalog.meta("hnsw_gen") or "0", pairs_rules=rules)
+            rows = db.execute("SELECT fname, label, hash FROM mem")
+        return {fname: (label, h) for fname, label, h in rows}
+
+    def _read(self, todo: list[str], fresh: dict[str, Memory],
+              ) -> tuple[list[tuple[str, Memory]], list[tuple[str, str]]]:
+        """The memories of `todo` (from `fresh`, else parsed from their files), by file name
+        order, and the files that could not be read, with why."""
+        parsed: list[tuple[str, Memory]] = []
+        bad: list[tuple[str, str]] = []
+        for fname in sorted(todo):
+            if fname in fresh:
+                parsed.append((fname, fresh[fname]))
+                continue
+            try:
+                memory = Memory.parse(safety.read_regular(self.store.facts_dir / fname), file_id=fname[:-3])
+            except safety.NotRegular as e:
+                bad.append((fname, f"{e.strerror}, not a regular file: skipped"))
+            except MalformedMemory as e:
+                bad.append((fname, str(e)))
+            except OSError as e:
+                bad.append((fname, f"unreadable ({e.strerror})"))
+            else:
+                parsed.append((fname, memory))
+        return parsed, bad
+
+    def _embed(self, parsed: list[tuple[str, Memory]], existing: dict[str, tuple[int, str]],
+               known: Mapping[str, np.ndarray], report: SyncReport,
+               on_progress: Callable[[int, int], None] | None) -> dict[str, np.ndarray]:
+        """The vectors (by text hash) of the parsed texts the catalog does not have yet: those the
+        caller has (`known`), the rest embedded (the model's cache first)."""
+        need = [m.text for f, m in parsed if f not in existing or existing[f][1] != text_hash(m.text)]
+        vectors = {h: known[h] for h in map(text_hash, need) if h in known}
+        need = [t for t in need if text_hash(t) not in vectors]
+        if need:
+            total, done = len(need), [0]
+
+            def tick(n: int) -> None:
+                done[0] += n
+                if on_progress:
+                    on_progress(done[0], total)
+
+            before = self.embedder.computed  # cumulative per embedder: report this sync's share
+            vectors.update((text_hash(t), v) for t, v in zip(need, self.embedder.embed(need, on_progress=tick)))
+            report.embedded = self.embedder.computed - before
+        return vectors
+
+    def _remove(self, gone: list[str], existing: dict[str, tuple[int, str]], reused: set[int], hnsw: Any,
+                report: SyncReport) -> list[int]:
+        """Delete the rows of the files `gone` (one statement: a prune removes thousands) and
+        their graph nodes, but for the rows a new file took over (`reused`); their labels."""
+        dead: list[int] = []
+        for fname in gone:
+            row = existing.get(fname)
+            if not row:
+                continue
+            report.removed += 1
+            if row[0] not in reused:
+                dead.append(row[0])
+                with contextlib.suppress(RuntimeError):
+                    hnsw.mark_deleted(row[0])
+        if dead:
+            self.catalog.db.execute("DELETE FROM mem WHERE label IN (SELECT value FROM json_each(?))",
+                                    (_json_ints(dead),))
+        return dead
+
+    def _record_bad(self, bad: list[tuple[str, str]], disk: dict[str, tuple[int, int]],
+                    existing: dict[str, tuple[int, str]], old_bad: dict[str, str], hnsw: Any,
+                    report: SyncReport) -> list[int]:
+        """Record the unreadable files; a good file turned bad leaves the index until it is fixed
+        (its label is returned). A file newly bad, or bad in a new way, is reported."""
+        db = self.catalog.db
+        dropped: list[int] = []
+        for fname, error in bad:
+            mtime, size = disk[fname]
+            row = existing.get(fname)
+            if row:
+                db.execute("DELETE FROM mem WHERE label=?", (row[0],))
+                dropped.append(row[0])
+                with contextlib.suppress(RuntimeError):
+                    hnsw.mark_deleted(row[0])
+                report.removed += 1
+            db.execute("INSERT OR REPLACE INTO bad VALUES (?,?,?,?)", (fname, mtime, size, error))
+            if old_bad.get(fname) != error or row:
+                report.new_bad.append((fname, error))
+        return dropped
+
+    def _write_rows(self, parsed: list[tuple[str, Memory]], disk: dict[str, tuple[int, int]],
+                    existing: dict[str, tuple[int, str]], vectors: dict[str, np.ndarray], taken: set[str],
+                    borrowed: dict[str, np.ndarray], report: SyncReport,
+                    ) -> tuple[list[int], np.ndarray, dict[int, str], list[tuple[int, str]]]:
+        """Insert or update the rows of `parsed` in bulk (one statement per kind of change).
+        Returns the labels whose vector is new or changed with those vectors (for the graph),
+        every written row's keyword document by label, and the (label, text hash) of the rows
+        given a provisional vector (`taken` over with theirs, or `borrowed`)."""
+        next_label = self.catalog.next_label()  # AUTOINCREMENT's, known before the rows are written
+        labels: list[int] = []
+        vecs: list[np.ndarray] = []
+        inserts: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
+        vec_updates: list[tuple[bytes, int]] = []
+        kw_docs: dict[int, str] = {}
+        stand_ins: list[tuple[int, str]] = []
+        for fname, m in parsed:
+            h = text_hash(m.text)
+            mtime, size = disk[fname]
+            cols = (m.id, fname, mtime, size, h, norm_hash(m.text), m.type, m.user, m.project,
+                    m.created, m.updated, m.confidence, tags_col(m.tags), json_text(m.to_dict()))
+            if fname in existing:
+                label, old_hash = existing[fname]
+                updates.append((*cols, label))
+                report.changed += 1
+                kw_docs[label] = fts_body(m)
+                if fname in taken:
+                    stand_ins.append((label, h))
+                if old_hash == h or fname in taken:
+                    continue
+                vec = vectors[h]
+                vec_updates.append((vec.astype(np.float32).tobytes(), label))
+            else:
+                vec = borrowed[fname] if fname in borrowed else vectors[h]
+                label, next_label = next_label, next_label + 1
+                if fname in borrowed:
+                    stand_ins.append((label, h))
+                inserts.append((label, *cols, vec.astype(np.float32).tobytes()))
+                report.added += 1
+                kw_docs[label] = fts_body(m)
+            labels.append(label)
+            vecs.append(vec)
+        db = self.catalog.db
+        db.executemany(
+            "INSERT INTO mem (label, id, fname, mtime_ns, size, hash, norm, type, user, project,"
+            " created, updated, confidence, tags, record, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            inserts)
+        db.executemany(
+            "UPDATE mem SET id=?, fname=?, mtime_ns=?, size=?, hash=?, norm=?, type=?, user=?,"
+            " project=?, created=?, updated=?, confidence=?, tags=?, record=? WHERE label=?", updates)
+        db.executemany("UPDATE mem SET vec=? WHERE label=?", vec_updates)
+        stacked = np.stack(vecs).astype(np.float32, copy=False) if vecs else np.zeros((0, 0), np.float32)
+        return labels, stacked, kw_docs, stand_ins
+
+    def _stand_ins(self, parsed: list[tuple[str, Memory]], existing: dict[str, tuple[int, str]], gone: list[str],
+                   reused: set[int], known: Mapping[str, np.ndarray], provisional: Mapping[str, str],
+                   ) -> tuple[set[str], dict[str, np.ndarray]]:
+        """The new memories given a provisional vector (`provisional`: file -> the source whose
+        vector stands in, see memcli/ops/changes.py PROVISIONAL_MIN): those that take over the
+        source's row, vector and graph node, when the source leaves in this batch (a merge; the
+        takeover recorded in `existing`), and the others' copies of the source's vector (a
+        distillation: the sources stay). `refresh_provisional` makes them exact later."""
+        taken: set[str] = set()
+        lend: dict[str, str] = {}
+        leaving = set(gone)
+        for fname, m in parsed if provisional else ():
+            src = provisional.get(fname)
+            if src is None or fname in existing or text_hash(m.text) in known:
+                continue
+            row = existing.get(src)
+            if src in leaving and row and row[0] not in reused:
+                existing[fname] = row
+                reused.add(row[0])
+                taken.add(fname)
+            else:
+                lend[fname] = src
+        if not lend:
+            return taken, {}
+        q = "SELECT fname, vec FROM mem WHERE vec IS NOT NULL AND fname IN (SELECT value FROM json_each(?))"
+        have = dict(self.catalog.db.execute(q, (json.dumps(sorted(set(lend.values()))),)))
+        return taken, {f: np.frombuffer(have[src], dtype=np.float32) for f, src in lend.items() if src in have}
+
+    def _note_provisional(self, stand_ins: list[tuple[int, str]], exact: list[int]) -> None:
+        """Record the rows given a provisional vector, and forget the entries of rows that left
+        or were given an exact vector (an entry whose row has another text means nothing anyway:
+        this only keeps the table small)."""
+        db = self.catalog.db
+        if exact and db.execute("SELECT 1 FROM provisional LIMIT 1").fetchone():
+            db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(exact),))
+        if stand_ins:
+            db.executemany("INSERT OR REPLACE INTO provisional VALUES (?,?)", stand_ins)
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,
                             batch: int = 256) -> int:
@@ -522,10 +468,10 @@ class Sync:
         exact. The texts are embedded first, with no lock held, `batch` at a time (the model's
         memory stays bounded whatever the count); then, under the writer lock, in one transaction,
         only the rows that still have the text that was embedded are updated (a commit that
-        rewrote or removed one meanwhile wins: its row is left as it is), the graph takes the new
-        vectors under their labels and is saved as a new generation, and the entries are cleared
-        (stale ones too). A refresh killed before its transaction changes nothing; the vectors it
-        computed are in the embedding cache, so the next one is quick."""
+        rewrote or removed one meanwhile wins), the graph takes the new vectors under their labels
+        and is saved as a new generation, and the entries are cleared (stale ones too). A refresh
+        killed before its transaction changes nothing; the vectors it computed are in the
+        embedding cache, so the next one is quick."""
         self.sync()
         rows = self.catalog.provisional_texts()
         computed: dict[int, tuple[str, np.ndarray]] = {}
@@ -536,6 +482,7 @@ class Sync:
             if on_progress:
                 on_progress(len(computed), len(rows))
         db = self.catalog.db
+        labels: list[int] = []
         with self.catalog.writer_lock():
             hnsw = self.vec.load(create=True)
             db.execute("BEGIN IMMEDIATE")
@@ -550,7 +497,6 @@ class Sync:
                     db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))",
                                (_json_ints(labels),))
                     self.vec.insert(hnsw, vecs, labels)
-                    self._keep_near(hnsw, False, labels, vecs, [])
                     self.vec.save(hnsw)
                 db.execute("DELETE FROM provisional WHERE NOT EXISTS (SELECT 1 FROM mem m"
                            " WHERE m.label = provisional.label AND m.hash = provisional.hash)")
@@ -562,13 +508,22 @@ class Sync:
         self.vec.cleanup()
         return len(labels)
 
-    def _note_provisional(self, stand_ins: list[tuple[int, str]], exact: list[int]) -> None:
-        """Record the rows given a provisional vector, and forget the entries of rows that left
-        or were given an exact vector (an entry whose row has another text means nothing anyway:
-        this only keeps the table small)."""
-        db = self.catalog.db
-        if exact and db.execute("SELECT 1 FROM provisional LIMIT 1").fetchone():
-            db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(exact),))
-        if stand_ins:
-            db.executemany("INSERT OR REPLACE INTO provisional VALUES (?,?)", stand_ins)
 
+def _take_over(existing: dict[str, tuple[int, str]], gone: list[str], parsed: list[tuple[str, Memory]]) -> set[int]:
+    """A new file whose text is that of a file removed in the same batch (a merge keeps the newest
+    wording; a restore brings back a text) takes over that row and its vector: no embedding, no
+    graph insertion, most of a curation commit's index cost. Records the takeovers in `existing`;
+    returns the labels taken over."""
+    free: dict[str, list[int]] = {}
+    for fname in gone:
+        row = existing.get(fname)
+        if row:
+            free.setdefault(row[1], []).append(row[0])
+    reused: set[int] = set()
+    for fname, m in parsed if free else ():
+        labels = free.get(text_hash(m.text)) if fname not in existing else None
+        if labels:
+            label = labels.pop()
+            existing[fname] = (label, text_hash(m.text))
+            reused.add(label)
+    return reused

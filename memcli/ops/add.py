@@ -16,7 +16,6 @@ all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry`
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,15 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memcli.cli.render import snake
 from memcli.core.config import default_user, git_project
 from memcli.core.decision import Decision, Event
 from memcli.core.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.core.memory import Memory, new_ulid, now_iso
+from memcli.core.text import snake
 from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
-from memcli.ops.handle import Store, atomic_write
+from memcli.ops.handle import Store
 from memcli.services.extract import heuristic_extract, infer_tags
+from memcli.storage.inbox import park
 
 if TYPE_CHECKING:  # types only: search and list never import the LLM client (litellm)
     from memcli.index import Index
@@ -368,13 +368,11 @@ def _without_injected(extraction: Extraction, text: str) -> Extraction:
 
 
 def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) -> Path:
-    """Park an input the LLM could not process; `text` is already redacted (unless opted out)."""
+    """Park an input the LLM could not process; `text` is already redacted (unless opted out).
+    `memcli inbox retry` (memcli.agents.spool, the one inbox processor) replays it."""
     error = _scrub(error)  # an api_base may carry a password, a server may echo the input
     store.ensure()
-    store.inbox_dir.mkdir(exist_ok=True)
-    path = store.inbox_dir / f"{new_ulid()}.json"
-    record = {"at": now_iso(), "error": error, "attempts": 1, "options": options, "text": text}
-    atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"))
+    path = park(store.path, text, options, error=error)
     store.log("INBOX", file=path.name, error=error)
     return path
 
@@ -651,141 +649,3 @@ def _new_memory(fact: Fact, src: str, origins: list[str], user: str, project: st
     if created:
         m.created = m.updated = created
     return m
-
-
-# ---------------------------------------------------------------- batch
-_BATCH_KEYS = {"text", "origins", "created", "tags", "type"}
-
-
-def add_batch(store: Store, lines: Any, **options: Any) -> Any:
-    """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each one run
-    through extraction and decisions in order, in this one process (one model load).
-
-    Yields `(line_number, AddResult)` for each input, or `(line_number, message)` for a line that
-    cannot be used (bad JSON, no text, a bad field): one bad line never stops the others. Blank
-    lines are skipped. `options` are `add`'s (tags and origins given here join each line's own).
-    Lines are decided exactly as one `add` each after the other, but written a chunk at a time
-    (memcli/ops/batch.py): a result is yielded once its chunk is written.
-    """
-    from memcli.ops.batch import add_chunks, preview_chunks
-
-    if options.get("dry_run") and store.exists():  # planned as a real run would, never committed
-        yield from preview_chunks(store, batch_items(lines, options))
-        return
-    if options.get("dry_run"):  # a store still to be created: nothing to decide against but the input
-        for n, item in batch_items(lines, options):
-            if isinstance(item, str):
-                yield n, item
-                continue
-            try:
-                yield n, add(store, **item)
-            except (ValueError, InvalidInput, IngestError) as e:
-                yield n, f"line {n}: {e}"
-        return
-    yield from add_chunks(store, batch_items(lines, options))
-
-
-def batch_items(lines: Any, options: dict[str, Any]) -> Any:
-    """`(line_number, add keyword arguments)` per usable line of an `add --batch` input, or
-    `(line_number, message)` for a line that cannot be used."""
-    from memcli.core.memory import iso
-
-    options = dict(options)
-    base_tags = list(options.pop("tags", ()) or ())
-    base_origins = list(options.pop("origins", ()) or ())
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as e:
-            yield n, f"line {n}: not JSON ({e.msg})"
-            continue
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
-            yield n, f"line {n}: needs a non-empty \"text\""
-            continue
-        try:
-            tags = item.get("tags") or []
-            origins = item.get("origins") or []
-            if isinstance(tags, str):
-                tags = [tags]
-            if isinstance(origins, str):
-                origins = [origins]
-            if not all(isinstance(x, str) for x in [*tags, *origins]):
-                raise InvalidInput("tags and origins must be strings")
-            created = iso(item["created"]) if item.get("created") else None
-        except (ValueError, InvalidInput) as e:
-            yield n, f"line {n}: {e}"
-            continue
-        kw = {**options, "text": item["text"], "created": created, "tags": [*base_tags, *tags],
-              "origins": [*base_origins, *origins]}
-        if item.get("type"):
-            kw["type"] = item["type"]
-        yield n, kw
-
-
-# ---------------------------------------------------------------- inbox
-def inbox_items(store: Store) -> list[tuple[Path, dict[str, Any]]]:
-    """Parked inputs, oldest first (file names are ULIDs)."""
-    if not store.inbox_dir.is_dir():
-        return []
-    out = []
-    for p in sorted(store.inbox_dir.glob("*.json")):
-        try:
-            item = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(item, dict) and isinstance(item.get("text"), str):
-            out.append((p, item))
-    return out
-
-
-_ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source")
-
-
-def retry_inbox(store: Store, *, model: str | None = None) -> list[tuple[str, AddResult | str]]:
-    """Replay parked inputs through the LLM pipeline; each one that succeeds leaves the inbox.
-
-    The model is `model` if given, else the store's configured one, else the one the input was
-    parked with. An input that fails again stays, with its error and attempt count updated.
-    """
-    from memcli.storage.locks import item_lock
-
-    results: list[tuple[str, AddResult | str]] = []
-    for path, _ in inbox_items(store):
-        # the lock `memcli inbox process` (the hooks' worker) takes: one process per item
-        with item_lock(path) as fd:
-            if fd is None:
-                results.append((path.name, "skipped: another worker is processing it"))
-                continue
-            try:
-                item = json.loads(path.read_text(encoding="utf-8"))  # as it is now, under the lock
-            except (OSError, ValueError):
-                continue
-            if isinstance(item, dict) and isinstance(item.get("text"), str):
-                results.append(_retry_one(store, path, item, model))
-    return results
-
-
-def _retry_one(store: Store, path: Path, item: dict[str, Any], model: str | None) -> tuple[str, AddResult | str]:
-    """One parked input through the LLM pipeline, under its item lock: (file name, result or error)."""
-    configured = store.config.llm_model
-    opts = {k: v for k, v in (item.get("options") or {}).items() if k in _ADD_OPTIONS}
-    use = model or configured or item.get("options", {}).get("model")
-    try:
-        # redact=False: what was parked was redacted already (unless the user opted out)
-        res = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **opts)
-    except Exception as e:  # noqa: BLE001 - LLMError, StoreError...: keep the item, report
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        item["error"], item["attempts"] = _scrub(msg), int(item.get("attempts") or 1) + 1
-        item["last_attempt"] = now_iso()
-        try:
-            atomic_write(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
-        except OSError:
-            pass
-        return path.name, msg
-    if res.failed:  # a write did not land: keep the input for another go
-        return path.name, "some memories could not be written"
-    path.unlink(missing_ok=True)
-    store.log("INBOX_DONE", file=path.name)
-    return path.name, res

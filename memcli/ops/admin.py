@@ -7,9 +7,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from memcli.agents.detached import background_on
 from memcli.core.config import ConfigError, load_config
+from memcli.ops.conflicts import conflict_advice, conflicted_files
 from memcli.ops.handle import Store
+from memcli.services.detached import background_on
 
 
 def _size(path: Path) -> int:
@@ -77,8 +78,6 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
     check("store", store.exists(), str(store.path) if store.exists() else f"no store at {store.path}")
     if not store.exists():
         return checks
-    from memcli.agents.sharing import conflict_advice, conflicted_files
-
     conflicts = conflicted_files(store)
     check("merge conflicts", not conflicts,
           "none" if not conflicts else f"conflict markers in {', '.join(conflicts)}: {conflict_advice(conflicts)}")
@@ -117,17 +116,6 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
               "until their own is computed ("
               + ("in the background, or " if background_on(cfg.background) else "background work is off: ")
               + "`memcli reindex --provisional`)")
-        # not a failure either: without it `merge --auto` searches the graph (slower, same groups)
-        ready = index.vec.near_ready()
-        if rows and not ready:
-            detail = ("off (the vector graph could not answer a search): `memcli reindex` records them again"
-                      if index.meta("near") == "off" else
-                      "not recorded (an index made before them, or written by an older memcli): `merge --auto` "
-                      "searches the graph; the next write records them, or `memcli reindex` on a large store")
-        else:
-            detail = f"{index.near_count()} recorded" + (
-                "; a crowd of near-copies: `merge --auto` searches the graph" if index.near_crowded() else "")
-        check("close pairs", True, detail)
     except Exception as e:  # noqa: BLE001
         check("index", False, str(e).splitlines()[0] if str(e) else type(e).__name__)
     if cfg.llm_model:

@@ -10,14 +10,16 @@ get after the previous lines were committed. The chunk is then committed once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from memcli.core.errors import InvalidInput
-from memcli.core.memory import Memory
+from memcli.core.memory import Memory, iso
 from memcli.index import Index
+from memcli.ops.add import IngestError, add, plan_add
 from memcli.ops.changes import ChangeSet, commit_planned
 from memcli.ops.handle import Store
 
@@ -124,8 +126,6 @@ def _plan_chunk(store: Store, items: list[tuple[int, Any]]
                 ) -> tuple[ChangeSet, list[tuple[int, Any]], BaseException | None]:
     """Plan every line of a chunk into one change set. Returns it, the per-line outputs, and an
     error that stopped the chunk early (an unreachable LLM): the lines before it are still written."""
-    from memcli.ops.add import IngestError, plan_add
-
     index = store.index
     index.sync()
     cs = ChangeSet(store)
@@ -178,3 +178,69 @@ def add_chunks(store: Store, items: Iterable[tuple[int, Any]], chunk: int = CHUN
         yield from outputs
         if error is not None:
             raise error
+
+
+_BATCH_KEYS = {"text", "origins", "created", "tags", "type"}
+
+
+def add_batch(store: Store, lines: Any, **options: Any) -> Any:
+    """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each one run
+    through extraction and decisions in order, in this one process (one model load).
+
+    Yields `(line_number, AddResult)` for each input, or `(line_number, message)` for a line that
+    cannot be used (bad JSON, no text, a bad field): one bad line never stops the others. Blank
+    lines are skipped. `options` are `add`'s (tags and origins given here join each line's own).
+    Lines are decided exactly as one `add` each after the other, but written a chunk at a time
+    (memcli/ops/batch.py): a result is yielded once its chunk is written.
+    """
+    if options.get("dry_run") and store.exists():  # planned as a real run would, never committed
+        yield from preview_chunks(store, batch_items(lines, options))
+        return
+    if options.get("dry_run"):  # a store still to be created: nothing to decide against but the input
+        for n, item in batch_items(lines, options):
+            if isinstance(item, str):
+                yield n, item
+                continue
+            try:
+                yield n, add(store, **item)
+            except (ValueError, InvalidInput, IngestError) as e:
+                yield n, f"line {n}: {e}"
+        return
+    yield from add_chunks(store, batch_items(lines, options))
+
+
+def batch_items(lines: Any, options: dict[str, Any]) -> Any:
+    """`(line_number, add keyword arguments)` per usable line of an `add --batch` input, or
+    `(line_number, message)` for a line that cannot be used."""
+    options = dict(options)
+    base_tags = list(options.pop("tags", ()) or ())
+    base_origins = list(options.pop("origins", ()) or ())
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            yield n, f"line {n}: not JSON ({e.msg})"
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
+            yield n, f"line {n}: needs a non-empty \"text\""
+            continue
+        try:
+            tags = item.get("tags") or []
+            origins = item.get("origins") or []
+            if isinstance(tags, str):
+                tags = [tags]
+            if isinstance(origins, str):
+                origins = [origins]
+            if not all(isinstance(x, str) for x in [*tags, *origins]):
+                raise InvalidInput("tags and origins must be strings")
+            created = iso(item["created"]) if item.get("created") else None
+        except (ValueError, InvalidInput) as e:
+            yield n, f"line {n}: {e}"
+            continue
+        kw = {**options, "text": item["text"], "created": created, "tags": [*base_tags, *tags],
+              "origins": [*base_origins, *origins]}
+        if item.get("type"):
+            kw["type"] = item["type"]
+        yield n, kw

@@ -40,19 +40,16 @@ from memcli.core.errors import Conflict, MemcliError, NotFound, StoreError
 from memcli.core.memory import Memory, now_iso
 from memcli.ops.handle import Store, fsync_dir, stage_file, stage_many
 from memcli.services.embed import text_hash
+from memcli.services.threads import in_thread
 from memcli.storage import journal
 from memcli.storage.files import Staged, flush_files
 
 PROVISIONAL_MIN = 128
-# From this many texts a commit would have to embed with the model (not in the embedding cache), a
-# new memory made from others (a merge, a distillation) is indexed with a provisional vector: that
-# of the source it is most like (a merge's newest source), read from the index. The model costs
-# ~10 ms a text and ~300 MB of memory: a bulk merge on a cold cache (1,189 merged texts on the 10k
-# bench store) spent 11 of its 13.7 s there and peaked at 765 MB. A merged text is its sources'
-# wording, so the stand-in is close (cosine to the exact vector: median 0.98, 1st percentile 0.89
-# on that store); a detached process then embeds them exactly (`Index.refresh_provisional`). Below
-# this many, a commit (a user's `memcli merge A B`, an add) embeds exactly as it goes: a few texts
-# cost less than starting the model elsewhere.
+# From this many texts to embed (not in the embedding cache), a new memory made from others (a
+# merge, a distillation) is indexed with a provisional vector, the source's it is most like, and a
+# detached process embeds it exactly (`Index.refresh_provisional`): the model would otherwise be
+# most of a bulk curation's time and memory (docs/how-it-works.md, docs/performance.md). Below
+# this, a commit embeds exactly: a few texts cost less than starting the model elsewhere.
 PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
 REINFORCE = 0.05
 CONFIDENCE_CAP = 0.95
@@ -589,7 +586,7 @@ class ChangeSet:
         report.trashed = list(self._trash)
         report.restored = list(self._restore)
         if provisional:
-            from memcli.agents.detached import start_refresh
+            from memcli.services.detached import start_refresh
 
             start_refresh(store.path, enabled=store.config.background)
         return report
@@ -631,8 +628,6 @@ class ChangeSet:
         not fail the commit: the files are written and logged, and the next command's sync catches up."""
         store = self.store
         if overlap:
-            from memcli.services.background import in_thread
-
             published = in_thread("memcli-publish", finish)
             before_commit = published.result
         else:

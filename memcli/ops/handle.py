@@ -1,8 +1,9 @@
 """The store handle: a store's files (`memcli.storage.files`) together with its sidecar index.
 
-Planning modules (ingest, curate, io, search, ask) take this handle: it is what they read
+The operations (add, curate, io, search, ask, ...) take this handle: it is what they read
 through (`store.index`, `store.read`) and what a `ChangeSet` commits to. The public API
-(`memcli.api.Store`, re-exported as `memcli.Store`) adds the typed methods on top of it.
+(`memcli.api.Store`, re-exported as `memcli.Store`) holds one and calls the operations with it;
+it is not one (no public `write` or `lock` there).
 
 The files-layer names are re-exported here for the callers that imported them from this module.
 """

@@ -1,30 +1,17 @@
-"""The history of a store, from `log.jsonl`, for people: `memcli log [ID]`; and `memcli edit ID`.
+"""The history of a store, from `log.jsonl`: what `memcli log [ID]` shows.
 
 The log is append-only JSON lines (`{"at", "event", "id", ...}`); this module reads it as a stream
-(a 100k-memory import logs 100k lines), filters it by memory, event and time, and renders each
-entry as one line. `edit` opens a memory's file in $EDITOR and checks the result: a broken edit
-is reported and kept aside (never lost), and the original file is left as it was.
+(a 100k-memory import logs 100k lines) and filters it by memory, event and time
+(memcli/cli/render.py shows each entry as one line).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from memcli.cli.render import cell_width, clip
-from memcli.core.errors import InputRejected, NotFound
-from memcli.core.memory import MalformedMemory, Memory, now_iso
-
-if TYPE_CHECKING:
-    from memcli.ops.handle import Store
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -78,106 +65,3 @@ def ids_in_log(log_path: Path, prefix: str) -> set[str]:
     for e in entries(log_path, flt):
         out.update(i for i in flt.ids_of(e) if i.upper().startswith(prefix.upper()))
     return out
-
-
-def describe(entry: dict[str, Any]) -> str:
-    """What an entry says, in words: the reason, the text, the old text, the origin..."""
-    event = str(entry.get("event", ""))
-    parts = []
-    if entry.get("reason"):
-        parts.append(str(entry["reason"]))
-    if event == "UPDATE" and entry.get("old"):
-        parts.append(f"was: {entry['old']}")
-    if entry.get("text"):
-        parts.append(str(entry["text"]))
-    elif entry.get("old") and event != "UPDATE":
-        parts.append(str(entry["old"]))
-    for key in ("sources", "ids"):
-        if entry.get(key):
-            parts.append(f"{key}: {', '.join(map(str, entry[key]))}")
-    if entry.get("detail"):
-        parts.append(str(entry["detail"]))
-    if entry.get("file"):
-        parts.append(str(entry["file"]))
-    origin = entry.get("origin")
-    if origin:
-        parts.append("from " + (", ".join(origin) if isinstance(origin, list) else str(origin)))
-    return " · ".join(" ".join(p.split()) for p in parts)
-
-
-def log_line(entry: dict[str, Any], width: int | None, short_id: str | None = None) -> str:
-    """One entry on one line: when, event, id, what (clipped to `width` columns if given)."""
-    at = str(entry.get("at") or "")[:16].replace("T", " ")
-    mid = short_id or str(entry.get("id") or "-")
-    head = f"{at:<16}  {str(entry.get('event', '')):<12}  {mid}  "
-    what = describe(entry)
-    if width is None:
-        return head + what
-    return head + clip(what, max(10, width - cell_width(head)))
-
-
-# ---------------------------------------------------------------- edit
-class EditFailed(InputRejected):
-    """The edited file is not a valid memory; it was kept aside and the original left in place."""
-
-
-def editor_command() -> list[str]:
-    """$VISUAL, else $EDITOR, else vi (as git does); split like a shell would."""
-    value = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    return shlex.split(value)
-
-
-def edit(store: Store, mid: str) -> tuple[Memory, bool]:
-    """Open a memory's file in the editor on a copy; on save, validate and write it back
-    atomically (the index catches up at the next sync). Returns (memory, changed).
-
-    A broken edit (bad YAML, empty body, a changed id) raises EditFailed and the edited copy is
-    kept at `<store>/.edits/<id>.<time>.md` so nothing typed is lost; the original is untouched."""
-    path = store.fact_path(mid)
-    if not path.is_file():
-        raise NotFound(f"no memory with id {mid}")
-    original = path.read_bytes()
-    fd, tmp = tempfile.mkstemp(prefix=f"memcli-{mid}-", suffix=".md")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(original)
-        cmd = editor_command()
-        if not shutil.which(cmd[0]):
-            raise InputRejected(f"editor {cmd[0]!r} not found", hint="set $EDITOR, e.g. export EDITOR=nano")
-        rc = subprocess.call([*cmd, tmp])
-        if rc != 0:
-            raise InputRejected(f"the editor exited with status {rc}; the memory was not changed")
-        edited = Path(tmp).read_bytes()
-        if edited == original:
-            return Memory.parse(original, file_id=mid), False
-        try:
-            memory = Memory.parse(edited, file_id=mid)
-            declared = memory.extra.get("declared_id")
-            if declared is not None:
-                raise MalformedMemory(f"the id was changed to {declared!r} (ids are the file names)")
-        except MalformedMemory as e:
-            kept = _keep(store, mid, edited)
-            raise EditFailed(f"the edit is not a valid memory: {e}; the memory was not changed",
-                             hint=f"your edit is kept in {kept}; fix it and run memcli edit {mid} again") from None
-        memory.updated = now_iso()
-        with store.lock():
-            if path.read_bytes() != original:
-                kept = _keep(store, mid, edited)
-                raise EditFailed(f"memory {mid} changed on disk while you edited it; not overwriting",
-                                 hint=f"your edit is kept in {kept}")
-            store.write(memory)
-            store.log("EDIT", id=mid, text=memory.text)
-        return memory, True
-    finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def _keep(store: Store, mid: str, data: bytes) -> Path:
-    folder = store.path / ".edits"
-    folder.mkdir(exist_ok=True)
-    target = folder / f"{mid}.{now_iso().replace(':', '')}.md"
-    target.write_bytes(data)
-    return target

@@ -17,19 +17,15 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import yaml
 
 from memcli.core.errors import InputRejected
 from memcli.core.memory import MalformedMemory, Memory, iso
-
-if TYPE_CHECKING:
-    from memcli.ops.handle import Store
-    from memcli.ops.io import ImportReport
 
 MAX_RECORD_BYTES = 10 * 1024 * 1024  # one memory's text; the file itself may be any size
 CHUNK = 1 << 20
@@ -512,65 +508,3 @@ def spool_stdin(stream: IO[bytes]) -> Iterator[Path]:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-
-
-BATCH = 2000  # memories embedded and written at a time: bounds memory whatever the file's size
-
-
-def import_source(store: Store, path: Path, fmt: str | None, *, name: str, split: bool = False,
-                  redact: bool = True, prepare: Callable[[], None] | None = None,
-                  on_progress: Callable[[int, int], None] | None = None,
-                  batch: int = BATCH) -> ImportReport:
-    """Import every record of a file or folder: a first pass validates them all (nothing is written
-    if one is bad), a second writes them in batches (`io.import_memories`). Returns the ImportReport."""
-    from memcli.ops.io import ImportReport, import_memories
-
-    if path.is_dir():
-        fmt = "md"
-    else:
-        with path.open("rb") as f:
-            head = f.read(4096)
-        fmt = detect_format(path if name != "stdin" else None, head, fmt)
-        if fmt == "md" and name == "stdin":
-            fmt = "md"
-    origin = f"import:{name}"
-    explicit: set[str] = set()
-    total = 0
-    for rec in read_records(path, fmt, split=split):
-        m = to_memory(rec, origin, redact=redact)
-        if isinstance(rec.data.get("id"), str):
-            if m.id in explicit:
-                raise RecordError(f"{rec.where}: repeats id {m.id}")
-            explicit.add(m.id)
-        total += 1
-    if not total:
-        raise RecordError(f"{name}: no records to import")
-    if prepare is not None:
-        prepare()
-    explicit.clear()
-    report = ImportReport()
-    done = 0
-    pending: list[Memory] = []
-
-    def flush() -> None:
-        nonlocal done
-        base = done
-
-        def tick(d: int, _t: int) -> None:
-            if on_progress:
-                on_progress(min(base + d, total), total)
-
-        part = import_memories(store, pending, on_progress=tick)
-        report.added += part.added
-        report.updated += part.updated
-        report.unchanged += part.unchanged
-        done += len(pending)
-        pending.clear()
-
-    for rec in read_records(path, fmt, split=split):
-        pending.append(to_memory(rec, origin, redact=redact))
-        if len(pending) >= batch:
-            flush()
-    if pending:
-        flush()
-    return report

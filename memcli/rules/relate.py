@@ -28,7 +28,6 @@ validation hook included, applies the same rules, and each verdict carries a one
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -521,18 +520,6 @@ def _normal(text: str) -> str:
     return normalise(text)
 
 
-def warm(text: str) -> None:
-    """Read `text` ahead (its tokens and normal form, into the caches `relate` reads them from):
-    a curation pass does it while the kNN pass still runs in another thread."""
-    _normal(text)
-    parse(text)
-
-
-#: how many texts `warm` may read ahead in one pass: fewer than `parse` keeps, so that reading
-#: ahead never pushes out a text before its comparisons
-WARM_LIMIT = 20_000
-
-
 def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) -> Relation:
     """The relation of `new` to the stored `old` (cosine `similarity` between them).
 
@@ -628,56 +615,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
 def texts_mergeable(a: str, b: str) -> bool:
     """Are two texts one fact, each a rewording or a refinement of the other, about the same
     subject (never a change of value, a negation or another subject)? What `curate.mergeable`
-    asks of two memories' texts; a pure function of the texts under these rules, so the index
-    records it with each close pair (memcli/index/sync.py) and `merge --auto` need not parse them
-    again (`rules_version` tells when the rules changed)."""
+    asks of two memories' texts."""
     return relate(a, b, 0.9, threshold=0.0).kind in (SAME, REFINES) and \
         relate(b, a, 0.9, threshold=0.0).kind in (SAME, REFINES)
-
-
-def forget_parsed() -> None:
-    """Drop the texts read so far (`parse`, `_normal`). A bulk judging (the index's close pairs of a
-    whole store) fills them with ~10k texts nothing asks for again; held on, they slowed every later
-    sync of that process by ~20 ms (bench/sync_nochange.py: the garbage collector walks them)."""
-    parse.cache_clear()
-    _normal.cache_clear()
-
-
-def rules_version() -> str:
-    """A digest of the rules `texts_mergeable` applies, as this process loaded them: a verdict
-    recorded under another one is not used. "" when it cannot be told (no verdict is recorded or
-    used then)."""
-    return _RULES
-
-
-def _rules_digest() -> str:
-    """The sources of this module and of memcli/services/extract.py (its normalisation), read when this
-    module is imported (a long-running process whose files are upgraded under it keeps the digest
-    of the code it runs), with the Python and Unicode versions (`lower`, `\\w` and `isupper` follow
-    the Unicode tables). Without the sources (an install of compiled modules only): the functions'
-    code."""
-    import hashlib
-    import sys
-    import unicodedata
-
-    head = f"{sys.version_info[:2]} {unicodedata.unidata_version}".encode()
-    try:  # (through the loader: a zipped package reads them too)
-        here = os.path.dirname(__file__)
-        data = b"".join(__spec__.loader.get_data(os.path.join(here, f)) for f in ("decide.py", "extract.py"))
-    except Exception:  # noqa: BLE001 - no readable sources: the code itself, or no digest
-        try:
-            import inspect
-            import marshal
-
-            from memcli.services import extract
-
-            funcs = [getattr(f, "__wrapped__", f) for m in (sys.modules[__name__], extract) for f in vars(m).values()]
-            # (format 2: no back-references, whose flags depend on what else holds the objects,
-            # i.e. on which modules were imported first)
-            data = b"".join(marshal.dumps(f.__code__, 2) for f in funcs if inspect.isfunction(f))
-        except Exception:  # noqa: BLE001
-            return ""
-    return hashlib.sha1(head + data).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -740,5 +680,3 @@ def supersedes(old: str, new: str, similarity: float) -> bool:
     """Is `new` a new value (or a stated change) for the subject of `old`?"""
     return relate(old, new, similarity, threshold=0.0).kind == SUPERSEDES
 
-
-_RULES = _rules_digest()

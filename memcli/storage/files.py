@@ -14,16 +14,17 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from memcli.core.config import Config, load_config
 from memcli.core.errors import NotFound, StoreError
 from memcli.core.memory import Memory, now_iso, valid_id
-from memcli.storage import safety
+from memcli.storage import journal, safety
+from memcli.storage.atomic import Staged, atomic_write, file_mode, flush_files, fsync_dir, stage_file, stage_many
+from memcli.storage.locks import flock_within
 
 __all__ = ["GITIGNORE", "Files", "NotFound", "Staged", "StoreError", "atomic_write", "flush_files", "fsync_dir",
            "json_text", "stage_file", "stage_many"]
@@ -37,150 +38,13 @@ json_text = json.JSONEncoder(ensure_ascii=False).encode
 
 
 
-# Read once, at import (single-threaded): reading the umask means setting it, and `import` writes
-# files from several threads, where a set-and-restore could hand another thread the wrong mask.
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-
-
-def _file_mode(path: Path, new_mode: dict[str, int] | None = None) -> tuple[int, bool]:
-    """(the mode `path` is written with, whether it exists). An existing file keeps its mode. A
-    new one is private (0600), or group-readable (0640) in a directory that is group-readable: a
-    store is private unless it was made shared (`shared = true` / MEMCLI_SHARED), which creates its
-    directories 0750. `new_mode` remembers a directory's answer for a batch."""
-    try:
-        return os.stat(path).st_mode & 0o7777, True
-    except FileNotFoundError:
-        pass
-    parent = os.path.dirname(path)
-    if new_mode is not None and parent in new_mode:
-        return new_mode[parent], False
-    try:
-        shared = os.stat(parent).st_mode & 0o050 == 0o050
-    except OSError:
-        shared = False
-    mode = (0o640 if shared else 0o600) & ~_UMASK
-    if new_mode is not None:
-        new_mode[parent] = mode
-    return mode, False
-
-
-def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> tuple[int, int]:
-    """Give a new temp file (created 0600) its final `mode` and write all of `data` (os.write may
-    write less than asked); fsync it when `sync`. Closes `fd`. Returns the file's (mtime_ns, size)
-    once written: what it keeps when it is renamed into place (its signature for the index)."""
-    try:
-        if mode != 0o600:
-            os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-        st = os.fstat(fd)
-        return st.st_mtime_ns, st.st_size
-    finally:
-        os.close(fd)
-
-
-def stage_file(path: Path, data: bytes) -> tuple[str, tuple[int, int]]:
-    """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
-    return its name and its signature (mtime_ns, size: what it keeps when renamed into place).
-    `os.replace(tmp, path)` then publishes it atomically (a change set stages all its files
-    before it renames any)."""
-    mode = _file_mode(path)[0]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        return tmp, _fill(fd, data, mode, sync=True)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-class Staged(NamedTuple):
-    """What staging learnt while writing: each path's signature (mtime_ns, size) once its temp
-    file is renamed there, and (`stage_many`, a batch) the paths that exist now (the files the
-    renames will replace)."""
-
-    replaced: list[Path]
-    signatures: dict[Path, tuple[int, int]]
-
-
-def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]], *, flush: bool = True) -> Staged:
-    """Stage many files at once: like `stage_file`, but without an fsync per file. Appends each
-    `(temp name, final path)` to `staged` as it goes (the caller removes them on failure) and
-    ends with one flush of their filesystems (`flush_files`), so that when this returns every
-    temp file is as durable as after its own fsync. Thousands of fsyncs (one journal commit
-    each) were most of a large curation's cost; one syncfs writes the same data back once.
-    With `flush` False the caller calls `flush_files(staged)` itself (before any rename)."""
-    token = f"{os.getpid():x}{os.urandom(3).hex()}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    new_mode: dict[str, int] = {}  # per directory: the mode of a file that does not exist yet
-    out = Staged([], {})
-    for path, data in writes:
-        mode, exists = _file_mode(path, new_mode)
-        if exists:
-            out.replaced.append(path)
-        tmp = f"{path.parent}/.{path.name}.{token}.tmp"
-        fd = os.open(tmp, flags, 0o600)
-        staged.append((tmp, path))
-        out.signatures[path] = _fill(fd, data, mode, sync=False)
-    if flush:
-        flush_files(staged)
-    return out
-
-
-def flush_files(staged: list[tuple[str, Path]]) -> None:
-    """Make the staged temp files durable with one `syncfs` per filesystem they are on (Linux);
-    where that is unavailable or reports an error, fsync each file (which raises the error)."""
-    devices: dict[int, str] = {}
-    try:
-        for parent in {str(path.parent) for _, path in staged}:
-            devices.setdefault(os.stat(parent).st_dev, parent)
-    except OSError:
-        devices = {}  # cannot tell the filesystems apart: fsync each file below
-    if _syncfs(list(devices.values())):
-        return
-    for tmp, _ in staged:
-        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _syncfs(dirs: list[str]) -> bool:
-    """syncfs(2) of the filesystem of each directory; False when any could not be synced so."""
-    if not dirs or not hasattr(os, "sched_getaffinity"):  # Linux only (syncfs is Linux's)
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        syncfs = libc.syncfs
-    except (OSError, AttributeError):
-        return False
-    for d in dirs:
-        try:
-            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            if syncfs(fd) != 0:  # since Linux 5.8 a writeback error is reported here
-                return False
-        finally:
-            os.close(fd)
-    return True
-
-
 def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
     """Append `data` (whole lines) to `path` in one write: never through a symlink planted in its
     place, with the mode a new store file gets, whole even when os.write writes less than asked (a
     bulk import logs megabytes); fsynced when `sync`. A file that does not end with a newline (a
     line torn by a power loss mid-append) gets one first: the torn line stays unreadable alone
     instead of swallowing the first line written after it."""
-    fd = safety.open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _file_mode(path)[0])
+    fd = safety.open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, file_mode(path)[0])
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -194,30 +58,9 @@ def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
-    tmp, _ = stage_file(path, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
 def _stamp(seconds: float) -> str:
     """A file time as the trash's `at` (UTC, to the second)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-def fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
 
 
 class Files:
@@ -304,22 +147,16 @@ class Files:
         timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
         # a read-only mount or no permission fails here, at once, with the system's reason
         fd = safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if safety.try_flock(fd):
-                    break
-            except OSError:
-                os.close(fd)
-                raise
-            if time.monotonic() > deadline:
-                os.close(fd)
-                raise StoreError(f"store {self.path} is locked by another memcli process") from None
-            time.sleep(0.02)
+        try:
+            taken = flock_within(fd, timeout)
+        except OSError:
+            os.close(fd)
+            raise
+        if not taken:
+            os.close(fd)
+            raise StoreError(f"store {self.path} is locked by another memcli process") from None
         self._lock_fd, self._lock_depth = fd, 1
         try:
-            from memcli.storage import journal
-
             journal.recover(self)  # a commit killed half way is finished before anything else
             yield
         finally:

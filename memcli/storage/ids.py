@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memcli.cli.render import MIN_ID_CHARS, clip, shortest_prefix
 from memcli.core.errors import NotFound
+from memcli.core.text import MIN_ID_CHARS, clip, shortest_prefix
 
 MAX_CANDIDATES = 10  # fetched to tell one match from several; the hint names five
 

@@ -16,6 +16,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memcli.core.notices import notice
+from memcli.storage.atomic import atomic_write, fsync_dir
+
 NAME = ".journal.json"
 
 
@@ -25,8 +28,6 @@ def path_of(store: Any) -> Path:
 
 def begin(store: Any, renames: list[tuple[str, Path]], unlinks: list[Path]) -> None:
     """Record the commit's remaining steps (fsynced) before the first rename."""
-    from memcli.storage.files import atomic_write
-
     doc = {"renames": [[str(t), str(p)] for t, p in renames], "unlinks": [str(p) for p in unlinks]}
     atomic_write(path_of(store), json.dumps(doc).encode("utf-8"))
 
@@ -75,9 +76,6 @@ def recover(store: Any) -> bool:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(q)
                 dirs.add(q.parent)
-    from memcli.storage.files import fsync_dir
-    from memcli.storage.safety import notice
-
     for d in dirs:
         fsync_dir(d)
     end(store)

@@ -1,5 +1,7 @@
-"""The inbox's per-item lock, shared by the hooks' worker (`memcli inbox process`, memcli.agents.spool)
-and `memcli inbox retry` (memcli.ops.add): two processes never work on one item.
+"""The one lock helper: exclusive `flock`s, taken without waiting (`try_flock`, `try_lock`,
+`item_lock`) or waiting up to a timeout (`flock_within`). The store's writer lock, the inbox
+worker's lock, each inbox item's lock (so the hooks' worker and `memcli inbox retry` never work on
+one item) and the locks of sidecars outside the store are all taken through it.
 
 Standard library only: the spooling side imports it on a hook's < 100 ms budget.
 """
@@ -10,6 +12,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import time
 from pathlib import Path
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
@@ -28,6 +31,31 @@ def try_flock(fd: int) -> bool:
             return False
         raise
     return True
+
+
+def flock_within(fd: int, timeout: float) -> bool:
+    """Take an exclusive flock on `fd`, waiting up to `timeout` seconds: False if another process
+    still holds it then."""
+    deadline = time.monotonic() + timeout
+    while not try_flock(fd):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def try_lock(path: Path) -> int | None:
+    """An exclusive non-blocking flock on `path` (created): the fd, or None if another holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        taken = try_flock(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not taken:
+        os.close(fd)
+        return None
+    return fd
 
 
 @contextlib.contextmanager

@@ -19,22 +19,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memcli.storage.locks import try_flock  # files.py takes it from here (its layer reaches safety, not locks)
-
-_notices: list[str] = []
-
-
-def notice(message: str) -> None:
-    """Record a repair or a degraded mode for the user (printed once by the CLI)."""
-    if message not in _notices:
-        _notices.append(message)
-
-
-def drain() -> list[str]:
-    """The notices since the last drain, oldest first."""
-    out = list(_notices)
-    _notices.clear()
-    return out
+from memcli.core.config import cache_dir
+from memcli.core.notices import drain, notice  # noqa: F401 - `safety.drain` kept for its callers
+from memcli.storage.locks import flock_within
 
 
 def writable(path: Path) -> bool:
@@ -81,8 +68,6 @@ def move_aside(path: Path, what: str) -> Path:
 def fallback_index_dir(store_path: Path) -> Path:
     """Where the sidecar of a store that cannot be written lives: in the user's cache, keyed by the
     store's path, so a read-only store still searches (and stays fast across runs)."""
-    from memcli.core.config import cache_dir
-
     key = hashlib.sha256(str(store_path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return cache_dir() / "readonly-index" / key
 
@@ -91,12 +76,9 @@ def fallback_index_dir(store_path: Path) -> Path:
 def file_lock(path: Path, timeout: float = 60.0) -> Iterator[None]:
     """An exclusive flock on `path` (created 0600), for sidecars that live outside the store."""
     fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + timeout
     try:
-        while not try_flock(fd):
-            if time.monotonic() > deadline:
-                raise BlockingIOError(errno.EAGAIN, f"{path} is locked by another process")
-            time.sleep(0.02)
+        if not flock_within(fd, timeout):
+            raise BlockingIOError(errno.EAGAIN, f"{path} is locked by another process")
         yield
     finally:
         os.close(fd)

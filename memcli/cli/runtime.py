@@ -1,0 +1,408 @@
+"""How the command line runs a command, whatever the command: the store it works on, errors
+turned into one line and an exit code, a damaged index healed and the command run again, progress
+bars, standard input read once. The commands themselves (memcli/cli/app.py) parse, make one
+`memcli.Store` call and render (memcli/cli/render.py).
+
+Data goes to stdout (rich text for people, one JSON document with `--json`); messages and
+progress go to stderr. Errors are one line on stderr and exit 1 (`--debug` shows the traceback);
+usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import os
+import sqlite3
+import sys
+from typing import Any, NoReturn
+
+import typer
+
+from memcli.api import Store, read_input, read_limited
+from memcli.cli import render
+from memcli.core.discovery import resolve
+from memcli.core.errors import ExitStatus, LLMNotConfigured, MemcliError
+from memcli.core.memory import encodable
+from memcli.core.notices import drain, notice
+from memcli.core.text import snake
+
+# Flag advice the CLI adds to a library error, by error type and command (the library's messages
+# name no flags: the Python API has none).
+_ADVICE: dict[type[MemcliError], dict[str, str]] = {
+    LLMNotConfigured: {"add": "or use --no-llm", "merge": "or merge with --no-llm", "ask": "or pass --model"},
+}
+
+
+def _advice(e: MemcliError, command: str | None) -> str:
+    for kind, by_command in _ADVICE.items():
+        if isinstance(e, kind) and command in by_command:
+            return f", {by_command[command]}"
+    return ""
+
+try:  # typer >= 0.20 vendors its own click
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer
+    import click  # type: ignore[no-redef]
+
+
+def _set_store(value: str | None) -> None:
+    if value is not None:
+        state.store_path = value
+        state.store = None
+
+
+def _set_debug(value: bool) -> None:
+    if value:
+        state.debug = True
+
+
+def _global_options(
+    store: str | None = typer.Option(None, "--store", "-s", metavar="DIR", expose_value=False, callback=_set_store,
+                                     help="Store directory (default: $MEMCLI_STORE, the nearest .memcli/, "
+                                          "or ~/.local/share/memcli)."),
+    debug: bool = typer.Option(False, "--debug", expose_value=False, callback=_set_debug,
+                               help="Show tracebacks on errors."),
+) -> None:
+    """A template: its options are given to every subcommand (see _add_global_params)."""
+
+
+def _global_params() -> list[Any]:
+    """--store and --debug as click parameters, accepted after the subcommand too (`memcli export --store X`)."""
+    template = typer.Typer()
+    template.command()(_global_options)
+    return [p for p in typer.main.get_command(template).params if p.name in ("store", "debug")]
+
+
+class _Command(typer.core.TyperCommand):
+    """Plain help, like git's and gh's: arguments by their metavar (`ID...`, `[TEXT]...`), never a
+    type name (`<list[str]>`); options by a metavar, flags bare; examples at the end (the epilog)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        return pieces + [_argument_name(p) for p in self.get_params(ctx) if p.param_type_name == "argument"]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args, opts = [], []
+        for p in self.get_params(ctx):
+            if p.param_type_name == "argument":
+                args.append((_argument_name(p), p.help or ""))
+            else:
+                record = p.get_help_record(ctx)
+                if record:
+                    opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(p: Any) -> str:
+    name = p.metavar or (p.name or "arg").upper()
+    if p.nargs != 1:
+        name += "..."
+    return name if p.required else f"[{name}]" if p.nargs == 1 else f"[{name[:-3]}]..."
+
+
+def _add_global_params(cmd: Any) -> None:
+    """Give every subcommand (and sub-subcommand) the global options, unless it has its own,
+    and plain help (_Command)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        if type(sub) is typer.core.TyperCommand:
+            sub.__class__ = _Command
+        taken = {o for p in sub.params for o in getattr(p, "opts", [])}
+        for p in _global_params():
+            p.opts = [o for o in p.opts if o not in taken]  # a subcommand's own -s wins
+            if p.opts and p.opts[0].startswith("--"):
+                sub.params.append(p)
+        _add_global_params(sub)
+
+
+def _hoist_json(args: list[str], root: Any) -> list[str]:
+    """`memcli --json list` means `memcli list --json`: move a --json given before the subcommand
+    to after it (before any `--`), where the subcommand's own --json takes it."""
+    value_opts = {o for p in root.params if not getattr(p, "is_flag", False) for o in getattr(p, "opts", [])}
+    i = 0
+    found = None
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        if a == "--json":
+            found = i
+        elif a in value_opts:
+            i += 1
+        elif not a.startswith("-"):
+            break  # the subcommand
+        i += 1
+    if found is None or i >= len(args) or args[i] == "--":
+        return args
+    rest = args[:found] + args[found + 1:]
+    tail = rest[i - 1:]  # from the subcommand on
+    cut = i - 1 + tail.index("--") if "--" in tail else len(rest)
+    return [*rest[:cut], "--json", *rest[cut:]]
+
+
+def _wants_json(args: list[str]) -> bool:
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+class Group(typer.core.TyperGroup):
+    """The root command. It renders every error the same way for every entry point (console
+    script, `python -m memcli`, Typer's test runner): `memcli: error: ...` + optional `hint:`
+    on stderr (and a JSON object with --json); exit 1 for errors, 2 for usage, 130 on Ctrl-C.
+    It also gives every subcommand the global options (--store, --debug)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _add_global_params(self)
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        args = list(sys.argv[1:] if args is None else args)
+        state.stdin_text = None
+        drain()  # notices are per command: none left over from library calls before this one
+        # Python hands undecodable argv bytes over as lone surrogates, which no file or JSON can hold
+        bad = next((i for i, a in enumerate(args, 1) if isinstance(a, str) and not encodable(a)), None)
+        if bad is not None:
+            render.error(f"argument {bad} is not valid UTF-8", code=render.USAGE)
+            if not standalone_mode:
+                return render.USAGE
+            sys.exit(render.USAGE)
+        args = _hoist_json(args, self)
+        state.json_errors = _wants_json(args)
+        state.debug = "--debug" in args
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "memcli", complete_var=complete_var,
+                              standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except click.exceptions.NoArgsIsHelpError as e:
+            sys.stdout.write(e.ctx.get_help() + "\n")
+            code = 0
+        except click.exceptions.UsageError as e:
+            path = e.ctx.command_path if e.ctx is not None else "memcli"
+            message, hint = render.usage_error(e.format_message(), path)
+            render.error(message, hint=hint, code=render.USAGE, as_json=state.json_errors)
+            code = render.USAGE
+        except click.exceptions.ClickException as e:
+            render.error(e.format_message(), code=e.exit_code, as_json=state.json_errors)
+            code = e.exit_code
+        except (typer.Abort, KeyboardInterrupt):
+            code = render.INTERRUPTED
+        if code == render.INTERRUPTED:  # Ctrl-C, wherever it landed (typer turns it into Exit(130))
+            render.error("interrupted", code=render.INTERRUPTED, as_json=state.json_errors)
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+    def _invoke_healing(self, ctx: Any) -> Any:
+        """Run the command; if the index catalog turns out to be damaged past what `sync` reads
+        (a garbled page met by a search), drop it and run the command once more on a catalog
+        rebuilt from facts/ (stdin is kept for the second run): a healed store, the same answer."""
+        saved = (list(getattr(ctx, "_protected_args", [])), list(ctx.args))  # invoke() consumes them
+        try:
+            return super().invoke(ctx)
+        except sqlite3.DatabaseError as e:
+            if state.store is None or state.debug or not state.store.heal(e):
+                raise
+            ctx._protected_args, ctx.args = saved
+            notice("the index catalog was damaged: rebuilt from facts/")
+            return super().invoke(ctx)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return self._invoke_healing(ctx)
+        except MemcliError as e:
+            if state.debug:
+                raise
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            render.error(f"{msg}{_advice(e, ctx.invoked_subcommand)}", hint=e.hint, code=int(e.exit_status),
+                         as_json=state.json_errors, kind=snake(type(e).__name__))
+            raise typer.Exit(int(e.exit_status)) from None
+        except BrokenPipeError:  # `memcli export | head -1`: the reader has what it wanted; not an error
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(render.OK) from None
+        except OSError as e:  # a full disk, a read-only store, a permission: the system's words, one line
+            if state.debug:
+                raise
+            where = f": {e.filename}" if e.filename else ""
+            render.error(f"{e.strerror or e}{where}", as_json=state.json_errors, kind="os_error")
+            raise typer.Exit(render.ERROR) from None
+        except sqlite3.Error as e:  # the index could not be read or written (disk full, I/O error)
+            if state.debug:
+                raise
+            render.error(f"index: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                         as_json=state.json_errors, kind="index_error")
+            raise typer.Exit(render.ERROR) from None
+        finally:
+            for message in drain():  # repairs made on the way (a damaged index rebuilt, ...)
+                sys.stderr.write(f"memcli: {message}\n")
+
+
+
+
+class _State:
+    store_path: str | None = None
+    debug: bool = False
+    json_errors: bool = False
+    store: Store | None = None
+    stdin_text: str | None = None  # kept for a command run again after an index repair
+
+
+state = _State()
+
+
+# ---------------------------------------------------------------- helpers
+def fail(message: str, code: int = render.ERROR, hint: str | None = None) -> NoReturn:
+    """One error line (+ hint) on stderr, and exit: 1 for errors, 2 for usage mistakes."""
+    render.error(message, hint=hint, code=code, as_json=state.json_errors)
+    raise typer.Exit(code)
+
+
+def note(message: str) -> None:
+    sys.stderr.write(f"memcli: {message}\n")
+
+
+def llm_progress() -> Any:
+    """For a person at a terminal: which request is waiting on the model (a local model can take
+    a minute), then how long it took; one line each on stderr."""
+    import time
+
+    started: list[float] = []
+
+    def report(label: str) -> None:
+        now = time.monotonic()
+        if started:
+            sys.stderr.write(f" {now - started[-1]:.1f}s\n")
+        if label:
+            started.append(now)
+            sys.stderr.write(f"memcli: waiting for the model ({label})...")
+        sys.stderr.flush()
+
+    return report
+
+
+def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = False) -> Store:
+    """The store this command works on. A store named by --store that does not
+    exist is an error (a typo must not create a store) unless `create`; the global store is
+    created by the first write. A bulk load (`import`, `add --batch`) fills a store it may create,
+    like a restore into a new directory (`memcli --store new import backup.jsonl`): it says so."""
+    if state.store is None:
+        where = resolve(state.store_path)
+        path = where.path
+        store = Store(path)
+        if must_exist and not store.exists():
+            fail(f"no store at {path} (create one with `memcli init` or `memcli add`)")
+        if where.explicit and bulk and not create and not path.exists():
+            note(f"creating a new store at {path}")
+        elif where.explicit and not create and not path.exists():
+            fail(f"no store at {path} (named by {where.why}); create it with `memcli init {path}` "
+                 "or `memcli add --create`")
+        store.config  # noqa: B018 - a bad config.toml is reported now, by every command alike
+        state.store = store
+    return state.store
+
+
+def synced(store: Store) -> Store:
+    """Bring the sidecar in step, with a progress bar when it takes long; report bad files once."""
+    progress = progress_bar("indexing")
+    try:
+        report = store.sync(on_progress=progress.update if progress else None)
+    finally:
+        if progress:
+            progress.close()
+    if report.rebuilt and report.rebuilt != "reindex requested" and store.count():
+        note(f"index rebuilt: {report.rebuilt}")
+    for fname, error in report.new_bad:
+        note(f"skipping facts/{fname}: {error}")
+    return store
+
+
+class _Bar:
+    """A rich progress bar on stderr, shown only on a terminal and only for long jobs."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._progress: Any = None
+        self._task: Any = None
+
+    def update(self, done: int, total: int) -> None:
+        if self._progress is None:
+            if total < 200:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(
+                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                console=Console(stderr=True), transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(self.label, total=total)
+        self._progress.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def progress_bar(label: str) -> _Bar | None:
+    return _Bar(label) if sys.stderr.isatty() else None
+
+
+def read_text(args: list[str] | None, what: str = "text") -> str:
+    """Text from arguments, or stdin when the argument is `-` or absent and stdin is not a terminal."""
+    if args and args != ["-"]:
+        return " ".join(args)
+    if sys.stdin is None or (not args and sys.stdin.isatty()):
+        fail(f"no {what} given (pass it as arguments or pipe it on stdin)", ExitStatus.USAGE)
+    return read_stdin()
+
+
+def read_stdin() -> str:
+    """All of stdin as text, read only up to the input limit, decoded strictly (one-line errors)."""
+    if state.stdin_text is None:
+        if hasattr(sys.stdin, "buffer"):
+            state.stdin_text = read_input(read_limited(sys.stdin.buffer, "stdin"), "stdin")
+        else:  # a text-only stream (tests): re-encoded so the same checks apply
+            state.stdin_text = read_input(sys.stdin.read().encode("utf-8", "surrogateescape"), "stdin")
+    return state.stdin_text
+
+
+def main(app: Any) -> None:
+    """Console entry point: turn library errors into one line on stderr and exit 1."""
+    _skip_final_collection()
+    debug = "--debug" in sys.argv
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("memcli: interrupted\n")
+        sys.exit(ExitStatus.INTERRUPTED)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(ExitStatus.OK)
+    except Exception as e:  # a bug: still one line, unless --debug
+        if debug:
+            raise
+        sys.stderr.write(f"memcli: internal error: {type(e).__name__}: {e} (rerun with --debug)\n")
+        sys.exit(ExitStatus.ERROR)
+
+
+def _skip_final_collection() -> None:
+    """The process ends with the command: Python's last garbage collection at exit walks every
+    object the command made (the embedding model's included) to free memory the system takes
+    back anyway: a cold `memcli search` pays ~0.3 s more CPU without this (docs/layers.md).
+    Objects frozen (`gc.freeze`) are left out of that walk.
+    Registered before the command runs, the freeze comes after the exit handlers the command's
+    own work registers (those of modules imported earlier run after it), and teardown still frees
+    what reference counts hold (files flushed and closed, SQLite connections closed); only
+    garbage in reference cycles is left to the system. Once per process (tests call main often)."""
+    global _final_collection_skipped
+    if not _final_collection_skipped:
+        atexit.register(gc.freeze)
+        _final_collection_skipped = True
+
+
+_final_collection_skipped = False

@@ -1,0 +1,63 @@
+"""Plain-text helpers every layer may use: terminal cell widths, clipping a text to a width at a
+word, the shortest unique id prefix, snake_case keys. Pure functions of strings (no terminal, no I/O):
+the presentation layer decides widths, the layers below only clip what they hand it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+MIN_ID_CHARS = 8  # the shortest id prefix shown, even when fewer characters would be unique
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def snake(key: str) -> str:
+    return _CAMEL.sub(r"_\1", key).lower()
+
+
+def cell_width(text: str) -> int:
+    """Columns a string takes (wide East Asian characters and most emoji take two)."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def clip(text: str, width: int) -> str:
+    """`text` on one line in at most `width` columns, cut at a word boundary with `…`."""
+    one = " ".join(text.split())
+    if cell_width(one) <= width:
+        return one
+    if width <= 1:
+        return "…"[:width]
+    out, used = [], 0
+    for c in one:
+        w = cell_width(c)
+        if used + w > width - 1:
+            break
+        out.append(c)
+        used += w
+    cut = "".join(out)
+    space = cut.rfind(" ")
+    if space >= width // 2:  # end at a word boundary unless that throws away half the room
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def shortest_prefix(mid: str, neighbours: Iterable[str], minimum: int = MIN_ID_CHARS) -> str:
+    """The shortest prefix of `mid` that no neighbour shares (case-insensitive, as id resolution
+    is), at least `minimum` characters: git's abbreviated hashes. The neighbours that matter are
+    the ids just before and after `mid` in sorted order."""
+    u = mid.upper()
+    need = minimum
+    for other in neighbours:
+        o = other.upper()
+        if o == u:
+            continue
+        common = 0
+        for a, b in zip(u, o):
+            if a != b:
+                break
+            common += 1
+        need = max(need, common + 1)
+    return mid[: min(need, len(mid))]

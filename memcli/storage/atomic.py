@@ -1,0 +1,178 @@
+"""Atomic writes: a temp file in the same directory, fsynced, renamed into place, the directory
+fsynced. A reader (another memcli process, an editor, git) sees the old file or the new one, never
+half of one. The one home of this for every layer above core (the store, the journal, the inbox,
+hook and sharing files); a change set stages many files with `stage_many` before renaming any.
+Standard library only, and cheap to import: a git hook writes its inbox item with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+__all__ = ["Staged", "atomic_write", "file_mode", "flush_files", "fsync_dir", "stage_file", "stage_many"]
+
+
+# a temp file: created here and now (never an existing file, never through a symlink)
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+# Read once, at import (single-threaded): reading the umask means setting it, and `import` writes
+# files from several threads, where a set-and-restore could hand another thread the wrong mask.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def file_mode(path: Path, new_mode: dict[str, int] | None = None) -> tuple[int, bool]:
+    """(the mode `path` is written with, whether it exists). An existing file keeps its mode. A
+    new one is private (0600), or group-readable (0640) in a directory that is group-readable: a
+    store is private unless it was made shared (`shared = true` / MEMCLI_SHARED), which creates its
+    directories 0750. `new_mode` remembers a directory's answer for a batch."""
+    try:
+        return os.stat(path).st_mode & 0o7777, True
+    except FileNotFoundError:
+        pass
+    parent = os.path.dirname(path)
+    if new_mode is not None and parent in new_mode:
+        return new_mode[parent], False
+    try:
+        shared = os.stat(parent).st_mode & 0o050 == 0o050
+    except OSError:
+        shared = False
+    mode = (0o640 if shared else 0o600) & ~_UMASK
+    if new_mode is not None:
+        new_mode[parent] = mode
+    return mode, False
+
+
+def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> tuple[int, int]:
+    """Give a new temp file (created 0600) its final `mode` and write all of `data` (os.write may
+    write less than asked); fsync it when `sync`. Closes `fd`. Returns the file's (mtime_ns, size)
+    once written: what it keeps when it is renamed into place (its signature for the index)."""
+    try:
+        if mode != 0o600:
+            os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+        st = os.fstat(fd)
+        return st.st_mtime_ns, st.st_size
+    finally:
+        os.close(fd)
+
+
+def stage_file(path: Path, data: bytes) -> tuple[str, tuple[int, int]]:
+    """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
+    return its name and its signature (mtime_ns, size: what it keeps when renamed into place).
+    `os.replace(tmp, path)` then publishes it atomically (a change set stages all its files
+    before it renames any)."""
+    mode = file_mode(path)[0]
+    tmp = f"{path.parent}/.{path.name}.{os.getpid():x}{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, _NEW_FILE, 0o600)
+    try:
+        return tmp, _fill(fd, data, mode, sync=True)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class Staged:
+    """What staging learnt while writing: each path's signature (mtime_ns, size) once its temp
+    file is renamed there, and (`stage_many`, a batch) the paths that exist now (the files the
+    renames will replace). A plain class, not a NamedTuple: `typing` costs a hook ~10 ms."""
+
+    __slots__ = ("replaced", "signatures")
+
+    def __init__(self, replaced: list[Path], signatures: dict[Path, tuple[int, int]]) -> None:
+        self.replaced = replaced
+        self.signatures = signatures
+
+
+def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]], *, flush: bool = True) -> Staged:
+    """Stage many files at once: like `stage_file`, but without an fsync per file. Appends each
+    `(temp name, final path)` to `staged` as it goes (the caller removes them on failure) and
+    ends with one flush of their filesystems (`flush_files`), so that when this returns every
+    temp file is as durable as after its own fsync. Thousands of fsyncs (one journal commit
+    each) were most of a large curation's cost; one syncfs writes the same data back once.
+    With `flush` False the caller calls `flush_files(staged)` itself (before any rename)."""
+    token = f"{os.getpid():x}{os.urandom(3).hex()}"
+    new_mode: dict[str, int] = {}  # per directory: the mode of a file that does not exist yet
+    out = Staged([], {})
+    for path, data in writes:
+        mode, exists = file_mode(path, new_mode)
+        if exists:
+            out.replaced.append(path)
+        tmp = f"{path.parent}/.{path.name}.{token}.tmp"
+        fd = os.open(tmp, _NEW_FILE, 0o600)
+        staged.append((tmp, path))
+        out.signatures[path] = _fill(fd, data, mode, sync=False)
+    if flush:
+        flush_files(staged)
+    return out
+
+
+def flush_files(staged: list[tuple[str, Path]]) -> None:
+    """Make the staged temp files durable with one `syncfs` per filesystem they are on (Linux);
+    where that is unavailable or reports an error, fsync each file (which raises the error)."""
+    devices: dict[int, str] = {}
+    try:
+        for parent in {str(path.parent) for _, path in staged}:
+            devices.setdefault(os.stat(parent).st_dev, parent)
+    except OSError:
+        devices = {}  # cannot tell the filesystems apart: fsync each file below
+    if _syncfs(list(devices.values())):
+        return
+    for tmp, _ in staged:
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _syncfs(dirs: list[str]) -> bool:
+    """syncfs(2) of the filesystem of each directory; False when any could not be synced so."""
+    if not dirs or not hasattr(os, "sched_getaffinity"):  # Linux only (syncfs is Linux's)
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = libc.syncfs
+    except (OSError, AttributeError):
+        return False
+    for d in dirs:
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            if syncfs(fd) != 0:  # since Linux 5.8 a writeback error is reported here
+                return False
+        finally:
+            os.close(fd)
+    return True
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
+    tmp, _ = stage_file(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

@@ -185,15 +185,18 @@ def capture_git(sha: str = "HEAD", *, store: str | None = None, cwd: Path | None
         cfg = load_config(store_path)
     except Exception:  # noqa: BLE001 - a bad config must not lose the commit: defaults apply
         cfg = Config()
-    out = _git(["log", "-1", "--format=%h%x00%P%x00%B", sha], cwd)
-    short, parents, body = (out.split("\x00", 2) + ["", ""])[:3]
+    out = _git(["log", "-1", "--format=%h%x00%P%x00%aI%x00%B", sha], cwd)
+    short, parents, date, body = (out.split("\x00", 3) + ["", "", ""])[:4]
     message = body.strip()
     subject = message.splitlines()[0] if message else ""
     why = skip_reason(subject, len(parents.split()), cfg.git_skip)
     if why or not message:
         return Captured(None, why or "empty message", store_path)
     text = _redact(message, redact)
+    # dated by the commit's author date: values of one subject are ordered by when they were stated
     options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True, "cwd": str((cwd or Path.cwd()).absolute())}
+    if date.strip():
+        options["created"] = date.strip()
     return Captured(spooler.spool(store_path, text, options, source="git"), f"commit {short.strip()}", store_path)
 
 

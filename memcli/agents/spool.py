@@ -249,7 +249,7 @@ def _replay(model: str | None) -> Any:
 
 
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw", "no_dedup", "llm_model")
+                "raw", "no_dedup", "llm_model", "created")
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:
@@ -304,7 +304,13 @@ def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = No
     """One spooled input through the add pipeline; the AddResult."""
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
-        opts["raw"] = not store.config.llm_model or llm is False
+        if any(str(o).startswith("git:") for o in opts.get("origins") or []):
+            # a commit: the commit rules (memcli/services/commits.py) extract it and the decision
+            # rules decide it, with no model too (a newer bump supersedes the older one)
+            if not store.config.llm_model:
+                llm = False
+        else:
+            opts["raw"] = not store.config.llm_model or llm is False
     if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
         opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
     cwd = opts.pop("cwd", None)

@@ -249,7 +249,7 @@ def _replay(model: str | None) -> Any:
 
 
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw", "no_dedup", "llm_model")
+                "raw", "no_dedup", "llm_model", "created")
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:
@@ -269,6 +269,9 @@ def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     if item.get("kind") == "remap":
         done = apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
         return done, done
+    if item.get("kind") == "session" and isinstance(opts.get("turns"), list):
+        done = _session(store, opts)
+        return done, done
     text = item.get("text")
     if not isinstance(text, str) or not text.strip():
         return {"ADD": 0, "note": "empty input"}, None
@@ -278,11 +281,36 @@ def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     return result.summary(), result
 
 
+def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
+    """A captured part of an agent session: its dated turns through the session step (the same
+    one `import --from claude-code` runs). The turns were redacted when they were spooled."""
+    from memcli.ops.sessions import add_conversation
+    from memcli.services.transcripts import Conversation
+
+    conv = Conversation(str(opts.get("session") or "session"), cwd=opts.get("session_cwd") or opts.get("cwd"))
+    for turn in opts["turns"]:
+        if isinstance(turn, list) and len(turn) == 3 and isinstance(turn[1], str):
+            conv.add(str(turn[0]), turn[1], turn[2] if isinstance(turn[2], str) else None)
+    for at in opts.get("span") or []:
+        conv.saw(at if isinstance(at, str) else None)
+    # a capture reads what was added since the last one: the whole file only on its first capture
+    result = add_conversation(store, conv, redact=False, whole=bool(opts.get("from_start")))
+    if any(e.get("verdict") == "failed" for e in result["memories"]):
+        raise OSError("some memories could not be written")
+    return result["summary"]
+
+
 def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:
     """One spooled input through the add pipeline; the AddResult."""
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
-        opts["raw"] = not store.config.llm_model or llm is False
+        if any(str(o).startswith("git:") for o in opts.get("origins") or []):
+            # a commit: the commit rules (memcli/services/commits.py) extract it and the decision
+            # rules decide it, with no model too (a newer bump supersedes the older one)
+            if not store.config.llm_model:
+                llm = False
+        else:
+            opts["raw"] = not store.config.llm_model or llm is False
     if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
         opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
     cwd = opts.pop("cwd", None)

@@ -234,16 +234,24 @@ class Store:
 
         return parse_conversations(text, kind, name)
 
+    @staticmethod
+    def stream_chatgpt(path: str, name: str) -> Iterator[Any]:
+        """The conversations of a ChatGPT export file, read one at a time (a 100 MB
+        `conversations.json` is never held whole); ValueError at the first one that is not one."""
+        from memcli.services.transcripts import iter_chatgpt
+
+        with open(path, encoding="utf-8-sig") as stream:
+            yield from iter_chatgpt(stream, name)
+
     def import_conversations(self, conversations: Iterable[Any], name: str, *, redact: bool = True,
                              **options: Any) -> list[dict[str, Any]]:
-        """Conversations (`parse_conversations`) through the add pipeline, one summary per
-        conversation, origins `import:<name>` and `session:<conversation id>`."""
-        out = []
-        for conv in conversations:
-            result = self.add(conv.text(), origins=[f"import:{name}"], session=conv.id, redact=redact, **options)
-            out.append({"conversation": conv.id, "title": conv.title, "turns": len(conv.turns),
-                        "summary": result.summary(), "memories": [e.to_dict() for e in result.events]})
-        return out
+        """Conversations (`parse_conversations`, or any iterable of them: a streamed export is read
+        one at a time) to memories through the session step (memcli/ops/sessions.py): a few per
+        session, dated with their turns' own times, origins `import:<name>` and `session:<id>`,
+        plus one summary memory each."""
+        from memcli.ops.sessions import import_conversations
+
+        return import_conversations(self._store, conversations, name, redact=redact, **options)
 
     # ------------------------------------------------------------ read
     def search(self, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,

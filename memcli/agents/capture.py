@@ -82,10 +82,11 @@ def _state_path(store: Path, session: str) -> Path:
     return store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
 
 
-def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any]:
-    """Complete lines added to `transcript` since the last capture of `session`, and a function
-    that records them as taken (call it once they are spooled). A transcript that shrank (it was
-    rewritten) is read again from the start; the dedup of `add` absorbs repeats."""
+def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any, bool]:
+    """Complete lines added to `transcript` since the last capture of `session`, a function that
+    records them as taken (call it once they are spooled), and whether they are the whole file.
+    A transcript that shrank (it was rewritten) is read again from the start; the dedup of `add`
+    absorbs repeats."""
     state_path = _state_path(store, session)
     state_path.parent.mkdir(exist_ok=True)
     try:
@@ -101,19 +102,21 @@ def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[l
         data = f.read(MAX_CAPTURE_BYTES)
     end = data.rfind(b"\n")
     if end < 0:  # no complete new line yet (a line being written is taken next time)
-        return [], lambda: None
+        return [], lambda: None, offset == 0
     data = data[: end + 1]
 
     def commit() -> None:
         body = json.dumps({"session": session, "transcript": str(transcript), "offset": offset + len(data)})
         atomic_write(state_path, body.encode())
 
-    return data.splitlines(), commit
+    return data.splitlines(), commit, offset == 0 and len(data) == size
 
 
 def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, redact: bool = True) -> Captured:
-    """One Claude Code hook call (Stop, PreCompact, SessionEnd): spool the new conversation text."""
-    from memcli.services.transcripts import claude_code_lines
+    """One Claude Code hook call (Stop, PreCompact, SessionEnd): spool the new turns, each with its
+    time, for the session step (memcli/ops/sessions.py) the worker runs."""
+    from memcli.services.filters import strip_injected
+    from memcli.services.transcripts import read_claude_code
 
     session = str(payload.get("session_id") or "").strip()
     transcript = payload.get("transcript_path")
@@ -128,17 +131,22 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
     state_lock.parent.mkdir(exist_ok=True)
     with open(state_lock, "a") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)  # Stop and SessionEnd may fire together: one reads each line
-        lines, taken = new_transcript_lines(store_path, session, path)
-        turns = claude_code_lines(lines)
+        lines, taken, from_start = new_transcript_lines(store_path, session, path)
+        convs = read_claude_code(lines, session)
+        turns = [[role, _redact(strip_injected(text), redact), at]
+                 for conv in convs if conv.id == session for (role, text, at) in conv.dated()]
+        turns = [t for t in turns if t[1]]
         if not turns:
             taken()
             return Captured(None, "no new conversation text", store_path)
-        text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t in turns)
         # Redacted before it is written anywhere (the inbox item, a parked retry): ~15 ms of this
         # hook's < 100 ms budget (bench/hooks.py measures it).
-        text = _redact(text, redact)
-        options = {"session": session, "cwd": str(cwd) if cwd else None}
-        item = spooler.spool(store_path, text, options, source="claude-code")
+        text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t, _ in turns)
+        conv = next((c for c in convs if c.id == session), None)
+        options = {"session": session, "cwd": str(cwd) if cwd else None, "turns": turns,
+                   "span": conv.span if conv else [], "session_cwd": conv.cwd if conv else None,
+                   "from_start": from_start}
+        item = spooler.spool(store_path, text, options, kind="session", source="claude-code")
         taken()
     return Captured(item, f"{len(turns)} turn(s) of session {session}", store_path)
 

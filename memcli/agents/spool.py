@@ -239,6 +239,7 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
 
     outcomes: dict[Path, dict[str, Any] | None] = {}
     work: list[tuple[int, Path, dict[str, Any], dict[str, Any]]] = []
+    singles: list[tuple[Path, dict[str, Any]]] = []
     with contextlib.ExitStack() as stack:
         for path in paths:
             fd = stack.enter_context(item_lock(path))
@@ -249,6 +250,9 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
                 item = _read_item(path)
             except (OSError, ValueError) as e:
                 outcomes[path] = {"file": path.name, "error": f"unreadable inbox item: {e}"}
+                continue
+            if item.get("kind") not in (None, "add"):  # a session capture...: its own step, not an add
+                singles.append((path, item))
                 continue
             text = _storable(item.get("text"))
             if not text.strip():
@@ -276,6 +280,15 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
                 for _, path, item, _ in work:
                     if path not in outcomes:
                         outcomes[path] = _failed(path, item, e)
+        for path, item in singles:  # still under their locks
+            try:
+                summary, _ = _run(store, item)
+            except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
+                outcomes[path] = _failed(path, item, e)
+                continue
+            path.unlink(missing_ok=True)
+            store.log("INBOX_DONE", file=path.name)
+            outcomes[path] = {"file": path.name, "summary": summary}
     return [outcomes.get(p) for p in paths]
 
 
@@ -481,6 +494,9 @@ def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     if item.get("kind") == "remap":
         done = apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
         return done, done
+    if item.get("kind") == "session" and isinstance(opts.get("turns"), list):
+        done = _session(store, opts)
+        return done, done
     text = _storable(item.get("text"))
     if not text.strip():
         return {"ADD": 0, "note": "empty input"}, None
@@ -488,6 +504,25 @@ def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     if result.failed:
         raise OSError("some memories could not be written")
     return result.summary(), result
+
+
+def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
+    """A captured part of an agent session: its dated turns through the session step (the same
+    one `import --from claude-code` runs). The turns were redacted when they were spooled."""
+    from memcli.ops.sessions import add_conversation
+    from memcli.services.transcripts import Conversation
+
+    conv = Conversation(str(opts.get("session") or "session"), cwd=opts.get("session_cwd") or opts.get("cwd"))
+    for turn in opts["turns"]:
+        if isinstance(turn, list) and len(turn) == 3 and isinstance(turn[1], str):
+            conv.add(str(turn[0]), turn[1], turn[2] if isinstance(turn[2], str) else None)
+    for at in opts.get("span") or []:
+        conv.saw(at if isinstance(at, str) else None)
+    # a capture reads what was added since the last one: the whole file only on its first capture
+    result = add_conversation(store, conv, redact=False, whole=bool(opts.get("from_start")))
+    if any(e.get("verdict") == "failed" for e in result["memories"]):
+        raise OSError("some memories could not be written")
+    return result["summary"]
 
 
 def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:

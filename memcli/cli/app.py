@@ -6,6 +6,7 @@ memcli/cli/runtime.py. No logic of its own lives here.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -725,18 +726,8 @@ def import_(
 ) -> None:
     """Load memories as they are, no extraction: memcli's exports (lossless) or Markdown notes (front
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
-    if from_ is not None:  # a conversation: through the add pipeline (read whole, 10 MB at most)
-        if file == "-":
-            name, text = "stdin", read_stdin()
-        else:
-            name = file
-            try:
-                with open(file, "rb") as f:
-                    data = read_limited(f, file)  # /dev/zero stops at the limit
-            except OSError as e:
-                fail(f"cannot read {file}: {e.strerror}")
-            text = read_input(data, name)
-        return _import_conversations(text, from_, Path(name).name, create, as_json)
+    if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
+        return _import_conversations(file, from_, create, as_json, redact=not no_redact)
     if fmt is not None and fmt not in ExportFormat.values():
         fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     with spool_stdin(sys.stdin.buffer) if file == "-" else contextlib.nullcontext(Path(file)) as path:
@@ -1150,19 +1141,42 @@ def inbox_retry(
         raise typer.Exit(int(ExitStatus.ERROR))
 
 
-def _import_conversations(text: str, kind: str, name: str, create: bool, as_json: bool) -> None:
+def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool = True) -> None:
+    """`import --from`: a ChatGPT export is streamed from its file one conversation at a time (a
+    100 MB export is never held whole); a transcript or stdin is read whole (10 MB at most). The
+    file is checked before the store is touched."""
     if kind not in IMPORT_KINDS:
         fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
+    name = "stdin" if file == "-" else Path(file).name
     try:
-        conversations = Store.parse_conversations(text, kind, name)
+        if kind == "chatgpt" and file != "-":
+            conversations: Any = Store.stream_chatgpt(file, name)
+            first = next(conversations, None)
+            if first is None:
+                fail(f"{name}: no conversation text found (is it a {kind} export?)")
+            conversations = itertools.chain([first], conversations)
+        else:
+            if file == "-":
+                text = read_stdin()
+            else:
+                with open(file, "rb") as f:
+                    text = read_input(read_limited(f, file), name)  # /dev/zero stops at the limit
+            conversations = Store.parse_conversations(text, kind, name)
+            if not conversations:
+                fail(f"{name}: no conversation text found (is it a {kind} export?)")
+    except OSError as e:
+        fail(f"cannot read {file}: {e.strerror}")
+    except UnicodeDecodeError as e:
+        fail(f"{name}: not valid UTF-8 (byte {e.start})")
     except ValueError as e:
         fail(str(e))
-    if not conversations:
-        fail(f"{name}: no conversation text found (is it a {kind} export?)")
     store = get_store(must_exist=False, create=create)
     store.ensure()
     synced(store)
-    results = store.import_conversations(conversations, name)
+    try:
+        results = store.import_conversations(conversations, name, redact=redact)
+    except (ValueError, UnicodeDecodeError) as e:  # a bad conversation further down a streamed export
+        fail(str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}")
     if as_json:
         emit_json({"conversations": results})
         return

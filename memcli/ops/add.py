@@ -333,11 +333,11 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None, comm
                     code_pattern=code_pattern_of(body), flags=detect_flags(body))
         return Extraction([fact], method="raw")
     if client is None:
-        return _without_injected(heuristic_extract(text, default_type=type), text)
+        return without_chatter(_without_injected(heuristic_extract(text, default_type=type), text))
     from memcli.services.llm.client import LLMFormatError
 
     try:
-        return client.extract(text)
+        return without_chatter(client.extract(text))
     except LLMFormatError as e:
         from memcli.services.llm.checks import fallback_problem, with_orphan_blocks
 
@@ -347,6 +347,24 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None, comm
         fallback.facts = with_orphan_blocks([f for f, rule in gated if rule is None], text)
         fallback.invalid += [f"{rule}: {f.text[:80]!r}" for f, rule in gated if rule]
         return fallback
+
+
+def without_chatter(extraction: Extraction) -> Extraction:
+    """Drop what the shared filter (memcli/services/filters.py) calls narration, injected text, tool
+    or git output, UI chatter or an API error: the rule `import --from` and `capture` apply too.
+    (Fragments and requests are judged only where the speaker is known: the session step.)"""
+    from memcli.services.filters import junk_class
+
+    kept = []
+    for f in extraction.facts:
+        why = junk_class(f.text)
+        if why is None or why in ("fragment", "request", "pasted_code"):
+            kept.append(f)
+        else:
+            extraction.skipped += 1
+            extraction.skipped_pieces.append({"text": " ".join(f.text.split()), "rule": why})
+    extraction.facts = kept
+    return extraction
 
 
 def _without_injected(extraction: Extraction, text: str) -> Extraction:

@@ -1,6 +1,6 @@
 """What skipping Python's last garbage collection at exit saves a memcli command.
 
-`memcli.cli.app.main` registers `gc.freeze` with `atexit`, so the collection at interpreter exit
+`memcli.cli.runtime.main` registers `gc.freeze` with `atexit`, so the collection at interpreter exit
 does not walk every object the command made. This runs `add --raw` and `search` on copies of the
 10k curation bench store (`bench/curate.py` builds it) as `python -c` processes calling `main()`,
 with that freeze and with it turned off (`_skip_final_collection` replaced by a no-op), interleaved,
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BENCH_TMP, PY, ROOT, table  # noqa: E402
 
 KEPT = "import sys; from memcli.cli.app import main; sys.argv[0] = 'memcli'; main()"
-OFF = ("import sys; import memcli.cli.app as a; a._skip_final_collection = lambda: None; "
-       "sys.argv[0] = 'memcli'; a.main()")
+OFF = ("import sys; import memcli.cli.runtime as r; r._skip_final_collection = lambda: None; "
+       "from memcli.cli.app import main; sys.argv[0] = 'memcli'; main()")
 
 
 def cpu(code: str, store: Path, env: dict[str, str], *args: str) -> float:

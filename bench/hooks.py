@@ -16,6 +16,12 @@ Wall-clock medians move with the machine's load; the CPU column (user + sys of `
 every process it waited for: the hook's shell, not the detached capture) is steadier on a shared
 machine. The load average is printed at the start and the end: judge a run taken when it is low.
 
+Burst (`--burst 30`): 30 back-to-back commits (a rebase, a scripted series) in copies of one
+repository with no hook, an empty hook and memcli's, in rotating order, in one run, with the store on the REAL embedding
+model: the commit-time ratio (target <= 1.2x), how many memcli processes for the store and how
+many model-loaded workers (RSS > 60 MB) were alive at once (target: one worker), and, after it
+drained, how long a quiet commit's memory takes to appear (target <= 5 s).
+
 Claude Code: the installed Stop command (`python -S -c ... claude-code`: it redacts, then spools)
 on a transcript that grew by a few turns, beside a bare `python -S -c pass`. Target: < 100 ms.
 The store uses the hash embedder (the worker's speed is not what is measured here).
@@ -150,13 +156,136 @@ def bench_git(work: Path, store: Path, label: str, commits: int, realistic: bool
             "size": size}
 
 
+def _store_processes(store: Path) -> list[tuple[int, int]]:
+    """(pid, RSS kB) of every live process whose command line names `store` (the hooks' captures
+    and workers were installed with --store)."""
+    key = str(store).encode()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+            if key not in cmd or b"memcli" not in cmd:
+                continue
+            rss = next((int(line.split()[1]) for line in (d / "status").read_text().splitlines()
+                        if line.startswith("VmRSS:")), 0)
+        except (OSError, ValueError):
+            continue
+        out.append((int(d.name), rss))
+    return out
+
+
+WORKER_RSS_KB = 60_000  # a capture that only spools stays near 25 MB; one that loaded the model is far above
+
+
+def bench_burst(work: Path, commits: int) -> None:
+    import threading
+
+    env_model = {k: v for k, v in ENV.items() if k != "MEMCLI_EMBED_MODEL"}  # the real model
+    store = work / "burst-store"
+    subprocess.run([PY, "-m", "memcli", "init", str(store)], cwd=work, env=env_model, check=True, capture_output=True)
+    repos = {}
+    for v in VARIANTS:
+        repo = work / f"burst-{v.replace(' ', '-')}"
+        repo.mkdir()
+        sh(["git", "init", "-q"], repo)
+        for h in (repo / ".git" / "hooks").glob("*"):
+            h.unlink()
+        if v == "empty hook":
+            hook = repo / ".git" / "hooks" / "post-commit"
+            hook.write_text("#!/bin/sh\n:\n")
+            hook.chmod(0o755)
+        if v == "memcli hook":
+            subprocess.run([PY, "-m", "memcli", "--store", str(store), "hooks", "install", "git"], cwd=repo,
+                           env=env_model, check=True, capture_output=True)
+        repos[v] = repo
+    peak = {"procs": 0, "workers": 0, "rss": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            procs = _store_processes(store)
+            peak["procs"] = max(peak["procs"], len(procs))
+            peak["workers"] = max(peak["workers"], sum(rss > WORKER_RSS_KB for _, rss in procs))
+            peak["rss"] = max([peak["rss"], *(rss for _, rss in procs)])
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    t_burst = time.perf_counter()
+    for i in range(commits):
+        for v in VARIANTS[i % 3:] + VARIANTS[: i % 3]:
+            (repos[v] / f"f{i}.txt").write_text(f"{i}\n")
+            p = subprocess.run(["git", "add", f"f{i}.txt"], cwd=repos[v], env=env_model, capture_output=True)
+            t0 = time.perf_counter()
+            p = subprocess.run(["git", "commit", "-q", "-m", f"Use connection pool size {i} for the billing "
+                                f"service (burst commit {i})"], cwd=repos[v], env=env_model, capture_output=True)
+            wall[v].append((time.perf_counter() - t0) * 1000)
+            assert p.returncode == 0, p.stderr
+    burst_s = time.perf_counter() - t_burst
+    idle(store, quiet=1.0, timeout=600)
+    drained_s = time.perf_counter() - t_burst
+
+    def facts() -> int:
+        return len(list((store / "facts").glob("*.md")))
+
+    after_burst = facts()
+    time.sleep(2)
+    (repos["memcli hook"] / "quiet.txt").write_text("q\n")
+    sh(["git", "add", "quiet.txt"], repos["memcli hook"])
+    t0 = time.perf_counter()
+    subprocess.run(["git", "commit", "-q", "-m", "Quiet commit: the cache TTL is 300 seconds"],
+                   cwd=repos["memcli hook"], env=env_model, check=True, capture_output=True)
+    while facts() <= after_burst and time.perf_counter() - t0 < 60:
+        time.sleep(0.05)
+    visible_s = time.perf_counter() - t0
+    stop.set()
+    sampler.join()
+    b, h = statistics.median(wall["no hook"]), statistics.median(wall["memcli hook"])
+    e = statistics.median(wall["empty hook"])
+    mean_ratio = statistics.mean(wall["memcli hook"]) / statistics.mean(wall["no hook"])
+    print()
+    print(table(["burst of back-to-back commits", "median ms", "mean ms", "p95 ms", "runs"], [
+        [v, f"{statistics.median(w):.1f}", f"{statistics.mean(w):.1f}", f"{pct(w, 0.95):.1f}", len(w)]
+        for v, w in wall.items()]))
+    print()
+    print(table(["metric", "value", "target", "verdict"], [
+        ["burst: commit with memcli's hook / no hook (median wall)", f"{h / b:.2f}", "<= 1.2", verdict(h / b <= 1.2)],
+        ["burst: the same, mean wall", f"{mean_ratio:.2f}", "<= 1.2", verdict(mean_ratio <= 1.2)],
+        ["burst: an empty hook / no hook (the floor of any hook)", f"{e / b:.2f}", "", ""],
+        ["burst: memcli's hook / an empty hook (median wall)", f"{h / e:.2f}", "", ""],
+        ["memcli processes for the store alive at once (peak)", str(peak["procs"]), "", ""],
+        [f"model-loaded workers alive at once (peak, RSS > {WORKER_RSS_KB // 1000} MB)", str(peak["workers"]),
+         "<= 1", verdict(peak["workers"] <= 1)],
+        ["largest memcli process seen (RSS MB)", f"{peak['rss'] / 1000:.0f}", "", ""],
+        ["memories from the burst", str(after_burst), str(commits), verdict(after_burst == commits)],
+        ["burst s / drained s (all memories written)", f"{burst_s:.1f} / {drained_s:.1f}", "", ""],
+        ["a quiet commit's memory visible after (s)", f"{visible_s:.1f}", "<= 5", verdict(visible_s <= 5)],
+    ]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commits", type=int, default=30)
     ap.add_argument("--captures", type=int, default=20)
     ap.add_argument("--files", type=int, default=3000, help="files in the realistic repository")
+    ap.add_argument("--burst", type=int, default=0, metavar="N",
+                    help="only the burst measurement: N back-to-back commits, real model")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-hooks-"))
+    if args.burst:
+        load0 = os.getloadavg()
+        print(f"# hooks burst; load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+              f"{os.cpu_count()} CPUs")
+        try:
+            bench_burst(work, args.burst)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            load1 = os.getloadavg()
+            print(f"\n# load average at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+        return
     load0 = os.getloadavg()
     print(f"# hooks; load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
           f"{os.cpu_count()} CPUs; {sh(['git', '--version'], work).stdout.strip()}")

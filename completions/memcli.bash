@@ -306,6 +306,7 @@ _memcli_value() {
         'memcli export --type') COMPREPLY=($(compgen -W 'semantic episodic procedural' -- "$3")) ;;
         'memcli export --store'|'memcli export -s') _memcli_paths dir "$3" ;;
         'memcli import --format'|'memcli import -f') COMPREPLY=($(compgen -W 'json jsonl md csv' -- "$3")) ;;
+        'memcli import --from') COMPREPLY=($(compgen -W 'claude-code chatgpt' -- "$3")) ;;
         'memcli import --store'|'memcli import -s') _memcli_paths dir "$3" ;;
         'memcli reindex --store'|'memcli reindex -s') _memcli_paths dir "$3" ;;
         'memcli stats --store'|'memcli stats -s') _memcli_paths dir "$3" ;;
@@ -327,6 +328,7 @@ _memcli_value() {
         'memcli inbox retry --store'|'memcli inbox retry -s') _memcli_paths dir "$3" ;;
         'memcli inbox process --store'|'memcli inbox process -s') _memcli_paths dir "$3" ;;
         'memcli hooks --store'|'memcli hooks -s') _memcli_paths dir "$3" ;;
+        'memcli hooks install --scope') COMPREPLY=($(compgen -W 'project local user' -- "$3")) ;;
         'memcli hooks install --store'|'memcli hooks install -s') _memcli_paths dir "$3" ;;
         *) COMPREPLY=() ;;
     esac
@@ -345,6 +347,8 @@ _memcli_arg() {
         'memcli merge#'*) _memcli_dynamic ids "$3" ;;
         'memcli feedback#0') _memcli_dynamic ids "$3" ;;
         'memcli trust#0') _memcli_paths dir "$3" ;;
+        'memcli capture#0') COMPREPLY=($(compgen -W 'claude-code git git-rewrite text' -- "$3")) ;;
+        'memcli hooks install#0') COMPREPLY=($(compgen -W 'git claude-code' -- "$3")) ;;
         *) COMPREPLY=() ;;
     esac
 }

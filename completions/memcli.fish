@@ -347,7 +347,7 @@ complete -c memcli -n '__memcli_at "memcli export"' -l 'help' -s 'h' -d 'Show th
 complete -c memcli -n '__memcli_at "memcli import"' -l 'format' -s 'f' -x -a 'json jsonl md csv' -d 'json | jsonl | md | csv (default: from the extension, else the content).'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'split' -d 'Markdown notes: one memory per heading section, not one per file.'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'create' -d 'Create the --store directory if it does not exist.'
-complete -c memcli -n '__memcli_at "memcli import"' -l 'from' -x -d 'A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...'
+complete -c memcli -n '__memcli_at "memcli import"' -l 'from' -x -a 'claude-code chatgpt' -d 'A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'no-redact' -d 'Keep texts verbatim (no scrubbing of secrets).'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli import"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
@@ -453,6 +453,7 @@ complete -c memcli -n '__memcli_at "memcli capture"' -l 'json' -d 'Print one JSO
 complete -c memcli -n '__memcli_at "memcli capture"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli capture"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli capture"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli capture"' -a 'claude-code git git-rewrite text'
 
 # memcli context
 complete -c memcli -n '__memcli_at "memcli context"' -l 'budget' -x -d 'At most this many tokens (about 4 characters each).'
@@ -504,8 +505,9 @@ complete -c memcli -n '__memcli_at "memcli hooks"' -l 'help' -s 'h' -d 'Show thi
 
 # memcli hooks install
 complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'uninstall' -d 'Remove what memcli added (nothing else).'
-complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'scope' -x -d 'claude-code: project (.claude/settings.json), local (settings.local.json) or...'
+complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'scope' -x -a 'project local user' -d 'claude-code: project (.claude/settings.json), local (settings.local.json) or...'
 complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'json' -d 'Print one JSON document on stdout (shapes: README, JSON output).'
 complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli hooks install"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli hooks install"' -a 'git claude-code'

@@ -326,7 +326,7 @@ _memcli__import() {
         '(--format -f)-f+[json | jsonl | md | csv (default: from the extension, else the content).]:format:(json jsonl md csv)' \
         '--split[Markdown notes: one memory per heading section, not one per file.]' \
         '--create[Create the --store directory if it does not exist.]' \
-        '--from=[A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...]:source: ' \
+        '--from=[A conversation export instead: claude-code (a session .jsonl) or chatgpt (con...]:source:(claude-code chatgpt)' \
         '--no-redact[Keep texts verbatim (no scrubbing of secrets).]' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
@@ -485,7 +485,7 @@ _memcli__capture() {
         '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
-        '1:kind: ' \
+        '1:kind:(claude-code git git-rewrite text)' \
         '*:[text]: '
 }
 
@@ -608,14 +608,14 @@ _memcli__hooks() {
 _memcli__hooks__install() {
     _arguments -s -S \
         '--uninstall[Remove what memcli added (nothing else).]' \
-        '--scope=[claude-code: project (.claude/settings.json), local (settings.local.json) or...]:scope: ' \
+        '--scope=[claude-code: project (.claude/settings.json), local (settings.local.json) or...]:scope:(project local user)' \
         '--json[Print one JSON document on stdout (shapes: README, JSON output).]' \
         '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
         '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]' \
-        '1:target: '
+        '1:target:(git claude-code)'
 }
 
 if [[ $zsh_eval_context[-1] == loadautofunc ]]; then

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from memcli.ops.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
     from memcli.ops.io import ImportReport
     from memcli.ops.search import SearchResponse
+    from memcli.ops.visible import Item
 
 __all__ = ["IMPORT_KINDS", "Filters", "Store", "read_input", "read_limited", "spool_stdin"]
 
@@ -171,8 +172,9 @@ class Store:
 
     # ------------------------------------------------------------ ids
     def resolve(self, ref: str) -> str:
-        """The full id of a memory from its id or a unique prefix; `IdError` (a `NotFound` with a
-        one-line message and a hint: the candidates, or that it is in the trash) otherwise."""
+        """The full id of a memory from its id, a unique prefix or its short id (the random tail
+        every listing shows); `IdError` (a `NotFound` with a one-line message and a hint: the
+        candidates, or that it is in the trash) otherwise."""
         return _ids.resolve(self._store, ref)
 
     def resolve_trashed(self, ref: str) -> str:
@@ -180,7 +182,8 @@ class Store:
         return _ids.resolve_trashed(self._store, ref)
 
     def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
-        """The shortest unique prefix of each id (at least 8 characters), as `show` accepts it."""
+        """The short id of each memory (the shortest unique tail of its ULID, at least 8 characters):
+        what `list`, `search`, `context` and MCP show, and every command resolves."""
         return _ids.short_ids(self._store, ids)
 
     # ------------------------------------------------------------ add
@@ -231,16 +234,24 @@ class Store:
 
         return parse_conversations(text, kind, name)
 
+    @staticmethod
+    def stream_chatgpt(path: str, name: str) -> Iterator[Any]:
+        """The conversations of a ChatGPT export file, read one at a time (a 100 MB
+        `conversations.json` is never held whole); ValueError at the first one that is not one."""
+        from memcli.services.transcripts import iter_chatgpt
+
+        with open(path, encoding="utf-8-sig") as stream:
+            yield from iter_chatgpt(stream, name)
+
     def import_conversations(self, conversations: Iterable[Any], name: str, *, redact: bool = True,
                              **options: Any) -> list[dict[str, Any]]:
-        """Conversations (`parse_conversations`) through the add pipeline, one summary per
-        conversation, origins `import:<name>` and `session:<conversation id>`."""
-        out = []
-        for conv in conversations:
-            result = self.add(conv.text(), origins=[f"import:{name}"], session=conv.id, redact=redact, **options)
-            out.append({"conversation": conv.id, "title": conv.title, "turns": len(conv.turns),
-                        "summary": result.summary(), "memories": [e.to_dict() for e in result.events]})
-        return out
+        """Conversations (`parse_conversations`, or any iterable of them: a streamed export is read
+        one at a time) to memories through the session step (memcli/ops/sessions.py): a few per
+        session, dated with their turns' own times, origins `import:<name>` and `session:<id>`,
+        plus one summary memory each."""
+        from memcli.ops.sessions import import_conversations
+
+        return import_conversations(self._store, conversations, name, redact=redact, **options)
 
     # ------------------------------------------------------------ read
     def search(self, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
@@ -272,9 +283,28 @@ class Store:
         return build(self._store, query, project=project, budget=budget)
 
     def get(self, memory_id: str) -> Memory:
-        """One memory, read from its file (a unique id prefix is enough)."""
+        """One memory, read from its file (a unique id prefix or its short id is enough)."""
         self._store.index.sync()
-        return self._store.read(self._store.index.resolve_id(memory_id))
+        return self._store.read(self.resolve(memory_id))
+
+    def recall(self, query: str, *, k: int = 5, filters: Filters | None = None,
+               record_usage: bool = True) -> list[Item]:
+        """`search`, as an agent is handed it (memcli/ops/visible.py: a flagged contradiction is one item)."""
+        from memcli.ops.visible import visible
+
+        hits = self.search(query, k=k, filters=filters, record_usage=record_usage).hits
+        return visible(self._store, [h.memory for h in hits], [h.score for h in hits])
+
+    def recent(self, n: int = 10, filters: Filters | None = None, *, sort: SortKey | str = SortKey.CREATED,
+               desc: bool = True) -> list[Item]:
+        """The current memories matching `filters`, newest first (superseded ones left out, a
+        flagged contradiction as one item)."""
+        from dataclasses import replace
+
+        from memcli.ops.visible import visible
+
+        current = replace(filters or Filters(), current=True)
+        return visible(self._store, self.list(current, sort=sort, desc=desc, limit=n))
 
     def read(self, memory_id: str) -> Memory:
         """One memory by its full id, read from its file (no index needed)."""
@@ -530,6 +560,14 @@ class Store:
                        rewrite=rewrite, text=text, redact=redact)
         except CaptureError as e:
             raise ValueError(str(e)) from None
+
+    @staticmethod
+    def record_hook_failure(store: str | None, message: str) -> None:
+        """A hook's failure in `<store>/inbox/errors.log` (nothing when there is no store): a hook
+        that fails open still leaves a trace, never in its host's output."""
+        from memcli.agents.capture import record_hook_failure
+
+        record_hook_failure(store, message)
 
     @staticmethod
     def install_hooks(target: str, *, scope: str = "project", store: str | None = None,

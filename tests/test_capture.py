@@ -19,7 +19,8 @@ from memcli.services.transcripts import read_chatgpt, read_claude_code
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SESSION = "3f9c2b7e-8a41-4d5e-9c0b-2e6f1a7d4b93"
-ENV = {"MEMCLI_EMBED_MODEL": HASH}
+ENV = {"MEMCLI_EMBED_MODEL": HASH,  # `memcli` found on PATH, as the portable hook commands expect
+       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def payload(event: str, transcript: Path, cwd: Path) -> str:
@@ -120,6 +121,41 @@ def test_claude_code_hooks_capture_only_new_text_and_context_prints_it(tmp_path)
     r = run_memcli("hooks", "install", "claude-code", "--uninstall", env=ENV, cwd=project)
     assert r.returncode == 0, r.stderr
     assert json.loads((claude / "settings.json").read_text()) == mine
+
+
+def test_shared_claude_settings_hold_portable_commands_that_fail_open(tmp_path):
+    project = tmp_path / "ledger"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    Store(project / ".memcli").init()
+    r = run_memcli("hooks", "install", "claude-code", env=ENV, cwd=project)
+    assert r.returncode == 0, r.stderr
+    shared = (project / ".claude" / "settings.json").read_text()
+    here = str(Path(__file__).resolve().parents[1])
+    for machine_specific in (sys.executable, here, str(tmp_path), str(Path.home())):
+        assert machine_specific not in shared, machine_specific
+    assert not (project / ".claude" / "settings.local.json").exists()
+    settings = json.loads(shared)
+    commands = [h["command"] for ev in ("SessionStart", "Stop", "PreCompact", "SessionEnd")
+                for g in settings["hooks"][ev] for h in g["hooks"]]
+    assert len(commands) == 4 and all("memcli" in c for c in commands)
+    # memcli not installed (a teammate, or after an uninstall): every hook exits 0 and says nothing
+    bare = {**os.environ, "PATH": "/usr/bin:/bin"}
+    for c in commands:
+        out = subprocess.run(["sh", "-c", c], input="{}", capture_output=True, text=True, cwd=project, env=bare)
+        assert (out.returncode, out.stdout, out.stderr) == (0, "", ""), (c, out)
+    # this machine's interpreter goes only to the local file
+    r = run_memcli("hooks", "install", "claude-code", "--scope", "local", env=ENV, cwd=project)
+    assert r.returncode == 0, r.stderr
+    local = (project / ".claude" / "settings.local.json").read_text()
+    assert sys.executable in local and (project / ".claude" / "settings.json").read_text() == shared
+    assert "captured twice" in r.stderr  # both files hold memcli's hooks now: said, not silently doubled
+    # a store outside the project is machine-specific too: never written to the shared file
+    outside = tmp_path / "elsewhere"
+    Store(outside).init()
+    r = run_memcli("--store", str(outside), "hooks", "install", "claude-code", env=ENV, cwd=project)
+    assert r.returncode == 0 and "settings.local.json" in r.stderr, r.stderr
+    assert str(outside) not in (project / ".claude" / "settings.json").read_text()
 
 
 def test_capture_never_fails_its_host(tmp_path):

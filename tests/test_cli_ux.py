@@ -204,10 +204,10 @@ def test_trash_list_show_trashed_restore_by_prefix_and_plain_yaml(filled):
     assert item["text"] == rec["text"]
     human = invoke(["--store", str(filled.store), "trash"], env={"MEMCLI_FORCE_TTY": "1", "COLUMNS": "80"})
     (row,) = human.stdout.splitlines()
-    assert row.startswith(mid[:8]) and "outdated after the move" in row and "Note number" in row
+    assert row.startswith(mid[-8:]) and "outdated after the move" in row and "Note number" in row
     # restore takes a unique prefix
     prefix = mid[:8] if not any(r["id"].startswith(mid[:8]) for r in listed(filled)) else mid
-    filled("restore", mid[:20])
+    filled("restore", mid[-8:])  # the short id the trash shows
     assert mid in {r["id"] for r in listed(filled)} and not trash_file.exists()
     assert prefix
 
@@ -255,7 +255,7 @@ def test_list_fits_the_terminal_with_short_ids_and_no_mid_word_wrap(varied, colu
     shown_ids = [row.split()[0] for row in rows if row[:1].isalnum()]
     assert len(shown_ids) == len(full)
     for sid in shown_ids:
-        matches = [i for i in full if i.startswith(sid)]
+        matches = [i for i in full if i.endswith(sid) or i.startswith(sid)]  # short ids: the random tail
         assert len(matches) == 1 and len(sid) >= 8 and len(sid) < 26  # unique, short
     long_row = next(row for row in rows if "staging database" in row)
     text_part = long_row.split("semantic", 1)[1].split("#")[0].strip()
@@ -377,3 +377,11 @@ def test_ctrl_c_is_exit_130_with_one_line(filled):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert err.decode().splitlines() == ["memcli: error: interrupted"] and out == b""
+
+
+def test_help_lists_each_command_by_its_whole_first_sentence():
+    """`memcli --help` at 80 columns: no description cut mid-sentence with "..." (issue 22)."""
+    r = invoke(["--help"], env={"COLUMNS": "80"})
+    listing = r.stdout.split("Commands:", 1)[1]
+    assert not [line for line in listing.splitlines() if re.search(r"\w\.\.\.$", line.rstrip())], listing
+    assert "Turn text (a conversation, a note, a commit message) into" in listing and "memories." in listing

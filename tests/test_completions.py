@@ -90,6 +90,9 @@ def _bash_complete(words: list[str], cwd: Path | None = None) -> list[str]:
         (["memcli", "--store", "somewhere", "sh"], ["show"]),  # --store's value is not a command
         (["memcli", "search", "--tag", "x", "--ty"], ["--type"]),
         (["memcli", "search", "some", "que"], []),  # free text: nothing to offer
+        (["memcli", "hooks", "install", ""], ["git", "claude-code"]),  # an argument's fixed choices
+        (["memcli", "hooks", "install", "claude-code", "--scope", ""], ["project", "local", "user"]),
+        (["memcli", "import", "--from", ""], ["claude-code", "chatgpt"]),
     ],
 )
 def test_bash_completes(words: list[str], expected: list[str]) -> None:

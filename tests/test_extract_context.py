@@ -58,3 +58,53 @@ def test_labels_that_are_not_people_are_not_speakers():
     assert texts("assistant: I'm going to look into it.") == []
     assert texts("user: We deploy with make release from the main branch.") == [
         "We deploy with make release from the main branch."]
+
+
+# --- a stack trace, a section, a secret in a line (issue 21, item 5) -----------------------------
+TRACEBACK = """User: the worker crashes on startup since the settings refactor:
+
+Traceback (most recent call last):
+  File "/srv/app/worker.py", line 12, in <module>
+    from app.settings import DATABASE_URL
+  File "/srv/app/app/settings.py", line 41, in <module>
+    DATABASE_URL = os.environ["DATABASE_URL"]
+KeyError: 'DATABASE_URL'
+
+The settings module reads DATABASE_URL at import time, before load_dotenv() runs in worker.py."""
+
+
+def test_a_stack_trace_keeps_its_cause_line_with_the_sentence_explaining_it():
+    (fact,) = texts(TRACEBACK)
+    assert "KeyError: 'DATABASE_URL'" in fact and "before load_dotenv() runs" in fact
+    assert "crashes on startup" in fact  # what the trace was pasted for
+    assert "File \"/srv/app" not in fact and "os.environ[" not in fact  # the frames are not kept
+
+
+def test_a_paragraph_under_a_heading_is_one_memory_with_the_heading():
+    section = ("## Rotating the staging database password\n\n"
+               "Run `make rotate-db ENV=staging` and wait for the api pods to restart. Then run "
+               "`make smoke ENV=staging`. If it fails, roll back with `make rotate-db ENV=staging ROLLBACK=1`.")
+    (fact,) = texts(section)
+    assert fact.startswith("Rotating the staging database password: Run `make rotate-db")
+    assert "ROLLBACK=1" in fact
+
+
+def test_a_list_under_a_heading_is_still_one_memory_per_item():
+    assert len(texts("## Release checklist\n\n- Bump the version in pyproject.toml first\n"
+                     "- Tag the release commit with vX.Y.Z\n")) == 2
+
+
+@pytest.mark.parametrize("line, kept, secret", [
+    ("The script now sets the password to \"Snoppy23\" for the staging admin user.",
+     "for the staging admin user", "Snoppy23"),
+    ("Assistant: The seed creates the admin user with the password \"Snoppy23\" in db/seeds.rb.",
+     "in db/seeds.rb", "Snoppy23"),
+    ("The nightly backup job uploads to the s3://acme-ledger-backups bucket in eu-west-1 with access key "
+     "AKIA4QWERTY7UIOP3ASD.", "s3://acme-ledger-backups bucket in eu-west-1", "AKIA4QWERTY7UIOP3ASD"),
+])
+def test_a_secret_is_redacted_in_place_and_the_rest_of_the_line_kept(hash_cli, line, kept, secret):
+    import json
+
+    hash_cli("add", "-", input=line)
+    (m,) = json.loads(hash_cli("list", "--json").stdout)["memories"]
+    assert kept in m["text"] and secret not in m["text"] and "[REDACTED:" in m["text"]

@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import time
@@ -319,6 +320,7 @@ def test_a_reworded_amend_replaces_the_old_message_memory(tmp_path):
     everything = listed(store, "--all")
     (old,) = [m for m in everything if m["text"] == old_text]
     assert old["superseded_by"] == new["id"]
+    assert {"rel": "supersedes", "id": old["id"]} in new.get("links", [])  # and the new one says what it replaced
     assert old["origins"] == [f"git:{new_sha[:7]}"]  # no origin names the commit that is gone
     assert (repo / ".git" / "rewritten.log").read_text().split() == [old_sha, new_sha]
     log = [json.loads(x) for x in (store / "log.jsonl").read_text().splitlines()]
@@ -338,3 +340,38 @@ def test_origins_follow_chained_rewrites_at_any_abbreviation():
         "git:77aa88b", "note:x", f"git:{c}"]
     assert translate_origins(["git:fedcba9876"], rewrites) == ["git:fedcba9876"]
     assert translate_origins(["git:0000001333"], rewrites) == ["git:0000001444"]
+
+
+def test_commits_made_while_the_worker_runs_are_handed_over_without_a_python_process(tmp_path):
+    """A burst (a rebase, a script): while the store's worker holds its lock, each post-commit
+    hook only writes `inbox/git-<sha>.sha`; the worker takes them all when it looks again."""
+    if shutil.which("flock") is None:
+        pytest.skip("flock(1) is not installed: the hook uses the Python capture for every commit")
+    store = tmp_path / "store"
+    Store(store).init()
+    repo = new_repo(tmp_path, "repo")
+    r = run_memcli("--store", str(store), "hooks", "install", "git", env=GIT_ENV, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    commit(repo, WANTED[0])  # the first commit makes the inbox (the Python capture)
+    wait_for(lambda: len(memories(store)) == 1, "the first memory")
+    drain(store)
+    lock = store / "inbox" / ".worker.lock"
+    with open(lock, "a") as held:  # a worker is running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        for text in WANTED[1:3]:
+            commit(repo, text)
+        shas = git(repo, "log", "-2", "--format=%H").stdout.split()
+        wait_for(lambda: len(list((store / "inbox").glob("git-*.sha"))) == 2, "the handed-over commits")
+        assert sorted(p.name for p in (store / "inbox").glob("git-*.sha")) == sorted(f"git-{s}.sha" for s in shas)
+        assert not list((store / "inbox").glob("*.json"))  # no Python capture ran for them
+        fcntl.flock(held, fcntl.LOCK_UN)
+    from memcli.api import Store as Api
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMCLI_EMBED_MODEL", HASH)
+        report = Api(store).process_inbox()
+    assert len(report.done) == 2 and not report.waiting
+    mems = memories(store)
+    assert sorted(m["text"] for m in mems) == sorted(WANTED[:3])
+    assert {o for m in mems for o in m["origins"]} >= {f"git:{s[:7]}" for s in shas}
+    assert not list((store / "inbox").glob("git-*.sha"))

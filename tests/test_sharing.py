@@ -100,3 +100,29 @@ def test_sync_outside_git_is_one_clear_error(tmp_path):
     memcli(tmp_path, "init", str(tmp_path / "s"))
     r = memcli(tmp_path, "--store", str(tmp_path / "s"), "sync", ok=False)
     assert r.returncode == 1 and r.stderr.startswith("memcli: error:") and "git repository" in r.stderr
+
+
+def test_sync_publishes_the_store_only_and_no_merge_commits(tmp_path):
+    a, b = two_clones(tmp_path)
+    origin = tmp_path / "origin.git"
+    memcli(b, "add", "--raw", "Refunds go through the payments service only.")
+    memcli(b, "sync")  # the remote moved on: a's next sync must not merge
+    (a / "draft.txt").write_text("half-done refactor\n")
+    git(a, "add", "draft.txt")
+    git(a, "commit", "-q", "-m", "WIP: half-done refactor", "draft.txt")
+    memcli(a, "add", "--raw", "Invoices are numbered per tenant.")
+    drafts = a / ".memcli" / ".edits"
+    drafts.mkdir()
+    (drafts / "x.md").write_text("---\nbroken: [\n---\nsecret draft\n")
+    memcli(a, "sync")
+    published = git(origin, "log", "--format=%s", "main").stdout
+    assert "WIP" not in published and "draft.txt" not in git(origin, "ls-tree", "-r", "--name-only", "main").stdout
+    assert git(origin, "rev-list", "--merges", "main").stdout == ""  # a straight line
+    assert ".edits" not in git(origin, "ls-tree", "-r", "--name-only", "main").stdout
+    # a keeps its own commit, on top of what it published, and has b's memory
+    assert git(a, "log", "-1", "--format=%s").stdout.strip() == "WIP: half-done refactor"
+    assert git(a, "rev-list", "--merges", "HEAD").stdout == ""
+    assert len(texts(a)) == 3 and (a / "draft.txt").exists()
+    memcli(b, "sync")
+    assert texts(a) == texts(b)
+    assert git(b, "rev-list", "--merges", "HEAD").stdout == "" and not (b / "draft.txt").exists()

@@ -35,6 +35,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "--format": ExportFormat.values(),
     "--type": MemoryType.values(),
     "--sort": SortKey.values(),
+    "--from": ("claude-code", "chatgpt"),  # import --from (memcli.services.transcripts.IMPORT_KINDS)
+    "--scope": ("project", "local", "user"),  # hooks install --scope
 }
 
 # Values that are paths ("file" or "dir") although typed as a plain str. Options by name; arguments
@@ -161,7 +163,7 @@ def _param(param: Any, cmd_key: str) -> Param:
     if not p.takes_value:
         return p
     choices, path = _type_info(param)
-    if not choices and is_option:
+    if not choices:  # an option's or an argument's help that starts "a | b | c" (hooks install TARGET)
         m = _HELP_CHOICES.match(getattr(param, "help", None) or "")
         if m:
             choices = tuple(c.strip().rstrip(".") for c in m.group(1).split("|"))

@@ -26,12 +26,16 @@ import fcntl
 import hashlib
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 from memcli.agents import spool as spooler
+from memcli.agents.spool import CaptureError, skip_reason
+from memcli.agents.spool import git_output as _git
 from memcli.storage.atomic import atomic_write
+
+__all__ = ["CaptureError", "Captured", "capture_claude_code", "capture_git", "capture_git_rewrite", "capture_text",
+           "main", "record_hook_failure", "run", "skip_reason"]
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 
@@ -53,24 +57,14 @@ class Captured:
         return {"item": str(self.item) if self.item else None, "reason": self.reason, "store": str(self.store)}
 
 
-class CaptureError(Exception):
-    """No store to capture into, or unusable hook input; one line, recorded, never fatal to the host."""
 
 
-def _store_for(explicit: str | None, cwd: Path | None, *, contained: bool = True) -> Path:
-    """The store a capture writes to. `contained`: refuse one holding a link out of it (a clone's
-    `.capture -> ~/x`): the capture state and the inbox are written before anything else checks."""
+def _store_for(explicit: str | None, cwd: Path | None) -> Path:
     from memcli.core.discovery import resolve
-    from memcli.storage.safety import UnsafeStore, ensure_contained
 
     res = resolve(explicit, cwd)
     if not (res.path / "facts").is_dir():
         raise CaptureError(f"no memcli store at {res.path} ({res.why}); run `memcli init` first")
-    if contained:
-        try:
-            ensure_contained(res.path)
-        except UnsafeStore as e:
-            raise CaptureError(str(e)) from None
     return res.path
 
 
@@ -88,10 +82,11 @@ def _state_path(store: Path, session: str) -> Path:
     return store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
 
 
-def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any]:
-    """Complete lines added to `transcript` since the last capture of `session`, and a function
-    that records them as taken (call it once they are spooled). A transcript that shrank (it was
-    rewritten) is read again from the start; the dedup of `add` absorbs repeats."""
+def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any, bool]:
+    """Complete lines added to `transcript` since the last capture of `session`, a function that
+    records them as taken (call it once they are spooled), and whether they are the whole file.
+    A transcript that shrank (it was rewritten) is read again from the start; the dedup of `add`
+    absorbs repeats."""
     state_path = _state_path(store, session)
     state_path.parent.mkdir(exist_ok=True)
     try:
@@ -107,19 +102,21 @@ def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[l
         data = f.read(MAX_CAPTURE_BYTES)
     end = data.rfind(b"\n")
     if end < 0:  # no complete new line yet (a line being written is taken next time)
-        return [], lambda: None
+        return [], lambda: None, offset == 0
     data = data[: end + 1]
 
     def commit() -> None:
         body = json.dumps({"session": session, "transcript": str(transcript), "offset": offset + len(data)})
         atomic_write(state_path, body.encode())
 
-    return data.splitlines(), commit
+    return data.splitlines(), commit, offset == 0 and len(data) == size
 
 
 def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, redact: bool = True) -> Captured:
-    """One Claude Code hook call (Stop, PreCompact, SessionEnd): spool the new conversation text."""
-    from memcli.services.transcripts import claude_code_lines
+    """One Claude Code hook call (Stop, PreCompact, SessionEnd): spool the new turns, each with its
+    time, for the session step (memcli/ops/sessions.py) the worker runs."""
+    from memcli.services.filters import strip_injected
+    from memcli.services.transcripts import read_claude_code
 
     session = str(payload.get("session_id") or "").strip()
     transcript = payload.get("transcript_path")
@@ -134,77 +131,33 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
     state_lock.parent.mkdir(exist_ok=True)
     with open(state_lock, "a") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)  # Stop and SessionEnd may fire together: one reads each line
-        lines, taken = new_transcript_lines(store_path, session, path)
-        turns = claude_code_lines(lines)
+        lines, taken, from_start = new_transcript_lines(store_path, session, path)
+        convs = read_claude_code(lines, session)
+        turns = [[role, _redact(strip_injected(text), redact), at]
+                 for conv in convs if conv.id == session for (role, text, at) in conv.dated()]
+        turns = [t for t in turns if t[1]]
         if not turns:
             taken()
             return Captured(None, "no new conversation text", store_path)
-        text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t in turns)
         # Redacted before it is written anywhere (the inbox item, a parked retry): ~15 ms of this
         # hook's < 100 ms budget (bench/hooks.py measures it).
-        text = _redact(text, redact)
-        options = {"session": session, "cwd": str(cwd) if cwd else None}
-        item = spooler.spool(store_path, text, options, source="claude-code")
+        text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t, _ in turns)
+        conv = next((c for c in convs if c.id == session), None)
+        options = {"session": session, "cwd": str(cwd) if cwd else None, "turns": turns,
+                   "span": conv.span if conv else [], "session_cwd": conv.cwd if conv else None,
+                   "from_start": from_start}
+        item = spooler.spool(store_path, text, options, kind="session", source="claude-code")
         taken()
     return Captured(item, f"{len(turns)} turn(s) of session {session}", store_path)
 
 
 # ------------------------------------------------------------------------------------------- git
-_ALWAYS_SKIP = re.compile(r"^(fixup|squash|amend)! ")
-
-
-def _git(args: list[str], cwd: Path | None) -> str:
-    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        raise CaptureError(f"git {args[0]} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
-    return out.stdout
-
-
-# A commit message longer than this is remembered truncated (12 MB messages exist: a pasted
-# build log). Larger inputs are added a chunk at a time by the worker (spool.CHUNK_CHARS).
-MAX_COMMIT_CHARS = 256 * 1024
-
-
-def skip_reason(subject: str, parents: int, pattern: str | None) -> str | None:
-    """Why a commit is not remembered, or None to remember it."""
-    if parents > 1:
-        return "merge commit"
-    if _ALWAYS_SKIP.match(subject):
-        return f"{subject.split('!')[0]}! commit"
-    if pattern:
-        try:
-            if re.search(pattern, subject[:1000]):  # a subject line, not a 12 MB message: bounded work
-                return f"subject matches git_skip {pattern!r}"
-        except re.error as e:
-            raise CaptureError(f"git_skip is not a valid regular expression: {e}") from None
-    return None
-
-
 def capture_git(sha: str = "HEAD", *, store: str | None = None, cwd: Path | None = None,
                 redact: bool = True) -> Captured:
     """Spool one commit's message (subject + body as one input), origin `git:<short sha>`."""
-    from memcli.core.config import Config, load_config
-
     store_path = _store_for(store, cwd)
-    try:
-        cfg = load_config(store_path)
-    except Exception:  # noqa: BLE001 - a bad config must not lose the commit: defaults apply
-        cfg = Config()
-    out = _git(["log", "-1", "--format=%h%x00%P%x00%B", sha], cwd)
-    short, parents, body = (out.split("\x00", 2) + ["", ""])[:3]
-    message = body.strip()
-    subject = message.splitlines()[0] if message else ""
-    why = skip_reason(subject, len(parents.split()), cfg.git_skip)
-    if why or not message:
-        return Captured(None, why or "empty message", store_path)
-    if len(message) > MAX_COMMIT_CHARS:  # a pasted log, not notes: the start is kept, git has the rest
-        from memcli.agents.spool import split_chunk
-
-        message = split_chunk(message, MAX_COMMIT_CHARS)[0].rstrip() + (
-            f"\n\n(commit message truncated: {len(message)} characters in git, {short.strip()})")
-    text = _redact(message, redact)
-    options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True, "cwd": str((cwd or Path.cwd()).absolute())}
-    return Captured(spooler.spool(store_path, text, options, source="git"), f"commit {short.strip()}", store_path)
+    item, reason = spooler.spool_commit(store_path, sha, cwd, redact=redact)
+    return Captured(item, reason, store_path)
 
 
 def capture_git_rewrite(lines: list[str], kind: str = "rebase", *, store: str | None = None,
@@ -301,6 +254,15 @@ def run(kind: str, *, store: str | None = None, stdin: bytes = b"", sha: str | N
     return result
 
 
+def record_hook_failure(store: str | None, message: str) -> None:
+    """A hook's failure, in `<store>/inbox/errors.log` when there is a store (never in the host's
+    output); nothing when there is none (a project without memcli)."""
+    with contextlib.suppress(Exception):
+        where = _store_for(store, Path.cwd())
+        if (Path(where) / "facts").is_dir():
+            spooler.record_failure(where, message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m memcli.agents.capture KIND`: always exit 0 (a hook never fails its host); problems go
     to `<store>/inbox/errors.log` when there is a store, else one line on stderr."""
@@ -315,8 +277,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-redact", action="store_true")
     parser.add_argument("--worker", choices=["detach", "inline", "none"], default="detach")
     args = parser.parse_args(argv)
-    if args.kind == "text" and args.rest == ["-"]:  # `-` is stdin
-        args.rest = []
     data = b""
     if args.kind in ("claude-code", "git-rewrite") or (args.kind == "text" and not args.rest):
         data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
@@ -328,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never fail the host program
         msg = f"capture {args.kind}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
         with contextlib.suppress(Exception):
-            where = _store_for(args.store, Path.cwd(), contained=False)  # (record_failure never follows a link)
+            where = _store_for(args.store, Path.cwd())
             spooler.record_failure(where, msg)
             return 0
         sys.stderr.write(f"memcli: {msg}\n")

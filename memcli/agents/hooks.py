@@ -14,6 +14,13 @@ Claude Code: entries are merged into `.claude/settings.json` (project), `.claude
 (local) or `~/.claude/settings.json` (user): SessionStart runs `memcli context` (its stdout is added
 to the session), Stop / PreCompact / SessionEnd run the capture. Other settings and hooks are left
 as they are; uninstall removes only the entries memcli added.
+
+`.claude/settings.json` is committed and shared, so it gets portable commands only: `memcli` as
+found on PATH, a store named relative to `$CLAUDE_PROJECT_DIR`, and a guard that makes the hook
+exit 0 without a word when memcli is not installed (a teammate without it, or after an uninstall:
+Claude Code would report a failed hook every turn). Machine-specific commands (this interpreter
+by absolute path, the start-up-saving `-S` form, a store outside the project) go only to
+`.claude/settings.local.json` or the user's own settings, and fail open the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -29,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcli.agents.spool import WORKER_LOCK
 from memcli.core.errors import MemcliError
 from memcli.ops.handle import atomic_write
 
@@ -37,7 +46,9 @@ END = "# <<< memcli <<<"
 CHAINED = ".memcli-chained"
 GIT_HOOKS = ("post-commit", "post-rewrite")
 CLAUDE_EVENTS = ("SessionStart", "Stop", "PreCompact", "SessionEnd")
-_OURS = re.compile(r"memcli(?:\.agents)?\.capture\b.*claude-code|-m memcli\b.* context --hook")
+_OURS = re.compile(r"memcli(?:\.agents)?\.capture\b.*claude-code|-m memcli\b.* context --hook"
+                   r"|\bmemcli\b.* (?:capture claude-code|context --hook)")
+GUARD = "command -v memcli >/dev/null 2>&1 || exit 0; "  # not installed here: nothing to do, quietly
 
 
 class HookError(MemcliError):
@@ -78,9 +89,12 @@ def git_hooks_dir(cwd: Path | None = None) -> tuple[Path, Path]:
     return hooks, common
 
 
-def git_block(name: str, common: Path, store: str | None, created: bool = False, chained: bool = False) -> str:
+def git_block(name: str, common: Path, store: str | None, created: bool = False, chained: bool = False,
+              known_store: Path | None = None) -> str:
     """The marked block of hook `name`. `chained`: a hook of the user's runs after it (and reads
-    the same input)."""
+    the same input). `known_store`: the store the hook will write to, as found at install time:
+    with it, a commit made while that store's worker runs (a burst: a rebase, a script) costs no
+    Python process at all (see `_FAST_SPOOL`)."""
     py = python_command()
     log = shlex.quote(str(common / "memcli-hook.log"))
     opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
@@ -107,8 +121,12 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False,
             '  esac\n'
             'fi\n'
             'case $_memcli_sha in ""|*[!0-9a-f]*) _memcli_sha=$(git rev-parse HEAD 2>/dev/null) ;; esac\n'
-            f'if [ -n "$_memcli_sha" ]; then nice -n 10 {py} -m memcli.agents.capture git --worker inline '
-            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} & fi\n'
+            f'if [ -n "$_memcli_sha" ] && [ -x {py} ]; then\n'  # the interpreter gone: nothing, quietly
+            + (_fast_spool(py, known_store, log) if known_store is not None else "")
+            + f'  nice -n 10 {py} -m memcli.agents.capture git --worker inline '
+            f'--sha "$_memcli_sha"{opt} </dev/null >/dev/null 2>>{log} &\n'
+            + ("  fi\n" if known_store is not None else "")
+            + 'fi\n'
         )
     elif chained:  # post-rewrite whose input a chained hook reads too: keep a copy, hand it on
         body = (
@@ -126,6 +144,27 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False,
     return head + body
 
 
+def _fast_spool(py: str, store: Path, log: str) -> str:
+    """The post-commit fast path (the first half of an if/else whose else is the Python capture).
+
+    When flock(1) exists and the store is the one found at install time, the hook writes
+    `inbox/git-<sha>.sha` (the commit and the directory, with shell built-ins) and only then
+    checks the worker lock: held, the running worker takes the commit (it looks for `.sha` items
+    again after releasing the lock, and the file was written before the check); free, the worker
+    starts and takes it. The commit's message, skip rules and redaction are read by the worker,
+    so a burst of commits runs one Python process, not one per commit. One background fork, as
+    ever; nothing here is waited for."""
+    inbox = shlex.quote(str(store / "inbox"))
+    here = shlex.quote(str(store))
+    return (
+        f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && command -v flock >/dev/null 2>&1 && '
+        f'{{ [ ! -d "$PWD/.memcli" ] || [ "$PWD/.memcli" = {here} ]; }}; then\n'
+        f'    {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha && flock -n {inbox}/{WORKER_LOCK} true && '
+        f'exec nice -n 10 {py} -m memcli.agents.spool --store {here}; }} </dev/null >/dev/null 2>>{log} &\n'
+        '  else\n'
+    )
+
+
 def _strip_block(text: str) -> str:
     return re.sub(rf"(?ms)^{re.escape(BEGIN)}.*?^{re.escape(END)}\n?", "", text)
 
@@ -135,8 +174,22 @@ def _is_shell(text: str) -> bool:
     return bool(re.match(r"#!\s*\S*/(?:env\s+)?(?:ba|da|z|k)?sh\b", first))
 
 
+def _known_store(cwd: Path | None, store: str | None) -> Path | None:
+    """The store a commit here writes to, when it does not depend on the environment."""
+    from memcli.core.discovery import resolve
+
+    if store:
+        return Path(store).absolute()
+    if os.environ.get("MEMCLI_STORE"):
+        return None
+    return resolve(None, (cwd or Path.cwd()).absolute()).path.absolute()
+
+
 def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall: bool = False) -> HookReport:
     hooks_dir, common = git_hooks_dir(cwd)
+    known_store = None if uninstall else _known_store(cwd, store)
+    if known_store is not None and (known_store / "facts").is_dir():
+        (known_store / "inbox").mkdir(exist_ok=True)  # the fast hand-over works from the first commit
     report = HookReport(str(hooks_dir))
     if not uninstall:
         hooks_dir.mkdir(parents=True, exist_ok=True)
@@ -174,7 +227,7 @@ def install_git(cwd: Path | None = None, *, store: str | None = None, uninstall:
         has_chained = chained.exists()
         # the user's commands after the block read the same input (post-rewrite's stdin)
         follows = has_chained or bool(rest.strip())
-        block = git_block(name, common, store, created, follows) + (
+        block = git_block(name, common, store, created, follows, known_store) + (
             f'exec "${{0%/*}}/{name}{CHAINED}" "$@"\n' if has_chained else "") + END + "\n"
         new = first + "\n" + block + rest
         if new == current:
@@ -198,22 +251,70 @@ def claude_settings_path(scope: str, cwd: Path | None = None) -> Path:
     return base / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
 
 
-def claude_commands(store: str | None) -> dict[str, str]:
+def _project_root(cwd: Path | None) -> Path:
+    base = (cwd or Path.cwd()).absolute()
+    try:
+        return Path(_git(["rev-parse", "--show-toplevel"], base))
+    except HookError:
+        return base
+
+
+def portable_store(store: str | None, root: Path) -> str | None:
+    """`--store` as a teammate's checkout can use it: relative to `$CLAUDE_PROJECT_DIR` (what
+    Claude Code sets for hooks); None when the store lies outside the project (machine-specific)."""
+    if not store:
+        return ""
+    try:
+        rel = Path(store).absolute().resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return f' --store "${{CLAUDE_PROJECT_DIR:-.}}"/{shlex.quote(str(rel))}'
+
+
+def claude_commands(store: str | None, *, portable: bool = False, root: Path | None = None) -> dict[str, str]:
+    """The hook commands. `portable`: for the shared settings file (see the module docstring)."""
+    if portable:
+        opt = portable_store(store, root or Path.cwd()) or ""
+        capture = f"{GUARD}exec memcli{opt} capture claude-code"
+        return {"SessionStart": f"{GUARD}exec memcli{opt} context --hook", "Stop": capture, "PreCompact": capture,
+                "SessionEnd": capture}
     py = python_command()
+    guard = f"[ -x {py} ] || exit 0; "  # this interpreter gone (venv removed, memcli uninstalled): quietly
     opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
     # -S: no site-packages scan at start-up (~30 ms of a < 100 ms budget); the capture needs only the
     # standard library and memcli itself, whose directory is put on the path by hand.
-    root = str(Path(__file__).resolve().parents[2])
-    code = f"import sys; sys.path[:0] = [{root!r}]; from memcli.agents.capture import main; sys.exit(main())"
-    capture = f"{py} -S -c {shlex.quote(code)} claude-code{opt}"
-    return {"SessionStart": f"{py} -m memcli{opt} context --hook", "Stop": capture, "PreCompact": capture,
-            "SessionEnd": capture}
+    root_dir = str(Path(__file__).resolve().parents[2])
+    code = (f"import sys; sys.path[:0] = [{root_dir!r}]\ntry: from memcli.agents.capture import main\n"
+            "except ImportError: sys.exit(0)\nsys.exit(main())")
+    capture = f"{guard}exec {py} -S -c {shlex.quote(code)} claude-code{opt}"
+    return {"SessionStart": f"{guard}{py} -c 'import memcli' 2>/dev/null || exit 0; exec {py} -m memcli{opt} "
+                            "context --hook",
+            "Stop": capture, "PreCompact": capture, "SessionEnd": capture}
 
 
 def install_claude_code(cwd: Path | None = None, *, scope: str = "project", store: str | None = None,
                         uninstall: bool = False) -> HookReport:
+    notes = []
+    root = _project_root(cwd)
+    if scope == "project" and store and portable_store(store, root) is None:
+        scope = "local"  # a store outside the project is this machine's business, not the team's
+        notes.append(f"the store {store} is outside the project: the hooks go to .claude/settings.local.json "
+                     "(this machine only), not to the shared settings.json")
+    portable = scope == "project"
+    if portable and not uninstall and shutil.which("memcli") is None:
+        notes.append("`memcli` is not on PATH here: these hooks do nothing until it is (pipx install memcli), "
+                     "or use --scope local for this machine's interpreter")
     path = claude_settings_path(scope, cwd)
-    report = HookReport(str(path))
+    report = HookReport(str(path), notes=notes)
+    if not uninstall and scope in ("project", "local"):
+        other = claude_settings_path("local" if scope == "project" else "project", cwd)
+        try:
+            if _OURS.search(other.read_text(encoding="utf-8")):
+                notes.append(f"{other.name} has memcli hooks too: each turn would be captured twice; remove one "
+                             f"(memcli hooks install claude-code --scope {'local' if scope == 'project' else 'project'}"
+                             " --uninstall)")
+        except OSError:
+            pass
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -225,7 +326,7 @@ def install_claude_code(cwd: Path | None = None, *, scope: str = "project", stor
     if not isinstance(settings, dict) or not isinstance(settings.get("hooks", {}), dict):
         raise HookError(f"{path}: unexpected shape (hooks must be an object); not changing it")
     hooks: dict[str, Any] = settings.setdefault("hooks", {})
-    commands = claude_commands(store)
+    commands = claude_commands(store, portable=portable, root=root)
     for event in CLAUDE_EVENTS:
         groups = hooks.get(event) or []
         if not isinstance(groups, list):

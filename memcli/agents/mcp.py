@@ -1,9 +1,16 @@
 """`memcli mcp`: a long-lived stdio MCP server, so an agent's recall costs milliseconds, not a start-up.
 
 Built on the official `mcp` Python SDK (its high-level server: `MCPServer` in mcp 2.x, `FastMCP`
-in 1.x). The store, its index and the embedding model are loaded once; every call then runs on
+in 1.x), over `memcli.Store` only (presentation: it imports the public API and the core, nothing
+else). The store, its index and the embedding model are loaded once; every call then runs on
 one worker thread (SQLite connections and hnswlib are not shared across threads), so calls are
 serialised and never see a half-updated index.
+
+What an agent reads follows `search`'s visibility (memcli/ops/visible.py): nothing superseded, a
+flagged contradiction as one result with its `conflict`. Ids are the short ids every command shows
+and resolves. A user error (an unknown or ambiguous id, an empty text, a bad date, no store) is a
+tool error carrying the CLI's one-line message (the SDK passes text only for its `ToolError`);
+nothing a client sends gives a traceback, and arguments are bounded before any work.
 
 Hand edits, other memcli processes and git pulls between calls are seen: before each call the
 `facts/` directory's mtime is compared with the last sync (a rename, a new or deleted file: synced
@@ -14,25 +21,108 @@ at once), and a full sync (which also catches a file edited in place) runs at le
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
 
-from memcli.api import Store
+from memcli import __version__
+from memcli.api import Filters, Store
+from memcli.core.errors import MemcliError
 from memcli.core.memory import Memory as Record
 
 FULL_SYNC_SECONDS = 2.0
+MAX_TEXT = 65_536  # characters a `remember` / `update` takes (a statement, not a document)
+MAX_QUERY = 4_096
+MAX_SHORT = 2_000  # a reason, an origin, a date
+MAX_TAGS = 50
 
 INSTRUCTIONS = """\
 memcli is the long-term memory of this developer and their projects: decisions, conventions,
 commands, gotchas and facts from earlier sessions, commits and notes. Use `recall` before you
 answer a question about how this project or its team does something, or before you repeat work
 that may have been done; use `remember` when the user states a lasting fact, decision or rule
-(not for chit-chat, questions, or things true only for this task). Each memory has an id; cite it
-when you rely on it, and correct a wrong one with `forget` (and `remember` the right version)."""
+(not for chit-chat, questions, or things true only for this task). Each memory has a short id;
+cite it when you rely on it, fix a wrong one with `update`, or `forget` it. A result with a
+`conflict` is an unresolved contradiction: ask the user which statement holds."""
+
+
+class UserError(Exception):
+    """A failure the client caused or can fix; its text is what the client reads."""
+
+
+class Brief(TypedDict):
+    id: str
+    date: str
+    text: str
+    origins: list[str]
+    tags: NotRequired[list[str]]
+    score: NotRequired[float]
+    conflict: NotRequired[list[dict[str, str]]]
+
+
+class Results(TypedDict):
+    results: list[Brief]
+
+
+class Decision(TypedDict):
+    event: str
+    id: str | None
+    text: str
+    was: NotRequired[str]
+    why: NotRequired[str]
+
+
+class Remembered(TypedDict):
+    decisions: list[Decision]
+    skipped: NotRequired[int]
+    queued: NotRequired[str]
+    notes: NotRequired[list[str]]
+
+
+class Updated(TypedDict):
+    id: str
+    text: str
+    was: str
+
+
+class Forgotten(TypedDict):
+    forgotten: str
+    text: str
+
+
+class Rated(TypedDict):
+    id: str
+    confidence: float
+    feedback: str
+
+
+def _bounded(name: str, value: str | None, limit: int) -> str | None:
+    if value is not None and len(value) > limit:
+        raise UserError(f"{name} is {len(value):,} characters; the most this tool takes is {limit:,}")
+    return value
+
+
+def _tags(tags: list[str] | None) -> list[str]:
+    tags = list(tags or ())
+    if len(tags) > MAX_TAGS:
+        raise UserError(f"{len(tags)} tags; the most is {MAX_TAGS}")
+    for t in tags:
+        _bounded("a tag", t, 100)
+    return [t.strip().lower() for t in tags if t.strip()]
+
+
+def _message(e: BaseException) -> str:
+    """The CLI's one line (and its hint) for an expected failure."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    hint = getattr(e, "hint", None)
+    return f"{text} (hint: {' '.join(hint.split())})" if hint else text
 
 
 class Memory:
@@ -45,6 +135,8 @@ class Memory:
 
     def warm(self) -> None:
         """Load the model and the index now, not on the agent's first question."""
+        if not self.store.exists():
+            return
         self.store.index.sync()
         self.store.index.embedder.embed(["warm up"])
         self._mark()
@@ -60,7 +152,10 @@ class Memory:
             return None
 
     def fresh(self) -> Store:
-        """Sync with what changed on disk since the last call (see the module docstring)."""
+        """The store, synced with what changed on disk since the last call (module docstring)."""
+        if not self.store.exists():
+            raise UserError(f"no memcli store at {self.store.path} (create one with `memcli init`, "
+                            "or point `memcli mcp` at one with --store DIR)")
         if self._dir_mtime() != self._facts_mtime or time.monotonic() - self._last_full >= FULL_SYNC_SECONDS:
             self.store.index.sync()
             self._mark()
@@ -70,26 +165,23 @@ class Memory:
         self.store.index.sync()
         self._mark()
 
-    def short_id(self, mid: str) -> str:
-        """The shortest prefix (8 characters or more) that names only this memory."""
-        index = self.store.index
-        for n in (8, 10, 12, 16):
-            try:
-                if index.resolve_id(mid[:n]) == mid:
-                    return mid[:n]
-            except LookupError:
-                continue
-        return mid
-
     def resolve(self, ref: str) -> str:
-        try:
-            return self.store.index.resolve_id(ref.strip())
-        except LookupError as e:
-            raise ValueError(str(e.args[0]) if e.args else f"no memory {ref!r}") from None
+        return self.store.resolve(ref)
 
-    def brief(self, rec: Record, score: float | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.short_id(rec.id), "date": str(rec.created)[:10],
-                               "text": rec.text, "origins": list(rec.origins)}
+    def briefs(self, items: list[Any]) -> list[Brief]:
+        shorts = self.store.short_ids([m.id for it in items for m in (it.memory, *it.conflicts)])
+        out = []
+        for it in items:
+            b = self.brief(it.memory, shorts, it.score)
+            if it.conflicts:
+                b["conflict"] = [{"id": shorts[c.id], "text": c.text} for c in it.conflicts]
+            out.append(b)
+        return out
+
+    @staticmethod
+    def brief(rec: Record, shorts: dict[str, str], score: float | None = None) -> Brief:
+        out: Brief = {"id": shorts.get(rec.id, rec.id), "date": str(rec.created)[:10], "text": rec.text,
+                      "origins": list(rec.origins)}
         if rec.tags:
             out["tags"] = list(rec.tags)
         if score is not None:
@@ -97,32 +189,82 @@ class Memory:
         return out
 
 
+def _since(value: str | None) -> str | None:
+    from memcli.core.memory import parse_when
+
+    if not value:
+        return None
+    _bounded("since", value, 100)
+    try:
+        return parse_when(value)
+    except ValueError as e:
+        raise UserError(f"since: {e}") from None
+
+
+def _filters(tags: list[str] | None = None, since: str | None = None, project: str | None = None,
+             type: str | None = None) -> Filters:
+    return Filters(tags=tuple(_tags(tags)), since=_since(since), project=_bounded("project", project, 300),
+                   type=type)
+
+
 def build_server(store: Store, *, warm: bool = True) -> Any:
     """The MCP server for `store` (not started)."""
     try:
         from mcp.server.mcpserver import MCPServer as Server
+        from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:  # mcp 1.x
         from mcp.server.fastmcp import FastMCP as Server
+        from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.types import ToolAnnotations
 
     mem = Memory(store)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-store")
+    log = logging.getLogger("memcli.mcp")
+
+    def warm_up() -> None:
+        try:
+            mem.warm()
+        except Exception as e:  # noqa: BLE001 - the first call reports it, with its message
+            log.warning("memcli: warming up failed: %s", _message(e))
+
     if warm:
-        pool.submit(mem.warm)  # loads while the client connects; calls queue behind it
+        pool.submit(warm_up)  # loads while the client connects; calls queue behind it
+
+    pending: set[Any] = set()
 
     async def run(fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        """`fn` on the store's thread; every failure becomes a ToolError with one readable line."""
+        try:
+            future = pool.submit(fn, *args)
+            pending.add(future)
+            future.add_done_callback(pending.discard)
+            return await asyncio.wrap_future(future)
+        except (UserError, MemcliError, ValueError, LookupError) as e:
+            raise ToolError(_message(e)) from None
+        except RuntimeError as e:
+            if "shutdown" in str(e):  # the client left: the pool stops taking work
+                raise ToolError("the server is shutting down") from None
+            raise ToolError(f"internal error: {type(e).__name__}: {_message(e)}") from None
+        except Exception as e:  # noqa: BLE001 - never a traceback for a client's call
+            log.warning("memcli: internal error: %s: %s", type(e).__name__, _message(e))
+            raise ToolError(f"internal error: {type(e).__name__}: {_message(e)}") from None
 
-    server = Server("memcli", instructions=INSTRUCTIONS)
+    try:
+        server = Server("memcli", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    except TypeError:  # mcp 1.x: no version argument
+        server = Server("memcli", instructions=INSTRUCTIONS, log_level="WARNING")
+    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
     @server.tool(description=(
         "Store something worth remembering across sessions: a decision, convention, command, fix or fact "
         "about this project or its people. memcli splits the text into facts, skips chit-chat and questions, "
         "and for each fact decides ADD (new), UPDATE (a stored memory said less; the old text is kept in "
-        "history) or NONE (already known). Returns each decision with the memory id, so you can correct one "
-        "with `forget`. Write self-contained statements (name the service, file or command). When memcli "
-        "uses an LLM (a model can take seconds to minutes), the text is queued instead and this returns at "
-        "once with `queued` (the inbox item) and no decisions: a background worker decides, and the memories "
-        "appear in `recall`/`recent` when it is done."))
+        "history) or NONE (already known). Returns each decision with the memory's short id, so you can fix "
+        "one with `update` or `forget`. Write self-contained statements (name the service, file or command). "
+        "When memcli uses an LLM, the text is queued instead and this returns at once with `queued` and no "
+        "decisions: a background worker decides, and the memories appear in `recall`/`recent` when done."),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
+                                    openWorldHint=False))
     async def remember(
         text: Annotated[str, Field(description="What to remember: one or more self-contained statements.")],
         tags: Annotated[list[str] | None, Field(description="Optional tags, e.g. ['deploy', 'postgres'].")] = None,
@@ -131,29 +273,35 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         )] = None,
         origin: Annotated[str | None, Field(
             description="Who vouches for it, e.g. 'session:<id>' or 'git:<sha>'. Default: 'mcp'.")] = None,
-    ) -> dict[str, Any]:
-        def work() -> dict[str, Any]:
+    ) -> Remembered:
+        def work() -> Remembered:
+            _bounded("text", text, MAX_TEXT)
+            _bounded("origin", origin, MAX_SHORT)
+            tag_list = _tags(tags)
+            if not text.strip():
+                raise UserError("nothing to remember: the text is empty")
             s = mem.fresh()
-            origins = [origin] if origin else ["mcp"]
+            origins = [origin.strip()] if origin and origin.strip() else ["mcp"]
             if s.config.llm_model:  # never block the agent on a slow model: spool, a worker decides
-                if not text.strip():
-                    raise ValueError("nothing to remember: the text is empty")
-                item = s.queue(text, tags=list(tags or ()), type=type, origins=origins, source="mcp")
-                return {"queued": item, "decisions": [],
+                name = s.queue(text, source="mcp", tags=tag_list, type=type, origins=origins)
+                return {"queued": name, "decisions": [],
                         "notes": ["queued for the background worker (an LLM decides); the memories appear in "
                                   "recall once it is done"]}
-            result = s.add(text, tags=tags or (), type=type, origins=origins)
+            result = s.add(text, tags=tag_list, type=type, origins=origins)
             mem.after_write()
-            return {
+            shorts = s.short_ids([e.id for e in result.events if e.id])
+            out: Remembered = {
                 "decisions": [
-                    {"event": e.event, "id": mem.short_id(e.id) if e.id else None, "text": e.text,
+                    {"event": e.event, "id": shorts.get(e.id, e.id) if e.id else None, "text": e.text,
                      **({"was": e.old_memory} if e.old_memory is not None else {}),
-                     **({"why": e.reasoning} if e.reasoning else {})}
+                     **({"why": e.reasoning} if e.reasoning else {})}  # type: ignore[typeddict-item]
                     for e in result.events
                 ],
-                "skipped": result.extraction.skipped,
-                **({"notes": result.notes} if result.notes else {}),
+                "skipped": int(result.extraction.skipped or 0),
             }
+            if result.notes:
+                out["notes"] = list(result.notes)
+            return out
 
         return await run(work)
 
@@ -161,7 +309,8 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         "Search long-term memory by meaning and keywords. Returns the best matches, each with a short id, "
         "the date it was recorded, its text and origins (git:<sha> commits, session:<id> conversations). "
         "Ask a focused question ('how do we deploy the API?', 'postgres connection pool size'); an empty "
-        "result means nothing relevant is known."))
+        "result means nothing relevant is known. Superseded memories are never returned; a result with a "
+        "`conflict` is an unresolved contradiction."), annotations=read_only)
     async def recall(
         query: Annotated[str, Field(description="What you want to know, in a few words or a question.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many results (default 5).")] = 5,
@@ -170,51 +319,94 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
             description="Only memories created since: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")] = None,
         project: Annotated[str | None, Field(
             description="Only this project (e.g. github.com/acme/ledger). Default: every project.")] = None,
-    ) -> dict[str, Any]:
-        def work() -> dict[str, Any]:
-            from memcli.core.memory import parse_when
-
+    ) -> Results:
+        def work() -> Results:
+            _bounded("query", query, MAX_QUERY)
+            if not query.strip():
+                raise UserError("the query is empty")
+            filters = _filters(tags, since, project)
             s = mem.fresh()
-            try:
-                filters = _filters(tags, parse_when(since) if since else None, project)
-            except ValueError as e:
-                raise ValueError(f"since: {e}") from None
-            hits = s.search_many([query], k=k, filters=filters, sync=False)[0].hits
-            return {"results": [mem.brief(h.memory, h.score) for h in hits]}
+            return {"results": mem.briefs(s.recall(query, k=k, filters=filters))}
 
         return await run(work)
 
-    @server.tool(description="One memory in full (text, type, tags, origins, confidence, history), by id or a "
-                             "unique id prefix as returned by recall/recent.")
-    async def get(id: Annotated[str, Field(description="A memory id or unique prefix.")]) -> dict[str, Any]:
+    @server.tool(description="One memory in full (text, type, tags, origins, confidence, history, links), by "
+                             "its short id as returned by recall/recent/list, its full id, or a unique prefix.",
+                 annotations=read_only)
+    async def get(id: Annotated[str, Field(description="A memory's short id, full id or unique prefix.")],
+                  ) -> dict[str, Any]:
         def work() -> dict[str, Any]:
-            mem.fresh()
-            return mem.store.read(mem.resolve(id)).to_dict()
+            s = mem.fresh()
+            return s.read(mem.resolve(id)).to_dict()
 
         return await run(work)
 
-    @server.tool(description="The most recently recorded memories, newest first: what happened lately.")
+    @server.tool(description="The most recently recorded current memories, newest first: what happened lately.",
+                 annotations=read_only)
     async def recent(n: Annotated[int, Field(ge=1, le=100, description="How many (default 10).")] = 10,
-                     ) -> dict[str, Any]:
-        def work() -> dict[str, Any]:
+                     ) -> Results:
+        def work() -> Results:
+            return {"results": mem.briefs(mem.fresh().recent(n))}
+
+        return await run(work)
+
+    @server.tool(name="list", description=(
+        "List current memories by filter, without a query: by tags, type, project and creation date, "
+        "newest first (or by last update). Use `recall` to search by meaning."), annotations=read_only)
+    async def list_(
+        tags: Annotated[list[str] | None, Field(description="Only memories with all these tags.")] = None,
+        type: Annotated[Literal["semantic", "episodic", "procedural"] | None, Field(
+            description="Only this type.")] = None,
+        since: Annotated[str | None, Field(description="Created since: 2026-01-01, 7d, 2w, 3m, 1y.")] = None,
+        project: Annotated[str | None, Field(description="Only this project.")] = None,
+        sort: Annotated[Literal["created", "updated"], Field(description="Newest first by this date.")] = "created",
+        n: Annotated[int, Field(ge=1, le=200, description="How many (default 20).")] = 20,
+    ) -> Results:
+        def work() -> Results:
+            filters = _filters(tags, since, project, type)
+            return {"results": mem.briefs(mem.fresh().recent(n, filters, sort=sort))}
+
+        return await run(work)
+
+    @server.tool(description=(
+        "Correct a memory: replace its text with the right statement (the old text is kept in its "
+        "history, so nothing is lost). Tags given are added. Use it when a recalled memory is out of date "
+        "or imprecise; use `forget` when it is simply wrong."),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
+                                    openWorldHint=False))
+    async def update(
+        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
+        text: Annotated[str, Field(description="The corrected, self-contained statement.")],
+        tags: Annotated[list[str] | None, Field(description="Tags to add.")] = None,
+    ) -> Updated:
+        def work() -> Updated:
+            _bounded("text", text, MAX_TEXT)
+            tag_list = _tags(tags)
             s = mem.fresh()
-            return {"results": [mem.brief(r) for r in s.index.select(order="created", desc=True, limit=n)]}
+            mid = mem.resolve(id)
+            old = s.read(mid).text
+            m = s.update(mid, text, tags=tag_list, origins=["mcp"])
+            mem.after_write()
+            return {"id": s.short_ids([m.id])[m.id], "text": m.text, "was": old}
 
         return await run(work)
 
     @server.tool(description=(
         "Remove a memory that is wrong or obsolete. It goes to the trash with your reason (a person can "
         "restore it with `memcli restore`); nothing is erased. If it was replaced by a better statement, "
-        "`remember` that one too."))
+        "`remember` that one too (or use `update`)."),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
+                                    openWorldHint=False))
     async def forget(
-        id: Annotated[str, Field(description="The memory's id or unique prefix.")],
+        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
         reason: Annotated[str, Field(description="Why it is wrong or obsolete (kept with it in the trash).")],
-    ) -> dict[str, Any]:
-        def work() -> dict[str, Any]:
-            mem.fresh()
+    ) -> Forgotten:
+        def work() -> Forgotten:
+            _bounded("reason", reason, MAX_SHORT)
+            s = mem.fresh()
             mid = mem.resolve(id)
-            text = mem.store.read(mid).text
-            mem.store.remove([mid], reason=reason or "forgotten by an agent")
+            text = s.read(mid).text
+            s.remove([mid], reason=" ".join(reason.split()) or "forgotten by an agent")
             mem.after_write()
             return {"forgotten": mid, "text": text}
 
@@ -223,37 +415,80 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     @server.tool(description=(
         "Tell memcli whether a memory you used was useful or wrong. 'useful' raises its confidence and counts "
         "as a use (it ranks higher next time); 'wrong' lowers its confidence. For a memory that is plainly "
-        "false or obsolete, use `forget` instead."))
+        "false or obsolete, use `update` or `forget` instead."),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,
+                                    openWorldHint=False))
     async def feedback(
-        id: Annotated[str, Field(description="The memory's id or unique prefix.")],
+        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
         verdict: Annotated[Literal["useful", "wrong"], Field(description="useful | wrong")],
-    ) -> dict[str, Any]:
-        def work() -> dict[str, Any]:
-            mem.fresh()
-            m = mem.store.feedback(mem.resolve(id), useful=verdict == "useful")
+    ) -> Rated:
+        def work() -> Rated:
+            s = mem.fresh()
+            m = s.feedback(mem.resolve(id), useful=verdict == "useful")
             mem.after_write()
-            return {"id": mem.short_id(m.id), "confidence": m.confidence, "feedback": verdict}
+            return {"id": s.short_ids([m.id])[m.id], "confidence": m.confidence, "feedback": verdict}
+
+        return await run(work)
+
+    # ------------------------------------------------------------ resources and prompts (real ones)
+    @server.resource("memcli://recent", name="recent", mime_type="text/markdown",
+                     description="The 20 most recent current memories, one a line with its short id.")
+    async def recent_resource() -> str:
+        def work() -> str:
+            items = mem.briefs(mem.fresh().recent(20))
+            return "".join(f"- {b['text']} ({b['date']}, `{b['id']}`)\n" for b in items) or "(no memories yet)\n"
+
+        return await run(work)
+
+    @server.resource("memcli://context", name="context", mime_type="text/markdown",
+                     description="What `memcli context` gives a session at start: this project's memories.")
+    async def context_resource() -> str:
+        return await run(lambda: mem.fresh().context() or "(nothing remembered yet)\n")
+
+    @server.resource("memcli://memory/{id}", name="memory", mime_type="application/json",
+                     description="One memory in full, by short id.")
+    async def memory_resource(id: str) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            s = mem.fresh()
+            return s.read(mem.resolve(id)).to_dict()
+
+        return await run(work)
+
+    @server.prompt(name="memcli-context", description=(
+        "Start a task with what memcli remembers about it: the project's memories (or those relevant to "
+        "the topic), with short ids to cite."))
+    async def context_prompt(topic: str = "") -> str:
+        def work() -> str:
+            _bounded("topic", topic, MAX_QUERY)
+            block = mem.fresh().context(topic.strip() or None)
+            return (block or "memcli remembers nothing relevant yet.\n") + (
+                "\nUse these memories where they apply, cite their ids, and `remember` lasting decisions.")
 
         return await run(work)
 
     server._memcli_pool = pool  # type: ignore[attr-defined]  # shut down by serve()
+    server._memcli_pending = pending  # type: ignore[attr-defined]
     return server
 
 
-def _filters(tags: list[str] | None, since: str | None, project: str | None) -> Any:
-    from memcli.api import Filters
-
-    return Filters(tags=tuple(t.lower() for t in tags or ()), since=since, project=project)
-
-
 def serve(store: Store) -> None:
-    """Run over stdio until the client closes the connection."""
+    """Run over stdio until the client closes the connection. A client that leaves with calls
+    pending (both pipes closed) ends the server quietly: queued calls are dropped, a running one
+    is not waited for (its write is atomic: nothing half-done stays behind)."""
     server = build_server(store)
-    pool = server._memcli_pool
-    try:
+    pool, pending = server._memcli_pool, server._memcli_pending
+    with contextlib.suppress(BaseException):  # the client went away, mid-call or not: nothing to say
         server.run()
-    finally:
-        try:  # the index's SQLite connection belongs to the worker thread: close it there
-            pool.submit(store.close).result(timeout=10)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+    for f in list(pending):
+        f.cancel()
+    try:  # the index's SQLite connection belongs to the worker thread: close it there
+        pool.submit(store.close).result(timeout=5)
+        clean = True
+    except BaseException:  # noqa: BLE001 - a call still running
+        clean = False
+    pool.shutdown(wait=False, cancel_futures=True)
+    if not clean:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)

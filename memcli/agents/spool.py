@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 WORKER_LOCK = ".worker.lock"
 
 
+class CaptureError(Exception):
+    """No store to capture into, or unusable hook input; one line, recorded, never fatal to the host."""
+
+
 def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any] | None = None, *,
           kind: str = "add", source: str | None = None) -> Path:
     """Park one input in `<store>/inbox/` for the worker; returns the item's path.
@@ -59,37 +63,18 @@ def spool(store_path: str | os.PathLike[str], text: str, options: dict[str, Any]
     ensure_contained(store_path)  # a clone's planted `inbox -> ~/x` is refused, never written through
     if not (store_path / "facts").is_dir():
         raise FileNotFoundError(errno.ENOENT, "no memcli store", str(store_path))
-    text = text.replace("\x00", "")  # one NUL in a transcript must not park the session forever
     # a remap is not an input to add: `.remap`, so `memcli inbox` / `inbox retry` never replay it
     return park(store_path, text, options or {}, kind=kind, source=source)
 
 
 def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
     """Append one line to `<store>/inbox/errors.log`: a hook must never print into its host's
-    output, and must never fail silently either. A store that cannot take it (read-only, full,
-    holding a planted link) gets it in the user's own `<cache>/memcli/hook-errors.log`, with the
-    store's path (`memcli doctor` reads neither, but the line exists)."""
-    from memcli.storage.safety import open_no_follow, unsafe_entries
-
-    line = f"{_now()} {' '.join(message.split())}\n"
-    try:
-        if unsafe_entries(Path(store_path)):
-            raise OSError(errno.ELOOP, "store holds a link")
+    output, and must never fail silently either."""
+    with contextlib.suppress(OSError):
         d = inbox_dir(Path(store_path))
         d.mkdir(exist_ok=True)
-        fd = open_no_follow(d / ERROR_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(line)
-        return
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        base = os.environ.get("MEMCLI_CACHE_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "memcli")
-        os.makedirs(base, mode=0o700, exist_ok=True)
-        fd = open_no_follow(Path(base) / "hook-errors.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(f"{line[:-1]} (store {store_path})\n")
+        with open(d / ERROR_LOG, "a", encoding="utf-8") as f:
+            f.write(f"{_now()} {' '.join(message.split())}\n")
 
 
 def start_worker(store_path: str | os.PathLike[str]) -> None:
@@ -152,35 +137,6 @@ def _llm_down_recently(paths: list[Path]) -> bool:
     return False
 
 
-# An input larger than this is added a chunk at a time (split at a paragraph or line), its item
-# rewritten to what is left after each chunk lands: a 300 KB capture no longer holds the worker
-# for minutes while the small captures queued after it wait, and a kill loses no chunk's work.
-CHUNK_CHARS = 32 * 1024
-
-
-def _by_size(paths: list[Path]) -> list[Path]:
-    """Small items first (oldest first among them), then the large ones: one large input never
-    makes the captures after it wait for all of it (see CHUNK_CHARS)."""
-    def large(p: Path) -> bool:
-        try:
-            return p.stat().st_size > CHUNK_CHARS
-        except OSError:
-            return False
-    return sorted(paths, key=lambda p: (large(p), p.name))
-
-
-def split_chunk(text: str, limit: int = CHUNK_CHARS) -> tuple[str, str]:
-    """(the first chunk of `text`, the rest): cut at the last paragraph break before `limit`,
-    else the last line break, else the last sentence end, else at `limit`."""
-    if len(text) <= limit:
-        return text, ""
-    for sep in ("\n\n", "\n", ". "):
-        cut = text.rfind(sep, limit // 4, limit)
-        if cut > 0:
-            return text[:cut + len(sep)], text[cut + len(sep):]
-    return text[:limit], text[limit:]
-
-
 def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = None,
             force: bool = True) -> ProcessReport:
     """Run every inbox item through the add pipeline (or the origin remap), oldest first.
@@ -204,33 +160,250 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
             report.busy = not (report.done or report.waiting)
             return report
         try:
-            fresh = _by_size([p for p in pending(store.path) if p.name not in tried])
+            take_commits(store.path)
+            fresh = [p for p in pending(store.path) if p.name not in tried]
             defer = not force and _llm_down_recently(fresh)
             stop = False
-            for path in fresh:
-                tried.add(path.name)
-                if defer and path.suffix == ".json":
-                    report.skipped += 1  # waits for the LLM to be back (or `memcli inbox process`)
+            for group in _groups(fresh):
+                tried.update(p.name for p in group)
+                if defer and group[0].suffix == ".json":
+                    report.skipped += len(group)  # waits for the LLM to be back (or `memcli inbox process`)
                     continue
-                outcome = _process_one(store, path)
-                if outcome is not None and outcome.get("partial"):
-                    tried.discard(path.name)  # the rest of it, after whatever was spooled meanwhile
-                    report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
+                outcomes = _process_batch(store, group) if len(group) > 1 else [_process_one(store, group[0])]
+                for outcome in outcomes:
+                    if outcome is None:
+                        report.skipped += 1
+                    elif outcome.get("error"):
+                        report.waiting.append(outcome)
+                        stop = stop or bool(outcome.get("llm") and stop_on_llm_error)
+                    else:
+                        report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
+                if stop:
                     break
-                if outcome is None:
-                    report.skipped += 1
-                elif outcome.get("error"):
-                    report.waiting.append(outcome)
-                    if outcome.get("llm") and stop_on_llm_error:
-                        stop = True
-                        break
-                else:
-                    report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
         finally:
             os.close(fd)  # releases the lock
         if stop or not fresh:
             return report
         # released: anything spooled while we worked (whose worker saw us busy) is picked up now
+
+
+BATCH = 32  # inbox items planned into one commit: a burst of commits costs one model load and few commits
+
+
+def _groups(paths: list[Path]) -> list[list[Path]]:
+    """`paths` in order, consecutive add items (`.json`) in groups of up to BATCH, each remap
+    (`.remap`) alone: a rewrite applies between the inputs before and after it."""
+    out: list[list[Path]] = []
+    for p in paths:
+        if p.suffix == ".json" and out and out[-1][0].suffix == ".json" and len(out[-1]) < BATCH:
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
+
+
+def _storable(text: Any) -> str:
+    """A spooled text as it can be stored: a NUL byte (a stray one in a conversation) would make
+    `add` refuse the whole input on every retry, parking it forever; it carries nothing."""
+    return text.replace("\x00", "") if isinstance(text, str) else ""
+
+
+def _failed(path: Path, item: dict[str, Any], e: BaseException) -> dict[str, Any]:
+    """Keep a failed item with its error and attempt count; its outcome for the report."""
+    from memcli.services.redact import redact
+
+    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+    msg = redact(msg)[0]
+    item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
+    item["last_attempt"], item["last_attempt_ts"] = _now(), time.time()
+    client = sys.modules.get("memcli.services.llm.client")
+    llm = client is not None and isinstance(e, client.LLMError)
+    item["llm_down"] = llm
+    with contextlib.suppress(OSError):
+        write_item(path, item)
+    return {"file": path.name, "error": msg, "llm": llm}
+
+
+def _read_item(path: Path) -> dict[str, Any]:
+    item = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(item, dict):
+        raise ValueError("not a JSON object")
+    if (item.get("options") or {}).get("redact_first"):
+        _redact_item(path, item)
+    return item
+
+
+def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | None]:
+    """Several add items planned into ONE change set (`ops.batch`: each decided as its own add
+    would be, after the ones before it), committed at once; each leaves the inbox when written.
+    One item's bad input fails that item only; a failure of the whole chunk (an unreachable
+    LLM, a full disk) keeps every item of it, with the error."""
+    from memcli.ops.batch import add_chunks
+
+    outcomes: dict[Path, dict[str, Any] | None] = {}
+    work: list[tuple[int, Path, dict[str, Any], dict[str, Any]]] = []
+    singles: list[tuple[Path, dict[str, Any]]] = []
+    with contextlib.ExitStack() as stack:
+        for path in paths:
+            fd = stack.enter_context(item_lock(path))
+            if fd is None:
+                outcomes[path] = None
+                continue
+            try:
+                item = _read_item(path)
+            except (OSError, ValueError) as e:
+                outcomes[path] = {"file": path.name, "error": f"unreadable inbox item: {e}"}
+                continue
+            if item.get("kind") not in (None, "add"):  # a session capture...: its own step, not an add
+                singles.append((path, item))
+                continue
+            text = _storable(item.get("text"))
+            if not text.strip():
+                path.unlink(missing_ok=True)
+                store.log("INBOX_DONE", file=path.name)
+                outcomes[path] = {"file": path.name, "summary": {"ADD": 0, "note": "empty input"}}
+                continue
+            kwargs, llm = _add_kwargs(store, dict(item.get("options") or {}))
+            work.append((len(work) + 1, path, item, {"text": text, **kwargs, "llm": llm, "inbox": False,
+                                                     "redact": False}))
+        if work:
+            by_n = {n: (path, item) for n, path, item, _ in work}
+            try:
+                for n, out in add_chunks(store, [(n, kw) for n, _, _, kw in work], chunk=BATCH):
+                    path, item = by_n[n]
+                    if isinstance(out, str):
+                        outcomes[path] = _failed(path, item, ValueError(out.split(": ", 1)[-1]))
+                    elif out.failed:
+                        outcomes[path] = _failed(path, item, OSError("some memories could not be written"))
+                    else:
+                        path.unlink(missing_ok=True)
+                        store.log("INBOX_DONE", file=path.name)
+                        outcomes[path] = {"file": path.name, "summary": out.summary()}
+            except Exception as e:  # noqa: BLE001 - any failure keeps the items, with its error
+                for _, path, item, _ in work:
+                    if path not in outcomes:
+                        outcomes[path] = _failed(path, item, e)
+        for path, item in singles:  # still under their locks
+            try:
+                summary, _ = _run(store, item)
+            except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
+                outcomes[path] = _failed(path, item, e)
+                continue
+            path.unlink(missing_ok=True)
+            store.log("INBOX_DONE", file=path.name)
+            outcomes[path] = {"file": path.name, "summary": summary}
+    return [outcomes.get(p) for p in paths]
+
+
+# ------------------------------------------------------------------------- commits (git hooks)
+_ALWAYS_SKIP = ("fixup! ", "squash! ", "amend! ")
+
+
+def git_output(args: list[str], cwd: Path | None) -> str:
+    import subprocess
+
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise CaptureError(f"git {args[0]} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+    return out.stdout
+
+
+def skip_reason(subject: str, parents: int, pattern: str | None) -> str | None:
+    """Why a commit is not remembered, or None to remember it."""
+    import re
+
+    if parents > 1:
+        return "merge commit"
+    if subject.startswith(_ALWAYS_SKIP):
+        return f"{subject.split('!')[0]}! commit"
+    if pattern:
+        try:
+            if re.search(pattern, subject):
+                return f"subject matches git_skip {pattern!r}"
+        except re.error as e:
+            raise CaptureError(f"git_skip is not a valid regular expression: {e}") from None
+    return None
+
+
+def spool_commit(store_path: Path, sha: str, cwd: Path | None, *, redact: bool = True) -> tuple[Path | None, str]:
+    """Spool one commit's message (subject + body as one input, redacted), origin `git:<short
+    sha>`: (the item, or None when the commit is skipped; why)."""
+    from memcli.core.config import Config, load_config
+
+    try:
+        cfg = load_config(store_path)
+    except Exception:  # noqa: BLE001 - a bad config must not lose the commit: defaults apply
+        cfg = Config()
+    out = git_output(["log", "-1", "--format=%h%x00%P%x00%aI%x00%B", sha], cwd)
+    short, parents, date, body = (out.split("\x00", 3) + ["", "", ""])[:4]
+    message = body.strip()
+    subject = message.splitlines()[0] if message else ""
+    why = skip_reason(subject, len(parents.split()), cfg.git_skip)
+    if why or not message:
+        return None, why or "empty message"
+    if redact:
+        from memcli.services.redact import redact as scrub
+
+        message = scrub(message)[0]
+    options = {"origins": [f"git:{short.strip()}"], "raw_without_llm": True,
+               "cwd": str((cwd or Path.cwd()).absolute())}
+    if date.strip():  # dated by the commit's author date: values of one subject are ordered by when stated
+        options["created"] = date.strip()
+    return spool(store_path, message, options, source="git"), f"commit {short.strip()}"
+
+
+def commits_waiting(store_path: str | os.PathLike[str]) -> list[Path]:
+    """`inbox/git-<sha>.sha`: commits a post-commit hook handed over with shell built-ins while
+    a worker ran (memcli/agents/hooks.py `_fast_spool`), oldest first."""
+    d = inbox_dir(Path(store_path))
+    if not d.is_dir():
+        return []
+    found = []
+    for p in d.glob("git-*.sha"):
+        with contextlib.suppress(OSError):
+            found.append((p.stat().st_mtime_ns, p.name, p))
+    return [p for *_, p in sorted(found)]
+
+
+def _same_repository(store_path: Path, cwd: Path) -> bool:
+    """A handed-over commit is read only from the repository the store lives in (any worktree of
+    it), or from any repository for a store outside every repository (the global store): a file
+    planted in a cloned store's inbox must not make the worker read another repository's history."""
+    from memcli.core.discovery import repo
+
+    home = repo(store_path.absolute().parent)
+    if home is None:
+        return True
+    there = repo(cwd)
+    return there is not None and there.common_dir.resolve() == home.common_dir.resolve()
+
+
+def take_commits(store_path: str | os.PathLike[str]) -> int:
+    """Turn each handed-over commit into an inbox item, as the hook's own capture would (message,
+    skip rules, redaction, origin), in commit order. Called under the worker lock. A commit that
+    cannot be read is recorded in errors.log; returns how many were spooled."""
+    n = 0
+    for p in commits_waiting(store_path):
+        sha = p.stem.removeprefix("git-")
+        try:
+            cwd = p.read_text(encoding="utf-8", errors="replace").strip() or None
+        except OSError:
+            continue
+        if not cwd:  # still being written by its hook (a few bytes): next round
+            if time.time() - p.stat().st_mtime < 5:
+                continue
+        try:
+            if len(sha) < 7 or any(c not in "0123456789abcdef" for c in sha):
+                raise ValueError(f"not a commit id: {sha[:50]!r}")
+            where = Path(cwd) if cwd and Path(cwd).is_dir() else None
+            if where is None or not _same_repository(Path(store_path), where):
+                raise ValueError(f"{str(cwd)[:80]!r} is not a repository this store takes commits from")
+            n += spool_commit(Path(store_path), sha, where)[0] is not None
+        except Exception as e:  # noqa: BLE001 - recorded; the other commits go on
+            record_failure(store_path, f"commit {sha[:12]}: {type(e).__name__}: {e}")
+        with contextlib.suppress(OSError):
+            p.unlink()
+    return n
 
 
 def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | None:
@@ -248,13 +421,6 @@ def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | 
                 _redact_item(path, item)
         except (OSError, ValueError) as e:
             return {"file": path.name, "error": f"unreadable inbox item: {e}"}
-        rest = ""
-        text = item.get("text")
-        opts = item.get("options") if isinstance(item.get("options"), dict) else {}
-        whole = opts.get("raw") or opts.get("raw_without_llm")  # one memory: no facts to split
-        if item.get("kind", "add") == "add" and isinstance(text, str) and len(text) > CHUNK_CHARS and not whole:
-            head, rest = split_chunk(text)
-            item = {**item, "text": head}
         try:
             summary, result = (run or _run)(store, item)
         except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
@@ -262,8 +428,6 @@ def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | 
 
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             msg = redact(msg)[0]
-            if rest:
-                item["text"] = item["text"] + rest  # kept whole: nothing of it landed
             item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
             item["last_attempt"], item["last_attempt_ts"] = _now(), time.time()
             client = sys.modules.get("memcli.services.llm.client")
@@ -272,9 +436,6 @@ def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | 
             with contextlib.suppress(OSError):
                 write_item(path, item)
             return {"file": path.name, "error": msg, "llm": llm}
-        if rest:  # this chunk landed: the item keeps what is left (a kill loses no chunk's work)
-            write_item(path, {**item, "text": rest})
-            return {"file": path.name, "summary": summary, "result": result, "partial": True}
         path.unlink(missing_ok=True)
         store.log("INBOX_DONE", file=path.name)
         return {"file": path.name, "summary": summary, "result": result}
@@ -282,8 +443,7 @@ def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | 
 
 def retry(store: Store, *, model: str | None = None) -> list[tuple[str, Any]]:
     """`memcli inbox retry`: replay the parked inputs through the LLM pipeline (required) with
-    `model`, else the store's configured one (never one an item names: an inbox item may come
-    from a clone, issue 24); each success
+    `model`, else the store's configured one, else the one each was parked with; each success
     leaves the inbox. Returns (file, AddResult) or (file, why it is still there) per input."""
     out: list[tuple[str, Any]] = []
     for path, _ in inputs(store.path):
@@ -306,7 +466,7 @@ def _replay(model: str | None) -> Any:
 
         opts = item.get("options") or {}
         kwargs = {k: v for k, v in opts.items() if k in _RETRY_OPTIONS}
-        use = model or store.config.llm_model
+        use = model or store.config.llm_model  # never a model the item names (issue 24)
         # redact=False: what was parked was redacted already (unless the user opted out)
         result = add(store, item["text"], llm=True, inbox=False, redact=False, llm_model=use, **kwargs)
         if result.failed:  # a write did not land: keep the input for another go
@@ -316,11 +476,8 @@ def _replay(model: str | None) -> Any:
     return run
 
 
-# What a spooled item's options may set. Never the LLM, its api_base or model: an inbox item may
-# come from a clone (a committed `inbox/x.json`), and which provider sees the user's key and text
-# is the user's own configuration's choice (issue 24).
 _ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw", "no_dedup")
+                "raw", "no_dedup", "created")  # never `llm_model`: the store's (trusted) configuration chooses
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:
@@ -340,10 +497,11 @@ def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     if item.get("kind") == "remap":
         done = apply_rewrite(store, opts.get("mapping") or {}, opts.get("reworded") or {}, opts.get("cwd"))
         return done, done
-    text = item.get("text")
-    if isinstance(text, str):
-        text = text.replace("\x00", "")  # an item an older memcli parked for its NUL byte
-    if not isinstance(text, str) or not text.strip():
+    if item.get("kind") == "session" and isinstance(opts.get("turns"), list):
+        done = _session(store, opts)
+        return done, done
+    text = _storable(item.get("text"))
+    if not text.strip():
         return {"ADD": 0, "note": "empty input"}, None
     result = _add(store, text, opts)
     if result.failed:
@@ -351,11 +509,46 @@ def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     return result.summary(), result
 
 
+def _session(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
+    """A captured part of an agent session: its dated turns through the session step (the same
+    one `import --from claude-code` runs). The turns were redacted when they were spooled."""
+    from memcli.ops.sessions import add_conversation
+    from memcli.services.transcripts import Conversation
+
+    conv = Conversation(str(opts.get("session") or "session"), cwd=opts.get("session_cwd") or opts.get("cwd"))
+    for turn in opts["turns"]:
+        if isinstance(turn, list) and len(turn) == 3 and isinstance(turn[1], str):
+            conv.add(str(turn[0]), turn[1], turn[2] if isinstance(turn[2], str) else None)
+    for at in opts.get("span") or []:
+        conv.saw(at if isinstance(at, str) else None)
+    # a capture reads what was added since the last one: the whole file only on its first capture
+    result = add_conversation(store, conv, redact=False, whole=bool(opts.get("from_start")))
+    if any(e.get("verdict") == "failed" for e in result["memories"]):
+        raise OSError("some memories could not be written")
+    return result["summary"]
+
+
 def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = None) -> Any:
     """One spooled input through the add pipeline; the AddResult."""
+    kwargs, llm = _add_kwargs(store, opts, llm=llm)
+    # redact=False: the text was redacted when it was spooled (unless the user opted out then)
+    from memcli.ops.add import add  # not at the top: a hook that only spools never loads the add pipeline
+
+    return add(store, text, inbox=False, redact=False, llm=llm, **kwargs)
+
+
+def _add_kwargs(store: Store, opts: dict[str, Any], *, llm: bool | None = None) -> tuple[dict[str, Any], bool | None]:
+    """The add keyword arguments of a spooled item's options, and its `llm` setting. An item never
+    chooses a model: a committed inbox file is not the user's configuration (issue 24)."""
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
-        opts["raw"] = not store.config.llm_model or llm is False
+        if any(str(o).startswith("git:") for o in opts.get("origins") or []):
+            # a commit: the commit rules (memcli/services/commits.py) extract it and the decision
+            # rules decide it, with no model too (a newer bump supersedes the older one)
+            if not store.config.llm_model:
+                llm = False
+        else:
+            opts["raw"] = not store.config.llm_model or llm is False
     if opts.get("origins"):  # a rewrite processed before this input (hooks race): follow it
         opts["origins"] = translate_origins(list(opts["origins"]), load_rewrites(store.path))
     cwd = opts.pop("cwd", None)
@@ -366,10 +559,7 @@ def _add(store: Store, text: str, opts: dict[str, Any], *, llm: bool | None = No
     kwargs = {k: v for k, v in opts.items() if k in _ADD_OPTIONS}
     if llm is None and isinstance(opts.get("llm"), bool):  # `add --llm` (require one), spooled
         llm = opts["llm"]
-    # redact=False: the text was redacted when it was spooled (unless the user opted out then)
-    from memcli.ops.add import add  # not at the top: a hook that only spools never loads the add pipeline
-
-    return add(store, text, inbox=False, redact=False, llm=llm, **kwargs)
+    return kwargs, llm
 
 
 def apply_rewrite(store: Store, mapping: dict[str, str], reworded: dict[str, dict[str, Any]],
@@ -470,7 +660,7 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
     (abbreviated to the same length), so origins name commits that exist; a memory of an old
     commit in `replaced` (old sha -> the new message's memories) is marked superseded by the
     first of them. One ChangeSet; returns how many memories changed."""
-    from memcli.ops.changes import ChangeSet, Retarget, Supersede, commit_planned
+    from memcli.ops.changes import ChangeSet, Link, Retarget, Supersede, commit_planned
 
     pairs = {o.lower(): n.lower() for o, n in mapping.items() if len(o) >= 7 and len(n) >= 7}
     if not pairs:
@@ -496,6 +686,7 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
                 cs.edit(m.id, Retarget(moves), origin=list(moves.values()), detail="git history rewritten")
             if by:
                 cs.edit(m.id, Supersede(by=by), detail="the commit message was reworded")
+                cs.edit(by, Link("supersedes", m.id), quiet=True)  # the new memory names what it replaced
             changed += bool(moves or by)
         return cs, changed
 
@@ -523,11 +714,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = process(store, held=held, force=False)
         _refresh_logged(store)
-        if any(p.name not in report_files(report) for p in pending(store_path)):
-            # spooled while this worker refreshed (their hooks' workers found the lock held)
+        for _ in range(100):  # bounded: a hook that keeps committing is served by the next worker
+            if not (commits_waiting(store_path)
+                    or any(p.name not in report_files(report) for p in pending(store_path))):
+                break
+            # spooled, or handed over, while this worker refreshed or released its lock (their
+            # hooks found the lock held: they wrote first and looked second, so this look sees them)
             again = process(store, force=False)
             report.done += again.done
             report.waiting += again.waiting
+            if again.busy or not (again.done or again.waiting):
+                break
         for w in report.waiting:
             record_failure(store_path, f"{w['file']}: waiting: {w['error']}")
     except Exception as e:  # noqa: BLE001 - recorded, never shown in the host's output

@@ -6,6 +6,7 @@ memcli/cli/runtime.py. No logic of its own lives here.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -162,6 +163,13 @@ def init(
     note(f"{'created' if created else 'store already exists at'} {store.path}")
     if shared:
         note("commit it (git add .memcli && git commit) and run `memcli sync` to pull, re-index and push")
+    elif created:
+        from memcli.core.discovery import repo
+
+        r = repo(store.path.absolute().parent)
+        if r is not None:  # inside a repository, untracked: say what each choice means
+            note(f"the store is not tracked by git: keep it to yourself (worktrees of {r.toplevel.name} use it too), "
+                 "or share it with the team: git add .memcli && git commit, then `memcli sync`")
 
 
 # ---------------------------------------------------------------- add
@@ -300,7 +308,11 @@ def _print_add(result: Any, dry_run: bool, *, summary: bool = True, verbose: boo
     colours = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
     width = render.terminal_width() if render.stdout_is_terminal() else 10_000
     room = max(20, width - 34)
-    pad = f"{'':<6} {'':<26} "
+    short: dict[str, str] = {}
+    if render.stdout_is_terminal() and state.store is not None and not dry_run:  # piped: full ids, for scripts
+        short = state.store.short_ids([i for e in result.events for i in (e.id, e.supersedes) if i])
+    id_w = max((len(v) for v in short.values()), default=26) if short else 26
+    pad = f"{'':<6} {'':<{id_w}} "
     out: list[str] = []
 
     def dim(text: str) -> str:
@@ -308,16 +320,18 @@ def _print_add(result: Any, dry_run: bool, *, summary: bool = True, verbose: boo
 
     for e in result.events:
         if e.verdict == "invalid" and not e.refused:
-            out.append(f"{render.style('INVALID', 'magenta', colour)} {(e.id or '-'):<26} "
+            out.append(f"{render.style('INVALID', 'magenta', colour)} {(short.get(e.id or '') or e.id or '-'):<{id_w}} "
                        f"{render.clip(e.text or '', room // 2)} ({render.clip(e.reasoning or '', room // 2)})")
             continue
         mark = " (refused: use --allow-delete)" if e.refused else ""
-        out.append(f"{render.style(f'{e.event:<6}', colours.get(e.event, 'dim'), colour)} {(e.id or '-'):<26} "
+        out.append(f"{render.style(f'{e.event:<6}', colours.get(e.event, 'dim'), colour)} "
+                   f"{(short.get(e.id or '') or e.id or '-'):<{id_w}} "
                    f"{render.clip(e.text, room - len(mark))}{mark}")
         if e.old_memory is not None and e.event == "UPDATE":
             out.append(pad + dim(f"was: {e.old_memory}"))
         if e.supersedes:
-            out.append(pad + dim(f"supersedes {e.supersedes}: {render.clip(e.old_memory or '', 70)} "
+            out.append(pad + dim(f"supersedes {short.get(e.supersedes, e.supersedes)}: "
+                                 f"{render.clip(e.old_memory or '', 70)} "
                                  f"({e.reasoning or ''})"))
         elif e.matched and e.event in ("NONE", "UPDATE"):
             out.append(pad + dim(f"matched {e.matched['id']}: {e.reasoning or ''}"))
@@ -488,8 +502,7 @@ def list_(
         return
     if not render.stdout_is_terminal():  # a pipe or a file: every memory, full ids, tab-separated
         sys.stdout.write("".join(line + "\n" for line in render.list_tsv(records)))
-        note(render.plural(len(records), "memory", "memories"))
-        return
+        return  # nothing on stderr: a script reading the rows gets the rows (the count is `wc -l`)
     cap = len(records) if limit else max(10, shutil.get_terminal_size((80, 24)).lines - 3)
     shown = records[:cap]
     lines = render.list_rows(shown, render.terminal_width(), store.short_ids([r.id for r in shown]),
@@ -713,18 +726,8 @@ def import_(
 ) -> None:
     """Load memories as they are, no extraction: memcli's exports (lossless) or Markdown notes (front
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
-    if from_ is not None:  # a conversation: through the add pipeline (read whole, 10 MB at most)
-        if file == "-":
-            name, text = "stdin", read_stdin()
-        else:
-            name = file
-            try:
-                with open(file, "rb") as f:
-                    data = read_limited(f, file)  # /dev/zero stops at the limit
-            except OSError as e:
-                fail(f"cannot read {file}: {e.strerror}")
-            text = read_input(data, name)
-        return _import_conversations(text, from_, Path(name).name, create, as_json)
+    if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
+        return _import_conversations(file, from_, create, as_json, redact=not no_redact)
     if fmt is not None and fmt not in ExportFormat.values():
         fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
     with spool_stdin(sys.stdin.buffer) if file == "-" else contextlib.nullcontext(Path(file)) as path:
@@ -1138,19 +1141,42 @@ def inbox_retry(
         raise typer.Exit(int(ExitStatus.ERROR))
 
 
-def _import_conversations(text: str, kind: str, name: str, create: bool, as_json: bool) -> None:
+def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool = True) -> None:
+    """`import --from`: a ChatGPT export is streamed from its file one conversation at a time (a
+    100 MB export is never held whole); a transcript or stdin is read whole (10 MB at most). The
+    file is checked before the store is touched."""
     if kind not in IMPORT_KINDS:
         fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
+    name = "stdin" if file == "-" else Path(file).name
     try:
-        conversations = Store.parse_conversations(text, kind, name)
+        if kind == "chatgpt" and file != "-":
+            conversations: Any = Store.stream_chatgpt(file, name)
+            first = next(conversations, None)
+            if first is None:
+                fail(f"{name}: no conversation text found (is it a {kind} export?)")
+            conversations = itertools.chain([first], conversations)
+        else:
+            if file == "-":
+                text = read_stdin()
+            else:
+                with open(file, "rb") as f:
+                    text = read_input(read_limited(f, file), name)  # /dev/zero stops at the limit
+            conversations = Store.parse_conversations(text, kind, name)
+            if not conversations:
+                fail(f"{name}: no conversation text found (is it a {kind} export?)")
+    except OSError as e:
+        fail(f"cannot read {file}: {e.strerror}")
+    except UnicodeDecodeError as e:
+        fail(f"{name}: not valid UTF-8 (byte {e.start})")
     except ValueError as e:
         fail(str(e))
-    if not conversations:
-        fail(f"{name}: no conversation text found (is it a {kind} export?)")
     store = get_store(must_exist=False, create=create)
     store.ensure()
     synced(store)
-    results = store.import_conversations(conversations, name)
+    try:
+        results = store.import_conversations(conversations, name, redact=redact)
+    except (ValueError, UnicodeDecodeError) as e:  # a bad conversation further down a streamed export
+        fail(str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}")
     if as_json:
         emit_json({"conversations": results})
         return
@@ -1175,7 +1201,8 @@ def mcp() -> None:
     """
     from memcli.agents.mcp import serve  # not at the top: the MCP SDK (pydantic, anyio) loads only here
 
-    serve(get_store())
+    # no store yet is not fatal: the client connects, and each call says how to create one
+    serve(state.store if state.store is not None else Store(resolve(state.store_path).path))
 
 
 @hooks_app.command("install", epilog=examples("memcli hooks install git", "memcli hooks install claude-code",
@@ -1236,11 +1263,18 @@ def capture(
         result = Store.capture(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
                      rewrite=text[0] if kind == "git-rewrite" and text else None,
                      text=" ".join(text) if kind == "text" and text else None, redact=not no_redact)
-    except ValueError as e:  # a CaptureError: bad input from the hook
-        fail(str(e))
+    except Exception as e:
+        if kind != "claude-code":
+            if isinstance(e, ValueError):  # a CaptureError: bad input from the hook
+                fail(str(e))
+            raise
+        # a Claude Code hook fails open: a failed hook is reported to the user every turn
+        Store.record_hook_failure(state.store_path,
+                                  f"capture claude-code: {' '.join(str(e).split()) or type(e).__name__}")
+        return
     if as_json:
         emit_json(result.to_dict())
-    else:
+    elif kind != "claude-code":  # a hook says nothing into its host
         note(f"spooled {result.item.name}: {result.reason}" if result.item else f"nothing to spool: {result.reason}")
 
 

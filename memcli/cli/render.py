@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memcli.core.errors import ExitStatus
+from memcli.core.shortid import is_ulid, shortest_tail
 from memcli.core.text import MIN_ID_CHARS, cell_width, clip, shortest_prefix
 from memcli.core.vocab import JSON_SCHEMA
 
@@ -204,11 +205,19 @@ def clip_code(line: str, width: int) -> str:
 
 # ---------------------------------------------------------------- ids
 def short_ids(ids: Sequence[str], universe: Iterable[str] | None = None, minimum: int = MIN_ID_CHARS) -> dict[str, str]:
-    """Shortest unique prefixes for `ids` among `universe` (default: `ids`), at least `minimum` long."""
+    """Short ids (memcli/storage/ids.py: the random tail of a ULID) for `ids`, unique among
+    `universe` (default: `ids`), at least `minimum` long: for lists not in the catalog (the trash)."""
     pool = sorted({i.upper() for i in (universe if universe is not None else ids)} | {i.upper() for i in ids})
     pos = {u: n for n, u in enumerate(pool)}
+    by_key: dict[str, list[str]] = {}
+    for o in pool:
+        for key in {o[-minimum:], o[:minimum]}:
+            by_key.setdefault(key, []).append(o)
     out: dict[str, str] = {}
     for i in ids:
+        if is_ulid(i):
+            out[i] = shortest_tail(i, by_key.get(i.upper()[-minimum:], ()), minimum)
+            continue
         n = pos[i.upper()]
         near = [pool[j] for j in (n - 1, n + 1) if 0 <= j < len(pool)]
         out[i] = shortest_prefix(i, near, minimum)

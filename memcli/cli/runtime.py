@@ -148,6 +148,14 @@ def _wants_json(args: list[str]) -> bool:
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
+def _first_sentence(text: str) -> str:
+    import re
+
+    first = " ".join(text.strip().split("\n\n")[0].split())
+    m = re.match(r"(.+?[.!?])(?:\s|$)", first)
+    return m.group(1) if m else first
+
+
 class Group(typer.core.TyperGroup):
     """The root command. It renders every error the same way for every entry point (console
     script, `python -m memcli`, Typer's test runner): `memcli: error: ...` + optional `hint:`
@@ -157,6 +165,14 @@ class Group(typer.core.TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _add_global_params(self)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each command's first sentence, whole (click cuts it at the column width with "...")."""
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.short_help and cmd.help:
+                cmd.short_help = _first_sentence(cmd.help)
+        super().format_commands(ctx, formatter)
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:

@@ -1,6 +1,7 @@
 """The decision vocabulary: what to do with one new fact, and what then happened to it.
 
-A `Decision` is made either by the rules (`ingest.heuristic_decision`, reading `memcli.rules.relate`)
+A `Decision` is made either by the rules (`memcli.rules.decide.heuristic_decision`, reading
+`memcli.rules.relate`)
 or by the model (`llm.LLM.decide`); ingest takes either kind through the same checks and plans
 the same changes from it, so both deciders speak this one type. An `Event` is the outcome the
 user sees (`add --json` prints `Event.to_dict()`), one per extracted fact.
@@ -32,6 +33,7 @@ class Decision:
     by_llm: bool = False  # made (or downgraded) from the model's reply
     matched: dict[str, str] | None = None  # {id, text} of the memory decided against, for the user
     related: str | None = None  # ADD: a close memory about another subject
+    stale: bool = False  # SUPERSEDE: the fact is the older value (an older release): stored superseded by target
 
 
 @dataclass

@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS mem (
 CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
 -- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
 CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
+CREATE INDEX IF NOT EXISTS mem_tail ON mem(substr(upper(id), -8));  -- short ids (memcli/storage/ids.py)
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
 -- rows whose vector is provisional (a bulk curation commit's stand-in: memcli/ops/changes.py
 -- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
@@ -316,6 +317,34 @@ class Catalog:
     def count_prefix(self, prefix: str) -> int:
         return int(self.db.execute("SELECT count(*) FROM mem WHERE upper(id) >= ? AND upper(id) < ?",
                                    (prefix, prefix + "\uffff")).fetchone()[0])
+
+    def with_suffix(self, suffix: str, limit: int) -> list[tuple[str, str]]:
+        """(id, text) of the memories whose id ends with `suffix` (upper-cased): short ids are
+        tails of the ULID's random part (memcli/storage/ids.py). A scan, on a narrow column."""
+        if not suffix:
+            return []
+        if len(suffix) >= 8:  # through the index on the last 8 characters, then the whole tail
+            rows = self.db.execute(
+                "SELECT id, record FROM mem WHERE substr(upper(id), -8) = ? AND substr(upper(id), -?) = ? "
+                "ORDER BY id LIMIT ?", (suffix[-8:], len(suffix), suffix, limit)).fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT id, record FROM mem WHERE substr(upper(id), -?) = ? ORDER BY id LIMIT ?",
+                (len(suffix), suffix, limit)).fetchall()
+        return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
+
+    def ids_sharing(self, heads_or_tails: Iterable[str], n: int) -> list[str]:
+        """Every id whose first or last `n` characters (upper-cased) are one of `heads_or_tails`:
+        the only ids a short id of that length could be confused with. One scan for a listing."""
+        keys = list(dict.fromkeys(heads_or_tails))
+        out: list[str] = []
+        for i in range(0, len(keys), 400):
+            chunk = keys[i : i + 400]
+            marks = ",".join("?" * len(chunk))
+            q = (f"SELECT id FROM mem WHERE substr(upper(id), -{int(n)}) IN ({marks}) "  # mem_tail, for n = 8
+                 f"UNION SELECT id FROM mem WHERE substr(upper(id), 1, {int(n)}) IN ({marks})")
+            out.extend(str(r[0]) for r in self.db.execute(q, [*chunk, *chunk]))
+        return list(dict.fromkeys(out))
 
     def id_neighbours(self, mid: str) -> list[str]:
         """The ids just before and after `mid` in id order (for shortest unique prefixes)."""

@@ -32,7 +32,11 @@ from memcli.core.memory import Memory, new_ulid, now_iso
 from memcli.core.text import snake
 from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
 from memcli.ops.handle import Store
-from memcli.services.extract import heuristic_extract, infer_tags
+from memcli.rules.decide import bears_on, change_related, heuristic_decision
+from memcli.rules.decide import matched as _matched
+from memcli.services.changelog import is_section, section_facts
+from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
+from memcli.services.extract import fact_from_text, heuristic_extract, infer_tags
 from memcli.storage.inbox import park
 
 if TYPE_CHECKING:  # types only: search and list never import the LLM client (litellm)
@@ -40,7 +44,6 @@ if TYPE_CHECKING:  # types only: search and list never import the LLM client (li
     from memcli.services.llm.client import LLM
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
-RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
 
@@ -228,7 +231,10 @@ def plan_add(
     )
 
     try:
-        extraction = _extract(text, raw=raw, type=type, client=client)
+        # a dated input from a commit (the git hook, `add --batch` lines with a `git:` origin and the
+        # commit's date) is a commit message: the commit rules extract it, with or without a model
+        commit = not raw and bool(created) and is_commit_origin(list(origins))
+        extraction = _extract(text, raw=raw, type=type, client=client, commit=commit, created=created)
         if extraction.note:
             result.notes.append(extraction.note)
         facts = extraction.facts
@@ -253,7 +259,8 @@ def plan_add(
             # Decided outside the writer lock: an LLM call can take seconds and other writers
             # (git hooks) must not wait on it. `commit()` re-checks every file it rewrites.
             decisions, notes = _decide(store, facts, vecs, threshold, client, allow_delete, redact,
-                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log, view=view)
+                                       raw=raw, no_dedup=no_dedup, llm_log=llm_log, view=view,
+                                       headlines=extraction.method in ("commit", "changelog"))
             result.notes.extend(notes)
     except LLMError as e:
         if progress is not None and client is not None and client.usage.requests:
@@ -307,7 +314,17 @@ def llm_client(store: Store, *, model: str | None = None) -> LLM:
                            temperature=cfg.llm_temperature, backoff=max(0.0, cfg.llm_backoff)))
 
 
-def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> Extraction:
+def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None, commit: bool = False,
+             created: str | None = None) -> Extraction:
+    if commit:  # a commit message: the commit rules (memcli/services/commits.py) say what it holds
+        texts, why = commit_facts(text)
+        if why:
+            return Extraction([], skipped=1, method="commit",
+                              skipped_pieces=[{"text": " ".join(text.split())[:200], "rule": why}])
+        if client is None:
+            return Extraction([commit_fact(t, type) for t in texts], method="commit")
+    if not raw and client is None and is_section(text):  # a changelog's release section
+        return Extraction([fact_from_text(t) for t in section_facts(text, created)], method="changelog")
     if raw:
         from memcli.services.extract import code_pattern_of, detect_flags
 
@@ -316,11 +333,11 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> E
                     code_pattern=code_pattern_of(body), flags=detect_flags(body))
         return Extraction([fact], method="raw")
     if client is None:
-        return _without_injected(heuristic_extract(text, default_type=type), text)
+        return without_chatter(_without_injected(heuristic_extract(text, default_type=type), text))
     from memcli.services.llm.client import LLMFormatError
 
     try:
-        return client.extract(text)
+        return without_chatter(client.extract(text))
     except LLMFormatError as e:
         from memcli.services.llm.checks import fallback_problem, with_orphan_blocks
 
@@ -330,6 +347,24 @@ def _extract(text: str, *, raw: bool, type: str | None, client: LLM | None) -> E
         fallback.facts = with_orphan_blocks([f for f, rule in gated if rule is None], text)
         fallback.invalid += [f"{rule}: {f.text[:80]!r}" for f, rule in gated if rule]
         return fallback
+
+
+def without_chatter(extraction: Extraction) -> Extraction:
+    """Drop what the shared filter (memcli/services/filters.py) calls narration, injected text, tool
+    or git output, UI chatter or an API error: the rule `import --from` and `capture` apply too.
+    (Fragments and requests are judged only where the speaker is known: the session step.)"""
+    from memcli.services.filters import junk_class
+
+    kept = []
+    for f in extraction.facts:
+        why = junk_class(f.text)
+        if why is None or why in ("fragment", "request", "pasted_code"):
+            kept.append(f)
+        else:
+            extraction.skipped += 1
+            extraction.skipped_pieces.append({"text": " ".join(f.text.split()), "rule": why})
+    extraction.facts = kept
+    return extraction
 
 
 def _without_injected(extraction: Extraction, text: str) -> Extraction:
@@ -366,15 +401,13 @@ _CHANGE_FLOOR = 0.3  # ... unless the fact says it replaced a value that memory 
 
 def _shown(fact: str, neighbour: dict[str, Any]) -> bool:
     """Whether the model is shown this neighbour of ``fact`` in the decide request."""
-    from memcli.services.llm.checks import change_related
-
     return neighbour["similarity"] >= _NEIGHBOUR_FLOOR or change_related(fact, str(neighbour.get("text") or ""))
 
 
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: LLM | None,
             allow_delete: bool, redact: bool = True, *, raw: bool = False,
             no_dedup: bool = False, llm_log: list[str] | None = None,
-            view: Any = None) -> tuple[list[Decision], list[str]]:
+            view: Any = None, headlines: bool = False) -> tuple[list[Decision], list[str]]:
     """One decision per fact, and notes for the user.
 
     Every fact first gets the heuristic decision of `memcli.rules.relate` (exact repeat: NONE; else the
@@ -386,7 +419,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     subject is ADD; `decide.llm_supersedes`: an UPDATE that gives a new value is a supersede).
     """
     from memcli.rules.relate import CANDIDATE_FLOOR
-    from memcli.services.llm.checks import change_related, states_change
+    from memcli.services.llm.checks import states_change
 
     index = store.index if view is None else view
     cfg = store.config
@@ -412,15 +445,17 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, _NEIGHBOUR_FLOOR)
         # With a model, a fact that says it changed a value ("from Yarn to pnpm") also sees the
         # memory that holds the old value, however far its embedding is (llm_checks.change_related).
-        low_floor = _CHANGE_FLOOR if client is not None and states_change(fact.text) else floor
+        # Without one too: the rules read a stated change from the texts (a removal of the name the
+        # memory is about, a revert, a release), so such a memory is a candidate from the change floor.
+        low_floor = _CHANGE_FLOOR if states_change(fact.text) else floor
         close = [(lab, s) for lab, s in hits if s >= low_floor]
         recs = index.records([lab for lab, _ in close])
         close = [(lab, s) for lab, s in close
-                 if s >= floor or (lab in recs and change_related(fact.text, recs[lab].text))]
+                 if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s))]
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:5]
         nb = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)
-        out.append(heuristic_decision(fact.text, nb, threshold))
+        out.append(heuristic_decision(fact.text, nb, threshold, headlines=headlines))
         neighbours.append(nb)
     asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
     if client is not None:
@@ -456,7 +491,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             target = next((n for n in neighbours[i] if n["id"] == dec.target), None)
             if target is not None:
                 llm_dec.matched = named = _matched(target["id"], target["text"])
-                from memcli.rules.relate import check_llm, llm_supersedes
+                from memcli.rules.decide import check_llm, llm_supersedes
 
                 downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
                 change = None if downgrade else llm_supersedes(dec.event, target["text"], facts[i].text,
@@ -484,12 +519,6 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return out, notes
 
 
-def _matched(mid: str, text: str) -> dict[str, str]:
-    """The memory a decision names: its id and a short text, for the user."""
-    text = " ".join(text.split())
-    return {"id": mid, "text": text if len(text) <= 80 else text[:79] + "…"}
-
-
 def _live_exact(index: Index, text: str) -> Memory | None:
     """The memory with exactly this (normalised) text, unless it was superseded: saying a replaced
     value again is a change back, decided by the rules against the live memories."""
@@ -501,33 +530,6 @@ def _live_exact(index: Index, text: str) -> Memory | None:
     if rec is None:
         return Memory(id=mid, text=text)
     return None if rec.superseded_by else rec
-
-
-def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float) -> Decision:
-    """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD."""
-    from memcli.rules.relate import DISTINCT, REFINES, SAME, relate
-
-    first = None
-    for n in neighbours:
-        rel = relate(n["text"], text, float(n["similarity"]), threshold=threshold)
-        first = first or (n, rel)
-        if rel.kind == DISTINCT:
-            continue
-        sim = float(n["similarity"])
-        named = _matched(n["id"], n["text"])
-        if rel.kind == SAME:
-            return Decision("NONE", n["id"], similarity=sim, matched=named,
-                             reasoning=f"already known: {rel.reason}")
-        if rel.kind == REFINES:
-            return Decision("UPDATE", n["id"], text, similarity=sim, matched=named,
-                             reasoning=f"same subject, {rel.reason}")
-        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason)
-    if first is None:
-        return Decision("ADD", reasoning="no similar memory")
-    n, rel = first
-    related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
-    return Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
-                     matched=_matched(n["id"], n["text"]), related=related)
 
 
 class ThisInput:
@@ -613,6 +615,16 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: Th
     if target is None:
         return Event(d.event, "invalid", fact.text, d.target, reasoning=(
             f"{d.reasoning}; " if d.reasoning else "") + "the target memory does not exist (any more)", **base)
+    if d.event in ("SUPERSEDE", "UPDATE") and (d.stale or _older(created, target.created)):
+        # (an UPDATE too: an older statement must not rewrite the text of the newer memory)
+        # said before the current value was (a commit replayed late, a changelog section of an older
+        # release): the fact is history, stored superseded by the current memory, which stays current
+        m = _new_memory(fact, src, origins, user, project, created)
+        m.extra["superseded_by"] = target.id
+        why = f"{d.reasoning}; older ({(created or '?')[:10]}) than the current value ({target.created[:10]})"
+        cs.add(m, event="ADD", origin=origins, reason=why)
+        batch.append((vec, m))
+        return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=why, **base)
     if d.event == "SUPERSEDE":
         m = _new_memory(fact, src, origins, user, project, created)
         m.text = d.text or fact.text
@@ -646,6 +658,18 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: Th
         return Event("DELETE", "accepted", target.text, target.id, confidence=target.confidence,
                      reasoning=d.reasoning, old_memory=target.text, **{**base, "tags": target.tags})
     return Event(d.event, "invalid", fact.text, None, reasoning=f"unknown event {d.event!r}", **base)
+
+
+def _older(created: str | None, current: str | None) -> bool:
+    """Whether a fact dated `created` was stated before the memory dated `current` (both known)."""
+    if not created or not current:
+        return False
+    from memcli.core.memory import parse_time
+
+    try:
+        return parse_time(created) < parse_time(current)
+    except (ValueError, TypeError):
+        return False
 
 
 def _count_use(store: Store, mid: str) -> Callable[[], None]:

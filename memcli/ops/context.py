@@ -3,7 +3,9 @@
 The memories of the current project (and, with a query, the ones most relevant to it), rules
 and how-tos first, each on one line with its short id and date, cut to a token budget (about four
 characters a token, the usual rule of thumb for English and code). Showing a memory here does not
-count as using it: usage counts are left alone.
+count as using it: usage counts are left alone. What is shown follows search's visibility
+(memcli/ops/visible.py): nothing superseded, a flagged contradiction as one "unresolved" line.
+The ids are the short ids every other command shows and resolves (memcli/storage/ids.py).
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memcli.index import Filters
+from memcli.ops.visible import Item, visible
+from memcli.storage.ids import short_ids
 
 if TYPE_CHECKING:
-    from memcli.core.memory import Memory
     from memcli.ops.handle import Store
 
 CHARS_PER_TOKEN = 4
@@ -26,13 +29,13 @@ def _one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[Memory]:
+def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[Item]:
     """Candidate memories, best first: search hits for a query, else the project's memories
     (procedural first, then most recently updated). Falls back to the whole store when the
     project has no memories (a global store used from a new repository)."""
     index = store.index
     index.sync()
-    scopes = [Filters(project=project), Filters()] if project else [Filters()]
+    scopes = [Filters(project=project, current=True), Filters(current=True)] if project else [Filters(current=True)]
     for filters in scopes:
         if query:
             from memcli.ops.search import search_many
@@ -44,15 +47,28 @@ def select(store: Store, query: str | None, project: str | None, limit: int = 60
             records = index.select(filters, order="updated", desc=True, limit=limit * 4)
             records.sort(key=lambda r: _TYPE_ORDER.get(r.type, 3))
             records = records[:limit]
-        if records:
-            return records
+        items = visible(store, records)
+        if items:
+            return items
     return []
 
 
-def render(records: list[Memory], *, project: str | None, query: str | None, budget: int) -> str:
-    """Markdown within `budget` tokens; empty when there is nothing to say."""
+def _line(item: Item, shorts: dict[str, str]) -> str:
+    r = item.memory
+    if not item.conflicts:
+        return f"- {_one_line(r.text)} ({r.type}, {str(r.created)[:10]}, `{shorts[r.id]}`)"
+    sides = [r, *item.conflicts]
+    said = " — or — ".join(f"{_one_line(m.text, MAX_ITEM_CHARS // len(sides))} (`{shorts[m.id]}`)" for m in sides)
+    return f"- UNRESOLVED, flagged as contradicting (ask which holds): {said}"
+
+
+def render(records: list[Item], *, project: str | None, query: str | None, budget: int,
+           shorts: dict[str, str] | None = None) -> str:
+    """Markdown within `budget` tokens; empty when there is nothing to say. `shorts`: the short
+    id of every memory shown (default: the ids' first characters, for a store-less render)."""
     if not records:
         return ""
+    shorts = shorts or {m.id: m.id for it in records for m in (it.memory, *it.conflicts)}
     head = f"## What memcli remembers{f' about {project}' if project else ''}"
     if query:
         head += f" (for: {_one_line(query, 80)})"
@@ -62,7 +78,7 @@ def render(records: list[Memory], *, project: str | None, query: str | None, bud
     shown = 0
     more = "- … {n} more: `memcli search` or the memcli MCP tools"
     for i, r in enumerate(records):
-        line = f"- {_one_line(r.text)} ({r.type}, {str(r.created)[:10]}, `{r.id[:10]}`)"
+        line = _line(r, shorts)
         reserve = 0 if i == len(records) - 1 else len(more) + 6  # room to say that more exist
         if used + len(line) + 1 + reserve > cap:
             break
@@ -77,4 +93,6 @@ def render(records: list[Memory], *, project: str | None, query: str | None, bud
 
 
 def build(store: Store, query: str | None = None, *, project: str | None = None, budget: int = 1500) -> str:
-    return render(select(store, query, project), project=project, query=query, budget=budget)
+    items = select(store, query, project)
+    shorts = short_ids(store, [m.id for it in items for m in (it.memory, *it.conflicts)])
+    return render(items, project=project, query=query, budget=budget, shorts=shorts)

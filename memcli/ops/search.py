@@ -284,6 +284,12 @@ def reliability(confidence: float, usage_count: int) -> float:
     return min(float(confidence) * math.sqrt(usage_count / 10.0), 1.0)
 
 
+#: what a superseded memory's score is multiplied by (`search --all`, `history`): the current value
+#: of a subject ranks above the values it replaced, which recency (30-day decay) cannot tell apart
+#: once both are older than a few months
+SUPERSEDED_FACTOR = 0.5
+
+
 def rank(
     sims: np.ndarray, keyword: np.ndarray, records: Sequence[RankFields | Memory],
     usage: dict[str, tuple[int, str | None]], weights: Ranking, now: float,
@@ -293,12 +299,17 @@ def rank(
     scores = np.zeros(len(records))
     parts = []
     for i, rec in enumerate(records):
-        rec_ = recency(rec.updated or rec.created, now, weights.recency_days)
+        superseded = rec.superseded if isinstance(rec, RankFields) else bool(rec.superseded_by)
+        # currency: a replaced value is no longer current, whatever its dates say (the supersede
+        # mark touches `updated`); it keeps its relevance, halved, and no recency
+        rec_ = 0.0 if superseded else recency(rec.updated or rec.created, now, weights.recency_days)
         rel = reliability(rec.confidence, usage.get(rec.id, (0, None))[0])
+        currency = SUPERSEDED_FACTOR if superseded else 1.0
         p = {
             "similarity": float(sims[i]), "keyword": float(keyword[i]), "recency": rec_, "reliability": rel,
+            "currency": currency,
         }
-        scores[i] = (
+        scores[i] = currency * (
             weights.similarity * p["similarity"] + weights.keyword * p["keyword"]
             + weights.recency * rec_ + weights.reliability * rel
         )

@@ -34,6 +34,16 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
+from memcli.rules.subjects import (
+    older_release,
+    release_change,
+    removal_of,
+    reverts,
+    same_subject,
+    strip_refs,
+    subject_keys,
+    version_change,
+)
 
 SAME = "same"  # nothing new: NONE
 REFINES = "refines"  # same subject, says more: UPDATE
@@ -42,6 +52,9 @@ DISTINCT = "distinct"  # another subject or another fact: ADD
 
 #: below this cosine similarity two texts are never treated as the same fact
 CANDIDATE_FLOOR = 0.5
+#: ... but from this one a change stated outright (a revert, a removal, "switched from A to B")
+#: still bears on the older text
+CHANGE_FLOOR = 0.3
 
 _TOKEN_RE = lazy_compile(
     r"`[^`\n]+`"  # inline code, whole
@@ -520,16 +533,80 @@ def _normal(text: str) -> str:
     return normalise(text)
 
 
-def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) -> Relation:
+def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, strict: bool = False) -> Relation:
     """The relation of `new` to the stored `old` (cosine `similarity` between them).
 
     `threshold` is the similarity from which a pure rewording (generic words swapped, nothing
-    specific changed) counts as the same fact.
+    specific changed) counts as the same fact. `strict` (commit subjects, changelog items: texts
+    of one shape, "did X", that differ in what they did) supersedes by wording only when both
+    texts name the same subject; the stated changes of step 0 still apply.
     """
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
+    if similarity < CHANGE_FLOOR:
+        return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
+    # 0. changes stated outright, read from the texts themselves: a revert, a newer release, the
+    # removal of the name the old text is about, "switched from <old value> to ...". Such a pair
+    # may be far apart in embedding space (a long deprecation note vs "`app` has now been
+    # removed": 0.3-0.5), so these are asked from CHANGE_FLOOR
+    if reverts(old, new):
+        return Relation(SUPERSEDES, "reverts it", contradiction=True)
+    released = release_change(old, new)
+    if released:  # (an older release than the stored one: `older_release`, the decider stores it superseded)
+        which = "older" if older_release(old, new) else "newer"
+        return Relation(SUPERSEDES, f"{which} release: {released}", contradiction=True)
+    removed = removal_of(old, new)
+    if removed:
+        return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)
+    switched = switched_from(strip_refs(old), strip_refs(new), strict=strict)
+    if switched:
+        return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
     if similarity < min(CANDIDATE_FLOOR, threshold):
         return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
+    # reference numbers are provenance ("closes #382" vs "#381" is no new value), and the names
+    # a text is about (options, code names, packages) are its subject: two texts that both name
+    # some must name the same ones (memcli.rules.subjects)
+    # references are dropped, and a called name is the name ("`get_pager_file()`" is "`get_pager_file`")
+    so, sn = _CALLED_RE.sub(r"\1", strip_refs(old)), _CALLED_RE.sub(r"\1", strip_refs(new))
+    if _content_count(so) >= 2 and _content_count(sn) >= 2:  # "Reconcile #2811 and #2840": the refs are all it says
+        old, new = so, sn
+        if _normal(old) == _normal(new):
+            return Relation(SAME, "same text but for its references")
+    same, why = same_subject(old, new)
+    if same is False:
+        return Relation(DISTINCT, why)
+    if same:
+        bumped = version_change(old, new)
+        if bumped:
+            return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
+    rel = _by_words(old, new, similarity, threshold)
+    if rel.kind == SUPERSEDES and strict and not same:
+        return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
+    if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
+            and not _STRONG_CHANGE_RE.search(new):
+        # one text names its subject (an option, a code name, a file) and the other names none: the
+        # wording alone ("now", one word swapped) does not show they are about one thing
+        return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
+    return rel
+
+
+#: a change stated outright: enough to supersede even when only one text names its subject
+_STRONG_CHANGE_RE = lazy_compile(
+    r"\b(?:no longer|not anymore|any more|instead|switched|replaced|removed|dropped|renamed|migrated|moved to"
+    r"|deprecated|is gone|are gone|phased out|retired)\b", re.I)
+
+
+_CALLED_RE = lazy_compile(r"(\w)\(\)")
+
+
+def _content_count(text: str) -> int:
+    """Words, but for articles and conjunctions: what is left of "Reconcile #2811 and #2840" once
+    its references are gone is one word, and the references were what it said."""
+    return sum(1 for w in re.findall(r"[a-z][a-z0-9_'-]+", text.lower()) if w not in ("and", "or", "the", "a", "an"))
+
+
+def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relation:
+    """Steps 1-4 of the module docstring: the relation read from the words of both texts."""
     po, pn = parse(old), parse(new)
     # 1. scope words: staging vs production, EU vs US, iOS vs Android ...
     for scope, words in po.scopes.items():
@@ -573,7 +650,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     overlap = len(shared) / max(1, min(len(po.content), len(pn.content)))
     # 2. a stated change about the same subject
     if change and overlap >= 0.4:
-        what = f"{_short(r_spec)} -> {_short(a_spec)}" if r_spec and a_spec else _short(a_spec or set(added)) or "it"
+        # the words as written, not their stems ("(states a change (main -> github, pag))" read badly)
+        gone_w = {removed[x].text for x in r_spec}
+        came_w = {added[x].text for x in (a_spec or set(added))}
+        what = f"{_short(gone_w)} -> {_short(came_w)}" if r_spec and a_spec else _short(came_w) or "it"
         return Relation(SUPERSEDES, lambda: f"states a change ({what})", contradiction=bool(r_spec and a_spec))
     # 3. several specific slots changed at once: another thing, not another value
     if r_spec and a_spec and (len(r_spec) >= 2 and len(a_spec) >= 2 or (r_gen and a_gen)):
@@ -610,6 +690,45 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85) ->
     if not r_spec and not a_spec and similarity >= threshold - 0.05 and len(added) <= 2 and len(removed) <= 2:
         return Relation(SAME, lambda: f"rewording ({similarity:.2f})")
     return Relation(DISTINCT, lambda: f"says something else ({_short(set(removed))} vs {_short(set(added))})")
+
+
+_SWITCH_RE = lazy_compile(
+    r"\b(?:switch(?:ed|es|ing)?|mov(?:ed|es|ing)|migrat(?:ed|es|ing)|chang(?:ed|es|ing)|went|replac(?:ed|es|ing)"
+    r"|convert(?:ed|s|ing)?|upgrad(?:ed|es|ing)|downgrad(?:ed|es|ing))\b[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
+    r"(.{2,40}?)\s+(?:to|with|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;]+){0,2})"
+    r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)(?=[,.;\n]|$)"
+    r"|\breplac(?:ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)\s+with\b",
+    re.I,
+)
+
+
+def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:
+    """`new` says a value was replaced ("switched the release workflow from trusted publishing to a
+    PYPI_TOKEN secret", "now X instead of Y", "replaced Y with X") and `old` states that replaced value
+    (every word of it) without the new one: the old statement is history. The reason names both."""
+    low_old = " ".join(re.findall(r"[\w.+#/-]+", old.lower()))
+    said_before = [[w for w in re.findall(r"[\w.+#/-]+", (m.group(1) or m.group(3) or m.group(4)).lower())
+                    if w not in STOPWORDS] for m in _SWITCH_RE.finditer(old)]
+    for m in _SWITCH_RE.finditer(new):
+        gone = m.group(1) or m.group(3) or m.group(4)
+        came = m.group(2) or ""
+        words = [w for w in re.findall(r"[\w.+#/-]+", gone.lower()) if w not in STOPWORDS]
+        if strict and all(re.search(r"(?:ing|ed)$", w) for w in words):
+            continue  # "rolls back instead of committing": an action, not a value that was replaced
+        if words in said_before:
+            continue  # the old text states that same switch: a restatement
+        if strict and not (set(words) & {k.lower() for k in subject_keys(old)}
+                           or set(words) & set(re.findall(r"[\w.+#/-]+", old.lower())[:3])):
+            # in one-shape texts (commit subjects, changelog items) the replaced value must be what the
+            # old text is about ("Use flake8 for linting"), not a word on the way ("... instead of `help`")
+            continue
+        if not words or not all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in words):
+            continue
+        new_words = [w for w in re.findall(r"[\w.+#/-]+", came.lower()) if w not in STOPWORDS]
+        if new_words and all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in new_words):
+            continue  # the old text names the new value too: it may say the same change
+        return f"{' '.join(words)} -> {' '.join(new_words) or 'something else'}"
+    return None
 
 
 def texts_mergeable(a: str, b: str) -> bool:

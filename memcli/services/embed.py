@@ -31,6 +31,23 @@ from memcli.core.errors import EmbedError
 HASH_MODEL_PREFIX = "hash:"  # "hash:256": deterministic, meaningless vectors for plumbing tests only
 DEFAULT_DIM = 384
 BATCH_SIZE = 64
+# batch x tokens^2 per model call: attention buffers grow with the square of the padded length and
+# onnxruntime keeps its largest call's buffers: 57 Korean chat lines (161 characters, ~256 tokens
+# each) took one call from 605 to 1,281 MB. A batch of long texts is therefore small.
+TOKEN_BUDGET = BATCH_SIZE * 64 * 64
+
+
+def _tokens(text: str) -> int:
+    """About how many tokens the model makes of `text`: ~4 ASCII characters a token, 1.5 tokens a
+    character of other scripts (a Hangul or CJK character is one or more word pieces)."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return min(256, ascii_chars // 4 + (len(text) - ascii_chars) * 3 // 2 + 8)  # the model truncates at 256
+
+
+def batch_for(texts: Sequence[str], batch_size: int = BATCH_SIZE) -> int:
+    """The batch size for `texts`, within TOKEN_BUDGET for the longest of them, in any script."""
+    tokens = max((_tokens(t) for t in texts), default=8)
+    return max(1, min(batch_size, TOKEN_BUDGET // (tokens * tokens)))
 
 # Loaded fastembed models of this process, keyed by (model name, cache root); guarded by the lock.
 _LOADED: dict[tuple[str, str], object] = {}
@@ -183,7 +200,7 @@ class Embedder:
         step = 256
         for i in range(0, len(missing), step):
             chunk = missing[i : i + step]
-            vecs = self._compute(chunk, batch_size)
+            vecs = self._compute(chunk, batch_for(chunk, batch_size))
             rows = [(self.model, text_hash(t), v.astype(np.float32).tobytes()) for t, v in zip(chunk, vecs)]
             for (_, h, _), v in zip(rows, vecs):
                 found[h] = v.astype(np.float32)

@@ -791,8 +791,9 @@ def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> 
     if c.codes:
         if n_words < 2 and not flags.get("hasCommand"):
             return _skip(why, "code_without_statement")  # "Output:" + a log dump
-    elif n_words < 4 and not (n_words == 3 and (_RULE_START_RE.match(low) or "`" in clean)):
-        return _skip(why, "too_short")
+    elif n_words < 4 and not (n_words == 3 and (_RULE_START_RE.match(low) or "`" in clean)) and not (
+            n_words >= 2 and "://" in clean and _URL_RE.search(clean)):
+        return _skip(why, "too_short")  # "Submit here: https://..." is a fact: where something lives
     code_text = "\n".join(code for _, code in c.codes)[:500]
     tags = _merge_tags(
         _commit_prefix_tags(clean) if c.subject else [],
@@ -836,6 +837,8 @@ class _Scanner:
         self.speaker_turn = -1
         self.commit = False
         self.gap = False  # a blank line separates attach_to from what follows
+        self.heading: str | None = None  # a heading whose first paragraph has not been read yet
+        self.cause: _Cand | None = None  # a stack trace's cause line, waiting for the sentence explaining it
 
     # -- paragraph handling -------------------------------------------------------------------
     def flush(self) -> None:
@@ -844,7 +847,18 @@ class _Scanner:
         lines, is_item = self.buf, self.buf_is_item
         self.buf, self.buf_is_item = [], False
         self.para_id += 1
-        if is_item:
+        heading, self.heading = self.heading, None
+        cause, self.cause = self.cause, None
+        if cause is not None and not is_item and cause.turn == self.turn:
+            # The paragraph after a stack trace explains it: one memory, the failure and its cause.
+            cause.text = f"{cause.text} — {' '.join(' '.join(lines).split())}"
+            self.attach_to = cause
+            return
+        paragraph = " ".join(" ".join(lines).split())
+        if heading and not is_item and len(paragraph) <= _HEADED_PARAGRAPH_MAX and len(paragraph.split()) >= 4:
+            # A section's paragraph is one memory with its heading (a runbook step, a decision record).
+            pieces = [f"{heading}: {paragraph}"]
+        elif is_item:
             pieces = [self._item_text(lines)]
         else:
             pieces = _join_anaphora([s for seg in _segments(lines) for s in _split_sentences(seg)])
@@ -937,6 +951,9 @@ class _Scanner:
                 self.skip(line, "recalled_memory")
                 self.new_context()
                 continue
+            if c0 in "TF" and _TRACEBACK_RE.match(line):
+                i = self._stack_trace(lines, i)
+                continue
             if c0.isupper() and _TRAILER_RE.match(line):
                 self.skip(line, "git_trailer")
                 self.new_context()
@@ -947,6 +964,8 @@ class _Scanner:
                     self.new_context()
                     if not self.commit:
                         self.heading_tags = _tags_in_order(heading.group(1))
+                        title = heading.group(1).strip().strip("*_").strip()
+                        self.heading = title if len(title.split()) >= 2 and not title.endswith(":") else None
                     self.prompt_turn = None
                     continue
             if c0 in "-*_<" and (_HRULE_RE.match(line) or _TAG_ONLY_RE.match(line)):
@@ -988,6 +1007,37 @@ class _Scanner:
             self.buf.append(line)
         self.flush()
 
+    def _stack_trace(self, lines: list[str], i: int) -> int:
+        """A pasted Python traceback starting at line i-1: its frames are skipped, its last line (the
+        `...Error: ...` cause) becomes a memory with the sentence that introduced the trace and the
+        paragraph after it (the explanation). Returns the index after the trace."""
+        self.flush()
+        intro = None
+        last = self.cands[-1] if self.cands else None
+        if last is not None and last.turn == self.turn and not last.codes and last.text.rstrip().endswith(":"):
+            intro = self.cands.pop()
+        n, cause = len(lines), None
+        while i < n:
+            ln = lines[i]
+            i += 1
+            if not ln.strip():
+                continue
+            if _FRAME_RE.match(ln) or ln[:1] in " \t":
+                self.skip(ln, "stack_frame")
+                continue
+            cause = ln.strip()
+            break
+        if cause is None:
+            return i
+        self.para_id += 1
+        text = f"{intro.text} {cause}" if intro is not None else cause
+        cand = _Cand(text, self.para_id, self.turn, self.heading_tags,
+                     speaker=self.speaker if self.speaker_turn == self.turn else None)
+        self.cands.append(cand)
+        self.cause = cand
+        self.attach_to = cand
+        return i
+
     def _code_block(self, lines: list[str], i: int, fence: re.Match[str]) -> int:
         """Consume a fenced block starting after line i-1; returns the index after the closing fence."""
         indent, marker, lang = len(fence.group(1)), fence.group(2), fence.group(3).lower()
@@ -1012,6 +1062,12 @@ class _Scanner:
         if body:
             self.attach(lang, "\n".join(body))
         return i
+
+
+_URL_RE = lazy_compile(r"\bhttps?://[\w.-]+\.[a-z]{2,}\S*")
+_TRACEBACK_RE = lazy_compile(r"^\s*Traceback \(most recent call last\):\s*$")
+_FRAME_RE = lazy_compile(r"^\s*(?:File \".*\", line \d+|at [\w.$<>]+[ (]|\.\.\.\s*\d* more|\^+\s*$)")
+_HEADED_PARAGRAPH_MAX = 1200
 
 
 _NAMED_SPEAKER_RE = lazy_compile(r"^\s*([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}):\s+(?=\S)")

@@ -234,6 +234,36 @@ def _in_words(m: re.Match[str]) -> Replacement:
     return None
 
 
+# "The script now sets the password to "Snoppy23"", "changed the admin password to Hunter2!", an
+# assistant echoing it back ("your password "Snoppy23" works", "the password Snoppy23 is set"):
+# a password in a sentence, quoted, or shaped like one (a digit or a symbol in it).
+_PASSWORD_IN_PROSE = re.compile(
+    r"\b(?:set|sets|setting|change[sd]?|changing|reset|resets|resetting|update[sd]?|updating|use[sd]?|using)\s+"
+    r"(?:the\s+|a\s+|an\s+|its\s+|their\s+|his\s+|her\s+|my\s+|our\s+|your\s+)?(?:[\w-]+\s+){0,2}?"
+    r"(?:password|passphrase|passcode|passwd|pwd)\s+(?:to|as|=|:)\s*[\"'`“‘]?(?P<value>" + _NOT_PLACEHOLDER
+    + r"[^\s\"'`”’,;]{3,200})"
+    r"|\b(?:password|passphrase|passcode|passwd)\b[^\"'`“‘\n.;]{0,40}?[\"“‘`](?P<quoted>" + _NOT_PLACEHOLDER
+    + r"[^\s\"'`”’]{4,128})[\"”’`]"
+    r"|\b(?:password|passphrase|passcode)\s+(?P<shaped>" + _NOT_PLACEHOLDER
+    + r"(?=[^\s\"'`]*\d)(?=[^\s\"'`]*[A-Za-z])[^\s\"'`,;]{4,128})",
+    re.I,
+)
+
+
+def _password_in_prose(m: re.Match[str]) -> Replacement:
+    group = next(g for g in ("value", "quoted", "shaped") if m.group(g) is not None)
+    core = m.group(group).rstrip(".!?)")
+    if _is_placeholder(core) or _word_like(core) or core.startswith(("$", "{", "%", "<", "/")):
+        return None
+    if group == "quoted" and not re.search(r"[\d\W_]|[a-z][A-Z]", core):
+        return None  # a quoted word ("the "Forgot password" link") is a label, not a secret
+    if group == "value" and _code_like(core, ":") and not re.search(r"\d", core):
+        return None
+    start = m.start(group)
+    base, whole = m.start(), m.group(0)
+    return whole[: start - base] + placeholder("password") + whole[start - base + len(core):], "password"
+
+
 # -- personal data -----------------------------------------------------------------------------
 _FILE_TLDS = frozenset(
     "png jpg jpeg gif svg webp ico bmp tif tiff pdf js mjs cjs ts tsx jsx py pyc rb rs go java kt "
@@ -403,6 +433,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("secret", _ASSIGNMENT, _assignment, ("pass", "pwd", "secret", "token", "key")),
     _Rule("secret", _FLAG, _flag, ("--",)),
     _Rule("password", _IN_WORDS, _in_words, ("pass", "pwd", "pin", "log", "token", "key")),
+    _Rule("password", _PASSWORD_IN_PROSE, _password_in_prose, ("pass", "pwd")),
     _Rule("email", _EMAIL, _email, ("@",)),
     _Rule("credit_card", _CARD, _card),
     _Rule("phone", _PHONE_INTL, _phone_intl, ("+",)),

@@ -34,17 +34,65 @@ _INJECTED_PREFIXES = (
 
 
 class Conversation:
-    """One conversation: an id (session or conversation id), a title, and its turns in order."""
+    """One conversation: an id (session or conversation id), a title, and its turns in order.
+
+    `times[i]` is when turn i was said (ISO 8601 UTC, None when the file does not say), and
+    `span` the first and last time seen anywhere in the session (tool lines included): memories
+    are dated with the conversation's own time, never the time of the import."""
 
     def __init__(self, id: str, turns: list[tuple[str, str]] | None = None, title: str | None = None,
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, times: list[str | None] | None = None) -> None:
         self.id = id
         self.turns = turns if turns is not None else []  # (role, text): role is "user" | "assistant"
+        self.times: list[str | None] = times if times is not None else [None] * len(self.turns)
         self.title, self.cwd = title, cwd
+        self.span: list[str] = []  # [first, last] once any time is known
+
+    def add(self, role: str, text: str, at: str | None) -> None:
+        self.turns.append((role, text))
+        self.times.append(at)
+        self.saw(at)
+
+    def saw(self, at: str | None) -> None:
+        """Widen the session's span with a time seen in it (any line, not only turns)."""
+        if not at:
+            return
+        if not self.span:
+            self.span = [at, at]
+        else:  # ISO 8601 UTC strings of one shape sort as times
+            self.span = [min(self.span[0], at), max(self.span[1], at)]
+
+    def dated(self) -> list[tuple[str, str, str | None]]:
+        """(role, text, time) per turn; a turn without a time takes the last known one before it
+        (or the session's start)."""
+        out, last = [], (self.span[0] if self.span else None)
+        for (role, text), at in zip(self.turns, self.times):
+            last = at or last
+            out.append((role, text, last))
+        return out
 
     def text(self) -> str:
         """The conversation as add's extractors read it: one "User:"/"Assistant:" paragraph a turn."""
         return "\n\n".join(f"{'User' if role == 'user' else 'Assistant'}: {text}" for role, text in self.turns)
+
+
+def utc_iso(value: Any) -> str | None:
+    """A timestamp as the store writes them (`2026-04-17T05:08:37Z`), from an ISO 8601 string or
+    epoch seconds (ChatGPT's `create_time`); None when it is neither."""
+    from datetime import datetime, timezone
+
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, (int, float)):
+            dt = datetime.fromtimestamp(float(value), timezone.utc)
+        else:
+            text = str(value).strip()
+            dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+            dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _blocks_text(content: Any) -> str:
@@ -66,8 +114,9 @@ def claude_code_turn(event: Any) -> tuple[str, str] | None:
     something a person or the model said."""
     if not isinstance(event, dict) or event.get("type") not in ("user", "assistant"):
         return None
-    if event.get("isMeta") or event.get("isCompactSummary") or event.get("isApiErrorMessage"):
-        return None
+    if (event.get("isMeta") or event.get("isCompactSummary") or event.get("isApiErrorMessage")
+            or event.get("isSidechain")):
+        return None  # injected context, a compaction summary, an API error, a subagent's own chat
     message = event.get("message")
     if not isinstance(message, dict):
         return None
@@ -84,9 +133,9 @@ def claude_code_turn(event: Any) -> tuple[str, str] | None:
     return role, text
 
 
-def _claude_code_events(lines: Iterable[str | bytes]) -> Iterator[tuple[dict[str, Any], tuple[str, str]]]:
-    """(event, turn) for each transcript line that holds a turn; a line that is not JSON (a
-    partial write) is skipped."""
+def _claude_code_events(lines: Iterable[str | bytes]) -> Iterator[tuple[dict[str, Any], tuple[str, str] | None]]:
+    """(event, turn or None) for each transcript line that is a JSON object; a line that is not
+    JSON (a partial write) is skipped."""
     for line in lines:
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
@@ -96,23 +145,34 @@ def _claude_code_events(lines: Iterable[str | bytes]) -> Iterator[tuple[dict[str
             event = json.loads(line)
         except ValueError:
             continue
-        turn = claude_code_turn(event)
-        if turn is not None:
-            yield event, turn
+        if isinstance(event, dict):
+            yield event, claude_code_turn(event)
 
 
 def claude_code_lines(lines: Iterable[str | bytes]) -> list[tuple[str, str]]:
     """Turns from transcript lines; a line that is not JSON (a partial write) is skipped."""
-    return [turn for _, turn in _claude_code_events(lines)]
+    return [turn for _, turn in _claude_code_events(lines) if turn is not None]
 
 
-def read_claude_code(text: str, name: str = "transcript") -> list[Conversation]:
-    """A Claude Code transcript file: one conversation per session id found in it."""
+def read_claude_code(text: str | Iterable[str | bytes], name: str = "transcript") -> list[Conversation]:
+    """A Claude Code transcript (its text, or its lines): one conversation per session id, each
+    turn with the time of its line."""
     by_session: dict[str, Conversation] = {}
-    for event, turn in _claude_code_events(text.splitlines()):
-        sid = str(event.get("sessionId") or name)
-        conv = by_session.setdefault(sid, Conversation(sid, cwd=event.get("cwd")))
-        conv.turns.append(turn)
+    for event, turn in _claude_code_events(text.splitlines() if isinstance(text, str) else text):
+        sid = event.get("sessionId")
+        if not sid and turn is None:
+            continue  # a snapshot or title line: no session of its own
+        sid = str(sid or name)
+        conv = by_session.get(sid)
+        if conv is None:
+            conv = by_session[sid] = Conversation(sid)
+        if conv.cwd is None and isinstance(event.get("cwd"), str):
+            conv.cwd = event["cwd"]  # the session's project (progress lines may come first, without one)
+        at = utc_iso(event.get("timestamp"))
+        if turn is None:
+            conv.saw(at)
+        else:
+            conv.add(*turn, at)
     return [c for c in by_session.values() if c.turns]
 
 
@@ -134,8 +194,13 @@ def read_chatgpt(data: Any) -> list[Conversation]:
         data = data.get("conversations", [data])
     if not isinstance(data, list):
         raise ValueError("expected a list of conversations")
-    out = []
-    for no, conv in enumerate(data, 1):
+    return [c for no, conv in enumerate(data, 1) if (c := chatgpt_conversation(conv, no)) is not None]
+
+
+def chatgpt_conversation(conv: Any, no: int) -> Conversation | None:
+    """One conversation object of a ChatGPT export (None when nothing was said in it); each turn
+    dated with its message's `create_time`, the span from the conversation's create/update time."""
+    if True:
         if not isinstance(conv, dict) or not isinstance(conv.get("mapping"), dict):
             raise ValueError(f"conversation {no} has no mapping")
         mapping: dict[str, Any] = conv["mapping"]
@@ -149,7 +214,10 @@ def read_chatgpt(data: Any) -> list[Conversation]:
             node = mapping[node_id] or {}
             chain.append(node)
             node_id = node.get("parent")
-        turns = []
+        cid = str(conv.get("conversation_id") or conv.get("id") or f"conversation-{no}")
+        out = Conversation(cid, title=conv.get("title"))
+        for key in ("create_time", "update_time"):
+            out.saw(utc_iso(conv.get(key)))
         for node in reversed(chain):
             message = node.get("message")
             if not isinstance(message, dict):
@@ -162,14 +230,84 @@ def read_chatgpt(data: Any) -> list[Conversation]:
                 continue  # a call to a tool, not a message to the user
             text = _chatgpt_text(message)
             if text:
-                turns.append((role, text))
-        cid = str(conv.get("conversation_id") or conv.get("id") or f"conversation-{no}")
-        if turns:
-            out.append(Conversation(cid, turns, title=conv.get("title")))
-    return out
+                out.add(role, text, utc_iso(message.get("create_time")))
+        return out if out.turns else None
 
 
 IMPORT_KINDS = ("claude-code", "chatgpt")
+_READ = 1 << 20
+
+
+def _skip_space(buf: str, pos: int, stream: Any) -> tuple[str, int]:
+    """`buf`/`pos` moved past whitespace, reading more of `stream` as needed (pos == len(buf) at
+    the end of the stream)."""
+    while True:
+        while pos < len(buf) and buf[pos] in " \t\r\n":
+            pos += 1
+        if pos < len(buf):
+            return buf, pos
+        more = stream.read(_READ)
+        if not more:
+            return "", 0
+        buf, pos = more, 0
+
+
+def iter_json_array(stream: Any, name: str = "input") -> Iterator[Any]:
+    """The items of a top-level JSON array, one at a time, from a text stream: a 100 MB
+    `conversations.json` is held one conversation at a time, not whole (nor as one Python tree).
+    A top-level object (`{"conversations": [...]}`, one conversation) is read whole."""
+    def bad(why: str) -> ValueError:
+        return ValueError(f"{name}: not a ChatGPT export ({why})")
+
+    decoder = json.JSONDecoder()
+    buf, pos = _skip_space(stream.read(_READ), 0, stream)
+    if buf[pos:pos + 1] != "[":
+        try:
+            yield json.loads(buf[pos:] + stream.read())
+        except ValueError as e:
+            raise bad(f"invalid JSON: {e}") from None
+        return
+    buf, pos = _skip_space(buf, pos + 1, stream)
+    if buf[pos:pos + 1] == "]":
+        return
+    want = _READ
+    while True:
+        try:
+            item, end = decoder.raw_decode(buf, pos)
+        except ValueError as e:
+            more = stream.read(want)
+            if not more:
+                raise bad(f"invalid JSON: {e}") from None
+            buf, pos = buf[pos:] + more, 0
+            want *= 2  # an item larger than the buffer: read in doubling steps (linear overall)
+            continue
+        want = _READ
+        yield item
+        buf, pos = _skip_space(buf, end, stream)
+        sep = buf[pos:pos + 1]
+        if sep == "]":
+            return
+        if sep != ",":
+            raise bad("the list is not closed" if not sep else f"expected ',' or ']', found {sep!r}")
+        buf, pos = _skip_space(buf, pos + 1, stream)
+        buf, pos = buf[pos:], 0  # drop what was read
+
+
+def iter_chatgpt(stream: Any, name: str = "input") -> Iterator[Conversation]:
+    """The conversations of a ChatGPT export read from a text stream, one at a time."""
+    no = 0
+    for item in iter_json_array(stream, name):
+        items = item.get("conversations", [item]) if isinstance(item, dict) and "mapping" not in item else [item]
+        if not isinstance(items, list):
+            raise ValueError(f"{name}: expected a list of conversations")
+        for conv in items:
+            no += 1
+            try:
+                c = chatgpt_conversation(conv, no)
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+            if c is not None:
+                yield c
 
 
 def parse_conversations(text: str, kind: str, name: str) -> list[Conversation]:
@@ -177,9 +315,7 @@ def parse_conversations(text: str, kind: str, name: str) -> list[Conversation]:
     if kind == "claude-code":
         return read_claude_code(text, name)
     if kind == "chatgpt":
-        try:
-            data = json.loads(text)
-        except ValueError as e:
-            raise ValueError(f"{name}: not a ChatGPT export (invalid JSON: {e})") from None
-        return read_chatgpt(data)
+        import io
+
+        return list(iter_chatgpt(io.StringIO(text), name))
     raise ValueError(f"unknown conversation format {kind!r}; use one of {', '.join(IMPORT_KINDS)}")

@@ -30,7 +30,7 @@ __all__ = ["GITIGNORE", "Files", "NotFound", "Staged", "StoreError", "atomic_wri
            "json_text", "stage_file", "stage_many"]
 
 GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
-             ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n")  # derived files and leftovers
+             ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n.edits/\n")  # derived files and leftovers
 TRASH_NOTES = "trashed.jsonl"  # in .trash/: when and why each memory moved there by a bulk commit
 # one encoder for every log line, trash note and catalog record: json.dumps(..., ensure_ascii=False)
 # builds a new one per call, a third of the cost of a curation commit's ~6,600 short lines

@@ -53,7 +53,7 @@ def park(store_path: str | os.PathLike[str], text: str, options: dict[str, Any],
                             "options": options, "text": text}
     if error is not None:
         item["error"] = error
-    path = d / f"{new_ulid()}.{'json' if kind == 'add' else kind}"
+    path = d / f"{new_ulid()}.{'json' if kind in ('add', 'session') else kind}"  # a session part replays as input
     write_item(path, item)
     return path
 

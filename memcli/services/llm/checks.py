@@ -42,7 +42,6 @@ from memcli.services.extract import (
 __all__ = [
     "attach_code",
     "carries_reply",
-    "change_related",
     "fact_problem",
     "fallback_problem",
     "instruction_lines",
@@ -445,25 +444,6 @@ _CHANGE_RE = lazy_compile(
 def states_change(text: str) -> bool:
     """Whether a fact says that something changed ("no longer", "now", "instead", "moved to")."""
     return bool(_CHANGE_RE.search(text))
-
-
-# The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",
-# "instead of Celery", "replaced Nginx", "moved off Heroku", "Yarn -> pnpm".
-_REPLACED_RE = lazy_compile(
-    r"\bfrom\s+(?:the\s+)?([\w.+#-]+)\s+(?:to|with)\b|\bno\s+longer\s+(?:use\s+|uses\s+|on\s+|run\s+on\s+|in\s+)?"
-    r"(?:the\s+)?([\w.+#-]+)|\binstead\s+of\s+(?:the\s+)?([\w.+#-]+)|\breplaced\s+(?:the\s+)?([\w.+#-]+)"
-    r"|\bmoved\s+(?:off|away\s+from)\s+(?:the\s+)?([\w.+#-]+)|([\w.+#-]+)\s*(?:->|→)",
-    re.I,
-)
-
-
-def change_related(fact: str, memory: str) -> bool:
-    """Whether ``fact`` states a change away from a value ``memory`` holds ("We switched the web
-    frontend from Yarn to pnpm" and "The web frontend uses Yarn 1"): such a pair is what decide
-    is for, yet measured at cosine 0.44, below the bar that shows a memory to the model."""
-    olds = {g.lower() for m in _REPLACED_RE.finditer(fact) for g in m.groups() if g} - _STOP
-    low = memory.lower()
-    return any(re.search(rf"(?<![\w.-]){re.escape(o)}(?![\w-])", low) for o in olds)
 
 
 # ---------------------------------------------------------------------------------------------

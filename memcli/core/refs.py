@@ -1,0 +1,47 @@
+"""Reference numbers and links in developer text: provenance, never a value.
+
+`#382`, `(#693)`, `GH-12`, "closes #382", PR/issue/commit links and bare commit shas say where a
+statement came from. Compared as words they look like values ("#381 -> #382"), so every pair of
+commit subjects of one shape would "change a value". `strip_refs` removes them before texts are
+compared (memcli.rules.subjects, memcli.services.commits); the stored text keeps them.
+
+Here in core (pure string work, no imports above the standard library) because both the
+extraction services and the decision rules read it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from memcli.core.lazy_re import lazy_compile
+
+# `#123`, `(#693)`, `GH-12`, "closes #382", "refs: #12, #13", PR / issue / commit links, and
+# bare shas (7-40 hex digits holding both a digit and a letter)
+_REF_WORDS = (r"(?:(?:closes|closed|close|fixes|fixed|fix|resolves|resolved|resolve|refs?|see|issue|pr|pull"
+             r"|pull request)\s*:?\s*)")
+_REF_RE = lazy_compile(
+    r"https?://\S+/(?:pull|issues|commit|compare|pulls)/[\w.\-]+\S*"  # github/gitlab links
+    r"|\(\s*" + _REF_WORDS + r"?(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+(?:\s*[,;&]\s*(?:and\s+)?(?:#"
+    r"|gh-)\d+)*\s*\)"  # (#1, #2)
+    r"|\b" + _REF_WORDS + r"(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+(?:\s*(?:,|and|&)\s*(?:#|gh-)\d+)*"  # closes #382
+    r"|(?<![\w/])(?:[\w.-]+/[\w.-]+)?#\d+\b"  # #123, owner/repo#123
+    r"|\bgh-\d+\b"  # GH-12
+    r"|\(version \d+(?:\.\d+)+[\w.\-+]*\)"  # the release a changelog item belongs to (memcli.services.changelog)
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",  # a commit sha
+    re.I,
+)
+_SPACES_RE = lazy_compile(r"[ \t]{2,}")
+_DANGLING_RE = lazy_compile(r"^[ \t]*[,;:][ \t]*|\s*(?:[,;:-]|\(\s*\))\s*$|\s+(?=[,.;:])", re.M)
+
+
+@functools.lru_cache(maxsize=65536)
+def strip_refs(text: str) -> str:
+    """`text` without its reference numbers and links: what it says, not where it came from."""
+    if not re.search(r"#|gh-|https?://|[0-9a-f]{7}|\(version ", text, re.I):
+        return text
+    out = _REF_RE.sub(" ", text)
+    out = _DANGLING_RE.sub("", out)
+    return _SPACES_RE.sub(" ", out).strip()
+
+

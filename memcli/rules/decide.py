@@ -1,0 +1,105 @@
+"""The decision rule, in one place: what to do with a new fact given the stored memories near it.
+
+Every decider of memcli comes here. `add` (one input, `add --batch`, the git hook, imports) asks
+`heuristic_decision`; the LLM's decisions are checked against the same rules (`check_llm`,
+`llm_supersedes`, from memcli.rules.relate); which neighbours a model is shown for a stated change
+is `change_related`; `merge --auto` and `consolidate` ask `texts_mergeable` (curate's `_opposed`).
+The rules themselves are `memcli.rules.relate.relate` (subject, stated change, value change,
+novelty) reading `memcli.rules.subjects` (references are provenance; options, code names and
+packages are the subject). Ordering by time (an older-dated fact never replaces a newer memory)
+is applied where the decision is planned (memcli/ops/add.py `_plan_one`), as it needs both dates.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memcli.core.decision import Decision
+from memcli.core.lazy_re import lazy_compile
+from memcli.rules.relate import (
+    DISTINCT,
+    REFINES,
+    SAME,
+    STOPWORDS,
+    SUPERSEDES,
+    check_llm,
+    llm_supersedes,
+    relate,
+    switched_from,
+    texts_mergeable,
+)
+from memcli.rules.subjects import headline, older_release
+
+__all__ = ["bears_on", "change_related", "check_llm", "heuristic_decision", "llm_supersedes", "matched",
+           "texts_mergeable"]
+
+RELATED_SIMILARITY = 0.75  # an added memory this close to another (about another subject) links to it
+
+
+def matched(mid: str, text: str) -> dict[str, str]:
+    """The memory a decision names: its id and a short text, for the user."""
+    text = " ".join(text.split())
+    return {"id": mid, "text": text if len(text) <= 80 else text[:79] + "…"}
+
+
+def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: float, *,
+                       headlines: bool = False) -> Decision:
+    """NONE / UPDATE / SUPERSEDE against the closest neighbour with the same subject, else ADD.
+    `headlines`: commit subjects and changelog items: compare first lines only (a commit's subject
+    states the change; its body the why), and strictly (`relate`'s `strict`)."""
+    first = None
+    for n in neighbours:
+        old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
+        rel = relate(old, new, float(n["similarity"]), threshold=threshold, strict=headlines)
+        first = first or (n, rel)
+        if rel.kind == DISTINCT:
+            continue
+        sim = float(n["similarity"])
+        named = matched(n["id"], n["text"])
+        if rel.kind == SAME:
+            return Decision("NONE", n["id"], similarity=sim, matched=named,
+                             reasoning=f"already known: {rel.reason}")
+        if rel.kind == REFINES:
+            return Decision("UPDATE", n["id"], text, similarity=sim, matched=named,
+                             reasoning=f"same subject, {rel.reason}")
+        return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason,
+                        stale=older_release(old, new))
+    if first is None:
+        return Decision("ADD", reasoning="no similar memory")
+    n, rel = first
+    related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
+    return Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
+                     matched=matched(n["id"], n["text"]), related=related)
+
+
+# The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",
+# "instead of Celery", "replaced Nginx", "moved off Heroku", "Yarn -> pnpm".
+_REPLACED_RE = lazy_compile(
+    r"\bfrom\s+(?:the\s+)?([\w.+#-]+)\s+(?:to|with)\b|\bno\s+longer\s+(?:use\s+|uses\s+|on\s+|run\s+on\s+|in\s+)?"
+    r"(?:the\s+)?([\w.+#-]+)|\binstead\s+of\s+(?:the\s+)?([\w.+#-]+)|\breplaced\s+(?:the\s+)?([\w.+#-]+)"
+    r"|\bmoved\s+(?:off|away\s+from)\s+(?:the\s+)?([\w.+#-]+)|([\w.+#-]+)\s*(?:->|→)",
+    re.I,
+)
+_STOP = STOPWORDS | {"use", "uses", "used", "using", "now"}
+
+
+def change_related(fact: str, memory: str) -> bool:
+    """Whether ``fact`` states a change away from a value ``memory`` holds ("We switched the web
+    frontend from Yarn to pnpm" and "The web frontend uses Yarn 1"): such a pair is what decide
+    is for, yet measured at cosine 0.44, below the bar that shows a memory to the model. The same
+    reading as `relate`'s stated switch, plus single-word values ("no longer on Jenkins")."""
+    if switched_from(memory, fact):
+        return True
+    olds = {g.lower() for m in _REPLACED_RE.finditer(fact) for g in m.groups() if g} - _STOP
+    low = memory.lower()
+    return any(re.search(rf"(?<![\w.-]){re.escape(o)}(?![\w-])", low) for o in olds)
+
+
+def bears_on(memory: str, fact: str, similarity: float) -> bool:
+    """Whether a memory below the candidate floor is still one to decide `fact` against: the fact
+    states a change away from a value the memory holds, or the rules read a stated change of it
+    (a removal of its name, a revert, a newer release)."""
+    if change_related(fact, memory):
+        return True
+    return relate(memory, fact, similarity).kind == SUPERSEDES

@@ -1,0 +1,210 @@
+"""Subject identity on real developer text: what a fact is about, and what is only provenance.
+
+Commit subjects and changelog items share one shape ("Add `--where` option (#382)") and differ in a
+name. Two things go wrong when such texts are compared word by word:
+
+- **Reference numbers read as values.** `#382` vs `#381`, `GH-12`, `(#693)`, PR/issue links and
+  commit shas say where a statement came from, never what it says; compared as values, every pair
+  of commits "changes a value" and the newer hides the older (issue 21: 33 of 39 supersedes in one
+  store rested on an issue number). `strip_refs` removes them before any comparison.
+- **Names read as wording.** An option (`--where`), a code name (`` `table.transform()` ``,
+  `Database()`), or a package in a pin or a bump (`black>=25.1.0`, "Bump trio from 0.21 to 0.22")
+  *is* the subject: `--where` and `--limit` are two features, `black` and `isort` two pins.
+  `subject_keys` reads those names; `same_subject` says whether two texts name the same ones.
+
+Pure string work (no I/O, no model), so every decider applies the same rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from memcli.core.lazy_re import lazy_compile
+from memcli.core.refs import strip_refs
+
+__all__ = ["headline", "older_release", "release_change", "removal_of", "reverts", "same_subject", "strip_refs",
+           "subject_keys", "version_change"]
+
+# an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
+_FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
+# inline code
+_CODE_RE = lazy_compile(r"``?([^`\n]{1,60})``?")
+# a called name: `Database()`, `table.transform()`, `lookup_default()`
+_CALL_RE = lazy_compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
+# a package in a pin or a floor: `black>=25.1.0`, `httpcore==1.*`, `sqlite-utils>=3.37`, `rich<14`
+_PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[[\w,\-]+\])?\s*(?:===?|>=|<="
+                       r"|~=|!=|<|>)\s*v?\d")
+# a bump: "Bump black from 24.1.0 to 24.2.0", "Update httpcore requirement from ...", "Upgrade to black 25"
+_BUMP_RE = lazy_compile(
+    r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
+    r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\([^)]*\))?"
+    r"(?:\s+requirement)?\s+(?:from|to)\s+v?[<>=~!^]*\d",
+    re.I,
+)
+_BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
+                           r"([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s*[<>=~!]*\s*v?\d", re.I)
+# a file named by its extension: `setup.py`, `advanced.rst`, `.github/workflows/tests.yml`
+_FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
+                        r"(?:py|pyi|md|rst|txt|toml|cfg|ini|yml|yaml|json|lock|sh|js|ts|html|css)\b")
+_PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
+                          r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
+_NOT_NAMES = frozenset("from to and or than then version it them this that v is are was be now at least".split())
+_GENERIC_CODE = frozenset({"none", "true", "false", "self", "cls", "str", "int", "bytes", "list", "dict"})
+
+
+def _norm_key(name: str) -> str:
+    k = name.strip().strip("`'\".,:;").lower()
+    k = re.sub(r"\(\)$", "", k)
+    return k.replace("_", "-") if re.fullmatch(r"[a-z0-9_.\-\[\]]+", k) and "." not in k else k
+
+
+@functools.lru_cache(maxsize=65536)
+def subject_keys(text: str) -> frozenset[str]:
+    """The names `text` is about: options/flags, code names (inline code, called names) and the
+    packages of pins and bumps, normalised (case, `_` vs `-`, a trailing `()`); empty for plain
+    prose, which the wording rules of `relate` then judge."""
+    text = strip_refs(text)
+    keys: set[str] = set()
+    for m in _FLAG_RE.finditer(text):
+        keys.add(m.group(1).lower() if m.group(1).startswith("--") else m.group(1))
+    for m in _CODE_RE.finditer(text):
+        code = m.group(1).strip()
+        if not code or code.lower() in _GENERIC_CODE or " " in code.strip() and not code.startswith("-"):
+            continue
+        flag = _FLAG_RE.match(code)
+        if flag:
+            keys.add(flag.group(1).lower() if flag.group(1).startswith("--") else flag.group(1))
+            continue
+        pin = _PIN_RE.match(code)
+        keys.add(_norm_key(pin.group(1) if pin else re.split(r"[=<>~!\s]", code)[0]))
+    for m in _CALL_RE.finditer(text):
+        keys.add(_norm_key(m.group(1)))
+    for m in _FILE_RE.finditer(text):
+        keys.add(m.group(0).lower())
+    if _PYTHON_RE.search(text):  # "Drop support for Python 3.7", "Require Python 3.9+"
+        keys.add("python")
+    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE):
+        for m in rx.finditer(text):
+            name = m.group(1)
+            if name.lower() in _NOT_NAMES:
+                continue
+            keys.add(_norm_key(name.rsplit("/", 1)[-1] if rx is _BUMP_RE and "/" in name and "[" not in name
+                               and not name.startswith(("actions/", "pre-commit/")) else name))
+    keys.discard("")
+    return frozenset(keys)
+
+
+def headline(text: str) -> str:
+    """The first line of a multi-line text (a commit's subject), else the text."""
+    first = text.strip().split("\n", 1)[0].strip()
+    return first or text
+
+
+def same_subject(old: str, new: str) -> tuple[bool | None, str]:
+    """Whether two texts name the same subject: True/False when both name one (options, code names,
+    packages), None when one of them names none (the wording rules decide then); with a reason."""
+    ko, kn = subject_keys(old), subject_keys(new)
+    if not ko or not kn:
+        return None, ""
+    if ko == kn:
+        return True, ""
+    gone, new_ = sorted(ko - kn), sorted(kn - ko)
+    return False, f"different subject: {', '.join(gone[:3]) or '-'} vs {', '.join(new_[:3]) or '-'}"
+
+
+# the version a text gives its one package: "Bump black from 24.1.1 to 24.2.0", "black>=25.1.0",
+# "pin httpcore==1.*", "Upgrade to black 25.1"
+_TO_VERSION_RE = lazy_compile(r"\bto\s+`?v?[<>=~!^]*\s*(\d[\w.*+\-]*)|(?:===?|>=|<=|~=|<|>)\s*v?(\d[\w.*+\-]*)")
+
+
+_VERSION_RE = lazy_compile(r"(?<![\w.])v?\d+(?:\.\d+)+\w*|(?<![\w.])\d(?![\w.])")
+_WORDS_RE = lazy_compile(r"[a-z][a-z0-9_\-]*")
+
+
+def _same_shape(old: str, new: str) -> bool:
+    """The two texts say the same thing but for their version numbers ("Drop support for Python 2
+    and 3.5" / "Drop support for Python 3.7 and 3.8"): nearly the same words once versions are gone."""
+    wo = set(_WORDS_RE.findall(_VERSION_RE.sub(" ", old.lower())))
+    wn = set(_WORDS_RE.findall(_VERSION_RE.sub(" ", new.lower())))
+    return bool(wo and wn) and len(wo & wn) / len(wo | wn) >= 0.75
+
+
+def version_change(old: str, new: str) -> str | None:
+    """When both texts give one and the same package a version and the versions differ: the
+    reason ("black: 24.1.1 -> 24.2.0"); a bump's "from" value is history, its "to" value the
+    current one. None otherwise."""
+    ko, kn = subject_keys(old), subject_keys(new)
+    if len(ko) != 1 or ko != kn:
+        return None
+    old, new = strip_refs(old), strip_refs(new)
+    vo, vn = _TO_VERSION_RE.search(old), _TO_VERSION_RE.search(new)
+    if not vo or not vn:
+        so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
+        if so and sn and so != sn and _same_shape(old, new):
+            return f"{next(iter(ko))}: {', '.join(so)} -> {', '.join(sn)}"
+        return None
+    a, b = (vo.group(1) or vo.group(2)).rstrip(".,"), (vn.group(1) or vn.group(2)).rstrip(".,")
+    if a == b:
+        return None
+    return f"{next(iter(ko))}: {a} -> {b}"
+
+
+_REMOVED_RE = lazy_compile(
+    r"\b(?:(?:has|have|is|are|was|were)\s+(?:now\s+)?(?:been\s+)?(?:fully\s+|finally\s+|completely\s+)?"
+    r"|now\s+(?:fully\s+)?)(?:removed|dropped|deleted)\b|\bno longer (?:supported|available|exists?|exported)\b"
+    r"|^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?)\b",
+    re.I,
+)
+
+
+def removal_of(old: str, new: str) -> str | None:
+    """`new` says a name was removed ("The deprecated `proxies` argument has now been removed") and
+    `old` is a statement about that name (it names it first: its deprecation, its addition): the
+    name. The removal is the name's newest state, so it supersedes the older statement. None when
+    `new` names no removal, names other things too, or `old` says the removal itself."""
+    kn = subject_keys(new) - {"python"}  # dropping a Python version is a new version, not a removal
+    if not kn or not _REMOVED_RE.search(strip_refs(new)) or _REMOVED_RE.search(strip_refs(old)):
+        return None
+    ko = subject_keys(old)
+    if not kn <= ko:
+        return None
+    low = strip_refs(old).lower().replace("_", "-")
+    first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
+    return first if first in kn else None
+
+
+_REVERT_RE = lazy_compile(r'^\s*revert\s+"(.+)"\s*$', re.I)
+
+
+def reverts(old: str, new: str) -> bool:
+    """`new` is the revert of the commit `old` (`Revert "<old's subject>"`, as git writes it):
+    what `old` did is undone, so the revert is the current state of that subject."""
+    m = _REVERT_RE.match(strip_refs(headline(new)))
+    if not m:
+        return False
+    said = " ".join(strip_refs(m.group(1)).lower().split())
+    return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split())
+
+
+_RELEASE_RE = lazy_compile(r"^version (\S+) was released\b", re.I)
+
+
+def release_change(old: str, new: str) -> str | None:
+    """Both texts are release statements (memcli.services.changelog): the newer release is the
+    current one ("0.27.0 -> 0.28.0"); which is newer is the dates' business (add orders by them)."""
+    mo, mn = _RELEASE_RE.match(old.strip()), _RELEASE_RE.match(new.strip())
+    if not mo or not mn or mo.group(1) == mn.group(1):
+        return None
+    return f"{mo.group(1)} -> {mn.group(1)}"
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """"0.27.2" -> (0, 27, 2): release versions compared as numbers."""
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:4])
+
+
+def older_release(old: str, new: str) -> bool:
+    """Both are release statements and `new` names the lower version (two releases of one day)."""
+    mo, mn = _RELEASE_RE.match(old.strip()), _RELEASE_RE.match(new.strip())
+    return bool(mo and mn) and version_key(mn.group(1)) < version_key(mo.group(1))

@@ -1,0 +1,97 @@
+"""A changelog's release section into facts: each item states its release, and the release itself
+is a fact.
+
+A section ("## 0.28.0 (28th November, 2024)", its "### Removed" subsections and their bullets)
+went through the sentence extractor as prose: "Released 2014-05-21" was dropped as too short, an
+item lost the release it belongs to and the "Removed" heading that gives it its meaning
+("Python 3.8 and 3.9 support." under "### Removed"). Here every item becomes one fact,
+"Removed: Python 3.8 and 3.9 support. (version 26.1.0)", and the section adds "Version 26.1.0 was
+released on 2026-06-06"; the version in parentheses is provenance (memcli.core.refs strips it
+before texts are compared), and the release statements of successive versions supersede one
+another (memcli.rules.subjects.release_change), so the newest release is the current one.
+
+Used by the add pipeline on the heuristic path for an input that is one release section (a
+heading that names a version, then list items).
+"""
+
+from __future__ import annotations
+
+import re
+
+from memcli.core.lazy_re import lazy_compile
+
+_HEADING_RE = lazy_compile(
+    r"^\s*(?:#{1,4}\s*)?\[?(?:version\s+|release\s+|v(?=\d))?(\d+(?:\.\d+)+[\w.\-+]*|unreleased)\]?"
+    r"(?:\([^)]*\))?\s*(.*)$", re.I)
+_UNDERLINE_RE = lazy_compile(r"^\s*[-=~^]{3,}\s*$")
+_DATE_RE = lazy_compile(r"(\d{4}-\d{2}-\d{2})")
+_ITEM_RE = lazy_compile(r"^(\s*)[-*+]\s+(.*)$")
+_SUBHEADING_RE = lazy_compile(r"^\s*#{2,6}\s+(.+?)\s*$")
+_CATEGORIES = frozenset("added changed deprecated removed fixed security breaking changes features bug fixes "
+                        "deprecations removals improved documentation".split())
+_NOISE_RE = lazy_compile(r"^\s*(?:\[#\d+\]\([^)]*\)[\s,]*)+$|^\s*\*?prs and issues:?\*?|^\s*--\s*by\s+"
+                         r"|^\s*\{(?:issue|pr)\}`", re.I)
+_ROLE_RE = lazy_compile(r"\{(?:func|class|meth|exc|attr|data|mod|obj|pypi|doc|ref)\}`([^`]*)`")
+_REF_ROLE_RE = lazy_compile(r"\s*\{(?:issue|pr|gh|user)\}`[^`]*`")
+
+
+def _heading(text: str) -> tuple[str | None, str] | None:
+    """(version or None for "Unreleased", the rest of the heading line) of a section, else None."""
+    lines = [line for line in text.strip().splitlines()]
+    if not lines:
+        return None
+    m = _HEADING_RE.match(lines[0])
+    if not m or not (lines[0].lstrip().startswith("#") or (len(lines) > 1 and _UNDERLINE_RE.match(lines[1]))):
+        return None
+    version = None if m.group(1).lower() == "unreleased" else m.group(1)
+    return version, m.group(2)
+
+
+def is_section(text: str) -> bool:
+    """One release section: a heading naming a version (or "Unreleased") and at least one list item."""
+    return _heading(text) is not None and any(_ITEM_RE.match(line) for line in text.splitlines())
+
+
+def section_facts(text: str, created: str | None = None) -> list[str]:
+    """The facts of one release section: its release statement, then one text per item."""
+    head = _heading(text)
+    if head is None:
+        return []
+    version, rest = head
+    date_m = _DATE_RE.search(rest) or _DATE_RE.search("\n".join(text.splitlines()[:4]))
+    date = date_m.group(1) if date_m else (created[:10] if created else None)
+    out: list[str] = []
+    if version:
+        out.append(f"Version {version} was released on {date}" if date else f"Version {version} was released")
+    category: str | None = None
+    item: list[str] | None = None
+
+    def close() -> None:
+        if item:
+            body = " ".join(" ".join(item).split()).replace(" ; ", "; ").replace(".;", ";").replace(",;", ";")
+            body = _ROLE_RE.sub(r"`\1`", _REF_ROLE_RE.sub("", body))
+            body = re.sub(r"\s+\(\s*[,;]?\s*\)", "", body).strip()  # "(...)" emptied of its references
+            if body:
+                said = f"{category}: {body}" if category else body
+                out.append(f"{said} (version {version})" if version else said)
+
+    for line in text.splitlines()[1:]:
+        sub = _SUBHEADING_RE.match(line)
+        if sub:
+            close()
+            item = None
+            name = sub.group(1).strip("*: ")
+            category = name if name.lower() in _CATEGORIES else None
+            continue
+        m = _ITEM_RE.match(line)
+        if m and len(m.group(1)) <= 1:
+            close()
+            item = [m.group(2)]
+            continue
+        if item is not None and line.strip() and not _NOISE_RE.match(line):
+            nested = _ITEM_RE.match(line)  # a sub-item belongs to its item: "...; Support Bash >= 4.4"
+            item.append(f"; {nested.group(2).strip()}" if nested else line.strip())
+        elif item is not None and not line.strip():
+            continue
+    close()
+    return out

@@ -1,0 +1,201 @@
+"""Commit messages into facts: the rules that say which commits carry knowledge, and in what pieces.
+
+A commit message is not a chat: "Delete setup.py", "pin httpcore==1.*" and "use uv" are short and
+are facts (a removal, a pin, a tooling switch), so the sentence gates of the extractor (too short,
+reads like a request) do not apply. What is skipped is skipped by a *named* rule, reported as the
+skip reason (`add --json`: `extraction.skipped_pieces`): merge commits, typo and formatter runs,
+review-suggestion commits, release / version / development-cycle commits, "wip", a subject that
+names only a file ("Update _client.py"), dependency updates that name no package.
+
+One memory per commit (the subject, with the body's prose: the body often holds the cause),
+except grouped bumps: a dependabot group, a pre-commit autoupdate or "Bump a from 1 to 2 and b
+from 3 to 4" becomes one memory per package, so that the newer bump of a package supersedes its
+older one and never another package's (issue 21: 7 of 9 wrong merges in one project were grouped
+bumps merged across packages).
+
+Used by the add pipeline for dated inputs whose origin is `git:<sha>` (the post-commit hook, which
+spools the author date; `add --batch` lines with a `git:` origin and a `created` date): both paths
+apply the same rules. Without a model these rules extract; with one, junk is still skipped here
+(no request spent on a merge commit) and the model extracts the rest. An undated `add --origin
+git:<sha>` is a note about a commit, extracted as any note.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memcli.core.facts import Fact
+from memcli.core.lazy_re import lazy_compile
+from memcli.core.refs import strip_refs
+from memcli.services.extract import fact_from_text
+
+MAX_FACT_CHARS = 1500  # a long body is cut at a paragraph: the embedding reads ~256 tokens anyway
+
+# (rule name, pattern on the lowered subject with its references removed)
+_JUNK_RULES: tuple[tuple[str, str], ...] = (
+    ("merge_commit", r"^merge (?:branch|pull request|remote-tracking|remote|tag|(?:\S+ )?into)\b|^merge \S+$"
+                     r"|^revert \"(?:revert \")?merge\b|^fix (?:a )?bad merge\b|^fix merge conflicts?\b"),
+    ("wip", r"^(?:wip|work in progress|tmp|temp|checkpoint|save)\b[\s:!.]*"),
+    ("typo", r"\btypos?\b|\bspelling\b|^fix(?:e[sd])? (?:a |the )?(?:misspell\w*|grammar)\b"),
+    ("formatter_run", r"^\[pre-commit\.ci(?: lite)?\] (?:apply )?auto(?:matic)? ?fix|^(?:run |apply |ran )?"
+                      r"(?:black|isort|ruff format|prettier|autopep8|yapf|pre-commit|formatter|auto-?format)"
+                      r"(?: on \S+| again| formatting| fixes)?$"
+                      r"|^(?:fix |apply |more )?(?:re)?format(?:ting)?(?: \S+){0,2}$|^(?:fix )?(?:indentation"
+                      r"|whitespace|lint)$"
+                      r"|^apply format guidelines\b"),
+    ("review_suggestions", r"^(?:apply|applied|address(?:ed)?|incorporate[sd]?) (?:\w+ )?(?:suggestions?|review|"
+                           r"comments?|feedback)\b|^(?:code )?review (?:suggestions|comments|feedback|fixes)$"
+                           r"|^(?:\w+ ){0,2}(?:adjustments|changes|fixes|tweaks) (?:from|per"
+                           r"|after) (?:the )?(?:code |pr )?"
+                           r"(?:review|feedback)\b"),
+    ("changelog_edit", r"^(?:add|adds|added|update|updated|adjust|polish|fix|fixes|tidy|tidy up|refine|improve|sharpen|"
+                       r"sharper|link|edit|reword)\b(?:(?! markdown| myst| rename| convert| sdist).)*\b(?:changelog|"
+                       r"change ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)(?: entry| entries)?\b"),
+    ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b"
+                   r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)(?: \w+){0,2} tests?\b"),
+    ("release", r"^(?:release|releasing|release version|prepare(?: for)? release|preparing release|prepare|version|"
+                r"bump version|"
+                r"bump to version|tag|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
+                r"|^v?\d+(?:\.\d+)+\S*$|^(?:backfill(?:ed)? |backport(?:ed)? )?release notes? (?:for )?v?\d"
+                r"|^(?:release|prepare release|bump version|version bump)(?: \S+)?$"
+                r"|\b(?:new|next|start(?:ing)?|begin) (?:the )?development (?:cycle|version)\b|^back to development\b"
+                r"|^(?:prepare|preparing|prep) (?:for )?(?:the )?(?:next )?release\b"
+                r"|^change (?:update )?release date\b"),
+    ("file_only", r"^(?:update|updated|edit|change|modify|tweak|fix) [\w./-]+\.(?:py|md|rst|txt|yml|yaml|toml|cfg|"
+                  r"json|ini|html|js|ts|sh)$"),
+    ("no_values", r"^pre-?commit (?:auto)?updates?$|^(?:update|updated|upgrade|bump|refresh"
+                  r"|sync) (?:the )?(?:dev |development |docs |test |ci )?"
+                  r"(?:dependencies|deps|requirements|lock ?files?|pre-?commit(?: hooks| config)?|hooks|"
+                  r"pins|versions)\.?$"),
+)
+_JUNK = tuple((name, lazy_compile(rx)) for name, rx in _JUNK_RULES)
+#: words that name no subject: a subject made only of them says nothing a developer could ask about
+_VAGUE_WORDS = frozenset("""docs doc documentation clarify clarified polish polished consistency wording markup grammar
+    semantic semantics pedantry shorten cleanup clean up tidy tweak tweaks nit nits minor update updates updated dev fix
+    fixes fixed stuff misc more links link aspect it this that comments comment readme contributing improve improved
+    improvements refactor refactoring simplify typing format style actually oops again test tests changes small
+    some things various refine refined""".split())
+#: a lone "update <tool>" that names no version ("update ruff"): the version is the knowledge
+_UNVERSIONED_RE = lazy_compile(r"^(?:update|updated|bump|bumped|upgrade|upgraded) [\w.\-]+$")
+_EMOJI_RE = lazy_compile(r"^(?:[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f\u200d]+\s*)+")
+_TRAILER_RE = lazy_compile(r"^(?:signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|"
+                           r"suggested-by|helped-by|cc|change-id|fixes|closes|refs|see-also|issue|pr|"
+                           r"dependabot-\S+|updated-dependencies|dependency-\S+|update-type)\s*:", re.I)
+_BOT_LINE_RE = lazy_compile(r"^\s*(?:-\s*\[(?:release notes|changelog|commits|upgrade guide)\]|\.\.\.|---|"
+                            r"<details>|</details>|<summary>|</summary>|<blockquote>|</blockquote>|<p>|</p>|"
+                            r"<h\d>|<ul>|</ul>|<li>|\||commits$|release notes$|changelog$|sourced from|"
+                            r"\[!\[dependabot|dependabot will|you can trigger|dependabot commands)", re.I)
+
+# one package's bump, wherever a bot writes it
+_BUMP_LINES = (
+    # "Bumps [black](https://...) from 23.3.0 to 23.7.0." / "Updates `build` from 1.0.3 to 1.1.1"
+    lazy_compile(r"^(?:bumps|updates|bump|update)\s+(?:the requirements on\s+)?(?:\[([^\]]+)\]\([^)]*\)|`([^`]+)`|"
+                 r"([A-Za-z][\w.\-\[\]/]*))(?: requirement)?\s+from\s+`?(\S+?)`?\s+to\s+`?([^\s`]+?)`?\.?$", re.I),
+    # "| [mkdocs-material](https://...) | `9.5.6` | `9.5.12` |"
+    lazy_compile(r"^\|\s*\[([^\]]+)\]\([^)]*\)\s*\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|$"),
+    # pre-commit.ci: "- [github.com/psf/black: 24.1.1 → 24.2.0](https://...)"
+    lazy_compile(r"^-\s*\[?(?:https?://)?(?:github\.com|gitlab\.com)/[\w.-]+/([\w.-]+?)(?:-pre-commit(?:-mirror)?)?:"
+                 r"\s*(\S+)\s*(?:→|->)\s*([^\s\]]+)\]?"),
+)
+_SUBJECT_BUMPS_RE = lazy_compile(r"\b([A-Za-z][\w.\-\[\]/]*) from (v?\d[\w.\-+]*) to (v?\d[\w.\-+]*)", re.I)
+_GROUP_RE = lazy_compile(r"^(?:bump|update)s? the [\w-]+ group\b|pre-commit autoupdate|^bump (?:the )?(?:dev|test|"
+                         r"ci|docs|python|github[- ]actions)", re.I)
+
+
+def is_commit_origin(origins: list[str] | tuple[str, ...]) -> bool:
+    """An input that is a commit message (the hook's or `add --batch`'s `git:<sha>` origin)."""
+    return any(o.startswith("git:") for o in origins)
+
+
+def _clean_subject(subject: str) -> str:
+    return _EMOJI_RE.sub("", subject).strip()
+
+
+def junk_reason(message: str) -> str | None:
+    """The named rule that says a commit carries no knowledge, or None to keep it."""
+    subject = _clean_subject(message.strip().split("\n", 1)[0]) if message.strip() else ""
+    if not subject:
+        return "empty_message"
+    raw = subject.lower().strip()
+    low = strip_refs(subject).lower().strip().rstrip(".!")
+    # a conventional prefix says nothing by itself: judge what follows it ("docs: fix typo")
+    low = re.sub(r"^[a-z]+(?:\([^)]*\))?!?:\s*", "", low)
+    for name, rx in _JUNK:
+        if rx.search(low) or rx.search(raw):
+            return name
+    if _GROUP_RE.search(subject) and not bumps(message):
+        return "no_values"  # "Bump the python-packages group with 11 updates" and no package named
+    words = re.findall(r"[\w'.\-/]+", low)
+    if len(words) <= 3 and all(w.strip(".") in _VAGUE_WORDS for w in words):
+        return "vague"
+    if _UNVERSIONED_RE.match(low) and not re.search(r"\d", message):
+        return "no_values"
+    return None
+
+
+def _body_paragraphs(body: str) -> list[str]:
+    """The body's prose: trailers, bot boilerplate and separators dropped."""
+    keep: list[str] = []
+    for line in body.splitlines():
+        s = line.strip()
+        if _TRAILER_RE.match(s) or _BOT_LINE_RE.match(s):
+            continue
+        keep.append(line.rstrip())
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(keep)).strip()
+    return [p.strip() for p in text.split("\n\n") if p.strip()]
+
+
+def bumps(message: str) -> list[tuple[str, str, str]]:
+    """(package, from, to) of every package the commit bumps, in order, once each."""
+    found: dict[str, tuple[str, str, str]] = {}
+    lines = message.splitlines()
+    for line in lines[1:]:
+        s = line.strip()
+        for rx in _BUMP_LINES:
+            m = rx.match(s)
+            if m:
+                groups = [g for g in m.groups() if g is not None]
+                pkg, old, new = groups[0], groups[-2], groups[-1]
+                found.setdefault(pkg.lower(), (pkg, old, new))
+                break
+    if not found and lines:
+        subject = strip_refs(lines[0])
+        if re.match(r"^\W*(?:build\(deps[^)]*\):\s*)?(?:bump|update|upgrade)s?\b", subject, re.I):
+            for m in _SUBJECT_BUMPS_RE.finditer(subject):
+                found.setdefault(m.group(1).lower(), (m.group(1), m.group(2), m.group(3)))
+    return list(found.values())
+
+
+def commit_facts(message: str) -> tuple[list[str], str | None]:
+    """The texts to remember from one commit message, and the skip rule when there are none.
+
+    A bump of several packages: one text per package ("Bump black from 24.1.1 to 24.2.0"). A
+    grouped bump that names no package is skipped ("no_values"). Anything else: one text, the
+    subject (emoji and references kept as written) with the body's prose.
+    """
+    message = message.strip()
+    why = junk_reason(message)
+    if why:
+        return [], why
+    subject, _, body = message.partition("\n")
+    subject = _clean_subject(subject)
+    found = bumps(message)
+    if len(found) > 1 or (found and _GROUP_RE.search(subject)):
+        where = " in pre-commit" if "pre-commit" in subject.lower() else ""
+        return [f"Bump {p} from {a} to {b}{where}" for p, a, b in found], None
+    if found:  # one package: its subject says it ("Bump black from 23.3.0 to 23.7.0 (#2805)")
+        return [subject], None
+    text = subject
+    for para in _body_paragraphs(body):
+        if len(text) + len(para) + 2 > MAX_FACT_CHARS:
+            break
+        text = f"{text}\n\n{para}"
+    return [text], None
+
+
+def commit_fact(text: str, type: str | None = None) -> Fact:
+    """A Fact for one commit text: memcli's tags, flags and confidence for it; a commit records a
+    change, so its type is episodic unless the caller says otherwise."""
+    fact = fact_from_text(text)
+    fact.type = type or "episodic"
+    return fact

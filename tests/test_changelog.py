@@ -1,0 +1,65 @@
+"""A changelog's release sections into memories (memcli/services/changelog.py): every item states
+its release, the release is a fact, a later release's removal supersedes the earlier deprecation,
+and the newest release statement is the current one. Sections quoted (trimmed) from
+encode/httpx CHANGELOG.md @ ae1b9f6623."""
+
+from __future__ import annotations
+
+import json
+
+from memcli.services.changelog import is_section, section_facts
+from tests.conftest import listed
+
+V0270 = """## 0.27.0 (21st February, 2024)
+
+### Deprecated
+
+* The `app=...` shortcut has been deprecated. Use the explicit style of `transport=httpx.WSGITransport()` \
+or `transport=httpx.ASGITransport()` instead.
+
+### Fixed
+
+* Respect the `http1` argument while configuring proxy transports. (#3023)
+"""
+V0280 = """## 0.28.0 (28th November, 2024)
+
+The 0.28 release includes a limited set of deprecations.
+
+* The deprecated `proxies` argument has now been removed.
+* The deprecated `app` argument has now been removed.
+"""
+
+
+def test_a_section_is_a_release_statement_and_one_fact_per_item():
+    assert is_section(V0270) and not is_section("Respect the `http1` argument. (#3023)")
+    assert section_facts(V0270, "2024-02-21T00:00:00Z") == [
+        "Version 0.27.0 was released on 2024-02-21",
+        "Deprecated: The `app=...` shortcut has been deprecated. Use the explicit style of "
+        "`transport=httpx.WSGITransport()` or `transport=httpx.ASGITransport()` instead. (version 0.27.0)",
+        "Fixed: Respect the `http1` argument while configuring proxy transports. (#3023) (version 0.27.0)",
+    ]
+
+
+def test_a_later_release_supersedes_the_deprecation_and_the_older_release(cli):
+    lines = [{"text": V0270, "origins": ["changelog:0.27.0"], "created": "2024-02-21T00:00:00Z"},
+             {"text": V0280, "origins": ["changelog:0.28.0"], "created": "2024-11-28T00:00:00Z"}]
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in lines))
+    live = [m["text"] for m in listed(cli.store)]
+    assert "Version 0.28.0 was released on 2024-11-28" in live
+    assert "Version 0.27.0 was released on 2024-02-21" not in live
+    assert not any(t.startswith("Deprecated: The `app=...` shortcut") for t in live)
+    assert "The deprecated `app` argument has now been removed. (version 0.28.0)" in live
+    assert any(t.startswith("Fixed: Respect the `http1` argument") for t in live)  # another subject: untouched
+    hits = json.loads(cli("search", "--json", "what is the latest httpx release?").stdout)["results"]
+    releases = [h["text"] for h in hits if h["text"].startswith("Version ")]
+    assert releases == ["Version 0.28.0 was released on 2024-11-28"]
+
+
+def test_two_releases_of_one_day_keep_the_higher_version_current(cli):
+    # encode/httpx CHANGELOG.md: 0.27.1 and 0.27.2 are both dated 27th August, 2024
+    lines = [{"text": f"## {v} (27th August, 2024)\n\n* Fixed: item of {v}.", "origins": [f"changelog:{v}"],
+              "created": "2024-08-27T00:00:00Z"} for v in ("0.27.2", "0.27.1")]
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in lines))
+    live = [m["text"] for m in listed(cli.store)]
+    assert "Version 0.27.2 was released on 2024-08-27" in live
+    assert "Version 0.27.1 was released on 2024-08-27" not in live

@@ -1,0 +1,184 @@
+"""Commit messages into memories (memcli/services/commits.py and the add pipeline's commit path):
+junk skipped by named rules, short knowledge kept, grouped bumps split per package, and values of
+one subject ordered by the commit date on the batch path and the git hook's path alike.
+
+Messages are quoted from public repositories (repo @ short sha); bodies are trimmed where marked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memcli.services.commits import bumps, commit_facts, junk_reason
+from tests.conftest import listed
+
+# encode/httpx@7df47ce4 (body trimmed to two of its eight packages)
+GROUPED = """Bump the python-packages group with 8 updates (#3129)
+
+Bumps the python-packages group with 8 updates:
+
+| Package | From | To |
+| --- | --- | --- |
+| [mkdocs-material](https://github.com/squidfunk/mkdocs-material) | `9.5.6` | `9.5.12` |
+| [twine](https://github.com/pypa/twine) | `4.0.2` | `5.0.0` |
+
+
+Updates `mkdocs-material` from 9.5.6 to 9.5.12
+- [Release notes](https://github.com/squidfunk/mkdocs-material/releases)
+- [Commits](https://github.com/squidfunk/mkdocs-material/compare/9.5.6...9.5.12)
+
+Updates `twine` from 4.0.2 to 5.0.0
+- [Release notes](https://github.com/pypa/twine/releases)
+
+Signed-off-by: dependabot[bot] <support@github.com>
+"""
+# jazzband/pip-tools@700aabc1
+PRE_COMMIT = """[pre-commit.ci] pre-commit autoupdate
+
+updates:
+- [github.com/psf/black: 24.1.1 → 24.2.0](https://github.com/psf/black/compare/24.1.1...24.2.0)
+- [github.com/asottile/pyupgrade: v3.15.0 → v3.15.1](https://github.com/asottile/pyupgrade/compare/v3.15.0...v3.15.1)
+"""
+# encode/httpx@0cb7e5a2: a grouped bump whose message names no package
+NO_VALUES = """Bump the python-packages group with 11 updates (#3434)
+
+Co-authored-by: dependabot[bot] <49699333+dependabot[bot]@users.noreply.github.com>
+"""
+
+
+@pytest.mark.parametrize(("message", "rule"), [
+    ("Merge pull request #2463 from jazzband/pre-commit-ci-update-config", "merge_commit"),  # jazzband/pip-tools
+    ("fix typo (#3519)", "typo"),  # encode/httpx@4189b7f0
+    ("docs: fix typo 'with in' to 'within' in parameters page", "typo"),  # pallets/click@63ab1531
+    ("[pre-commit.ci lite] apply automatic fixes", "formatter_run"),  # pallets/click@2be9c4c4
+    ("Apply suggestions from code review", "review_suggestions"),  # pallets/click
+    ("Release version 8.4.2 (#3631)", "release"),  # pallets/click@df2e5ed8
+    ("Version 0.28.1 (#3445)", "release"),  # encode/httpx@26d48e06
+    ("Update _client.py", "file_only"),  # encode/httpx@e486fbce
+    ("update dev dependencies", "no_values"),  # pallets/click
+    ("wip", "wip"),
+    (NO_VALUES, "no_values"),
+])
+def test_junk_is_skipped_by_a_named_rule(message, rule):
+    assert junk_reason(message) == rule
+    assert commit_facts(message) == ([], rule)
+
+
+@pytest.mark.parametrize("message", [
+    "Delete setup.py (#2516)",  # encode/httpx@10a3b68a
+    "Drop stalebot (#2412)",  # encode/httpx@9e97d7d4
+    "start version 8.5.0",  # pallets/click@4e869f3a: the version in development on main
+    "use uv",  # pallets/click (labelled knowledge: tooling switched to uv)
+    "pin httpcore==1.*",
+    "Upgrade to black>=25.1.0",
+    "sqlite-utils>=3.37",
+    "Add NoSuchCommand exception with suggestions for misspelled commands (#3228)",  # pallets/click
+])
+def test_short_commits_that_state_something_are_kept(message):
+    texts, why = commit_facts(message)
+    assert why is None and texts == [message]
+
+
+def test_a_grouped_bump_is_one_fact_per_package():
+    assert bumps(GROUPED) == [("mkdocs-material", "9.5.6", "9.5.12"), ("twine", "4.0.2", "5.0.0")]
+    texts, why = commit_facts(GROUPED)
+    assert why is None and texts == ["Bump mkdocs-material from 9.5.6 to 9.5.12", "Bump twine from 4.0.2 to 5.0.0"]
+    texts, _ = commit_facts(PRE_COMMIT)
+    assert texts == ["Bump black from 24.1.1 to 24.2.0 in pre-commit",
+                     "Bump pyupgrade from v3.15.0 to v3.15.1 in pre-commit"]
+
+
+def test_a_body_is_kept_with_its_subject_and_trailers_are_not():
+    # pallets/click (trimmed): the body holds the cause
+    message = ("Fix get_parameter_source() during type conversion and eager callbacks\n\n"
+               "Record parameter source on the context immediately after consume_value(),\n"
+               "before process_value() runs.\n\nCo-authored-by: A Dev <dev@example.com>\n")
+    (text,), _ = commit_facts(message)
+    assert text.startswith("Fix get_parameter_source()") and "consume_value()" in text
+    assert "Co-authored-by" not in text
+
+
+def _batch(cli, lines: list[dict]) -> list[dict]:
+    out = cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in lines))
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def test_batch_commits_are_ordered_by_their_dates_not_by_arrival(cli):
+    # encode/httpx@47fe956f (2023-10-01) arrives before @304433eb (2023-08-14): the older bump is
+    # stored superseded, the newer stays current
+    out = _batch(cli, [
+        {"text": "Bump black from 23.7.0 to 23.9.1 (#2873)", "origins": ["git:47fe956f"],
+         "created": "2023-10-01T22:15:01-06:00"},
+        {"text": "Bump black from 23.3.0 to 23.7.0 (#2805)", "origins": ["git:304433eb"],
+         "created": "2023-08-14T08:52:17-05:00"},
+        {"text": GROUPED, "origins": ["git:7df47ce4"], "created": "2024-03-01T10:00:00Z"},
+        {"text": "Bump twine from 5.0.0 to 5.1.0", "origins": ["git:1111111"], "created": "2024-05-01T10:00:00Z"},
+        {"text": "fix typo (#3519)", "origins": ["git:4189b7f0"], "created": "2025-02-27T20:38:39+04:00"},
+    ])
+    assert out[-1]["memory"] == [] and out[-1]["extraction"]["skipped_pieces"][0]["rule"] == "typo"
+    live = {m["text"] for m in listed(cli.store)}
+    everything = {m["text"]: m for m in listed(cli.store, "--all")}
+    assert "Bump black from 23.7.0 to 23.9.1 (#2873)" in live
+    assert "Bump black from 23.3.0 to 23.7.0 (#2805)" not in live
+    assert everything["Bump black from 23.3.0 to 23.7.0 (#2805)"]["superseded_by"]
+    # one memory per package of the group; the later twine bump replaced the group's, not mkdocs'
+    assert "Bump mkdocs-material from 9.5.6 to 9.5.12" in live
+    assert "Bump twine from 5.0.0 to 5.1.0" in live and "Bump twine from 4.0.2 to 5.0.0" not in live
+    hits = json.loads(cli("search", "--json", "--all", "which black version do we use?").stdout)["results"]
+    blacks = [h["text"] for h in hits if "black" in h["text"]]
+    assert blacks[0] == "Bump black from 23.7.0 to 23.9.1 (#2873)"
+
+
+def test_two_options_added_in_two_commits_both_stay_current(cli):
+    # the issue's example: each newer feature hid the older one, on its issue number
+    _batch(cli, [{"text": text, "origins": [f"git:aaa0{n}"], "created": f"2022-0{i + 1}-01T00:00:00Z"}
+                 for i, (n, text) in enumerate([(381, "rows --limit and --offset, closes #381"),
+                                                (382, "rows --where and -p, closes #382"),
+                                                (469, "rows --order option, closes #469")])])
+    assert len(listed(cli.store)) == 3
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    base = {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
+            "GIT_COMMITTER_EMAIL": "dev@example.com", "HOME": str(repo)}
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
+                          env={**os.environ, **base, **(env or {})}).stdout
+
+
+def test_the_hook_path_dates_commits_and_supersedes_without_a_model(tmp_path):
+    """What the post-commit hook runs (`python -m memcli.agents.capture git`), per commit; the
+    commits are made out of date order (a rebase, a cherry-pick): the author date decides."""
+    repo, store = tmp_path / "repo", tmp_path / "store"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "init"], check=True, capture_output=True)
+    for message, date in [("Bump black from 23.7.0 to 23.9.1 (#2873)", "2023-10-01T22:15:01-06:00"),
+                          ("Bump black from 23.3.0 to 23.7.0 (#2805)", "2023-08-14T08:52:17-05:00"),
+                          ("Merge branch 'main' into fix", "2023-10-02T10:00:00Z")]:
+        _git(repo, "commit", "-q", "--allow-empty", "-m", message,
+             env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        subprocess.run([sys.executable, "-m", "memcli.agents.capture", "git", "--store", str(store),
+                        "--worker", "inline"], cwd=repo, check=True, capture_output=True)
+    everything = {m["text"]: m for m in listed(store, "--all")}
+    assert set(everything) == {"Bump black from 23.7.0 to 23.9.1 (#2873)", "Bump black from 23.3.0 to 23.7.0 (#2805)"}
+    older = everything["Bump black from 23.3.0 to 23.7.0 (#2805)"]
+    assert older["created"].startswith("2023-08-14") and older["superseded_by"]
+    assert [m["text"] for m in listed(store)] == ["Bump black from 23.7.0 to 23.9.1 (#2873)"]
+
+
+def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
+    # the refinement is dated before the memory it refines (a changelog replayed after the commits):
+    # it is kept as history, superseded, and the current text stays the newer one
+    out = _batch(cli, [
+        {"text": "Add a glossary to the docs", "origins": ["git:bbb0001"], "created": "2025-03-01T00:00:00Z"},
+        {"text": "Add a glossary to the docs with the main terms", "origins": ["git:bbb0002"],
+         "created": "2024-03-01T00:00:00Z"},
+    ])
+    assert out[1]["memory"][0]["event"] == "ADD"
+    assert [m["text"] for m in listed(cli.store)] == ["Add a glossary to the docs"]
+    assert len(listed(cli.store, "--all")) == 2

@@ -1,0 +1,151 @@
+"""Subject identity on real commit subjects and changelog lines (memcli/rules/subjects.py, and the
+decision rules of memcli/rules/relate.py that read it).
+
+The texts are quoted from public repositories (repo @ short sha, or the changelog's version); the
+similarities passed to `relate` are high on purpose (0.9): these pairs share one sentence shape,
+which is why an embedding cannot tell them apart, and the rules must."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcli.rules.relate import DISTINCT, SAME, SUPERSEDES, relate
+from memcli.rules.subjects import same_subject, strip_refs, subject_keys, version_change
+
+
+@pytest.mark.parametrize(("text", "stripped"), [
+    ("Bump black from 23.3.0 to 23.7.0 (#2805)", "Bump black from 23.3.0 to 23.7.0"),  # encode/httpx@304433eb
+    ("table.transform(rename=...) now preserves indexes, closes #822",  # simonw/sqlite-utils@57192ef
+     "table.transform(rename=...) now preserves indexes"),
+    (".transform() preserves check constraints, refs #762",  # simonw/sqlite-utils@2303b80
+     ".transform() preserves check constraints"),
+    ("Fix #3084: Correct flag optional value behavior", "Correct flag optional value behavior"),  # pallets/click
+    ("see https://github.com/simonw/sqlite-utils/issues/114 for details", "see for details"),
+    ("reverts 0f71fe7 from GH-12", "reverts from"),
+])
+def test_reference_numbers_are_provenance_not_words(text, stripped):
+    assert strip_refs(text) == stripped
+
+
+@pytest.mark.parametrize(("text", "keys"), [
+    ("rows --where and -p, closes #382", {"--where", "-p"}),  # the issue's example
+    ("llm logs -x/--extract option (#693)", {"-x", "--extract"}),
+    ("Bump actions/setup-python from 4 to 5 (#3036)", {"actions/setup-python"}),  # encode/httpx
+    ("Update httpcore requirement from <0.17.0,>=0.15.0 to >=0.15.0,<0.18.0 (#2642)", {"httpcore"}),  # encode/httpx
+    ("pin httpcore==1.*", {"httpcore"}),
+    ("Upgrade to black>=25.1.0", {"black"}),
+    ("sqlite-utils>=3.37", {"sqlite-utils"}),
+    ("Add `NetRCAuth()` class. (#2535)", {"netrcauth"}),  # encode/httpx
+    ("Hide `Sentinel.UNSET` values as `None` in `lookup_default()`", {"sentinel.unset", "lookup-default"}),  # click
+    ("Delete setup.py", {"setup.py"}),  # encode/httpx@10a3b68a: a file is a subject too
+    ("Enable WAL mode by default", set()),
+])
+def test_names_an_option_code_name_or_package_as_the_subject(text, keys):
+    assert subject_keys(text) == keys
+
+
+def test_two_options_are_two_subjects_whatever_their_issue_numbers():
+    # the issue's first example: the newer feature hid the older one ("new value: #381 -> #382")
+    rel = relate("rows --limit and --offset, closes #381", "rows --where and -p, closes #382", 0.9)
+    assert rel.kind == DISTINCT and "--where" in rel.reason
+    rel = relate("llm logs -u/--usage option", "llm logs -x/--extract option (#693)", 0.9)
+    assert rel.kind == DISTINCT
+    rel = relate("Documentation for Just, closes #494", "--no-skip-false option, plus docs - closes #527", 0.9)
+    assert rel.kind != SUPERSEDES and "#" not in rel.reason
+
+
+def test_the_same_commit_with_another_reference_is_the_same_fact():
+    # pallets/click: a commit and its squash-merge differ only in the PR number
+    assert relate("Release version 8.4.2", "Release version 8.4.2 (#3631)", 0.95).kind == SAME
+    assert relate("fix the pager (#3501)", "fix the pager (#3502)", 0.95).kind == SAME
+
+
+def test_a_newer_bump_of_one_package_supersedes_its_older_bump():
+    # encode/httpx@304433eb then @47fe956f: two bumps of black
+    older, newer = "Bump black from 23.3.0 to 23.7.0 (#2805)", "Bump black from 23.7.0 to 23.9.1 (#2873)"
+    rel = relate(older, newer, 0.9)
+    assert rel.kind == SUPERSEDES and "23.9.1" in rel.reason
+    # two versions apart (several "slots" changed at once): still the one package's new version
+    assert relate(older, "Bump black from 23.9.1 to 24.1.0", 0.9).kind == SUPERSEDES
+    assert version_change("Upgrade to black>=25.1.0", "Bump black from 25.1.0 to 25.11.0") == "black: 25.1.0 -> 25.11.0"
+
+
+def test_bumps_of_two_packages_never_merge_or_supersede():
+    # encode/httpx@b871b4b8 and @47fe956f
+    rel = relate("Bump mkdocs-material from 9.4.14 to 9.5.3 (#3035)", "Bump black from 23.7.0 to 23.9.1 (#2873)", 0.9)
+    assert rel.kind == DISTINCT
+    assert same_subject("Bump black from 23.7.0 to 23.9.1", "Bump isort from 5.12 to 5.13")[0] is False
+
+
+def test_a_stated_switch_supersedes_the_statement_of_the_old_value():
+    old = "We publish to PyPI with trusted publishing, so no API token is needed."
+    rel = relate(old, "We switched the release workflow from trusted publishing to a PYPI_TOKEN secret", 0.6)
+    assert rel.kind == SUPERSEDES and "trusted publishing" in rel.reason
+    rel = relate("Enable WAL mode by default", "Decision: WAL mode is no longer enabled by default in Database()", 0.8)
+    assert rel.kind == SUPERSEDES
+    # the switch names a value the old text does not hold: no bearing on it
+    assert relate(old, "We switched the docs build from Sphinx to MkDocs", 0.6).kind != SUPERSEDES
+
+
+def test_a_later_release_removing_a_deprecated_name_supersedes_its_deprecation():
+    # encode/httpx CHANGELOG.md: 0.26.0 deprecates `proxies`, 0.28.0 removes it; 0.27.0 deprecates `app=...`
+    deprecated = ("The `proxies` argument is now deprecated. It will still continue to work, but it will be "
+                  "removed in the future. (#2879)")
+    rel = relate(deprecated, "The deprecated `proxies` argument has now been removed.", 0.8)
+    assert rel.kind == SUPERSEDES and "proxies" in rel.reason
+    app = ("The `app=...` shortcut has been deprecated. Use the explicit style of "
+           "`transport=httpx.WSGITransport()` or `transport=httpx.ASGITransport()` instead.")
+    assert relate(app, "The deprecated `app` argument has now been removed.", 0.8).kind == SUPERSEDES
+    # a statement that only mentions `proxies` on the way (it is about `proxy`) is not superseded by it
+    added = ("The `proxy` argument was added. You should use the `proxy` argument instead of the deprecated "
+             "`proxies`, or use `mounts=` for more complex configurations. (#2879)")
+    assert relate(added, "The deprecated `proxies` argument has now been removed.", 0.8).kind == DISTINCT
+
+
+def test_a_revert_supersedes_the_commit_it_reverts():
+    # pallets/click@6c4a77ba, then its revert @bb7be1f6
+    original = "Use `default=True` as a sentinel for non-boolean flags"
+    revert = f'Revert "{original}"\n\nThis reverts commit 6c4a77ba24854dab793a8ff72110a0a24c403c9f.'
+    assert relate(original, revert, 0.9).kind == SUPERSEDES
+    assert relate("Use `flag_value` for boolean flags", revert, 0.9).kind != SUPERSEDES
+
+
+def test_the_supported_python_versions_are_one_subject():
+    # pallets/click CHANGES.md 8.0.0 then 8.2.0
+    rel = relate("Drop support for Python 2 and 3.5.", "Drop support for Python 3.7 and 3.8.", 0.8)
+    assert rel.kind == SUPERSEDES and "3.7" in rel.reason
+    # adding a new Python is not dropping an old one (encode/httpx@... "Add support for Python 3.13 (#3460)")
+    assert relate("Add support for Python 3.13 (#3460)", "Drop support for Python 3.7 (#2813)", 0.8).kind == DISTINCT
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # simonw/sqlite-utils, replayed oldest first: each pair was a wrong supersede before `strict`
+    ("Preserve AUTOINCREMENT through transforms", "Preserve composite UNIQUE constraints in transforms"),
+    ("Test against Python 3.12", "Test against Python 3.13 pre-release (#619)"),
+    ("Resolve implicit primary key references in table.foreign_keys",
+     "Compound primary keys now resolve in PRIMARY KEY declaration order"),
+    ("Pin the Database context manager contract",
+     "Explain why the Database context manager rolls back instead of committing"),
+])
+def test_commit_subjects_of_one_shape_do_not_supersede_by_wording(old, new):
+    assert relate(old, new, 0.8, strict=True).kind != SUPERSEDES
+
+
+def test_strict_still_reads_stated_changes():
+    assert relate("Use flake8 for linting", "Switch from flake8 to ruff", 0.6, strict=True).kind == SUPERSEDES
+    assert relate("Bump black from 23.3.0 to 23.7.0", "Bump black from 23.7.0 to 23.9.1", 0.9, strict=True).kind \
+        == SUPERSEDES
+
+
+def test_a_changelog_item_restating_a_commit_is_not_a_new_value():
+    # pallets/click@c69643b6 and CHANGES.md 8.4.0; encode/httpx@18d7721c and CHANGELOG.md 0.25.0
+    assert relate("Add file-like pager: `click.get_pager_file()` (#1572)",
+                  "Add `click.get_pager_file` for file-like access to an output pager. (version 8.4.0)",
+                  0.8, strict=True).kind != SUPERSEDES
+    said = "Use Mozilla documentation instead of `httpstatuses.com` for HTTP error reference (#2768)"
+    assert relate(said, f"Fixed: {said} (version 0.25.0)", 0.8, strict=True).kind != SUPERSEDES
+    # pallets/click CHANGES.md 7.0 then 8.3.x: "instead of `help`" is a word on the way, not the subject
+    assert relate("Better handling of help text for dynamic default option values. (version 7.0)",
+                  "The automatic help option stores its value under the reserved name `_click_default_help` "
+                  "instead of `help`, so a parameter named `help` no longer breaks parsing", 0.8,
+                  strict=True).kind != SUPERSEDES

@@ -65,6 +65,12 @@ def _store_for(explicit: str | None, cwd: Path | None) -> Path:
     res = resolve(explicit, cwd)
     if not (res.path / "facts").is_dir():
         raise CaptureError(f"no memcli store at {res.path} ({res.why}); run `memcli init` first")
+    from memcli.storage.safety import UnsafeStore, ensure_contained
+
+    try:  # a clone's `.capture -> ~/x`: refused before the capture state is touched
+        ensure_contained(res.path)
+    except UnsafeStore as e:
+        raise CaptureError(str(e)) from None
     return res.path
 
 

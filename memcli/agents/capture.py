@@ -30,12 +30,12 @@ import sys
 from pathlib import Path
 
 from memcli.agents import spool as spooler
-from memcli.agents.spool import CaptureError, skip_reason
+from memcli.agents.spool import MAX_COMMIT_CHARS, CaptureError, skip_reason
 from memcli.agents.spool import git_output as _git
 from memcli.storage.atomic import atomic_write
 
-__all__ = ["CaptureError", "Captured", "capture_claude_code", "capture_git", "capture_git_rewrite", "capture_text",
-           "main", "record_hook_failure", "run", "skip_reason"]
+__all__ = ["MAX_COMMIT_CHARS", "CaptureError", "Captured", "capture_claude_code", "capture_git", "capture_git_rewrite",
+           "capture_text", "main", "record_hook_failure", "run", "skip_reason"]
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
 

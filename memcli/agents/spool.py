@@ -176,9 +176,9 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
             return report
         try:
             take_commits(store.path)
-            fresh = [p for p in pending(store.path) if p.name not in tried]
+            fresh = _by_size([p for p in pending(store.path) if p.name not in tried])
             defer = not force and _llm_down_recently(fresh)
-            stop = False
+            stop = partial = False
             for group in _groups(fresh):
                 tried.update(p.name for p in group)
                 if defer and group[0].suffix == ".json":
@@ -186,31 +186,69 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
                     continue
                 outcomes = _process_batch(store, group) if len(group) > 1 else [_process_one(store, group[0])]
                 for outcome in outcomes:
-                    if outcome is None:
+                    if outcome is not None and outcome.get("partial"):
+                        tried.discard(outcome["file"])  # the rest of it, after whatever was spooled meanwhile
+                        report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
+                        partial = True
+                    elif outcome is None:
                         report.skipped += 1
                     elif outcome.get("error"):
                         report.waiting.append(outcome)
                         stop = stop or bool(outcome.get("llm") and stop_on_llm_error)
                     else:
                         report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
-                if stop:
+                if stop or partial:
                     break
         finally:
             os.close(fd)  # releases the lock
-        if stop or not fresh:
+        if stop or not (fresh or partial):
             return report
         # released: anything spooled while we worked (whose worker saw us busy) is picked up now
 
 
 BATCH = 32  # inbox items planned into one commit: a burst of commits costs one model load and few commits
 
+# An input larger than this is added a chunk at a time (cut at a paragraph or line), its item
+# rewritten to what is left after each chunk lands: a 300 KB capture does not hold the worker for
+# minutes while the small captures queued after it wait, and a kill loses no landed chunk's work.
+CHUNK_CHARS = 32 * 1024
+
+
+def _large(p: Path) -> bool:
+    try:
+        return p.stat().st_size > CHUNK_CHARS
+    except OSError:
+        return False
+
+
+def _by_size(paths: list[Path]) -> list[Path]:
+    """Small items first (oldest first among them), then the large ones, each remap kept between
+    the items spooled around it: one large input never makes the captures after it wait."""
+    if not any(p.suffix == ".remap" for p in paths):
+        return sorted(paths, key=lambda p: (_large(p), p.name))
+    return paths  # a rewrite applies between the inputs before and after it: keep the order
+
+
+def split_chunk(text: str, limit: int = CHUNK_CHARS) -> tuple[str, str]:
+    """(the first chunk of `text`, the rest): cut at the last paragraph break before `limit`,
+    else the last line break, else the last sentence end, else at `limit`."""
+    if len(text) <= limit:
+        return text, ""
+    for sep in ("\n\n", "\n", ". "):
+        cut = text.rfind(sep, limit // 4, limit)
+        if cut > 0:
+            return text[:cut + len(sep)], text[cut + len(sep):]
+    return text[:limit], text[limit:]
+
 
 def _groups(paths: list[Path]) -> list[list[Path]]:
-    """`paths` in order, consecutive add items (`.json`) in groups of up to BATCH, each remap
-    (`.remap`) alone: a rewrite applies between the inputs before and after it."""
+    """`paths` in order, consecutive small add items (`.json`) in groups of up to BATCH, each remap
+    (`.remap`) and each large item alone: a rewrite applies between the inputs before and after
+    it, and a large input is added a chunk at a time (`_process_one`)."""
     out: list[list[Path]] = []
     for p in paths:
-        if p.suffix == ".json" and out and out[-1][0].suffix == ".json" and len(out[-1]) < BATCH:
+        if (p.suffix == ".json" and out and out[-1][0].suffix == ".json" and len(out[-1]) < BATCH
+                and not _large(p) and not _large(out[-1][0])):
             out[-1].append(p)
         else:
             out.append([p])
@@ -312,6 +350,9 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
 
 # ------------------------------------------------------------------------- commits (git hooks)
 _ALWAYS_SKIP = ("fixup! ", "squash! ", "amend! ")
+# A commit message longer than this is remembered truncated (12 MB messages exist: a pasted build
+# log); kept whole it would be neither stored nor kept in the inbox.
+MAX_COMMIT_CHARS = 256 * 1024
 
 
 def git_output(args: list[str], cwd: Path | None) -> str:
@@ -356,6 +397,9 @@ def spool_commit(store_path: Path, sha: str, cwd: Path | None, *, redact: bool =
     why = skip_reason(subject, len(parents.split()), cfg.git_skip)
     if why or not message:
         return None, why or "empty message"
+    if len(message) > MAX_COMMIT_CHARS:  # a pasted log, not notes: the start is kept, git has the rest
+        message = split_chunk(message, MAX_COMMIT_CHARS)[0].rstrip() + (
+            f"\n\n(commit message truncated: {len(message)} characters in git, {short.strip()})")
     if redact:
         from memcli.services.redact import redact as scrub
 
@@ -436,21 +480,21 @@ def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | 
                 _redact_item(path, item)
         except (OSError, ValueError) as e:
             return {"file": path.name, "error": f"unreadable inbox item: {e}"}
+        rest, text = "", item.get("text")
+        opts = item.get("options") if isinstance(item.get("options"), dict) else {}
+        whole = opts.get("raw") or opts.get("raw_without_llm")  # one memory: no facts to split
+        if item.get("kind", "add") == "add" and isinstance(text, str) and len(text) > CHUNK_CHARS and not whole:
+            head, rest = split_chunk(text)
+            run_item = {**item, "text": head}
+        else:
+            run_item = item
         try:
-            summary, result = (run or _run)(store, item)
-        except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
-            from memcli.services.redact import redact
-
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            msg = redact(msg)[0]
-            item["error"], item["attempts"] = msg, int(item.get("attempts") or 0) + 1
-            item["last_attempt"], item["last_attempt_ts"] = _now(), time.time()
-            client = sys.modules.get("memcli.services.llm.client")
-            llm = client is not None and isinstance(e, client.LLMError)
-            item["llm_down"] = llm
-            with contextlib.suppress(OSError):
-                write_item(path, item)
-            return {"file": path.name, "error": msg, "llm": llm}
+            summary, result = (run or _run)(store, run_item)
+        except Exception as e:  # noqa: BLE001 - any failure keeps the item whole, with its error
+            return _failed(path, item, e)
+        if rest:  # this chunk landed: the item keeps what is left
+            write_item(path, {**item, "text": rest})
+            return {"file": path.name, "summary": summary, "result": result, "partial": True}
         path.unlink(missing_ok=True)
         store.log("INBOX_DONE", file=path.name)
         return {"file": path.name, "summary": summary, "result": result}

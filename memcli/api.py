@@ -534,11 +534,13 @@ class Store:
 
         return retry(self._store, model=model)
 
-    def process_inbox(self) -> ProcessReport:
-        """Run spooled inputs (hooks, capture, `add --spool`) through the add pipeline; what fails waits."""
+    def process_inbox(self, *, wait: float = 300) -> ProcessReport:
+        """Run spooled inputs (hooks, capture, `add --spool`) through the add pipeline; what fails
+        waits. A hook's worker already running is waited for (up to `wait` seconds), then what it
+        left is processed."""
         from memcli.agents.spool import process
 
-        return process(self._store)
+        return process(self._store, wait=wait)
 
     def share(self, *, push: bool = True) -> ShareReport:
         """A store committed to git: commit its changes, pull, re-index, push."""

@@ -68,3 +68,30 @@ def test_a_planted_commit_hand_over_never_reads_another_repository(tmp_path, mon
     assert take_commits(store.path) == 0
     assert pending(store.path) == [] and not list((store.path / "inbox").glob("*.sha"))
     assert "not a repository this store takes commits from" in (store.path / "inbox" / "errors.log").read_text()
+
+
+def test_inbox_process_waits_for_a_running_worker_then_empties_the_inbox(tmp_path, monkeypatch):
+    """`memcli inbox process` is asked to empty the inbox: a hook's worker holding the lock is
+    waited for, not reported busy with the item left behind."""
+    import fcntl
+    import threading
+
+    from conftest import Cli
+
+    from memcli.agents.spool import WORKER_LOCK
+
+    monkeypatch.setenv("MEMCLI_EMBED_MODEL", HASH)
+    store = Store(tmp_path / "s")
+    store.init()
+    spool(store.path, "The staging certificates expire every 90 days.", {"raw": True}, source="cli")
+    lock = open(store.path / "inbox" / WORKER_LOCK, "a")  # noqa: SIM115 - released by the timer
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    release = threading.Timer(0.5, lock.close)
+    release.start()
+    try:
+        r = Cli(store.path, env={"MEMCLI_EMBED_MODEL": HASH})("inbox", "process")
+    finally:
+        release.join()
+    assert "another worker" not in r.output
+    assert [m.text for m in store.list()] == ["The staging certificates expire every 90 days."]
+    assert pending(store.path) == []

@@ -55,6 +55,9 @@ class Config:
     add_threshold: float = 0.85
     decide_threshold: float = 0.8
     llm_decide_threshold: float = 0.6  # a neighbour this close sends the fact to the LLM's decide request
+    # an installed `memcli.deciders` entry point deciding ADD/NONE/UPDATE/SUPERSEDE (memcli.rules.deciders);
+    # unset: "llm" when a model is configured, else "heuristic"
+    decider: str | None = None
     consolidate_threshold: float = 0.95
     contradiction_threshold: float = 0.8
     # Commits the git hook does not remember (a Python regex searched in the subject line);
@@ -72,6 +75,7 @@ class Config:
 
 
 _ENV = {
+    "MEMCLI_DECIDER": "decider",
     "MEMCLI_EMBED_MODEL": "embed_model",
     "MEMCLI_USER": "user",
     "MEMCLI_LLM_MODEL": "llm_model",

@@ -32,8 +32,9 @@ from memcli.core.memory import Memory, new_ulid, now_iso
 from memcli.core.text import snake
 from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
 from memcli.ops.handle import Store
-from memcli.rules.decide import bears_on, change_related, heuristic_decision
+from memcli.rules.decide import bears_on
 from memcli.rules.decide import matched as _matched
+from memcli.rules.deciders import NEIGHBOUR_FLOOR, Decider, HeuristicDecider, LLMDecider, load_decider
 from memcli.services.changelog import is_section, section_facts
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
 from memcli.services.extract import fact_from_text, heuristic_extract, infer_tags
@@ -395,13 +396,7 @@ def save_to_inbox(store: Store, text: str, options: dict[str, Any], error: str) 
 
 
 # ---------------------------------------------------------------- decisions
-_NEIGHBOUR_FLOOR = 0.45  # below this a memory is not related enough to be worth showing the model
 _CHANGE_FLOOR = 0.3  # ... unless the fact says it replaced a value that memory holds (change_related)
-
-
-def _shown(fact: str, neighbour: dict[str, Any]) -> bool:
-    """Whether the model is shown this neighbour of ``fact`` in the decide request."""
-    return neighbour["similarity"] >= _NEIGHBOUR_FLOOR or change_related(fact, str(neighbour.get("text") or ""))
 
 
 def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float, client: LLM | None,
@@ -410,113 +405,71 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             view: Any = None, headlines: bool = False) -> tuple[list[Decision], list[str]]:
     """One decision per fact, and notes for the user.
 
-    Every fact first gets the heuristic decision of `memcli.rules.relate` (exact repeat: NONE; else the
-    live neighbours at or above the candidate floor, closest first: the first one with the same
-    subject decides NONE / UPDATE / SUPERSEDE; none: ADD). Superseded memories are not candidates.
-    With a client, the facts that have neighbours at or above the decide threshold (0.8; up to 5
-    each) then go to the model in ONE request; exact repeats and facts without neighbours never
-    do, and what the model says is checked against the same rules (`decide.check_llm`: another
-    subject is ADD; `decide.llm_supersedes`: an UPDATE that gives a new value is a supersede).
+    Exact repeats (NONE), verbatim and undeduplicated adds (ADD) are settled here; every other fact
+    goes, with its live neighbours from the candidate floor (superseded memories are never
+    candidates; a fact stating a change also sees memories from the change floor that it bears
+    on), to the store's decider (`memcli.rules.deciders`: the rules alone, or the LLM checked
+    against them).
     """
     from memcli.rules.relate import CANDIDATE_FLOOR
     from memcli.services.llm.checks import states_change
 
     index = store.index if view is None else view
     cfg = store.config
-    out: list[Decision] = []
-    notes: list[str] = []
+    out: list[Decision | None] = []
     neighbours: list[list[dict[str, Any]]] = []
     near = index.knn(vecs, 8) if not (raw or no_dedup) else [[] for _ in facts]
+    floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, NEIGHBOUR_FLOOR)
     for fact, hits in zip(facts, near):
+        neighbours.append([])
         if no_dedup:
             out.append(Decision("ADD", reasoning="stored as given (no dedup)"))
-            neighbours.append([])
             continue
         exact = _live_exact(index, fact.text)
         if exact:
             out.append(Decision("NONE", exact.id, reasoning="same text as an existing memory", similarity=1.0,
                                 exact=True, matched=_matched(exact.id, exact.text)))
-            neighbours.append([])
             continue
         if raw:
             out.append(Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
-            neighbours.append([])
             continue
-        floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, _NEIGHBOUR_FLOOR)
-        # With a model, a fact that says it changed a value ("from Yarn to pnpm") also sees the
-        # memory that holds the old value, however far its embedding is (llm_checks.change_related).
-        # Without one too: the rules read a stated change from the texts (a removal of the name the
-        # memory is about, a revert, a release), so such a memory is a candidate from the change floor.
+        # a fact that states a change ("from Yarn to pnpm", a removal, a revert) also sees the memory
+        # holding the old value from the change floor, with or without a model
         low_floor = _CHANGE_FLOOR if states_change(fact.text) else floor
         close = [(lab, s) for lab, s in hits if s >= low_floor]
         recs = index.records([lab for lab, _ in close])
         close = [(lab, s) for lab, s in close
                  if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s))]
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:5]
-        nb = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
-        # the rules see candidates from the floor of `decide` (relate() says DISTINCT below it)
-        out.append(heuristic_decision(fact.text, nb, threshold, headlines=headlines))
-        neighbours.append(nb)
-    asks = [i for i, d in enumerate(out) if not d.exact and neighbours[i]]
-    if client is not None:
-        # The model sees a fact when a memory is close (cosine >= llm_decide_threshold, 0.6: a
-        # correction such as PG16 -> PG17 or "no longer on Jenkins" scores well below 0.8), or when
-        # the fact states a change and a memory is at least loosely related. Still one request.
-        bar = cfg.llm_decide_threshold
-        asks = [i for i in asks if neighbours[i][0]["similarity"] >= bar
-                or (states_change(facts[i].text) and any(_shown(facts[i].text, n) for n in neighbours[i]))]
-    else:
-        asks = []
-    if client is not None and asks:
-        from memcli.services.llm.client import LLMFormatError
-
-        shown = [[n for n in neighbours[i] if _shown(facts[i].text, n)][:3] for i in asks]
-        sent = [[{**n, "text": _scrub(n["text"])} for n in nb] if redact else nb for nb in shown]
-        try:
-            decisions, invalid = client.decide([facts[i] for i in asks], sent)
-        except LLMFormatError as e:
-            notes.append(f"LLM decisions unusable ({e}); used the heuristic decisions")
-            if llm_log is not None:
-                llm_log.append(str(e))
-            decisions, invalid = [], []
-        decided: set[int] = set()
-        for dec in decisions:
-            if not 0 <= dec.fact < len(asks):
-                continue
-            i = asks[dec.fact]
-            decided.add(dec.fact)
-            text = _scrub(dec.text) if redact and dec.text else dec.text
-            llm_dec = Decision(dec.event, dec.target, text or facts[i].text, dec.reasoning or None,
-                               dec.confidence, by_llm=True)
-            target = next((n for n in neighbours[i] if n["id"] == dec.target), None)
-            if target is not None:
-                llm_dec.matched = named = _matched(target["id"], target["text"])
-                from memcli.rules.decide import check_llm, llm_supersedes
-
-                downgrade = check_llm(dec.event, target["text"], facts[i].text, target["similarity"])
-                change = None if downgrade else llm_supersedes(dec.event, target["text"], facts[i].text,
-                                                               target["similarity"])
-                if downgrade:
-                    llm_dec = Decision("ADD", reasoning=f"LLM {dec.event} downgraded to ADD: {downgrade}",
-                                       confidence=dec.confidence, by_llm=True, matched=named)
-                elif change:  # a new value: the fact becomes the current memory, the old one is kept
-                    llm_dec = Decision("SUPERSEDE", target["id"], facts[i].text,
-                                       f"LLM {dec.event} is a new value, so it supersedes: {change}",
-                                       dec.confidence, by_llm=True, matched=named)
-            out[i] = llm_dec
-        if llm_log is not None:
-            llm_log.extend(invalid)
-        # A fact the model did not decide on (or decided invalidly) keeps its heuristic decision,
-        # and its reasoning says why.
-        for j, i in enumerate(asks):
-            if j in decided or not invalid:
-                continue
-            why = [r for r in invalid if re.search(rf"\bfact {j}\b", r)] or ["no valid decision returned"]
-            out[i].reasoning = f"LLM decision rejected ({'; '.join(why)}); heuristic: {out[i].reasoning}"
-    for d in out:
+        neighbours[-1] = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
+        out.append(None)
+    todo = [i for i, d in enumerate(out) if d is None]
+    decider = _decider(cfg, client, redact)
+    decided, notes = decider.decide([facts[i] for i in todo], [neighbours[i] for i in todo], threshold,
+                                    headlines=headlines)
+    for i, d in zip(todo, decided):
+        out[i] = d
+    if llm_log is not None and isinstance(decider, LLMDecider):
+        llm_log.extend(decider.log)
+    final = [d for d in out if d is not None]
+    for d in final:
         if d.event == "DELETE" and not allow_delete:
             d.refused = True
-    return out, notes
+    return final, notes
+
+
+def _decider(cfg: Any, client: LLM | None, redact: bool) -> Decider:
+    """The store's decider: `decider` in config.toml (an installed `memcli.deciders` entry point),
+    else the LLM one when a model is configured, else the rules alone."""
+    name = cfg.decider or ("llm" if client is not None else "heuristic")
+    factory = load_decider(name)
+    if factory is LLMDecider:
+        if client is None:
+            return HeuristicDecider()
+        return LLMDecider(client, bar=cfg.llm_decide_threshold, scrub=_scrub if redact else None)
+    if factory is HeuristicDecider:
+        return HeuristicDecider()
+    return factory(client=client, config=cfg)
 
 
 def _live_exact(index: Index, text: str) -> Memory | None:

@@ -605,6 +605,15 @@ def _content_count(text: str) -> int:
     return sum(1 for w in re.findall(r"[a-z][a-z0-9_'-]+", text.lower()) if w not in ("and", "or", "the", "a", "an"))
 
 
+def _said(text: str, words: set[str]) -> str:
+    """How `text` states its change, as written ("no longer", "removed"), for a decision's reason."""
+    for w in sorted(words):
+        m = re.search(rf"\b(?:(?:no|not|now)\s+)?{re.escape(w)}\w*", text, re.IGNORECASE)
+        if m:
+            return m.group(0)
+    return "it"
+
+
 def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relation:
     """Steps 1-4 of the module docstring: the relation read from the words of both texts."""
     po, pn = parse(old), parse(new)
@@ -653,7 +662,7 @@ def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relati
         # the words as written, not their stems ("(states a change (main -> github, pag))" read badly)
         gone_w = {removed[x].text for x in r_spec}
         came_w = {added[x].text for x in (a_spec or set(added))}
-        what = f"{_short(gone_w)} -> {_short(came_w)}" if r_spec and a_spec else _short(came_w) or "it"
+        what = f"{_short(gone_w)} -> {_short(came_w)}" if r_spec and a_spec else _short(came_w) or _said(new, fresh)
         return Relation(SUPERSEDES, lambda: f"states a change ({what})", contradiction=bool(r_spec and a_spec))
     # 3. several specific slots changed at once: another thing, not another value
     if r_spec and a_spec and (len(r_spec) >= 2 and len(a_spec) >= 2 or (r_gen and a_gen)):

@@ -813,7 +813,8 @@ def doctor(
     else:
         colour = render.colour_enabled()
         for c in checks:
-            mark = render.style("ok  ", "green", colour) if c["ok"] else render.style("FAIL", "red", colour)
+            mark = (render.style("FAIL", "red", colour) if not c["ok"] else
+                    render.style("warn", "yellow", colour) if c.get("warn") else render.style("ok  ", "green", colour))
             sys.stdout.write(f"{mark} {c['check']}: {c['detail']}\n")
     if not ok:
         raise typer.Exit(int(ExitStatus.ERROR))

@@ -28,9 +28,11 @@ def test_doctor_names_memories_from_commits_the_repository_lacks(tmp_path):
     store = repo / ".memcli"
     gone = "deadbee"
     for text, sha in [("the cache key includes the locale", real), ("retries back off exponentially", gone)]:
-        r = run_memcli("--store", str(store), "add", "--create", text, "--origin", f"git:{sha}", "--json", env=ENV, cwd=repo)
+        r = run_memcli("--store", str(store), "add", "--create", text, "--origin", f"git:{sha}", "--json",
+                       env=ENV, cwd=repo)
         assert r.returncode == 0, r.stderr
-    r = run_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=repo)
+    r = run_memcli("--store", str(store), "doctor", "--json",
+                       env=ENV, cwd=repo)
     assert r.returncode == 0, r.stdout  # a warning, never a failure
     checks = {c["check"]: c for c in json.loads(r.stdout)["checks"]}
     origins = checks["git origins"]
@@ -44,7 +46,8 @@ def test_doctor_names_memories_from_commits_the_repository_lacks(tmp_path):
 
 def test_doctor_is_quiet_about_origins_outside_a_repository(tmp_path):
     store = tmp_path / "store"
-    r = run_memcli("--store", str(store), "add", "--create", "x uses y", "--origin", "git:deadbee", env=ENV, cwd=tmp_path)
+    r = run_memcli("--store", str(store), "add", "--create", "x uses y", "--origin", "git:deadbee",
+                   env=ENV, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     r = run_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=tmp_path)
     assert "git origins" not in {c["check"] for c in json.loads(r.stdout)["checks"]}

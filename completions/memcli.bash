@@ -79,7 +79,7 @@ _memcli_dynamic() {
 _memcli_spec() {
     case "$1" in
         'memcli')
-            _memcli_subs='init add search show list rm restore trash edit log export import reindex stats doctor merge prune rollback consolidate ask feedback trust mcp capture context where sync inbox hooks'
+            _memcli_subs='init add search show list rm restore trash edit log export import reindex stats doctor merge prune rollback consolidate ask feedback trust mcp capture context where sync completion inbox hooks'
             _memcli_opts='--store -s --debug --version --json --help -h'
             _memcli_vopts='--store -s'
             _memcli_nargs=0
@@ -246,6 +246,12 @@ _memcli_spec() {
             _memcli_vopts='--store -s'
             _memcli_nargs=0
             ;;
+        'memcli completion')
+            _memcli_subs=''
+            _memcli_opts='--store -s --debug --help -h'
+            _memcli_vopts='--store -s'
+            _memcli_nargs=1
+            ;;
         'memcli inbox')
             _memcli_subs='retry process'
             _memcli_opts='--json --store -s --debug --help -h'
@@ -324,6 +330,7 @@ _memcli_value() {
         'memcli context --store'|'memcli context -s') _memcli_paths dir "$3" ;;
         'memcli where --store'|'memcli where -s') _memcli_paths dir "$3" ;;
         'memcli sync --store'|'memcli sync -s') _memcli_paths dir "$3" ;;
+        'memcli completion --store'|'memcli completion -s') _memcli_paths dir "$3" ;;
         'memcli inbox --store'|'memcli inbox -s') _memcli_paths dir "$3" ;;
         'memcli inbox retry --store'|'memcli inbox retry -s') _memcli_paths dir "$3" ;;
         'memcli inbox process --store'|'memcli inbox process -s') _memcli_paths dir "$3" ;;
@@ -348,6 +355,7 @@ _memcli_arg() {
         'memcli feedback#0') _memcli_dynamic ids "$3" ;;
         'memcli trust#0') _memcli_paths dir "$3" ;;
         'memcli capture#0') COMPREPLY=($(compgen -W 'claude-code git git-rewrite text' -- "$3")) ;;
+        'memcli completion#0') COMPREPLY=($(compgen -W 'bash zsh fish' -- "$3")) ;;
         'memcli hooks install#0') COMPREPLY=($(compgen -W 'git claude-code' -- "$3")) ;;
         *) COMPREPLY=() ;;
     esac

@@ -4,7 +4,7 @@
 function __memcli_subcommands
     switch $argv[1]
         case 'memcli'
-            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'edit' 'log' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'trust' 'mcp' 'capture' 'context' 'where' 'sync' 'inbox' 'hooks'
+            printf '%s\n' 'init' 'add' 'search' 'show' 'list' 'rm' 'restore' 'trash' 'edit' 'log' 'export' 'import' 'reindex' 'stats' 'doctor' 'merge' 'prune' 'rollback' 'consolidate' 'ask' 'feedback' 'trust' 'mcp' 'capture' 'context' 'where' 'sync' 'completion' 'inbox' 'hooks'
         case 'memcli inbox'
             printf '%s\n' 'retry' 'process'
         case 'memcli hooks'
@@ -69,6 +69,8 @@ function __memcli_value_options
         case 'memcli where'
             printf '%s\n' '--store' '-s'
         case 'memcli sync'
+            printf '%s\n' '--store' '-s'
+        case 'memcli completion'
             printf '%s\n' '--store' '-s'
         case 'memcli inbox'
             printf '%s\n' '--store' '-s'
@@ -207,6 +209,7 @@ complete -c memcli -n '__memcli_at "memcli"' -a 'capture' -d 'Spool input from a
 complete -c memcli -n '__memcli_at "memcli"' -a 'context' -d 'A compact Markdown block of the memories that matter here, for an agent\'s ses...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'where' -d 'The store, project and user a command run here would use, and why.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'sync' -d 'Share a store committed to git: commit its changes, git pull, re-index, git p...'
+complete -c memcli -n '__memcli_at "memcli"' -a 'completion' -d 'Print the shell completion script (the one in completions/, shipped inside th...'
 complete -c memcli -n '__memcli_at "memcli"' -a 'inbox' -d 'Inputs parked when the LLM was unreachable.'
 complete -c memcli -n '__memcli_at "memcli"' -a 'hooks' -d 'Install memcli into git and coding agents.'
 complete -c memcli -n '__memcli_at "memcli"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
@@ -475,6 +478,12 @@ complete -c memcli -n '__memcli_at "memcli sync"' -l 'json' -d 'Print one JSON d
 complete -c memcli -n '__memcli_at "memcli sync"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
 complete -c memcli -n '__memcli_at "memcli sync"' -l 'debug' -d 'Show tracebacks on errors.'
 complete -c memcli -n '__memcli_at "memcli sync"' -l 'help' -s 'h' -d 'Show this message and exit.'
+
+# memcli completion
+complete -c memcli -n '__memcli_at "memcli completion"' -l 'store' -s 's' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...'
+complete -c memcli -n '__memcli_at "memcli completion"' -l 'debug' -d 'Show tracebacks on errors.'
+complete -c memcli -n '__memcli_at "memcli completion"' -l 'help' -s 'h' -d 'Show this message and exit.'
+complete -c memcli -n '__memcli_at "memcli completion"' -a 'bash zsh fish'
 
 # memcli inbox
 complete -c memcli -n '__memcli_at "memcli inbox"' -a 'retry' -d 'Replay parked inputs through the LLM pipeline; each success leaves the inbox.'

@@ -92,6 +92,7 @@ _memcli() {
                 'context:A compact Markdown block of the memories that matter here, for an agent'\''s ses...'
                 'where:The store, project and user a command run here would use, and why.'
                 'sync:Share a store committed to git: commit its changes, git pull, re-index, git p...'
+                'completion:Print the shell completion script (the one in completions/, shipped inside th...'
                 'inbox:Inputs parked when the LLM was unreachable.'
                 'hooks:Install memcli into git and coding agents.'
             )
@@ -127,6 +128,7 @@ _memcli() {
                 'context') _memcli__context && ret=0 ;;
                 'where') _memcli__where && ret=0 ;;
                 'sync') _memcli__sync && ret=0 ;;
+                'completion') _memcli__completion && ret=0 ;;
                 'inbox') _memcli__inbox && ret=0 ;;
                 'hooks') _memcli__hooks && ret=0 ;;
             esac
@@ -521,6 +523,16 @@ _memcli__sync() {
         '--debug[Show tracebacks on errors.]' \
         '(- *)--help[Show this message and exit.]' \
         '(- *)-h[Show this message and exit.]'
+}
+
+_memcli__completion() {
+    _arguments -s -S \
+        '(--store -s)--store=[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '(--store -s)-s+[Store directory (default: $MEMCLI_STORE, the nearest .memcli/, or ~/.local/sh...]:dir:_files -/' \
+        '--debug[Show tracebacks on errors.]' \
+        '(- *)--help[Show this message and exit.]' \
+        '(- *)-h[Show this message and exit.]' \
+        '1:shell:(bash zsh fish)'
 }
 
 _memcli__inbox() {

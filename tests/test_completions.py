@@ -233,3 +233,26 @@ def test_completing_an_id_is_fast_and_never_starts_python(id_store) -> None:
     ms, *got = p.stdout.split()
     assert sorted(got) == ids[:2]
     print(f"\nbash id completion: {ms} ms per TAB (best of 5)")  # a figure, not a limit (no Python runs)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_packaged_copy_is_the_committed_script(shell: str) -> None:
+    """pip users have no completions/ folder: `memcli completion SHELL` prints memcli/cli/completions/."""
+    packaged = REPO / "memcli" / "cli" / "completions" / FILENAMES[shell]
+    assert packaged.read_bytes() == (COMPLETIONS / FILENAMES[shell]).read_bytes(), (
+        f"{packaged.relative_to(REPO)} differs from completions/; after regenerating, copy them: "
+        "cp completions/memcli.* memcli/cli/completions/")
+    out = subprocess.run([sys.executable, "-m", "memcli", "completion", shell], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.encode("utf-8") == packaged.read_bytes()
+
+
+def test_completion_completes_its_shells() -> None:
+    assert set(SHELLS) <= set(_bash_complete(["memcli", "completion", ""]))
+
+
+def test_completion_refuses_an_unknown_shell() -> None:
+    out = subprocess.run([sys.executable, "-m", "memcli", "completion", "tcsh"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode != 0 and "Traceback" not in out.stderr

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from memcli.core import discovery
 from memcli.core.config import ConfigError, load_config
 from memcli.ops.conflicts import conflict_advice, conflicted_files
 from memcli.ops.handle import Store
@@ -65,6 +67,42 @@ def stats(store: Store) -> dict[str, Any]:
         "embed_model": store.config.embed_model,
         "llm_model": store.config.llm_model or "none (heuristic extraction)",
     }
+
+
+def unknown_commits(store: Store) -> dict[str, Any] | None:
+    """Memories whose `git:<sha>` origins name commits the store's repository lacks (a rebase or
+    force-push dropped them, or they came from another clone): a warning, never a failure, since
+    the memory itself is fine. None when the store is not in a git repository or git is missing.
+    One `git cat-file --batch-check` process answers for every origin."""
+    repo = discovery.repo(store.path)
+    if repo is None:
+        return None
+    refs: dict[str, list[str]] = {}
+    for m in store.index.select():
+        for o in m.origins:
+            sha = str(o)[4:].strip().lower() if str(o).startswith("git:") else ""
+            if len(sha) >= 4 and all(c in "0123456789abcdef" for c in sha):
+                refs.setdefault(sha, []).append(m.id)
+    if not refs:
+        return {"check": "git origins", "ok": True, "detail": "none"}
+    shas = sorted(refs)
+    try:
+        out = subprocess.run(["git", "cat-file", "--batch-check"], cwd=repo.toplevel, capture_output=True,
+                             text=True, timeout=30, input="".join(f"{s}^{{commit}}\n" for s in shas))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) != len(shas):
+        return None
+    missing = [s for s, line in zip(shas, lines) if line.endswith(" missing") or " ambiguous" in line]
+    if not missing:
+        return {"check": "git origins", "ok": True, "detail": f"{len(shas)} commit(s), all in {repo.toplevel}"}
+    ids = sorted({mid for s in missing for mid in refs[s]})
+    examples = ", ".join(f"{refs[s][0]} (git:{s})" for s in missing[:3])
+    return {"check": "git origins", "ok": True, "warn": True,
+            "detail": f"{len(ids)} {'memory names' if len(ids) == 1 else 'memories name'} {len(missing)} commit(s) "
+                      f"this repository does not have (rebased, force-pushed or from another clone), e.g. "
+                      f"{examples}: `memcli rollback git:<sha>` removes a commit's memories, or leave them"}
 
 
 def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
@@ -139,6 +177,9 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
             check("llm", False, f"{cfg.llm_model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     else:
         check("llm", True, "none configured: heuristic extraction, no network")
+    origins = unknown_commits(store)
+    if origins is not None:
+        checks.append(origins)
     inbox = len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0
     check("inbox", inbox == 0, "empty" if not inbox else f"{inbox} input(s) waiting: run `memcli inbox retry`")
     return checks

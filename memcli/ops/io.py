@@ -109,12 +109,10 @@ def write_stream(path: Path, chunks: Iterable[str]) -> None:
     the whole new one, and nothing is held in memory. A `path` that is a device or a pipe
     (`-o /dev/null`, `-o /dev/stdout`, a FIFO) is written to as it is: the rename would put a
     regular file in its place (it did, for /dev/null, when run as root)."""
-    import contextlib
     import os
     import stat
-    import tempfile
 
-    from memcli.storage.files import fsync_dir
+    from memcli.storage.atomic import atomic_write_chunks
 
     try:
         mode = os.stat(path).st_mode
@@ -125,19 +123,7 @@ def write_stream(path: Path, chunks: Iterable[str]) -> None:
             for chunk in chunks:
                 out.write(chunk)
         return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            for chunk in chunks:
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    atomic_write_chunks(path, chunks)
 
 
 # ---------------------------------------------------------------- import

@@ -32,7 +32,7 @@ from memcli.services.detached import ERROR_LOG, REFRESH_FAILED, background_on, r
 from memcli.storage.atomic import atomic_write
 from memcli.storage.inbox import inbox_dir, inputs, park, pending, write_item
 from memcli.storage.inbox import now as _now
-from memcli.storage.locks import flock_within, item_lock
+from memcli.storage.locks import item_lock
 from memcli.storage.locks import try_lock as _try_lock
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
@@ -152,18 +152,6 @@ def _llm_down_recently(paths: list[Path]) -> bool:
     return False
 
 
-def _take_lock(path: Path, wait: float) -> int | None:
-    """The worker lock's fd, waiting up to `wait` seconds for a running worker to finish; None if
-    it still runs."""
-    if wait <= 0:
-        return _try_lock(path)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if flock_within(fd, wait):
-        return fd
-    os.close(fd)
-    return None
-
-
 def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = None,
             force: bool = True, wait: float = 0) -> ProcessReport:
     """Run every inbox item through the add pipeline (or the origin remap), oldest first.
@@ -183,7 +171,7 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
         return report
     tried: set[str] = set()
     while True:
-        fd = held if held is not None else _take_lock(d / WORKER_LOCK, wait)
+        fd = held if held is not None else _try_lock(d / WORKER_LOCK, wait)
         held, wait = None, 0
         if fd is None:
             report.busy = not (report.done or report.waiting)

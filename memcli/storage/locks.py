@@ -44,11 +44,12 @@ def flock_within(fd: int, timeout: float) -> bool:
     return True
 
 
-def try_lock(path: Path) -> int | None:
-    """An exclusive non-blocking flock on `path` (created): the fd, or None if another holds it."""
+def try_lock(path: Path, wait: float = 0) -> int | None:
+    """An exclusive flock on `path` (created), waiting up to `wait` seconds (0: not at all): the
+    fd, or None if another still holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        taken = try_flock(fd)
+        taken = flock_within(fd, wait) if wait > 0 else try_flock(fd)
     except OSError:
         os.close(fd)
         raise

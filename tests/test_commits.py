@@ -143,6 +143,24 @@ def test_two_options_added_in_two_commits_both_stay_current(cli):
     assert len(listed(cli.store)) == 3
 
 
+def test_one_switch_replaces_every_tool_it_names(cli):
+    # encode/httpx, 2022-2023: pins of isort and of a flake8 plugin, then the switch to ruff; a pin of
+    # another tool stays current
+    _batch(cli, [
+        {"text": "Bump isort from 5.11.4 to 5.12.0 (#2563)", "origins": ["git:aaa01"],
+         "created": "2023-02-01T00:00:00Z"},
+        {"text": "Bump flake8-bugbear from 22.7.1 to 23.1.20 (#2561)", "origins": ["git:aaa02"],
+         "created": "2023-02-02T00:00:00Z"},
+        {"text": "Bump mypy from 0.982 to 1.0.1 (#2611)", "origins": ["git:aaa03"], "created": "2023-03-01T00:00:00Z"},
+        {"text": "Use ruff instead of flake8, autoflake and isort (#2648)", "origins": ["git:aaa04"],
+         "created": "2023-04-01T00:00:00Z"},
+    ])
+    assert {m["text"] for m in listed(cli.store)} == {"Bump mypy from 0.982 to 1.0.1 (#2611)",
+                                                      "Use ruff instead of flake8, autoflake and isort (#2648)"}
+    hits = json.loads(cli("search", "--json", "--all", "flake8 isort").stdout)["results"]
+    assert hits[0]["text"].startswith("Use ruff instead of flake8")  # the current state ranks first
+
+
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
     base = {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
             "GIT_COMMITTER_EMAIL": "dev@example.com", "HOME": str(repo)}
@@ -182,3 +200,35 @@ def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
     assert out[1]["memory"][0]["event"] == "ADD"
     assert [m["text"] for m in listed(cli.store)] == ["Add a glossary to the docs"]
     assert len(listed(cli.store, "--all")) == 2
+
+
+@pytest.mark.parametrize(("message", "rule"), [
+    ("Fix documentation build errors.", "docs_edit"),  # pallets/click@9d7c7dce
+    ("Update docs for enum choice", "docs_edit"),  # pallets/click@fb240d2d
+    ("Docs restructuring. (#3049)\n\n* Tweak docs layout\n\n* Move client docs into folder", "docs_edit"),  # httpx
+    ("Remove broken link", "links_only"),  # hynek/structlog
+    ("Add missing closing issue ref", "links_only"),  # pallets/click
+    ("type-hint out varibale", "typing_only"),  # pallets/click
+    ("Add comments about the test cases\n\nRefs:\nhttps://github.com/pallets/click/pull/3030/files", "comments_only"),
+    ("Streamline option flag management", "refactor"),  # pallets/click
+    ("Sponsors: add emsys\n\ncc @sscherfke", "sponsors"),  # hynek/structlog
+    ("Drop private imports from test_main.py (#2574)", "tests_only"),  # encode/httpx
+])
+def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
+    assert commit_facts(message) == ([], rule)
+
+
+@pytest.mark.parametrize("message", [
+    # the body's squashed commit names what was fixed (hynek/structlog@#758)
+    "Refactor terminal initialization into separate function (#758)\n\n* Refactor terminal initialization into "
+    "separate function\n\n* Fix FORCE_COLOR on Windows",
+    "Improve RTD and run Cog on docs build (#632)",  # names a tool: hynek/structlog
+    "Add test: transform does not cascade-delete referencing records (#792)",  # states a behaviour: sqlite-utils
+    # encode/httpx: the body holds the value
+    "Update docs to reflect supported python versions (#2338)\n\nReplaces Python 3.6 references with Python 3.7",
+    "Add thread-safety note on the `Client` docstring (#2380)",  # encode/httpx: a code name
+    "Fix docs build\n\nSphinx 7 no longer accepts the html_theme_path setting, so it is dropped.",  # a cause
+])
+def test_the_same_kinds_of_work_that_name_or_explain_something_are_kept(message):
+    texts, why = commit_facts(message)
+    assert why is None and texts

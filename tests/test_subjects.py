@@ -149,3 +149,38 @@ def test_a_changelog_item_restating_a_commit_is_not_a_new_value():
                   "The automatic help option stores its value under the reserved name `_click_default_help` "
                   "instead of `help`, so a parameter named `help` no longer breaks parsing", 0.8,
                   strict=True).kind != SUPERSEDES
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    # encode/httpx@ab8177c5 -> @7ecd8282: an extra is the same package
+    ("Bump coverage from 7.2.1 to 7.2.2 (#2641)", "Bump coverage[toml] from 7.2.7 to 7.3.0 (#2839)", "7.2.2 -> 7.3.0"),
+    # encode/httpx@2146c75f -> @7c53d99d: an allowed major version, said in words
+    ("Allow rich 12 (#2122)", "Bump rich pin to allow version 13 (#2546)", "12 -> 13"),
+    ("Allow rich-11 (#2057)", "Allow rich 12 (#2122)", "11 -> 12"),
+])
+def test_a_package_named_with_an_extra_or_a_major_in_words_is_one_subject(old, new, why):
+    rel = relate(old, new, 0.9, strict=True)
+    assert rel.kind == SUPERSEDES and why in rel.reason
+
+
+def test_removing_a_pin_supersedes_the_pin():
+    # encode/httpx@2c49a151 -> @f6866ce3
+    rel = relate("Pin CI version of `click` to resolve mypy error (#2769)",
+                 "Remove temporary click version pin (#2771)", 0.7, strict=True)
+    assert rel.kind == SUPERSEDES and "click" in rel.reason
+
+
+@pytest.mark.parametrize("old", [
+    "Bump isort from 5.11.4 to 5.12.0 (#2563)",  # encode/httpx
+    "Bump flake8-bugbear from 22.7.1 to 23.1.20 (#2561)",  # a plugin of a replaced tool goes with it
+])
+def test_each_tool_of_an_instead_of_list_is_replaced(old):
+    rel = relate(old, "Use ruff instead of flake8, autoflake and isort (#2648)", 0.5, strict=True)  # httpx@daec2bdc
+    assert rel.kind == SUPERSEDES
+
+
+def test_adding_and_dropping_python_versions_are_two_ends_of_a_range():
+    # encode/httpx@c7c13f18, @4fb9528c: the newest and the oldest supported Python, both true
+    assert relate("Add support for Python 3.13 (#3460)", "Drop Python 3.8 support (#3592)", 0.9,
+                  strict=True).kind == DISTINCT
+    assert relate("Bump isort from 5.11.4 to 5.12.0", "Use ruff instead of black", 0.5, strict=True).kind == DISTINCT

@@ -34,6 +34,7 @@ class Decision:
     matched: dict[str, str] | None = None  # {id, text} of the memory decided against, for the user
     related: str | None = None  # ADD: a close memory about another subject
     stale: bool = False  # SUPERSEDE: the fact is the older value (an older release): stored superseded by target
+    also: tuple[str, ...] = ()  # SUPERSEDE: more memories the fact replaces ("ruff instead of flake8 and isort")
 
 
 @dataclass

@@ -16,6 +16,7 @@ all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry`
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -418,7 +419,9 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     cfg = store.config
     out: list[Decision | None] = []
     neighbours: list[list[dict[str, Any]]] = []
-    near = index.knn(vecs, 8) if not (raw or no_dedup) else [[] for _ in facts]
+    # superseded memories come back from the graph too (a chain of bumps is mostly history): ask
+    # for enough that the live ones near the fact are among them
+    near = index.knn(vecs, 16) if not (raw or no_dedup) else [[] for _ in facts]
     floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, NEIGHBOUR_FLOOR)
     for fact, hits in zip(facts, near):
         neighbours.append([])
@@ -440,7 +443,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         recs = index.records([lab for lab, _ in close])
         close = [(lab, s) for lab, s in close
                  if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s))]
-        live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:5]
+        live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:8]
         neighbours[-1] = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         out.append(None)
     todo = [i for i, d in enumerate(out) if d is None]
@@ -584,6 +587,10 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: Th
         m.extra["supersedes"] = target.id
         cs.add(m, event="SUPERSEDE", old_id=target.id, old=target.text, origin=origins, reason=d.reasoning)
         cs.edit(target.id, Supersede(m.id, when=created), quiet=True)
+        for other in d.also:  # the other values the same stated change replaced, unless said after it
+            with contextlib.suppress(NotFound):
+                if not _older(created, cs.memory(other).created):
+                    cs.edit(other, Supersede(m.id, when=created), quiet=True)
         batch.append((vec, m))
         return Event("ADD", "accepted", m.text, m.id, confidence=m.confidence, reasoning=d.reasoning,
                      supersedes=target.id, old_memory=target.text, **base)

@@ -63,14 +63,31 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
         if rel.kind == REFINES:
             return Decision("UPDATE", n["id"], text, similarity=sim, matched=named,
                              reasoning=f"same subject, {rel.reason}")
+        stale = older_release(old, new)
         return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason,
-                        stale=older_release(old, new))
+                        stale=stale, also=() if stale else _also_replaced(text, neighbours, n, headlines))
     if first is None:
         return Decision("ADD", reasoning="no similar memory")
     n, rel = first
     related = n["id"] if float(n["similarity"]) >= RELATED_SIMILARITY else None
     return Decision("ADD", reasoning=f"new fact ({rel.reason})", similarity=float(n["similarity"]),
                      matched=matched(n["id"], n["text"]), related=related)
+
+
+def _also_replaced(text: str, neighbours: list[dict[str, Any]], first: dict[str, Any],
+                   headlines: bool) -> tuple[str, ...]:
+    """The other neighbours a stated change replaces too: "Use ruff instead of flake8, autoflake and
+    isort" ends the isort pin and the flake8 plugins' pins alike. Only changes stated outright (a
+    switch, a removal, a revert) reach past the first neighbour; a new value supersedes one memory."""
+    out = []
+    for n in neighbours:
+        if n is first:
+            continue
+        old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
+        rel = relate(old, new, float(n["similarity"]), strict=headlines)
+        if rel.kind == SUPERSEDES and rel.reason.startswith(("states a change:", "states a removal:", "reverts")):
+            out.append(n["id"])
+    return tuple(out)
 
 
 # The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",

@@ -38,6 +38,7 @@ from memcli.rules.subjects import (
     older_release,
     release_change,
     removal_of,
+    restated_version,
     reverts,
     same_subject,
     strip_refs,
@@ -579,6 +580,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         bumped = version_change(old, new)
         if bumped:
             return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
+    elif same is None and strict:
+        restated = restated_version(old, new)
+        if restated:
+            return Relation(SUPERSEDES, f"new version: {restated}", contradiction=True)
     rel = _by_words(old, new, similarity, threshold)
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
@@ -705,7 +710,7 @@ _SWITCH_RE = lazy_compile(
     r"\b(?:switch(?:ed|es|ing)?|mov(?:ed|es|ing)|migrat(?:ed|es|ing)|chang(?:ed|es|ing)|went|replac(?:ed|es|ing)"
     r"|convert(?:ed|s|ing)?|upgrad(?:ed|es|ing)|downgrad(?:ed|es|ing))\b[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
     r"(.{2,40}?)\s+(?:to|with|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;]+){0,2})"
-    r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)(?=[,.;\n]|$)"
+    r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?([^.;\n]{2,60}?)(?=[.;\n(]|$)"
     r"|\breplac(?:ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)\s+with\b",
     re.I,
 )
@@ -718,26 +723,41 @@ def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:
     low_old = " ".join(re.findall(r"[\w.+#/-]+", old.lower()))
     said_before = [[w for w in re.findall(r"[\w.+#/-]+", (m.group(1) or m.group(3) or m.group(4)).lower())
                     if w not in STOPWORDS] for m in _SWITCH_RE.finditer(old)]
+    keys_old = {k.lower() for k in subject_keys(old)}
+
+    def in_old(w: str) -> bool:  # named in the old text, or the old text is about a plugin of it (flake8-bugbear)
+        return bool(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old)) or \
+            any(k.startswith(f"{w}-") for k in keys_old)
+
     for m in _SWITCH_RE.finditer(new):
-        gone = m.group(1) or m.group(3) or m.group(4)
         came = m.group(2) or ""
-        words = [w for w in re.findall(r"[\w.+#/-]+", gone.lower()) if w not in STOPWORDS]
-        if strict and all(re.search(r"(?:ing|ed)$", w) for w in words):
-            continue  # "rolls back instead of committing": an action, not a value that was replaced
-        if words in said_before:
-            continue  # the old text states that same switch: a restatement
-        if strict and not (set(words) & {k.lower() for k in subject_keys(old)}
-                           or set(words) & set(re.findall(r"[\w.+#/-]+", old.lower())[:3])):
-            # in one-shape texts (commit subjects, changelog items) the replaced value must be what the
-            # old text is about ("Use flake8 for linting"), not a word on the way ("... instead of `help`")
-            continue
-        if not words or not all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in words):
-            continue
-        new_words = [w for w in re.findall(r"[\w.+#/-]+", came.lower()) if w not in STOPWORDS]
-        if new_words and all(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old) for w in new_words):
-            continue  # the old text names the new value too: it may say the same change
-        return f"{' '.join(words)} -> {' '.join(new_words) or 'something else'}"
+        # "instead of flake8, autoflake and isort": each listed value was replaced
+        for gone in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", m.group(1) or m.group(3) or m.group(4)):
+            found = _switched_value(gone, came, old, said_before, keys_old, in_old, strict)
+            if found:
+                return found
     return None
+
+
+def _switched_value(gone: str, came: str, old: str, said_before: list[list[str]], keys_old: set[str],
+                    in_old: Callable[[str], bool], strict: bool) -> str | None:
+    """One replaced value of `switched_from`: the reason when `old` states it, else None."""
+    words = [w for w in re.findall(r"[\w.+#/-]+", gone.lower()) if w not in STOPWORDS]
+    if not words or words in said_before:
+        return None  # nothing named, or the old text states that same switch: a restatement
+    if strict and all(re.search(r"(?:ing|ed)$", w) for w in words):
+        return None  # "rolls back instead of committing": an action, not a value that was replaced
+    if strict and not (set(words) & keys_old or any(k.startswith(f"{w}-") for w in words for k in keys_old)
+                       or set(words) & set(re.findall(r"[\w.+#/-]+", old.lower())[:3])):
+        # in one-shape texts (commit subjects, changelog items) the replaced value must be what the
+        # old text is about ("Use flake8 for linting"), not a word on the way ("... instead of `help`")
+        return None
+    if not all(in_old(w) for w in words):
+        return None
+    new_words = [w for w in re.findall(r"[\w.+#/-]+", came.lower()) if w not in STOPWORDS]
+    if new_words and all(in_old(w) for w in new_words):
+        return None  # the old text names the new value too: it may say the same change
+    return f"{' '.join(words)} -> {' '.join(new_words) or 'something else'}"
 
 
 def texts_mergeable(a: str, b: str) -> bool:

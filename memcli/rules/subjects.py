@@ -23,8 +23,8 @@ import re
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 
-__all__ = ["headline", "older_release", "release_change", "removal_of", "reverts", "same_subject", "strip_refs",
-           "subject_keys", "version_change"]
+__all__ = ["headline", "older_release", "release_change", "removal_of", "restated_version", "reverts", "same_subject",
+           "strip_refs", "subject_keys", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -38,18 +38,31 @@ _PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[
 # a bump: "Bump black from 24.1.0 to 24.2.0", "Update httpcore requirement from ...", "Upgrade to black 25"
 _BUMP_RE = lazy_compile(
     r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
-    r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\([^)]*\))?"
+    r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
     r"(?:\s+requirement)?\s+(?:from|to)\s+v?[<>=~!^]*\d",
     re.I,
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
                            r"([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s*[<>=~!]*\s*v?\d", re.I)
+# a package's allowed major version or its pin, in words: "Allow rich 12", "Support Django 5.0",
+# "Remove temporary click version pin", "Bump rich pin to allow version 13", "Unpin click"
+_ALLOW_RE = lazy_compile(r"\b(?:allow|support|require|pin)(?:s|ed|ing)?\s+(?:the\s+)?([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])"
+                         r"(?:[\s-]+v?|\s+versions?\s+v?)\d+(?:\.\d+)*\b", re.I)
+_PIN_WORDS_RE = lazy_compile(
+    r"\b(?:remove[sd]?|drop(?:s|ped)?|add(?:s|ed)?|bump(?:s|ed)?|relax(?:es|ed)?|restore[sd]?|loosen(?:s|ed)?)\s+"
+    r"(?:the\s+)?(?:(?:temporary|upper|lower|ci|strict|exact)\s+)*([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])\s+"
+    r"(?:(?:version|upper|lower)\s+)?(?:pin|bound|cap)s?\b|\bunpin(?:s|ned)?\s+(?:the\s+)?`?([A-Za-z][\w.\-]*[A-Za-z0-9])",
+    re.I)
+# a subject that is a tool and its version, nothing else: "Black 24", "Mypy 1.16", "uv 0.5"
+_BARE_VERSION_RE = lazy_compile(r"^\W*([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s+v?\d+(?:\.\d+)*\W*$")
 # a file named by its extension: `setup.py`, `advanced.rst`, `.github/workflows/tests.yml`
 _FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
                         r"(?:py|pyi|md|rst|txt|toml|cfg|ini|yml|yaml|json|lock|sh|js|ts|html|css)\b")
 _PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
                           r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
-_NOT_NAMES = frozenset("from to and or than then version it them this that v is are was be now at least".split())
+_NOT_NAMES = frozenset("""from to and or than then version versions it them this that v is are was be now at least the
+    a an dependency dependencies requirement requirements package packages""".split())
+_RELEASE_WORDS = frozenset("release released releasing prepare prepared tag tagged start version bump v".split())
 _GENERIC_CODE = frozenset({"none", "true", "false", "self", "cls", "str", "int", "bytes", "list", "dict"})
 
 
@@ -82,11 +95,14 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_norm_key(m.group(1)))
     for m in _FILE_RE.finditer(text):
         keys.add(m.group(0).lower())
+    bare = _BARE_VERSION_RE.match(headline(text))
+    if bare and bare.group(1).lower() not in _NOT_NAMES | _RELEASE_WORDS:
+        keys.add(_norm_key(bare.group(1)))
     if _PYTHON_RE.search(text):  # "Drop support for Python 3.7", "Require Python 3.9+"
         keys.add("python")
-    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE):
+    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE):
         for m in rx.finditer(text):
-            name = m.group(1)
+            name = m.group(1) or m.group(m.lastindex or 1)
             if name.lower() in _NOT_NAMES:
                 continue
             keys.add(_norm_key(name.rsplit("/", 1)[-1] if rx is _BUMP_RE and "/" in name and "[" not in name
@@ -130,6 +146,17 @@ def _same_shape(old: str, new: str) -> bool:
     return bool(wo and wn) and len(wo & wn) / len(wo | wn) >= 0.75
 
 
+def _version_of(key: str, text: str) -> str | None:
+    """The version a text gives `key` (its one package): a bump's or a pin's "to" value, else the
+    number right after the name or after "version" ("Allow rich 12", "to allow version 13")."""
+    m = _TO_VERSION_RE.search(text)
+    if m:
+        return (m.group(1) or m.group(2)).rstrip(".,")
+    m = re.search(rf"(?<![\w.-]){re.escape(key)}[\s-]+v?(\d+(?:\.\d+)*)\b|\bversions?\s+v?(\d+(?:\.\d+)*)\b",
+                  text, re.I)
+    return (m.group(1) or m.group(2)) if m else None
+
+
 def version_change(old: str, new: str) -> str | None:
     """When both texts give one and the same package a version and the versions differ: the
     reason ("black: 24.1.1 -> 24.2.0"); a bump's "from" value is history, its "to" value the
@@ -138,22 +165,41 @@ def version_change(old: str, new: str) -> str | None:
     if len(ko) != 1 or ko != kn:
         return None
     old, new = strip_refs(old), strip_refs(new)
-    vo, vn = _TO_VERSION_RE.search(old), _TO_VERSION_RE.search(new)
-    if not vo or not vn:
-        so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
-        if so and sn and so != sn and _same_shape(old, new):
-            return f"{next(iter(ko))}: {', '.join(so)} -> {', '.join(sn)}"
-        return None
-    a, b = (vo.group(1) or vo.group(2)).rstrip(".,"), (vn.group(1) or vn.group(2)).rstrip(".,")
-    if a == b:
-        return None
-    return f"{next(iter(ko))}: {a} -> {b}"
+    key = next(iter(ko))
+    # dropping a version and adding one are two ends of a range ("Drop Python 3.8" and "Add Python
+    # 3.13" are both true): versions compare only between two statements of one kind
+    vo, vn = _version_of(key, old), _version_of(key, new)
+    if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)):
+        return f"{key}: {vo} -> {vn}" if vo != vn else None
+    so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
+    if so and sn and so != sn and _same_shape(old, new):
+        return f"{key}: {', '.join(so)} -> {', '.join(sn)}"
+    return None
+
+
+_FIX_RE = lazy_compile(r"\b(?:fix\w*|bug\w*|crash\w*|error\w*|warn\w*|issue\w*|regression\w*|work(?:s|ed)? around"
+                       r"|avoid\w*|prevent\w*|handl\w*|broken|fail\w*)\b", re.I)
+
+
+def restated_version(old: str, new: str) -> str | None:
+    """Two one-shape texts that say the same words but for their version numbers ("Build docs on
+    3.12" / "Build docs on 3.14"): the reason, the versions old -> new; None otherwise."""
+    old, new = strip_refs(headline(old)), strip_refs(headline(new))
+    so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
+    wo = _WORDS_RE.findall(_VERSION_RE.sub(" ", old.lower()))
+    wn = _WORDS_RE.findall(_VERSION_RE.sub(" ", new.lower()))
+    if not so or not sn or so == sn or len(wo) < 2 or wo != wn or _FIX_RE.search(old):
+        return None  # (two fixes on two versions are two fixes: "Fix crash on Python 3.11" / "... 3.12")
+    return f"{' '.join(wo[:4])}: {', '.join(so)} -> {', '.join(sn)}"
+
+
+_DROP_RE = lazy_compile(r"\b(?:drop|remov|deprecat|end of|eol)\w*", re.I)
 
 
 _REMOVED_RE = lazy_compile(
     r"\b(?:(?:has|have|is|are|was|were)\s+(?:now\s+)?(?:been\s+)?(?:fully\s+|finally\s+|completely\s+)?"
     r"|now\s+(?:fully\s+)?)(?:removed|dropped|deleted)\b|\bno longer (?:supported|available|exists?|exported)\b"
-    r"|^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?)\b",
+    r"|^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b",
     re.I,
 )
 

@@ -51,7 +51,7 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
     ("changelog_edit", r"^(?:add|adds|added|update|updated|adjust|polish|fix|fixes|tidy|tidy up|refine|improve|sharpen|"
                        r"sharper|link|edit|reword)\b(?:(?! markdown| myst| rename| convert| sdist).)*\b(?:changelog|"
                        r"change ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)(?: entry| entries)?\b"),
-    ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b"
+    ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b(?!:)"
                    r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)(?: \w+){0,2} tests?\b"),
     ("release", r"^(?:release|releasing|release version|prepare(?: for)? release|preparing release|prepare|version|"
                 r"bump version|"
@@ -69,6 +69,33 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                   r"pins|versions)\.?$"),
 )
 _JUNK = tuple((name, lazy_compile(rx)) for name, rx in _JUNK_RULES)
+# Work on the project's own prose that states nothing a developer could later ask about: skipped only
+# when the subject names nothing (no option, code name, package, file or version) and the body has
+# no prose of its own (a body often holds the cause: "Refactor terminal initialization" fixed FORCE_COLOR)
+_BARE_RULES: tuple[tuple[str, str], ...] = (
+    ("docs_edit", r"^(?:fix|fixe[sd]|update[sd]?|improve[sd]?|correct(?:s|ed)?|clarif(?:y|ies|ied)|rewrite|rewrote"
+                  r"|revise[sd]?|polish(?:es|ed)?|tweak(?:s|ed)?|rough(?:ed)? out|fill(?:ed)? in|more)\b[^;]{0,60}"
+                  r"\b(?:docs?|documentation|docstrings?|readme|read ?the ?docs|rtd)\b[^;]{0,40}$"
+                  r"|^(?:docs?|documentation) (?:restructur\w*|clean ?up|fix(?:es)?|updates?|improvements?|tweaks?"
+                  r"|wording)$"),
+    ("links_only", r"^(?:add|fix|update|remove|get rid of|avoid|correct)\w*\b(?: (?:a|the|missing|bad|broken|dead"
+                   r"|closing|old|pr|issue|more|some))* (?:links?|refs?|references?|urls?|link artifacts)\b"
+                   r"(?: (?:to|in|on|for)"
+                   r" \S+)?(?:,? and (?:update|fix) (?:the )?style)?$"),
+    ("typing_only", r"^(?:add|fix|improve|apply|update|expand)\w*\b[^;]{0,40}\b(?:type[- ]?(?:annotations?|hints?)"
+                    r"|annotations?)\b|^type[- ]hint"),
+    ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}\bcomments?\b"),
+    ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
+                 r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"),
+    ("sponsors", r"^sponsors?:|\bsponsor(?:ship|s)?\b(?: logos?)?$"),
+    ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"),
+)
+_BARE = tuple((name, lazy_compile(rx)) for name, rx in _BARE_RULES)
+#: what a subject names that makes it knowledge whatever its verb: a version, "instead", "now"...
+_STATES_RE = lazy_compile(r"\d|\b(?:instead|now|no longer|switch\w*|replac\w*|deprecat\w*|from \S+ to)\b")
+#: body lines that are no prose of their own: squashed commits' subjects, references, mentions
+_NOT_PROSE_RE = lazy_compile(r"^\s*(?:(?:refs?|see|cc|links?)\b:?.*|\S+://\S+|@\S+(?:\s+@\S+)*)\s*$", re.I)
+_BULLET_RE = lazy_compile(r"^\s*[*-]\s+(.{1,80})$")
 #: words that name no subject: a subject made only of them says nothing a developer could ask about
 _VAGUE_WORDS = frozenset("""docs doc documentation clarify clarified polish polished consistency wording markup grammar
     semantic semantics pedantry shorten cleanup clean up tidy tweak tweaks nit nits minor update updates updated dev fix
@@ -123,6 +150,9 @@ def junk_reason(message: str) -> str | None:
     for name, rx in _JUNK:
         if rx.search(low) or rx.search(raw):
             return name
+    bare = _bare_reason(subject, raw, low, message)
+    if bare:
+        return bare
     if _GROUP_RE.search(subject) and not bumps(message):
         return "no_values"  # "Bump the python-packages group with 11 updates" and no package named
     words = re.findall(r"[\w'.\-/]+", low)
@@ -130,6 +160,44 @@ def junk_reason(message: str) -> str | None:
         return "vague"
     if _UNVERSIONED_RE.match(low) and not re.search(r"\d", message):
         return "no_values"
+    return None
+
+
+# a name in a subject: inline code, a call, an option, an identifier or path, a file, a proper noun
+# after the first word ("run Cog on docs build")
+_NAME_RE = lazy_compile(r"`|\w\(\)|(?<![\w-])--?[a-z]|\w[._/]\w|(?<=\s)[A-Z][\w-]*")
+_TEST_FILE_RE = lazy_compile(r"^(?:tests?/)?(?:\S*/)?(?:test_\w+|conftest)\.py\W*$|^tests?/\S*$")
+_COMMON_CAPS = frozenset("README URL URLs PR PRs RTD CI RST MD TOC H1 API".split())
+
+
+def _names_something(subject: str) -> bool:
+    """Whether a subject names a thing (see `_NAME_RE`): the first word is judged by its shape
+    only, since it is capitalised anyway."""
+    words = _clean_subject(strip_refs(subject)).split()
+    if not words:
+        return False
+    rest = " ".join(w for w in words[1:] if w.strip(".,:;!?()") not in _COMMON_CAPS
+                    and not _TEST_FILE_RE.match(w))  # a test file names the tests, no thing a user meets
+    return bool(re.search(r"`|\(\)|\w[._/]\w", words[0]) or _NAME_RE.search(" " + rest))
+
+
+def _is_prose(line: str) -> bool:
+    """A body line that says something: not a reference or a mention, nor a squashed commit's
+    subject that names nothing ("* Tweak docs layout"; "* Fix FORCE_COLOR on Windows" says something)."""
+    if not line.strip() or _NOT_PROSE_RE.match(line):
+        return False
+    bullet = _BULLET_RE.match(line)
+    return not bullet or bool(_STATES_RE.search(bullet.group(1)) or _names_something(bullet.group(1)))
+
+
+def _bare_reason(subject: str, raw: str, low: str, message: str) -> str | None:
+    """The `_BARE_RULES` rule for a subject that names nothing and a body with no prose, else None."""
+    body = "\n".join(_body_paragraphs(message.partition("\n")[2]))
+    if _STATES_RE.search(low) or _names_something(subject) or any(_is_prose(line) for line in body.splitlines()):
+        return None
+    for name, rx in _BARE:
+        if rx.search(low) or rx.search(raw):
+            return name
     return None
 
 

@@ -1384,7 +1384,7 @@ class Shell(str, enum.Enum):
                              "memcli completion zsh > ~/.zfunc/_memcli",
                              "memcli completion fish > ~/.config/fish/completions/memcli.fish"))
 def completion(shell: Shell = typer.Argument(..., help="bash | zsh | fish.")) -> None:
-    """Print the shell completion script (the one in completions/, shipped inside the package so a
+    """Print the shell completion script (memcli/cli/completions/, shipped inside the package so a
     pip install has it too)."""
     script = resources.files("memcli.cli").joinpath("completions", f"memcli.{shell.value}")
     sys.stdout.write(script.read_text(encoding="utf-8"))

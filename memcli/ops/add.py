@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memcli.core.config import default_user, git_project
+from memcli.core.config import Config, default_user, git_project
 from memcli.core.decision import Decision, Event
 from memcli.core.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
@@ -444,7 +444,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         neighbours[-1] = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         out.append(None)
     todo = [i for i, d in enumerate(out) if d is None]
-    decider = _decider(cfg, client, redact)
+    decider = _decider(cfg.with_overrides(redact=redact), client)
     decided, notes = decider.decide([facts[i] for i in todo], [neighbours[i] for i in todo], threshold,
                                     headlines=headlines)
     for i, d in zip(todo, decided):
@@ -458,18 +458,25 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return final, notes
 
 
-def _decider(cfg: Any, client: LLM | None, redact: bool) -> Decider:
+def _decider(cfg: Config, client: LLM | None) -> Decider:
     """The store's decider: `decider` in config.toml (an installed `memcli.deciders` entry point),
-    else the LLM one when a model is configured, else the rules alone."""
-    name = cfg.decider or ("llm" if client is not None else "heuristic")
-    factory = load_decider(name)
-    if factory is LLMDecider:
-        if client is None:
-            return HeuristicDecider()
-        return LLMDecider(client, bar=cfg.llm_decide_threshold, scrub=_scrub if redact else None)
-    if factory is HeuristicDecider:
+    else the LLM one when a model is configured, else the rules alone. Built-in or plug-in, it is
+    made the same way: `factory(client=, config=)`."""
+    return load_decider(cfg.decider or ("llm" if client is not None else "heuristic"))(client=client, config=cfg)
+
+
+def heuristic_decider(*, client: LLM | None, config: Config) -> Decider:
+    """The `heuristic` entry point: the decision rules alone."""
+    return HeuristicDecider()
+
+
+def llm_decider(*, client: LLM | None, config: Config) -> Decider:
+    """The `llm` entry point: the rules, then one request to the model, its answers held to the
+    rules (what is sent and what comes back is scrubbed unless `config.redact` is off); with no
+    model, the rules alone."""
+    if client is None:
         return HeuristicDecider()
-    return factory(client=client, config=cfg)
+    return LLMDecider(client, bar=config.llm_decide_threshold, scrub=_scrub if config.redact else None)
 
 
 def _live_exact(index: Index, text: str) -> Memory | None:

@@ -271,17 +271,6 @@ def cache_dir() -> Path:
     return Path(explicit) if explicit else _xdg("XDG_CACHE_HOME", ".cache") / "memcli"
 
 
-def find_project_store(start: Path) -> Path | None:
-    """The nearest `.memcli/` directory in `start` or its parents, found like `.git`."""
-    return discovery.nearest_store(start)
-
-
-def resolve_store(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """--store DIR > $MEMCLI_STORE > nearest .memcli/ > the main worktree's .memcli/ > global
-    (see memcli.core.discovery, which also says why)."""
-    return discovery.resolve(explicit).path
-
-
 def git_project(cwd: Path | None = None) -> str | None:
     """The default project: the normalised origin remote (github.com/acme/ledger), else the
     repository's common-dir name, so every clone and worktree of a repository is one project.

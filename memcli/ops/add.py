@@ -16,7 +16,6 @@ all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +44,6 @@ if TYPE_CHECKING:  # types only: search and list never import the LLM client (li
     from memcli.services.llm.client import LLM
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
-_WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
 
 class IngestError(InputRejected):
@@ -127,16 +125,6 @@ def read_input(data: bytes, name: str = "stdin", limit: int = MAX_INPUT_BYTES) -
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise IngestError(f"{name}: not valid UTF-8 (byte {e.start})") from None
-
-
-def _words(text: str) -> set[str]:
-    return {w.lower().strip(".") for w in _WORD.findall(text)}
-
-
-def more_informative(new: str, old: str) -> bool:
-    """Heuristic UPDATE test: the new text says something the old one does not, at least as fully."""
-    nw, ow = _words(new), _words(old)
-    return bool(nw - ow) and len(nw) >= len(ow)
 
 
 def add(store: Store, text: str, *, dry_run: bool = False, **options: Any) -> AddResult:

@@ -691,7 +691,6 @@ class LLM:
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         self.usage = Usage()
-        self.last_finish_reason: str | None = None
         self._format_key = f"{settings.api_base or ''}|{settings.model}"
         self.on_request: Any = None  # called with a short label before each request (progress)
         self._supported: set[str] | None = None
@@ -831,7 +830,6 @@ class LLM:
             finish = getattr(choice, "finish_reason", None)
         except (AttributeError, IndexError, TypeError):
             content, finish = None, None
-        self.last_finish_reason = finish
         if finish == "length":
             self.usage.cut_off += 1
             raise LLMFormatError(f"reply cut off at max_tokens={max_tokens}")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memcli.core.config import Config
+from memcli.core.errors import InvalidInput, NotFound
 from memcli.core.memory import Memory, parse_when
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import Filters, Index, SyncReport
@@ -67,6 +68,16 @@ def spool_stdin(stream: Any) -> contextlib.AbstractContextManager[Path]:
     from memcli.ops.records import spool_stdin as spool
 
     return spool(stream)
+
+
+def _when(text: str | None, *, end: bool = False) -> str | None:
+    """A date or an age (`2026-01-01`, `90d`, `yesterday`) as an ISO time; unreadable, `InvalidInput`."""
+    if not text:
+        return None
+    try:
+        return parse_when(text, end=end)
+    except ValueError as e:
+        raise InvalidInput(str(e)) from None
 
 
 def read_input(data: bytes, name: str = "stdin") -> str:
@@ -329,11 +340,17 @@ class Store:
     def log(self, *, id_prefix: str | None = None, events: Sequence[str] = (), since: str | None = None,
             until: str | None = None) -> Iterator[dict[str, Any]]:
         """The change log's entries, oldest first, as a stream (the log may hold a 100k import):
-        those of memories whose id starts with `id_prefix`, of these `events`, between `since` and
-        `until` (ISO times, UTC)."""
+        those of memories whose id starts with `id_prefix` (`NotFound` when it names several), of
+        these `events`, between `since` and `until` (dates or ages, as `parse_when` reads them)."""
         from memcli.ops.history import LogFilter, entries
 
-        return entries(self.log_path, LogFilter(id_prefix=id_prefix, events=tuple(events), since=since, until=until))
+        if id_prefix:
+            found = self.ids_in_log(id_prefix)
+            if len(found) > 1 and id_prefix.upper() not in {i.upper() for i in found}:
+                raise NotFound(f"id prefix {id_prefix} is ambiguous: {len(found)} memories in the log match",
+                               hint=f"candidates: {', '.join(sorted(found)[:5])}")
+        window = LogFilter(id_prefix=id_prefix, events=tuple(events), since=_when(since), until=_when(until, end=True))
+        return entries(self.log_path, window)
 
     def ids_in_log(self, prefix: str) -> set[str]:
         """The memory ids in the change log that start with `prefix`."""
@@ -411,7 +428,7 @@ class Store:
         `dry_run` deletes nothing."""
         from memcli.ops.trash import empty_trash
 
-        return empty_trash(self._store, older_than=parse_when(older_than) if older_than else None, dry_run=dry_run)
+        return empty_trash(self._store, older_than=_when(older_than), dry_run=dry_run)
 
     def merge(self, ids: Sequence[str], *, use_llm: bool | None = None, llm_model: str | None = None,
               dry_run: bool = False) -> MergeResult:
@@ -448,12 +465,14 @@ class Store:
                            supersede_older=supersede_older, sync=sync)
 
     def prune(self, *, older_than: str | None = None, unused: bool = False, min_confidence: float | None = None,
-              type: MemoryType | str | None = None, dry_run: bool = False) -> PruneResult:
+              type: MemoryType | str | None = None, min_age: str | None = None, dry_run: bool = False) -> PruneResult:
         """Trash stale memories (criteria combine with AND; at least one). `older_than`: an age
-        (`90d`) or an ISO date."""
+        (`90d`) or an ISO date; `min_age`: never a memory younger than this, whatever the criteria."""
         from memcli.ops.curate import prune
 
-        cutoff = parse_when(older_than) if older_than else None
+        cutoff, youngest = _when(older_than), _when(min_age)
+        if youngest is not None and (cutoff is None or youngest < cutoff):
+            cutoff = youngest  # criteria combine with AND: older than both
         return prune(self._store, older_than=cutoff, unused=unused, min_confidence=min_confidence,
                      type=None if type is None else str(type), dry_run=dry_run)
 

@@ -1,4 +1,4 @@
-"""The static completion scripts in completions/ match the CLI, and they complete.
+"""The static completion scripts in memcli/cli/completions/ match the CLI, and they complete.
 
 When a command or option changes, the first test fails until the scripts are regenerated with
 REGENERATE below (one command, run from the repository root).
@@ -21,9 +21,9 @@ from memcli.cli.app import app
 from tools.completion import FILENAMES, SHELLS, render
 
 REPO = Path(__file__).resolve().parents[1]
-COMPLETIONS = REPO / "completions"
+COMPLETIONS = REPO / "memcli" / "cli" / "completions"  # the one copy: packaged, so a pip install has it
 BASH_SCRIPT = COMPLETIONS / FILENAMES["bash"]
-REGENERATE = ".venv/bin/python -m tools.completion --write completions"
+REGENERATE = ".venv/bin/python -m tools.completion --write memcli/cli/completions"
 
 
 def _subcommand_names() -> list[str]:
@@ -236,16 +236,20 @@ def test_completing_an_id_is_fast_and_never_starts_python(id_store) -> None:
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_the_packaged_copy_is_the_committed_script(shell: str) -> None:
-    """pip users have no completions/ folder: `memcli completion SHELL` prints memcli/cli/completions/."""
-    packaged = REPO / "memcli" / "cli" / "completions" / FILENAMES[shell]
-    assert packaged.read_bytes() == (COMPLETIONS / FILENAMES[shell]).read_bytes(), (
-        f"{packaged.relative_to(REPO)} differs from completions/; after regenerating, copy them: "
-        "cp completions/memcli.* memcli/cli/completions/")
+def test_the_checkout_links_to_the_packaged_script(shell: str) -> None:
+    """completions/ (for a checkout) holds symlinks to the packaged scripts, never a second copy."""
+    link = REPO / "completions" / FILENAMES[shell]
+    assert link.is_symlink(), f"{link.relative_to(REPO)} must be a symlink to memcli/cli/completions/"
+    assert link.resolve() == (COMPLETIONS / FILENAMES[shell]).resolve()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_completion_prints_the_packaged_script(shell: str) -> None:
+    """pip users have no checkout: `memcli completion SHELL` prints memcli/cli/completions/."""
     out = subprocess.run([sys.executable, "-m", "memcli", "completion", shell], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.encode("utf-8") == packaged.read_bytes()
+    assert out.stdout.encode("utf-8") == (COMPLETIONS / FILENAMES[shell]).read_bytes()
 
 
 def test_completion_completes_its_shells() -> None:

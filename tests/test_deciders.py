@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from conftest import Cli
 
+import memcli.ops.add as add_ops
 import memcli.rules.deciders as deciders
+from memcli.core.config import Config
 from memcli.core.decision import Decision
 
 SEEN: list[dict[str, Any]] = []
@@ -32,8 +34,36 @@ class KeepBoth:
 def test_the_built_ins_are_registered_as_entry_points() -> None:
     names = {ep.name for ep in deciders.entry_points(group=deciders.GROUP)}
     assert {"heuristic", "llm"} <= names
-    assert deciders.load_decider("heuristic") is deciders.HeuristicDecider
-    assert deciders.load_decider("llm") is deciders.LLMDecider
+    # a built-in is made as a plug-in is: factory(client=, config=)
+    assert isinstance(deciders.load_decider("heuristic")(client=None, config=Config()), deciders.HeuristicDecider)
+    llm = deciders.load_decider("llm")(client=object(), config=Config(llm_decide_threshold=0.7, redact=False))
+    assert isinstance(llm, deciders.LLMDecider) and llm.bar == 0.7 and llm.scrub is None
+    assert isinstance(deciders.load_decider("llm")(client=None, config=Config()), deciders.HeuristicDecider)
+
+
+def test_an_uninstalled_source_tree_falls_back_to_the_same_factories(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deciders, "entry_points", lambda group: [])
+    assert deciders.load_decider("llm") is deciders.llm_decider
+    made = deciders.load_decider("llm")(client=object(), config=Config(llm_decide_threshold=0.7))
+    assert isinstance(made, deciders.LLMDecider) and made.scrub is not None
+
+
+def test_add_makes_a_built_in_decider_the_plug_in_way(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[tuple[str, tuple[str, ...]]] = []
+
+    def load(name: str) -> Any:
+        factory = deciders.load_decider(name)
+
+        def build(**kwargs: Any) -> Any:
+            made.append((name, tuple(sorted(kwargs))))
+            return factory(**kwargs)
+        return build
+
+    monkeypatch.setattr(add_ops, "load_decider", load)
+    cli = Cli(tmp_path / "s")
+    cli("add", "The API server listens on port 8080.")
+    cli("add", "The API server listens on port 8080 in production.")
+    assert made and set(made) == {("heuristic", ("client", "config"))}
 
 
 def test_a_plug_in_decider_named_in_the_config_decides_add(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

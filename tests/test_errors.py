@@ -7,11 +7,10 @@ import pytest
 
 from memcli.core import errors
 from memcli.core.config import ConfigError
-from memcli.core.errors import ExitStatus, InvalidInput, MemcliError
+from memcli.core.errors import ExitStatus, InvalidInput, MemcliError, NotFound, StoreError
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import SORT_KEYS, IndexError_
 from memcli.ops.add import IngestError
-from memcli.ops.handle import NotFound, StoreError
 from memcli.ops.io import FORMATS, ImportError_
 from memcli.services.embed import EmbedError
 from memcli.services.llm.client import LLMError, LLMFormatError

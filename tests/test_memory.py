@@ -8,8 +8,8 @@ import pytest
 import yaml
 from conftest import files
 
+from memcli.core.errors import NotFound
 from memcli.core.memory import MalformedMemory, Memory, new_ulid
-from memcli.ops.handle import NotFound
 
 PLAIN_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 CROCKFORD = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from memcli.api import Store
 from memcli.cli.app import app
+from memcli.core.errors import NotFound, StoreError
 from memcli.core.memory import Memory
 from memcli.ops import handle as store_mod
-from memcli.ops.handle import NotFound, StoreError
 
 
 def log_lines(store: Store) -> list[dict]:

@@ -1,10 +1,11 @@
 """Static shell completion scripts (bash, zsh, fish), generated from the Typer app itself.
 
 The scripts hold the whole command tree as data: completing never runs memcli, so it is instant
-and works without the virtualenv active. They are committed under completions/ and a test checks
-they match the app; after changing the CLI, regenerate them with
+and works without the virtualenv active. They are committed in memcli/cli/completions/ (packaged:
+`memcli completion SHELL` prints them; completions/ holds symlinks to them) and a test checks they
+match the app; after changing the CLI, regenerate them with
 
-    python -m tools.completion --write completions
+    python -m tools.completion --write memcli/cli/completions
 
 `python -m tools.completion bash|zsh|fish` prints one script. Importing this module has no side
 effects (the app is imported only when a script is rendered).
@@ -26,7 +27,7 @@ from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 PROG = "memcli"
 SHELLS = ("bash", "zsh", "fish")
 FILENAMES = {"bash": "memcli.bash", "zsh": "memcli.zsh", "fish": "memcli.fish"}
-REGENERATE = "python -m tools.completion --write completions"
+REGENERATE = "python -m tools.completion --write memcli/cli/completions"
 
 # Values that are a fixed choice, for options typed as a plain str, keyed by option name. A choice
 # type (Enum, Literal, click.Choice) or a help text that starts with "a | b | c" takes precedence,

@@ -39,7 +39,7 @@ from typing import Any
 
 from memcli.agents.spool import WORKER_LOCK
 from memcli.core.errors import MemcliError
-from memcli.ops.handle import atomic_write
+from memcli.storage.atomic import atomic_write
 
 BEGIN = "# >>> memcli >>>"
 END = "# <<< memcli <<<"

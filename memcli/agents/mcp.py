@@ -10,7 +10,7 @@ What an agent reads follows `search`'s visibility (memcli/ops/visible.py): nothi
 flagged contradiction as one result with its `conflict`. Ids are the short ids every command shows
 and resolves. A user error (an unknown or ambiguous id, an empty text, a bad date, no store) is a
 tool error carrying the CLI's one-line message (the SDK passes text only for its `ToolError`);
-nothing a client sends gives a traceback, and arguments are bounded before any work.
+nothing a client sends gives a traceback, and arguments are bounded before the store uses them.
 
 Hand edits, other memcli processes and git pulls between calls are seen: before each call the
 `facts/` directory's mtime is compared with the last sync (a rename, a new or deleted file: synced
@@ -26,6 +26,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
 
@@ -165,9 +166,6 @@ class Memory:
         self.store.index.sync()
         self._mark()
 
-    def resolve(self, ref: str) -> str:
-        return self.store.resolve(ref)
-
     def briefs(self, items: list[Any]) -> list[Brief]:
         shorts = self.store.short_ids([m.id for it in items for m in (it.memory, *it.conflicts)])
         out = []
@@ -201,6 +199,13 @@ def _since(value: str | None) -> str | None:
         raise UserError(f"since: {e}") from None
 
 
+def _query(query: str) -> str:
+    _bounded("query", query, MAX_QUERY)
+    if not query.strip():
+        raise UserError("the query is empty")
+    return query
+
+
 def _filters(tags: list[str] | None = None, since: str | None = None, project: str | None = None,
              type: str | None = None) -> Filters:
     return Filters(tags=tuple(_tags(tags)), since=_since(since), project=_bounded("project", project, 300),
@@ -232,10 +237,17 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
 
     pending: set[Any] = set()
 
-    async def run(fn: Any, *args: Any) -> Any:
-        """`fn` on the store's thread; every failure becomes a ToolError with one readable line."""
+    def synced(fn: Callable[[Store], Any], write: bool) -> Any:
+        out = fn(mem.fresh())
+        if write:
+            mem.after_write()
+        return out
+
+    async def call(fn: Callable[[Store], Any], *, write: bool = False) -> Any:
+        """`fn(store)` on the store's thread, the store synced with the disk first and the index after
+        a write; every failure becomes a ToolError with one readable line. A tool's body is this call."""
         try:
-            future = pool.submit(fn, *args)
+            future = pool.submit(synced, fn, write)
             pending.add(future)
             future.add_done_callback(pending.discard)
             return await asyncio.wrap_future(future)
@@ -274,13 +286,12 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         origin: Annotated[str | None, Field(
             description="Who vouches for it, e.g. 'session:<id>' or 'git:<sha>'. Default: 'mcp'.")] = None,
     ) -> Remembered:
-        def work() -> Remembered:
+        def work(s: Store) -> Remembered:
             _bounded("text", text, MAX_TEXT)
             _bounded("origin", origin, MAX_SHORT)
             tag_list = _tags(tags)
             if not text.strip():
                 raise UserError("nothing to remember: the text is empty")
-            s = mem.fresh()
             origins = [origin.strip()] if origin and origin.strip() else ["mcp"]
             if s.config.llm_model:  # never block the agent on a slow model: spool, a worker decides
                 name = s.queue(text, source="mcp", tags=tag_list, type=type, origins=origins)
@@ -288,7 +299,6 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
                         "notes": ["queued for the background worker (an LLM decides); the memories appear in "
                                   "recall once it is done"]}
             result = s.add(text, tags=tag_list, type=type, origins=origins)
-            mem.after_write()
             shorts = s.short_ids([e.id for e in result.events if e.id])
             out: Remembered = {
                 "decisions": [
@@ -303,7 +313,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
                 out["notes"] = list(result.notes)
             return out
 
-        return await run(work)
+        return await call(work, write=True)
 
     @server.tool(description=(
         "Search long-term memory by meaning and keywords. Returns the best matches, each with a short id, "
@@ -320,35 +330,21 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         project: Annotated[str | None, Field(
             description="Only this project (e.g. github.com/acme/ledger). Default: every project.")] = None,
     ) -> Results:
-        def work() -> Results:
-            _bounded("query", query, MAX_QUERY)
-            if not query.strip():
-                raise UserError("the query is empty")
-            filters = _filters(tags, since, project)
-            s = mem.fresh()
-            return {"results": mem.briefs(s.recall(query, k=k, filters=filters))}
-
-        return await run(work)
+        return await call(lambda s: {"results": mem.briefs(s.recall(_query(query), k=k,
+                                                                     filters=_filters(tags, since, project)))})
 
     @server.tool(description="One memory in full (text, type, tags, origins, confidence, history, links), by "
                              "its short id as returned by recall/recent/list, its full id, or a unique prefix.",
                  annotations=read_only)
     async def get(id: Annotated[str, Field(description="A memory's short id, full id or unique prefix.")],
                   ) -> dict[str, Any]:
-        def work() -> dict[str, Any]:
-            s = mem.fresh()
-            return s.read(mem.resolve(id)).to_dict()
-
-        return await run(work)
+        return await call(lambda s: s.read(s.resolve(id)).to_dict())
 
     @server.tool(description="The most recently recorded current memories, newest first: what happened lately.",
                  annotations=read_only)
     async def recent(n: Annotated[int, Field(ge=1, le=100, description="How many (default 10).")] = 10,
                      ) -> Results:
-        def work() -> Results:
-            return {"results": mem.briefs(mem.fresh().recent(n))}
-
-        return await run(work)
+        return await call(lambda s: {"results": mem.briefs(s.recent(n))})
 
     @server.tool(name="list", description=(
         "List current memories by filter, without a query: by tags, type, project and creation date, "
@@ -362,11 +358,8 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         sort: Annotated[Literal["created", "updated"], Field(description="Newest first by this date.")] = "created",
         n: Annotated[int, Field(ge=1, le=200, description="How many (default 20).")] = 20,
     ) -> Results:
-        def work() -> Results:
-            filters = _filters(tags, since, project, type)
-            return {"results": mem.briefs(mem.fresh().recent(n, filters, sort=sort))}
-
-        return await run(work)
+        return await call(lambda s: {"results": mem.briefs(s.recent(n, _filters(tags, since, project, type),
+                                                                    sort=sort))})
 
     @server.tool(description=(
         "Correct a memory: replace its text with the right statement (the old text is kept in its "
@@ -379,17 +372,15 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         text: Annotated[str, Field(description="The corrected, self-contained statement.")],
         tags: Annotated[list[str] | None, Field(description="Tags to add.")] = None,
     ) -> Updated:
-        def work() -> Updated:
+        def work(s: Store) -> Updated:
             _bounded("text", text, MAX_TEXT)
             tag_list = _tags(tags)
-            s = mem.fresh()
-            mid = mem.resolve(id)
+            mid = s.resolve(id)
             old = s.read(mid).text
             m = s.update(mid, text, tags=tag_list, origins=["mcp"])
-            mem.after_write()
             return {"id": s.short_ids([m.id])[m.id], "text": m.text, "was": old}
 
-        return await run(work)
+        return await call(work, write=True)
 
     @server.tool(description=(
         "Remove a memory that is wrong or obsolete. It goes to the trash with your reason (a person can "
@@ -401,16 +392,14 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
         reason: Annotated[str, Field(description="Why it is wrong or obsolete (kept with it in the trash).")],
     ) -> Forgotten:
-        def work() -> Forgotten:
+        def work(s: Store) -> Forgotten:
             _bounded("reason", reason, MAX_SHORT)
-            s = mem.fresh()
-            mid = mem.resolve(id)
+            mid = s.resolve(id)
             text = s.read(mid).text
             s.remove([mid], reason=" ".join(reason.split()) or "forgotten by an agent")
-            mem.after_write()
             return {"forgotten": mid, "text": text}
 
-        return await run(work)
+        return await call(work, write=True)
 
     @server.tool(description=(
         "Tell memcli whether a memory you used was useful or wrong. 'useful' raises its confidence and counts "
@@ -422,49 +411,43 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
         verdict: Annotated[Literal["useful", "wrong"], Field(description="useful | wrong")],
     ) -> Rated:
-        def work() -> Rated:
-            s = mem.fresh()
-            m = s.feedback(mem.resolve(id), useful=verdict == "useful")
-            mem.after_write()
+        def work(s: Store) -> Rated:
+            m = s.feedback(s.resolve(id), useful=verdict == "useful")
             return {"id": s.short_ids([m.id])[m.id], "confidence": m.confidence, "feedback": verdict}
 
-        return await run(work)
+        return await call(work, write=True)
 
     # ------------------------------------------------------------ resources and prompts (real ones)
     @server.resource("memcli://recent", name="recent", mime_type="text/markdown",
                      description="The 20 most recent current memories, one a line with its short id.")
     async def recent_resource() -> str:
-        def work() -> str:
-            items = mem.briefs(mem.fresh().recent(20))
-            return "".join(f"- {b['text']} ({b['date']}, `{b['id']}`)\n" for b in items) or "(no memories yet)\n"
+        def work(s: Store) -> str:
+            return "".join(f"- {b['text']} ({b['date']}, `{b['id']}`)\n" for b in mem.briefs(s.recent(20))) or (
+                "(no memories yet)\n")
 
-        return await run(work)
+        return await call(work)
 
     @server.resource("memcli://context", name="context", mime_type="text/markdown",
                      description="What `memcli context` gives a session at start: this project's memories.")
     async def context_resource() -> str:
-        return await run(lambda: mem.fresh().context() or "(nothing remembered yet)\n")
+        return await call(lambda s: s.context() or "(nothing remembered yet)\n")
 
     @server.resource("memcli://memory/{id}", name="memory", mime_type="application/json",
                      description="One memory in full, by short id.")
     async def memory_resource(id: str) -> dict[str, Any]:
-        def work() -> dict[str, Any]:
-            s = mem.fresh()
-            return s.read(mem.resolve(id)).to_dict()
-
-        return await run(work)
+        return await call(lambda s: s.read(s.resolve(id)).to_dict())
 
     @server.prompt(name="memcli-context", description=(
         "Start a task with what memcli remembers about it: the project's memories (or those relevant to "
         "the topic), with short ids to cite."))
     async def context_prompt(topic: str = "") -> str:
-        def work() -> str:
+        def work(s: Store) -> str:
             _bounded("topic", topic, MAX_QUERY)
-            block = mem.fresh().context(topic.strip() or None)
+            block = s.context(topic.strip() or None)
             return (block or "memcli remembers nothing relevant yet.\n") + (
                 "\nUse these memories where they apply, cite their ids, and `remember` lasting decisions.")
 
-        return await run(work)
+        return await call(work)
 
     server._memcli_pool = pool  # type: ignore[attr-defined]  # shut down by serve()
     server._memcli_pending = pending  # type: ignore[attr-defined]

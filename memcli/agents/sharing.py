@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcli.core.errors import StoreError
 from memcli.ops.conflicts import conflict_advice, conflicted_files
-from memcli.ops.handle import Store, StoreError, atomic_write
+from memcli.ops.handle import Store
+from memcli.storage.atomic import atomic_write
 
 GITATTRIBUTES = "# memcli: the change log is append-only; keep both sides' lines on a merge\nlog.jsonl merge=union\n"
 

@@ -279,6 +279,13 @@ def _failed(path: Path, item: dict[str, Any], e: BaseException) -> dict[str, Any
     return {"file": path.name, "error": msg, "llm": llm}
 
 
+def _landed(store: Store, path: Path, summary: Any, **extra: Any) -> dict[str, Any]:
+    """An item whose work landed leaves the inbox; its outcome for the report."""
+    path.unlink(missing_ok=True)
+    store.log("INBOX_DONE", file=path.name)
+    return {"file": path.name, "summary": summary, **extra}
+
+
 def _read_item(path: Path) -> dict[str, Any]:
     item = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(item, dict):
@@ -314,9 +321,7 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
                 continue
             text = _storable(item.get("text"))
             if not text.strip():
-                path.unlink(missing_ok=True)
-                store.log("INBOX_DONE", file=path.name)
-                outcomes[path] = {"file": path.name, "summary": {"ADD": 0, "note": "empty input"}}
+                outcomes[path] = _landed(store, path, {"ADD": 0, "note": "empty input"})
                 continue
             kwargs, llm = _add_kwargs(store, dict(item.get("options") or {}))
             work.append((len(work) + 1, path, item, {"text": text, **kwargs, "llm": llm, "inbox": False,
@@ -331,9 +336,7 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
                     elif out.failed:
                         outcomes[path] = _failed(path, item, OSError("some memories could not be written"))
                     else:
-                        path.unlink(missing_ok=True)
-                        store.log("INBOX_DONE", file=path.name)
-                        outcomes[path] = {"file": path.name, "summary": out.summary()}
+                        outcomes[path] = _landed(store, path, out.summary())
             except Exception as e:  # noqa: BLE001 - any failure keeps the items, with its error
                 for _, path, item, _ in work:
                     if path not in outcomes:
@@ -344,9 +347,7 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
             except Exception as e:  # noqa: BLE001 - any failure keeps the item, with its error
                 outcomes[path] = _failed(path, item, e)
                 continue
-            path.unlink(missing_ok=True)
-            store.log("INBOX_DONE", file=path.name)
-            outcomes[path] = {"file": path.name, "summary": summary}
+            outcomes[path] = _landed(store, path, summary)
     return [outcomes.get(p) for p in paths]
 
 
@@ -475,11 +476,7 @@ def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | 
         if fd is None:
             return None
         try:
-            item = json.loads(Path(path).read_text(encoding="utf-8"))
-            if not isinstance(item, dict):
-                raise ValueError("not a JSON object")
-            if (item.get("options") or {}).get("redact_first"):
-                _redact_item(path, item)
+            item = _read_item(path)
         except (OSError, ValueError) as e:
             return {"file": path.name, "error": f"unreadable inbox item: {e}"}
         rest, text = "", item.get("text")
@@ -497,9 +494,7 @@ def _process_one(store: Store, path: Path, run: Any = None) -> dict[str, Any] | 
         if rest:  # this chunk landed: the item keeps what is left
             write_item(path, {**item, "text": rest})
             return {"file": path.name, "summary": summary, "result": result, "partial": True}
-        path.unlink(missing_ok=True)
-        store.log("INBOX_DONE", file=path.name)
-        return {"file": path.name, "summary": summary, "result": result}
+        return _landed(store, path, summary, result=result)
 
 
 def retry(store: Store, *, model: str | None = None) -> list[tuple[str, Any]]:

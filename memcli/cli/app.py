@@ -21,6 +21,7 @@ import typer
 from memcli import __version__
 from memcli.api import IMPORT_KINDS, Filters, Store, read_input, read_limited, spool_stdin
 from memcli.cli import render, runtime
+from memcli.cli.render import emit_json
 from memcli.cli.runtime import (
     Group,
     fail,
@@ -61,11 +62,6 @@ inbox_app = typer.Typer(help="Inputs parked when the LLM was unreachable.", invo
 app.add_typer(inbox_app, name="inbox")
 
 
-def emit_json(data: dict[str, Any]) -> None:
-    """One JSON document on stdout, `schema` first (memcli.cli.render.emit_json)."""
-    render.emit_json(data)
-
-
 def short(text: str, width: int = 160) -> str:
     one = " ".join(text.split())
     return one if len(one) <= width else one[: width - 1] + "…"
@@ -93,12 +89,6 @@ def check_type(type_: str | None) -> None:
         fail(f"--type must be one of {', '.join(MemoryType.values())}", ExitStatus.USAGE)
 
 
-def resolve_ids(store: Store, ids: list[str]) -> list[str]:
-    """Full ids from ids or unique prefixes; an unknown or ambiguous one is an error whose hint
-    lists the candidates (or says the memory is in the trash and how to restore it)."""
-    return [store.resolve(i) for i in ids]
-
-
 # Filter options shared by search, list and export (one definition, one help text).
 TAG_FILTER = typer.Option(None, "--tag", "-t", metavar="TAG",
                           help="Only memories with this tag (repeatable; all must match).")
@@ -110,6 +100,8 @@ SINCE_FILTER = typer.Option(None, "--since", metavar="WHEN",
 UNTIL_FILTER = typer.Option(None, "--until", metavar="WHEN", help="Created at or before (same forms as --since).")
 ALL_OPTION = typer.Option(False, "--all", help="Include memories superseded by a newer one.")
 JSON_FLAG = typer.Option(False, "--json", help="Print one JSON document on stdout (shapes: README, JSON output).")
+MODEL_OPTION = typer.Option(None, "--model", metavar="MODEL", help="LLM model for this call (litellm string).")
+CREATE_OPTION = typer.Option(False, "--create", help="Create the --store directory if it does not exist.")
 
 
 def _between(lo: float, hi: float) -> Any:
@@ -186,8 +178,7 @@ def add(
     raw: bool = typer.Option(False, "--raw", help="Store the text as one memory, no extraction."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Use the heuristic extractor even if an LLM is set."),
     use_llm: bool = typer.Option(False, "--llm", help="Require the LLM (error if none is configured)."),
-    model: str | None = typer.Option(None, "--model", metavar="MODEL",
-                                     help="LLM model for this call (litellm string)."),
+    model: str | None = MODEL_OPTION,
     tag: list[str] | None = typer.Option(None, "--tag", "-t", metavar="TAG", help="Tag the new memories (repeatable)."),
     type_: str | None = typer.Option(None, "--type", metavar="TYPE",
                                      help=f"{MemoryType.choices()}: the type of every new memory."),
@@ -203,7 +194,7 @@ def add(
     allow_delete: bool = typer.Option(False, "--allow-delete", help="Let the LLM's DELETE decisions apply."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decide, report, write nothing."),
-    create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
+    create: bool = CREATE_OPTION,
     no_dedup: bool = typer.Option(False, "--no-dedup", help="Store every fact, even an exact repeat."),
     batch: str | None = typer.Option(None, "--batch", metavar="FILE", help='JSON lines {"text", "origins"?, '
                                      '"created"?, "tags"?, "type"?}, one add each; - for stdin.'),
@@ -439,7 +430,7 @@ def show(
     """Memories as stored (the Markdown file; with --json the record, or {memories: [...]} for
     several), and whether a newer one superseded each."""
     store = synced(get_store())
-    full = resolve_ids(store, memory_ids)
+    full = [store.resolve(i) for i in memory_ids]  # an unknown one: an error whose hint lists candidates
     if len(full) > 1 and not history:
         memories = [store.read(mid) for mid in full]
         if as_json:
@@ -528,7 +519,7 @@ def rm(
 ) -> None:
     """Move memories to the trash (`memcli restore` brings them back)."""
     store = synced(get_store())
-    done = store.remove(resolve_ids(store, ids), reason=reason)
+    done = store.remove([store.resolve(i) for i in ids], reason=reason)
     if as_json:
         emit_json({"trashed": done})
     else:
@@ -593,10 +584,7 @@ def trash_(
 
 
 def _empty_trash(store: Store, older_than: str | None, dry_run: bool, as_json: bool) -> None:
-    try:
-        gone = store.empty_trash(older_than=older_than, dry_run=dry_run)
-    except ValueError as e:
-        fail(str(e), ExitStatus.USAGE)
+    gone = store.empty_trash(older_than=older_than, dry_run=dry_run)
     if as_json:
         emit_json({"purged": [m.id for m in gone], "dry_run": dry_run})
         return
@@ -614,7 +602,7 @@ def edit(
 ) -> None:
     """Open a memory's file in $EDITOR; on save it is checked and re-indexed (a broken edit is kept aside)."""
     store = synced(get_store())
-    (mid,) = resolve_ids(store, [memory_id])
+    mid = store.resolve(memory_id)
     memory, changed = store.edit(mid)
     if changed:
         synced(store)
@@ -640,21 +628,11 @@ def log_(
     from collections import deque
 
     store = get_store()
-    if memory_id:
-        found = store.ids_in_log(memory_id)
-        if len(found) > 1 and memory_id.upper() not in {i.upper() for i in found}:
-            fail(f"id prefix {memory_id} is ambiguous: {len(found)} memories in the log match",
-                 hint=f"candidates: {', '.join(sorted(found)[:5])}")
-    try:
-        window = {"since": parse_when(since) if since else None,
-                  "until": parse_when(until, end=True) if until else None}
-    except ValueError as e:
-        fail(str(e), ExitStatus.USAGE)
     terminal = render.stdout_is_terminal()
     keep = limit or (max(10, shutil.get_terminal_size((80, 24)).lines - 3) if terminal and not as_json else None)
     total = 0
     recent: deque[dict[str, Any]] = deque(maxlen=keep)  # bounded: the log may hold a 100k import
-    for entry in store.log(id_prefix=memory_id, events=[e.upper() for e in event or ()], **window):
+    for entry in store.log(id_prefix=memory_id, events=[e.upper() for e in event or ()], since=since, until=until):
         total += 1
         recent.append(entry)
     newest = list(reversed(recent))
@@ -719,7 +697,7 @@ def import_(
                                    help=f"{ExportFormat.choices()} (default: from the extension, else the content)."),
     split: bool = typer.Option(False, "--split", help="Markdown notes: one memory per heading section, "
                                "not one per file."),
-    create: bool = typer.Option(False, "--create", help="Create the --store directory if it does not exist."),
+    create: bool = CREATE_OPTION,
     from_: str | None = typer.Option(None, "--from", metavar="SOURCE", help="A conversation export instead: "
                                      "claude-code (a session .jsonl) or chatgpt (conversations.json), through "
                                      "the add pipeline."),
@@ -849,8 +827,7 @@ def merge(
     threshold: float = typer.Option(0.9, "--threshold", metavar="SIM", callback=_between(0, 1),
                                     help="Similarity (0-1) for --auto groups."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merge even if an LLM is configured."),
-    model: str | None = typer.Option(None, "--model", metavar="MODEL",
-                                     help="LLM model for this call (litellm string)."),
+    model: str | None = MODEL_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be merged, change nothing."),
     as_json: bool = JSON_FLAG,
 ) -> None:
@@ -861,7 +838,7 @@ def merge(
     if auto == bool(ids):
         fail("give two or more IDs, or --auto", ExitStatus.USAGE)
     try:  # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
-        results = store.merge_groups(None if auto else [resolve_ids(store, ids or [])], threshold=threshold,
+        results = store.merge_groups(None if auto else [[store.resolve(i) for i in ids or []]], threshold=threshold,
                                      use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
                                      llm_model=model)
     except ValueError as e:
@@ -909,16 +886,9 @@ def prune(
     check_type(type_)
     if not (older_than or unused or min_confidence is not None):
         fail("prune needs a criterion", ExitStatus.USAGE, hint="give --older-than, --unused or --min-confidence")
-    store = synced(get_store())
-    try:
-        cutoff = parse_when(older_than) if older_than else None
-        youngest = None if min_age.strip() in ("0", "0d") else parse_when(min_age)
-    except ValueError as e:
-        fail(str(e), ExitStatus.USAGE)
-    if youngest is not None and (cutoff is None or youngest < cutoff):
-        cutoff = youngest  # criteria combine with AND: older than both
-    result = store.prune(older_than=cutoff, unused=unused, min_confidence=min_confidence, type=type_,
-                      dry_run=dry_run)
+    result = synced(get_store()).prune(older_than=older_than, unused=unused, min_confidence=min_confidence,
+                                       type=type_, min_age=None if min_age.strip() in ("0", "0d") else min_age,
+                                       dry_run=dry_run)
     if as_json:
         emit_json({**result.to_dict(), "dry_run": dry_run})
         return
@@ -997,8 +967,7 @@ def ask(
                                                 help="A question to answer from memory; `-` reads stdin."),
     top_k: int = typer.Option(8, "--top-k", "-k", metavar="N", callback=_between(1, 50),
                               help="Memories to give the model (1-50)."),
-    model: str | None = typer.Option(None, "--model", metavar="MODEL",
-                                     help="LLM model for this call (litellm string)."),
+    model: str | None = MODEL_OPTION,
     no_redact: bool = typer.Option(False, "--no-redact", help="Send the question to the model unscrubbed."),
     as_json: bool = typer.Option(False, "--json", help="JSON: the answer, the ids it cites, the memories used."),
 ) -> None:
@@ -1384,7 +1353,7 @@ class Shell(str, enum.Enum):
                              "memcli completion zsh > ~/.zfunc/_memcli",
                              "memcli completion fish > ~/.config/fish/completions/memcli.fish"))
 def completion(shell: Shell = typer.Argument(..., help="bash | zsh | fish.")) -> None:
-    """Print the shell completion script (the one in completions/, shipped inside the package so a
+    """Print the shell completion script (memcli/cli/completions/, shipped inside the package so a
     pip install has it too)."""
     script = resources.files("memcli.cli").joinpath("completions", f"memcli.{shell.value}")
     sys.stdout.write(script.read_text(encoding="utf-8"))

@@ -67,6 +67,9 @@ class Config:
     # (memcli/services/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too
     background: bool = True
     shared: bool = False  # a team store: new directories 0750 and files 0640 instead of 0700 / 0600
+    # scrub secrets and personal data from what is stored or sent to a model; off for one call only
+    # (`add --no-redact`), never from config.toml: a cloned store must not switch it off
+    redact: bool = True
     ranking: Ranking = field(default_factory=Ranking)
 
     def with_overrides(self, **kw: object) -> Config:
@@ -182,7 +185,7 @@ def load_config(store: Path) -> Config:
     types = {f.name: f.type for f in fields(Config)}
     kwargs = {}
     for key, value in data.items():
-        if key not in types or key == "ranking":
+        if key not in types or key in ("ranking", "redact"):
             raise ConfigError(f"{path}: unknown setting {key!r}")
         kwargs[key] = _coerce(key, value, types[key])
     rtypes = {f.name: f for f in fields(Ranking)}
@@ -266,17 +269,6 @@ def cache_dir() -> Path:
     """Embedding cache and model files: outside the store so deleting `.index/` costs nothing."""
     explicit = os.environ.get("MEMCLI_CACHE_DIR")
     return Path(explicit) if explicit else _xdg("XDG_CACHE_HOME", ".cache") / "memcli"
-
-
-def find_project_store(start: Path) -> Path | None:
-    """The nearest `.memcli/` directory in `start` or its parents, found like `.git`."""
-    return discovery.nearest_store(start)
-
-
-def resolve_store(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """--store DIR > $MEMCLI_STORE > nearest .memcli/ > the main worktree's .memcli/ > global
-    (see memcli.core.discovery, which also says why)."""
-    return discovery.resolve(explicit).path
 
 
 def git_project(cwd: Path | None = None) -> str | None:

@@ -22,7 +22,6 @@ from memcli.core import yaml_fast
 from memcli.core.facts import MEMORY_TYPES
 from memcli.core.ulid import new_ulid  # memories are named by it (callers import it from here too)
 
-SOURCES = ("llm", "heuristic", "manual", "import")
 # Extractor flags (camelCase in Fact.flags) and their front-matter / JSON keys.
 FLAG_KEYS = {"hasCodeBlock": "has_code_block", "hasCommand": "has_command"}
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # used with fullmatch: `$` lets "id\\n" through

@@ -314,10 +314,6 @@ class Catalog:
         ).fetchall()
         return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
 
-    def count_prefix(self, prefix: str) -> int:
-        return int(self.db.execute("SELECT count(*) FROM mem WHERE upper(id) >= ? AND upper(id) < ?",
-                                   (prefix, prefix + "\uffff")).fetchone()[0])
-
     def with_suffix(self, suffix: str, limit: int) -> list[tuple[str, str]]:
         """(id, text) of the memories whose id ends with `suffix` (upper-cased): short ids are
         tails of the ULID's random part (memcli/storage/ids.py). A scan, on a narrow column."""
@@ -461,21 +457,6 @@ class Catalog:
             q = f"SELECT id, label FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
             out.update(self.db.execute(q, chunk).fetchall())
         return out
-
-    def resolve_id(self, prefix: str) -> str:
-        """A full id from a unique prefix (like git's short SHAs); case-insensitive.
-
-        Raises LookupError with a message for the user when there is no match or several."""
-        exact = self.db.execute("SELECT id FROM mem WHERE id = ?", (prefix,)).fetchone()
-        if exact:
-            return str(exact[0])
-        p = prefix.strip().upper()
-        rows = self.db.execute(
-            "SELECT id FROM mem WHERE upper(id) >= ? AND upper(id) < ? LIMIT 2", (p, p + "\uffff")
-        ).fetchall() if p else []
-        if len(rows) == 1:
-            return str(rows[0][0])
-        raise LookupError(f"id prefix {prefix} is ambiguous" if rows else f"no memory with id {prefix}")
 
     def find_exact(self, text: str) -> str | None:
         """The id of a memory whose normalised text equals this text's."""

@@ -1,14 +1,12 @@
 """The keyword (BM25) index: an inverted index in the catalog, scored in numpy (one dense sum a query).
 
-Why not SQLite FTS5 any more: `ORDER BY bm25() LIMIT k` scores every row that holds any query word,
-one call per row, so at 100k memories the keyword part was ~60 ms of a ~70 ms search and grew with
-the store. Here each term's posting list is a few numpy arrays (labels, term frequencies, document
-lengths, positions) stored as blobs in the catalog, so they change in the same SQLite transaction as
-the rest of `.index/` and are rebuilt with it. A query sums the per-memory BM25 impacts of its
-words' posting lists into one accumulator (~2-3 ns a posting) and takes the top k of that; a word held
-by a large share of the memories is only looked up for the candidates when it cannot matter (`_top`).
-Adding, editing or trashing a note does not rewrite the long lists of its common words: changes go
-to a small delta (tail lists and hidden labels), merged into the main lists in bulk (`update`).
+Not SQLite FTS5: its `ORDER BY bm25() LIMIT k` scores every row holding any query word, one call
+per row, a cost that grew with the store (figures: docs/performance.md, "Search, import, sync").
+Here each term's posting list is a few numpy arrays (labels, term frequencies, document lengths,
+positions) stored as blobs in the catalog, so they change in the same SQLite transaction as the
+rest of `.index/`. A query sums its words' per-memory BM25 impacts into one accumulator and takes
+the top k; a word held by a large share of the memories is only looked up for the candidates when
+it cannot matter (`_top`). A change goes to a small delta, merged into the main lists in bulk (`update`).
 
 Same results as the FTS5 index it replaces (tests/test_keyword_index.py checks it against FTS5
 itself): words are split and Porter-stemmed by SQLite's own `porter unicode61` tokenizer (called on
@@ -247,13 +245,11 @@ class KeywordIndex:
         """Remove `removed` labels and (re)index `docs` (label -> text). A label in `docs` that is
         already indexed is replaced.
 
-        A few changes (an add, an edit, a trash) go to the delta: the new postings into the small
-        `kw_tail` lists, the labels whose postings in the main lists no longer count into
-        `kw_gone`. Rewriting a common word's whole posting list cost ~185 ms per added note at 100k;
-        the delta costs a few. Once the delta passes `tail_max` postings or `gone_max` labels, or
-        the change is a bulk one, everything is merged into the main lists (`kw_term`) in the same
-        transaction. Searches read main + tail - gone, so the results never depend on whether a
-        merge has happened (tests/test_keyword_index.py checks it against fresh builds).
+        A few changes (an add, an edit, a trash) go to the delta, so a common word's long posting
+        list is not rewritten per note: the new postings into the small `kw_tail` lists, the labels
+        whose main postings no longer count into `kw_gone`. Past the delta's limits, or for a bulk
+        change, everything is merged into the main lists (`kw_term`) in the same transaction.
+        Searches read main + tail - gone: the same results merged or not (tests check it).
         """
         db = self.db
         self._drop_cache()
@@ -289,8 +285,7 @@ class KeywordIndex:
                                                                        ("tokens", max(n_tokens, 0))])
 
     # The delta is merged once it holds more than 5% of the store's postings or hides more than 1%
-    # of its documents, within these bounds: at 100k notes (~2M postings) a merge rewrites most
-    # lists (seconds), so it comes every few thousand adds; on a small store it costs little.
+    # of its documents, within these bounds (a merge at 100k notes rewrites most lists).
     tail_min, tail_max = 2_000, 100_000  # postings
     gone_min, gone_max = 64, 2_000  # labels
 
@@ -553,12 +548,9 @@ def _top(posts: list[Posting], idfs: list[float], ubs: list[float], order: list[
     """The candidates for the top k (every memory that could tie the k-th) and their BM25 scores.
 
     Every posting list of the query's words is added, in `order`, into one dense accumulator
-    (`np.add.at`, ~2-3 ns a posting), so each memory's impacts are summed in that order, bit for
-    bit whatever else the query holds. It replaced MaxScore: on notes that share a few hundred
-    words nearly every list was "essential", and the pruning's own passes over the accumulator
-    and the candidates (~15k at 100k notes) cost three times the plain sum. (`np.bincount` over the
-    concatenated lists sums alike but writes the concatenation and a new output: ~30% slower at
-    100k notes.)
+    (`np.add.at`), so each memory's impacts are summed in that order, bit for bit whatever else
+    the query holds. (A plain sum: MaxScore pruned little on notes sharing a few hundred words and
+    cost more than it saved, docs/performance.md; `np.bincount` over the concatenated lists is slower.)
 
     A word held by more than 1/DEFER_SHARE of the memories has a long list and a low weight: it
     is left out of the sum when the others' k-th best partial score (a lower bound of the k-th

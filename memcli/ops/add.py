@@ -17,7 +17,6 @@ all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry`
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memcli.core.config import default_user, git_project
+from memcli.core.config import Config, default_user, git_project
 from memcli.core.decision import Decision, Event
 from memcli.core.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
@@ -35,7 +34,7 @@ from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update
 from memcli.ops.handle import Store
 from memcli.rules.decide import bears_on
 from memcli.rules.decide import matched as _matched
-from memcli.rules.deciders import NEIGHBOUR_FLOOR, Decider, HeuristicDecider, LLMDecider, load_decider
+from memcli.rules.deciders import NEIGHBOUR_FLOOR, Decider, LLMDecider, load_decider
 from memcli.services.changelog import is_section, section_facts
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
 from memcli.services.extract import fact_from_text, heuristic_extract, infer_tags
@@ -46,7 +45,6 @@ if TYPE_CHECKING:  # types only: search and list never import the LLM client (li
     from memcli.services.llm.client import LLM
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024
-_WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*", re.I)
 
 
 class IngestError(InputRejected):
@@ -128,16 +126,6 @@ def read_input(data: bytes, name: str = "stdin", limit: int = MAX_INPUT_BYTES) -
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise IngestError(f"{name}: not valid UTF-8 (byte {e.start})") from None
-
-
-def _words(text: str) -> set[str]:
-    return {w.lower().strip(".") for w in _WORD.findall(text)}
-
-
-def more_informative(new: str, old: str) -> bool:
-    """Heuristic UPDATE test: the new text says something the old one does not, at least as fully."""
-    nw, ow = _words(new), _words(old)
-    return bool(nw - ow) and len(nw) >= len(ow)
 
 
 def add(store: Store, text: str, *, dry_run: bool = False, **options: Any) -> AddResult:
@@ -447,7 +435,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         neighbours[-1] = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         out.append(None)
     todo = [i for i, d in enumerate(out) if d is None]
-    decider = _decider(cfg, client, redact)
+    decider = _decider(cfg.with_overrides(redact=redact), client)
     decided, notes = decider.decide([facts[i] for i in todo], [neighbours[i] for i in todo], threshold,
                                     headlines=headlines)
     for i, d in zip(todo, decided):
@@ -461,18 +449,11 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return final, notes
 
 
-def _decider(cfg: Any, client: LLM | None, redact: bool) -> Decider:
+def _decider(cfg: Config, client: LLM | None) -> Decider:
     """The store's decider: `decider` in config.toml (an installed `memcli.deciders` entry point),
-    else the LLM one when a model is configured, else the rules alone."""
-    name = cfg.decider or ("llm" if client is not None else "heuristic")
-    factory = load_decider(name)
-    if factory is LLMDecider:
-        if client is None:
-            return HeuristicDecider()
-        return LLMDecider(client, bar=cfg.llm_decide_threshold, scrub=_scrub if redact else None)
-    if factory is HeuristicDecider:
-        return HeuristicDecider()
-    return factory(client=client, config=cfg)
+    else the LLM one when a model is configured, else the rules alone. Built-in or plug-in, it is
+    made the same way: `factory(client=, config=)`."""
+    return load_decider(cfg.decider or ("llm" if client is not None else "heuristic"))(client=client, config=cfg)
 
 
 def _live_exact(index: Index, text: str) -> Memory | None:

@@ -38,11 +38,11 @@ from typing import Any, NamedTuple, TypeVar
 
 from memcli.core.errors import Conflict, MemcliError, NotFound, StoreError
 from memcli.core.memory import Memory, now_iso
-from memcli.ops.handle import Store, fsync_dir, stage_file, stage_many
+from memcli.ops.handle import Store
 from memcli.services.embed import text_hash
 from memcli.services.threads import in_thread
 from memcli.storage import journal
-from memcli.storage.files import Staged, flush_files
+from memcli.storage.atomic import Staged, flush_files, fsync_dir, stage_file, stage_many
 
 PROVISIONAL_MIN = 128
 # From this many texts to embed (not in the embedding cache), a new memory made from others (a

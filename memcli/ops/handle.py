@@ -4,8 +4,6 @@ The operations (add, curate, io, search, ask, ...) take this handle: it is what 
 through (`store.index`, `store.read`) and what a `ChangeSet` commits to. The public API
 (`memcli.api.Store`, re-exported as `memcli.Store`) holds one and calls the operations with it;
 it is not one (no public `write` or `lock` there).
-
-The files-layer names are re-exported here for the callers that imported them from this module.
 """
 
 from __future__ import annotations
@@ -13,12 +11,8 @@ from __future__ import annotations
 import os
 
 from memcli.core.config import Config
-from memcli.core.errors import NotFound, StoreError
 from memcli.index import Index
-from memcli.storage.files import GITIGNORE, Files, atomic_write, fsync_dir, stage_file, stage_many
-
-__all__ = ["GITIGNORE", "Files", "NotFound", "Store", "StoreError", "atomic_write", "fsync_dir", "stage_file",
-           "stage_many"]
+from memcli.storage.files import Files
 
 
 class Store(Files):

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memcli.ops.handle import Store, fsync_dir
+from memcli.ops.handle import Store
 from memcli.storage import safety
+from memcli.storage.atomic import fsync_dir
 
 Check = dict[str, Any]
 

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
+from memcli.core.config import Config
 from memcli.core.decision import Decision
 from memcli.core.errors import ConfigError
 from memcli.core.facts import Fact
 from memcli.rules.decide import change_related, check_llm, heuristic_decision, llm_supersedes, matched
 from memcli.services.llm.checks import states_change
+from memcli.services.redact import redact
 
 if TYPE_CHECKING:  # types only: search and list never import the LLM client (litellm)
     from memcli.services.llm.client import LLM
@@ -120,7 +122,26 @@ class LLMDecider:
         return out
 
 
-BUILTIN: dict[str, Callable[..., Decider]] = {"heuristic": HeuristicDecider, "llm": LLMDecider}
+def heuristic_decider(*, client: LLM | None, config: Config) -> Decider:
+    """The `heuristic` entry point: the decision rules alone."""
+    return HeuristicDecider()
+
+
+def llm_decider(*, client: LLM | None, config: Config) -> Decider:
+    """The `llm` entry point: the rules, then one request to the model, its answers held to the
+    rules (what is sent and what comes back is scrubbed unless `config.redact` is off); with no
+    model, the rules alone."""
+    if client is None:
+        return HeuristicDecider()
+    return LLMDecider(client, bar=config.llm_decide_threshold, scrub=_scrub if config.redact else None)
+
+
+def _scrub(text: str) -> str:
+    return redact(text)[0]
+
+
+#: the built-ins when memcli runs from a source tree that was never installed (no entry points)
+BUILTIN: dict[str, Callable[..., Decider]] = {"heuristic": heuristic_decider, "llm": llm_decider}
 
 
 def load_decider(name: str) -> Callable[..., Decider]:

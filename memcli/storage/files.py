@@ -23,11 +23,8 @@ from memcli.core.config import Config, load_config
 from memcli.core.errors import NotFound, StoreError
 from memcli.core.memory import Memory, now_iso, valid_id
 from memcli.storage import journal, safety
-from memcli.storage.atomic import Staged, atomic_write, file_mode, flush_files, fsync_dir, stage_file, stage_many
+from memcli.storage.atomic import atomic_write, file_mode, fsync_dir
 from memcli.storage.locks import flock_within
-
-__all__ = ["GITIGNORE", "Files", "NotFound", "Staged", "StoreError", "atomic_write", "flush_files", "fsync_dir",
-           "json_text", "stage_file", "stage_many"]
 
 GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
              ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n.edits/\n")  # derived files and leftovers

@@ -39,24 +39,7 @@ from memcli.services.extract import (
     normalise,
 )
 
-__all__ = [
-    "attach_code",
-    "carries_reply",
-    "fact_problem",
-    "fallback_problem",
-    "instruction_lines",
-    "merge_problem",
-    "without_superseded_code",
-    "prepare_input",
-    "states_change",
-    "strip_version_marks",
-    "supporting",
-    "with_orphan_blocks",
-]
-
-# ---------------------------------------------------------------------------------------------
-# Input preparation
-# ---------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- Input preparation
 # A JSON object carrying memcli's reply keys: {"facts": ...}, {"decisions": ...}, or an event.
 _REPLY_KEY = lazy_compile(
     r"""["'](?:facts|decisions)["']\s*:|["']event["']\s*:\s*["'](?:ADD|UPDATE|DELETE|NONE)["']""", re.I
@@ -142,9 +125,7 @@ def instruction_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if _INSTRUCTION_RE.search(line)] + [h for h in hidden if h]
 
 
-# ---------------------------------------------------------------------------------------------
-# Fact texts
-# ---------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- Fact texts
 _STOP = frozenset(
     "a an the and or but of to in on at by for with from into as is are was were be been being it its this that "
     "these those there here we our us you your i me my they them their he she his her not no do does did has have "
@@ -446,9 +427,7 @@ def states_change(text: str) -> bool:
     return bool(_CHANGE_RE.search(text))
 
 
-# ---------------------------------------------------------------------------------------------
-# Code: taken from the input, attached to the fact it belongs to
-# ---------------------------------------------------------------------------------------------
+# -------------------------------- Code: taken from the input, attached to the fact it belongs to
 _FENCE_LINE = lazy_compile(r"^\s*(`{3,}|~{3,})")
 _BARE_COMMAND = lazy_compile(
     r"^\s*(?:sudo\s+)?(?:git|npm|npx|pnpm|yarn|pip3?|uv|poetry|python3?|pytest|make|docker(?:-compose)?|kubectl"
@@ -630,9 +609,7 @@ def fallback_problem(fact: Fact, source: str = "") -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------
-# Merge: what the merged text must keep
-# ---------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- Merge: what the merged text must keep
 _INLINE = lazy_compile(r"(?<!`)`([^`\n]{2,200})`(?!`)")
 
 
@@ -726,9 +703,7 @@ def merge_problem(merged: str, texts: list[str]) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------
-# Ask: which memories an answer that cites none draws on
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------- Ask: which memories an answer that cites none draws on
 def supporting(answer: str, memories: list[tuple[str, str]]) -> list[str]:
     """Ids of the memories whose specific values (numbers, versions, commands, names with - _ .
     /) the answer repeats, or failing that, that share most of their content words with it;

@@ -37,25 +37,6 @@ from memcli.core.errors import LLMError, LLMFormatError, LLMUnavailable
 from memcli.core.facts import Extraction, Fact
 from memcli.core.memory import Memory
 
-__all__ = [
-    "DECIDE_SYSTEM",
-    "EVENTS",
-    "EXTRACT_SYSTEM",
-    "LLM",
-    "ANSWER_SYSTEM",
-    "MERGE_SYSTEM",
-    "DECIDE_SCHEMA",
-    "EXTRACT_SCHEMA",
-    "Decision",
-    "LLMError",
-    "LLMFormatError",
-    "LLMUnavailable",
-    "LLMSettings",
-    "Usage",
-    "escape_data",
-    "parse_json_reply",
-]
-
 EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
 
 # Sent as the key for an api_base that needs none (local servers): the OpenAI client refuses to
@@ -146,9 +127,7 @@ ANSWER_MAX_TOKENS = 768
 _log = logging.getLogger(__name__)
 
 
-# ----------------------------------------------------------------------------------------------
-# Public data types
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- Public data types
 @dataclass
 class LLMSettings:
     """How to reach the model. ``model`` is any litellm model string ("openai/qwen",
@@ -201,9 +180,7 @@ class Usage:
     cut_off: int = 0  # replies that hit max_tokens (finish_reason "length"), each one unusable
 
 
-# ----------------------------------------------------------------------------------------------
-# litellm, lazily
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- litellm, lazily
 _LITELLM: Any = None
 
 
@@ -231,9 +208,7 @@ def _litellm() -> Any:
     return _LITELLM
 
 
-# ----------------------------------------------------------------------------------------------
-# Error classification
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- Error classification
 @dataclass
 class _Failure:
     transient: bool
@@ -348,9 +323,7 @@ def _classify(exc: BaseException, endpoint: str, timeout: float | None = None) -
     return _Failure(False, message)
 
 
-# ----------------------------------------------------------------------------------------------
-# Prompt data and reply parsing
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- Prompt data and reply parsing
 _DATA_TAG = re.compile(r"<(\s*/?\s*data\b)", re.I)
 _DATA_TAG_ESCAPED = re.compile(r"&lt;(\s*/?\s*data\b)", re.I)
 
@@ -582,9 +555,7 @@ def _neighbour_block(i: int, fact: Fact, neighbours: list[dict]) -> dict[str, An
     }
 
 
-# ----------------------------------------------------------------------------------------------
-# Constrained output: a JSON schema, in whichever form the server takes (remembered per model)
-# ----------------------------------------------------------------------------------------------
+# ------------------------- constrained output: a JSON schema, in whichever form the server takes
 EXTRACT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"facts": {"type": "array", "items": {"type": "string"}, "maxItems": 24}},
@@ -682,16 +653,13 @@ def decide_budget(facts: list[Fact], neighbours: list[list[dict]]) -> int:
     return max(128, min(1024, sum(40 + int(t * 1.5) for t in longest)))
 
 
-# ----------------------------------------------------------------------------------------------
-# The client
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- The client
 class LLM:
     """A small, synchronous LLM client: one request per operation, bounded retries, usage counted."""
 
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         self.usage = Usage()
-        self.last_finish_reason: str | None = None
         self._format_key = f"{settings.api_base or ''}|{settings.model}"
         self.on_request: Any = None  # called with a short label before each request (progress)
         self._supported: set[str] | None = None
@@ -831,7 +799,6 @@ class LLM:
             finish = getattr(choice, "finish_reason", None)
         except (AttributeError, IndexError, TypeError):
             content, finish = None, None
-        self.last_finish_reason = finish
         if finish == "length":
             self.usage.cut_off += 1
             raise LLMFormatError(f"reply cut off at max_tokens={max_tokens}")

@@ -184,3 +184,39 @@ def test_adding_and_dropping_python_versions_are_two_ends_of_a_range():
     assert relate("Add support for Python 3.13 (#3460)", "Drop Python 3.8 support (#3592)", 0.9,
                   strict=True).kind == DISTINCT
     assert relate("Bump isort from 5.11.4 to 5.12.0", "Use ruff instead of black", 0.5, strict=True).kind == DISTINCT
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("Black 24", "Bump black from 24.4.2 to 24.8.0 in pre-commit"),  # hynek/structlog: a tool and its version
+    ("Add sphinx<9 pin", "Unpin Sphinx again"),  # hynek/structlog: unpinning ends the pin
+    ("Build docs on 3.12", "Build docs on 3.14 (#801)"),  # hynek/structlog: the same words, a newer version
+])
+def test_a_version_said_in_few_words_is_still_a_value_of_its_subject(old, new):
+    assert relate(old, new, 0.7, strict=True).kind == SUPERSEDES
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("Fix crash on Python 3.11", "Fix crash on Python 3.12"),  # two fixes, not a new value
+    ("Release 1.2", "Release 1.3"),  # release commits are skipped as junk; never a subject "release"
+])
+def test_one_shape_with_other_versions_is_not_always_a_new_value(old, new):
+    assert relate(old, new, 0.9, strict=True).kind == DISTINCT
+
+
+def test_a_camelcase_class_is_the_same_subject_with_or_without_code_marks():
+    # hynek/structlog@1600b0f7 / @1b8680ea
+    assert subject_keys("TimeStamper() now uses TZ-aware objects (#709)") == \
+        subject_keys("TimeStamper now returns UTC timezone for custom format string. (#713)") == {"timestamper"}
+    assert not subject_keys("Publish to PyPI from GitHub Actions")  # products are not code names
+
+
+def test_a_revert_said_in_prose_supersedes_what_it_undoes():
+    # pallets/click CHANGES.md 8.3.3 -> 8.3.4, and the commit that made the change
+    revert = ("Revert the `8.3.3` change that exposed the original file descriptor via `fileno()` on the "
+              "redirected streams. (version 8.3.4)")
+    for old in ("Expose original file descriptor in `CliRunner`\n\nFix #2865",
+                "`CliRunner`'s redirected streams now expose the original file descriptor via `fileno()`, so "
+                "that faulthandler works. (version 8.3.3)"):
+        assert relate(old, revert, 0.6, strict=True).kind == SUPERSEDES
+    assert relate("Add a glossary to the docs", "Revert adding space between option help text that wraps.", 0.5,
+                  strict=True).kind == DISTINCT

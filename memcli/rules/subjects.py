@@ -32,6 +32,12 @@ _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?
 _CODE_RE = lazy_compile(r"``?([^`\n]{1,60})``?")
 # a called name: `Database()`, `table.transform()`, `lookup_default()`
 _CALL_RE = lazy_compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
+# a class or other code name written CamelCase, without backticks: "TimeStamper now returns UTC"
+_CAMEL_RE = lazy_compile(r"(?<![\w.`])([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)(?![\w`(])")
+#: CamelCase words that are products, not code names of the project
+_BRANDS = frozenset("""github gitlab bitbucket javascript typescript youtube linkedin openai chatgpt postgresql mysql
+    mongodb fastapi numpy pytorch tensorflow circleci powershell wordpress sqlite docsify readthedocs
+    pycharm vscode cloudflare dropbox onedrive""".split())
 # a package in a pin or a floor: `black>=25.1.0`, `httpcore==1.*`, `sqlite-utils>=3.37`, `rich<14`
 _PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[[\w,\-]+\])?\s*(?:===?|>=|<="
                        r"|~=|!=|<|>)\s*v?\d")
@@ -93,6 +99,9 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_norm_key(pin.group(1) if pin else re.split(r"[=<>~!\s]", code)[0]))
     for m in _CALL_RE.finditer(text):
         keys.add(_norm_key(m.group(1)))
+    for m in _CAMEL_RE.finditer(text):  # `TimeStamper` and "TimeStamper()" are one class
+        if m.group(1).lower() not in _BRANDS:
+            keys.add(_norm_key(m.group(1)))
     for m in _FILE_RE.finditer(text):
         keys.add(m.group(0).lower())
     bare = _BARE_VERSION_RE.match(headline(text))
@@ -224,13 +233,35 @@ _REVERT_RE = lazy_compile(r'^\s*revert\s+"(.+)"\s*$', re.I)
 
 
 def reverts(old: str, new: str) -> bool:
-    """`new` is the revert of the commit `old` (`Revert "<old's subject>"`, as git writes it):
-    what `old` did is undone, so the revert is the current state of that subject."""
+    """`new` is the revert of `old`: `Revert "<old's subject>"` as git writes it, or in prose
+    ("Revert the `8.3.3` change that exposed the original file descriptor via `fileno()`" of
+    "Expose original file descriptor in `CliRunner`"): what `old` did is undone, so the revert is
+    the current state of that subject."""
     m = _REVERT_RE.match(strip_refs(headline(new)))
-    if not m:
+    if m:
+        said = " ".join(strip_refs(m.group(1)).lower().split())
+        return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split())
+    prose = _PROSE_REVERT_RE.search(strip_refs(headline(new)))
+    if not prose or _PROSE_REVERT_RE.search(old):
         return False
-    said = " ".join(strip_refs(m.group(1)).lower().split())
-    return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split())
+    undone, stated = _stems(prose.group(1)), _stems(strip_refs(headline(old)))
+    shared = undone & stated
+    return len(shared) >= 3 and len(shared) >= 0.5 * len(stated)
+
+
+_PROSE_REVERT_RE = lazy_compile(r"\brevert(?:s|ed|ing)?\s+(?!\")(.{10,200})", re.I)
+_STEM_STOP = frozenset("""the a an to of in on for and or that which this was were is are be by with via from as it its
+    change changes changed commit pr default""".split())
+
+
+def _stems(text: str) -> set[str]:
+    """Content words, crudely stemmed ("exposed" and "Expose" are one), for the prose revert."""
+    out = set()
+    for w in re.findall(r"[a-z][a-z0-9_]+", text.lower().replace("`", "")):
+        if w in _STEM_STOP:
+            continue
+        out.add(re.sub(r"(?:ing|ed|es|e|s)$", "", w) if len(w) > 4 else w)
+    return out
 
 
 _RELEASE_RE = lazy_compile(r"^version (\S+) was released\b", re.I)

@@ -17,6 +17,7 @@ all, the (redacted) input is parked in `<store>/inbox/` and `memcli inbox retry`
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from memcli.ops.handle import Store
 from memcli.rules.decide import bears_on
 from memcli.rules.decide import matched as _matched
 from memcli.rules.deciders import NEIGHBOUR_FLOOR, Decider, LLMDecider, load_decider
+from memcli.rules.subjects import headline, subject_keys
 from memcli.services.changelog import is_section, section_facts
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
 from memcli.services.extract import fact_from_text, heuristic_extract, infer_tags
@@ -426,7 +428,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             continue
         # a fact that states a change ("from Yarn to pnpm", a removal, a revert) also sees the memory
         # holding the old value from the change floor, with or without a model
-        low_floor = _CHANGE_FLOOR if states_change(fact.text) else floor
+        low_floor = _CHANGE_FLOOR if states_change(fact.text) or _versioned(fact.text) else floor
         close = [(lab, s) for lab, s in hits if s >= low_floor]
         recs = index.records([lab for lab, _ in close])
         close = [(lab, s) for lab, s in close
@@ -454,6 +456,12 @@ def _decider(cfg: Config, client: LLM | None) -> Decider:
     else the LLM one when a model is configured, else the rules alone. Built-in or plug-in, it is
     made the same way: `factory(client=, config=)`."""
     return load_decider(cfg.decider or ("llm" if client is not None else "heuristic"))(client=client, config=cfg)
+
+
+def _versioned(text: str) -> bool:
+    """The fact gives a named package or tool a version ("Bump rich pin to allow version 13"):
+    its older versions are worth deciding against however differently they were worded."""
+    return bool(re.search(r"\d", text)) and bool(subject_keys(headline(text)))
 
 
 def _live_exact(index: Index, text: str) -> Memory | None:

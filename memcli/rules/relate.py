@@ -562,6 +562,12 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     switched = switched_from(strip_refs(old), strip_refs(new), strict=strict)
     if switched:
         return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)
+    if similarity < CANDIDATE_FLOOR:
+        # a new version of one named package is a change stated outright too, however the texts
+        # are worded ("Allow rich 12" / "Bump rich pin to allow version 13": 0.4)
+        bumped = version_change(old, new) if same_subject(old, new)[0] else None
+        if bumped:
+            return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
     if similarity < min(CANDIDATE_FLOOR, threshold):
         return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
     # reference numbers are provenance ("closes #382" vs "#381" is no new value), and the names

@@ -213,6 +213,10 @@ def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
     ("Streamline option flag management", "refactor"),  # pallets/click
     ("Sponsors: add emsys\n\ncc @sscherfke", "sponsors"),  # hynek/structlog
     ("Drop private imports from test_main.py (#2574)", "tests_only"),  # encode/httpx
+    # the names say what was tested or annotated, not a behaviour: pallets/click, encode/httpx
+    ("Test `show_default` set as string and its display in prompt", "tests_only"),
+    ("Apply class-body annotations to `KeepOpenFile` for consistency", "typing_only"),
+    ("Fix `extensions` type annotation. (#3380)", "typing_only"),
 ])
 def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
     assert commit_facts(message) == ([], rule)
@@ -227,6 +231,7 @@ def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
     # encode/httpx: the body holds the value
     "Update docs to reflect supported python versions (#2338)\n\nReplaces Python 3.6 references with Python 3.7",
     "Add thread-safety note on the `Client` docstring (#2380)",  # encode/httpx: a code name
+    "Test for insert CLI with multiple --pk, refs #621",  # simonw/sqlite-utils: a test of a feature
     "Fix docs build\n\nSphinx 7 no longer accepts the html_theme_path setting, so it is dropped.",  # a cause
 ])
 def test_the_same_kinds_of_work_that_name_or_explain_something_are_kept(message):

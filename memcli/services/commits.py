@@ -88,7 +88,8 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
     ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
                  r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"),
     ("sponsors", r"^sponsors?:|\bsponsor(?:ship|s)?\b(?: logos?)?$"),
-    ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"),
+    ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"
+                   r"|^test `"),
 )
 _BARE = tuple((name, lazy_compile(rx)) for name, rx in _BARE_RULES)
 #: what a subject names that makes it knowledge whatever its verb: a version, "instead", "now"...
@@ -191,14 +192,21 @@ def _is_prose(line: str) -> bool:
 
 
 def _bare_reason(subject: str, raw: str, low: str, message: str) -> str | None:
-    """The `_BARE_RULES` rule for a subject that names nothing and a body with no prose, else None."""
+    """The `_BARE_RULES` rule for a subject that states no value and a body with no prose, else
+    None. A name in the subject keeps a commit, except where the work itself is the test suite,
+    type annotations or comments: `test_x` or `KeepOpenFile` there names what was annotated or
+    tested, no behaviour."""
     body = "\n".join(_body_paragraphs(message.partition("\n")[2]))
-    if _STATES_RE.search(low) or _names_something(subject) or any(_is_prose(line) for line in body.splitlines()):
+    if _STATES_RE.search(low) or any(_is_prose(line) for line in body.splitlines()):
         return None
+    named = _names_something(subject)
     for name, rx in _BARE:
-        if rx.search(low) or rx.search(raw):
+        if (not named or name in _NAMES_DO_NOT_MATTER) and (rx.search(low) or rx.search(raw)):
             return name
     return None
+
+
+_NAMES_DO_NOT_MATTER = frozenset({"tests_only", "typing_only", "comments_only", "sponsors"})
 
 
 def _body_paragraphs(body: str) -> list[str]:

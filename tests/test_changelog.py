@@ -63,3 +63,16 @@ def test_two_releases_of_one_day_keep_the_higher_version_current(cli):
     live = [m["text"] for m in listed(cli.store)]
     assert "Version 0.27.2 was released on 2024-08-27" in live
     assert "Version 0.27.1 was released on 2024-08-27" not in live
+
+
+def test_an_unreleased_section_is_the_version_in_development_not_the_latest_release(cli):
+    # pallets/click CHANGES.md: "## Version 8.5.0" then "Unreleased" above "## Version 8.4.2 / Released ..."
+    lines = [{"text": "## Version 8.4.2\n\nReleased 2026-07-01\n\n- Fix a pager race.", "origins": ["changelog:8.4.2"],
+              "created": "2026-07-01T00:00:00Z"},
+             {"text": "## Version 8.5.0\n\nUnreleased\n\n- Add PowerShell completion.", "origins": ["changelog:8.5.0"],
+              "created": "2026-08-19T00:00:00Z"}]
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in lines))
+    live = [m["text"] for m in listed(cli.store)]
+    assert "Version 8.4.2 was released on 2026-07-01" in live  # still the latest release
+    assert "Version 8.5.0 is in development (unreleased)" in live
+    assert not any(t.startswith("Version 8.5.0 was released") for t in live)

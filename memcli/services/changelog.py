@@ -23,6 +23,8 @@ from memcli.core.lazy_re import lazy_compile
 _HEADING_RE = lazy_compile(
     r"^\s*(?:#{1,4}\s*)?\[?(?:version\s+|release\s+|v(?=\d))?(\d+(?:\.\d+)+[\w.\-+]*|unreleased)\]?"
     r"(?:\([^)]*\))?\s*(.*)$", re.I)
+_UNRELEASED_RE = lazy_compile(r"^\W*(?:unreleased|not (?:yet )?released|in development|tbd|tba)\W*$|\(unreleased\)",
+                              re.I | re.M)
 _UNDERLINE_RE = lazy_compile(r"^\s*[-=~^]{3,}\s*$")
 _DATE_RE = lazy_compile(r"(\d{4}-\d{2}-\d{2})")
 _ITEM_RE = lazy_compile(r"^(\s*)[-*+]\s+(.*)$")
@@ -58,10 +60,14 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
     if head is None:
         return []
     version, rest = head
-    date_m = _DATE_RE.search(rest) or _DATE_RE.search("\n".join(text.splitlines()[:4]))
+    top = "\n".join(text.splitlines()[:4])
+    date_m = _DATE_RE.search(rest) or _DATE_RE.search(top)
     date = date_m.group(1) if date_m else (created[:10] if created else None)
     out: list[str] = []
-    if version:
+    if version and (_UNRELEASED_RE.search(rest) or (not date_m and _UNRELEASED_RE.search(top))):
+        # "## Version 8.5.0" then "Unreleased" (pallets' style): the version in development, not a release
+        out.append(f"Version {version} is in development (unreleased)")
+    elif version:
         out.append(f"Version {version} was released on {date}" if date else f"Version {version} was released")
     category: str | None = None
     item: list[str] | None = None

@@ -336,13 +336,23 @@ def values_metric(qs: list[dict], results: list[list[dict]], all_results: list[l
     which says which older memories are about the question (those it returns)."""
     above = hidden = strict = found_new = no_old = 0
     fails = []
+
+    def carries(r: dict, wanted: list[str]) -> bool:
+        """A result carries one of the refs; `changelog:8.0.0::Drop support for Python` also needs
+        the phrase in its text (a release section is one ref for dozens of items)."""
+        refs = set(res.refs(r.get("origins")))
+        for w in wanted:
+            ref, _, phrase = w.partition("::")
+            if ref in refs and (not phrase or phrase.lower() in (r.get("text") or "").lower()):
+                return True
+        return False
+
     for q, rs, ars in zip(qs, results, all_results):
-        newer, older = set(q["newer"]), set(q["older"])
-        ranks = [set(res.refs(r.get("origins"))) for r in rs]
-        rn = next((i for i, refs in enumerate(ranks) if refs & newer), None)
-        ro = next((i for i, refs in enumerate(ranks) if refs & older), None)
+        newer, older = q["newer"], q["older"]
+        rn = next((i for i, r in enumerate(rs) if carries(r, newer)), None)
+        ro = next((i for i, r in enumerate(rs) if carries(r, older)), None)
         ok_above = rn is not None and (ro is None or rn < ro)
-        relevant_old = {r["id"] for r in ars if set(res.refs(r.get("origins"))) & older}
+        relevant_old = {r["id"] for r in ars if carries(r, older)}
         returned = {r.get("id") for r in rs}
         ok_hidden = all(mems[mid].get("superseded_by") or mid not in returned for mid in relevant_old)
         ok_strict = bool(relevant_old) and all(mems[mid].get("superseded_by") for mid in relevant_old)

@@ -51,3 +51,52 @@ def test_doctor_is_quiet_about_origins_outside_a_repository(tmp_path):
     assert r.returncode == 0, r.stderr
     r = run_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=tmp_path)
     assert "git origins" not in {c["check"] for c in json.loads(r.stdout)["checks"]}
+
+
+def _doctor_checks(store: Path, repo: Path) -> dict[str, dict]:
+    r = run_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=repo)
+    assert r.returncode == 0, r.stdout
+    return {c["check"]: c for c in json.loads(r.stdout)["checks"]}
+
+
+def test_doctor_reports_what_the_git_hooks_logged(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    store = repo / ".memcli"
+    assert run_memcli("--store", str(store), "init", env=ENV, cwd=repo).returncode == 0
+    assert _doctor_checks(store, repo)["git hooks"] == {"check": "git hooks", "ok": True, "detail": "no errors logged"}
+    (repo / ".git" / "memcli-hook.log").write_text("memcli: add failed: disk full\n")
+    hooks = _doctor_checks(store, repo)["git hooks"]
+    assert hooks["ok"] and hooks.get("warn") and "disk full" in hooks["detail"]
+
+
+def test_a_commit_into_a_read_only_store_leaves_a_trace_doctor_shows(tmp_path):
+    import os
+    import time
+
+    import pytest
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    store = repo / ".memcli"
+    assert run_memcli("--store", str(store), "init", env=ENV, cwd=repo).returncode == 0
+    assert run_memcli("hooks", "install", "git", env=ENV, cwd=repo).returncode == 0
+    if os.geteuid() != 0 or subprocess.run(["mount", "--bind", str(store), str(store)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (needs root and mount permission)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(store)], capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        (repo / "a.txt").write_text("a\n")
+        git(repo, "add", "a.txt")
+        git(repo, "commit", "-q", "-m", "Pin httpcore==1.* because 0.18 broke proxies")  # the commit succeeds
+        log = repo / ".git" / "memcli-hook.log"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (log.exists() and log.read_text().strip()):
+            time.sleep(0.2)
+    finally:
+        subprocess.run(["umount", "-l", str(store)], capture_output=True)
+    hooks = _doctor_checks(store, repo)["git hooks"]
+    assert hooks.get("warn") and "Read-only file system" in hooks["detail"]

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.agents.spool import WORKER_LOCK
+from memcli.core.discovery import HOOK_LOG
 from memcli.core.errors import MemcliError
 from memcli.storage.atomic import atomic_write
 
@@ -96,7 +97,7 @@ def git_block(name: str, common: Path, store: str | None, created: bool = False,
     with it, a commit made while that store's worker runs (a burst: a rebase, a script) costs no
     Python process at all (see `_FAST_SPOOL`)."""
     py = python_command()
-    log = shlex.quote(str(common / "memcli-hook.log"))
+    log = shlex.quote(str(common / HOOK_LOG))
     opt = f" --store {shlex.quote(str(Path(store).absolute()))}" if store else ""
     mark = " [created]" if created else ""
     head = f"{BEGIN}{mark} (memcli hooks install git; remove with: memcli hooks install git --uninstall)\n"

@@ -23,6 +23,9 @@ from pathlib import Path
 PROJECT_STORE_DIR = ".memcli"
 
 
+HOOK_LOG = "memcli-hook.log"  # in the git common dir: what the hooks' background work reports
+
+
 class Repo:
     """What git says about the repository around a directory. (Plain classes in this module:
     `dataclasses` costs a hook ~25 ms of imports.)"""

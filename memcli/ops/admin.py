@@ -69,6 +69,30 @@ def stats(store: Store) -> dict[str, Any]:
     }
 
 
+def hook_errors(store: Store) -> dict[str, Any] | None:
+    """What the git hooks of the store's repository logged (a read-only store, a full disk, a
+    missing interpreter): the hook never fails the commit, so this is where a user learns that a
+    commit's memory was not made. A warning with the last line; None outside a git repository."""
+    repo = discovery.repo(store.path)
+    if repo is None:
+        return None
+    log = repo.common_dir / discovery.HOOK_LOG
+    try:
+        lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    if not lines:
+        return {"check": "git hooks", "ok": True, "detail": "no errors logged"}
+    return {"check": "git hooks", "ok": True, "warn": True,
+            "detail": f"{len(lines)} line(s) in {log} (last: {_tail(lines[-1])}): commits may lack their memory; "
+                      f"`memcli inbox retry` re-runs what waits, delete the log once read"}
+
+
+def _tail(line: str, n: int = 120) -> str:
+    """The end of a long log line, where the reason is ("...: Read-only file system")."""
+    return line if len(line) <= n else "…" + line[-n:]
+
+
 def unknown_commits(store: Store) -> dict[str, Any] | None:
     """Memories whose `git:<sha>` origins name commits the store's repository lacks (a rebase or
     force-push dropped them, or they came from another clone): a warning, never a failure, since
@@ -180,6 +204,9 @@ def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
     origins = unknown_commits(store)
     if origins is not None:
         checks.append(origins)
+    hook_log = hook_errors(store)
+    if hook_log is not None:
+        checks.append(hook_log)
     inbox = len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0
     check("inbox", inbox == 0, "empty" if not inbox else f"{inbox} input(s) waiting: run `memcli inbox retry`")
     return checks

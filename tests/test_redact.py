@@ -217,3 +217,12 @@ def _cpu(work, *args) -> float:
     start = time.process_time()
     work(*args)
     return time.process_time() - start
+
+
+def test_a_four_part_version_in_a_bump_or_a_pin_is_no_address():
+    # encode/httpx@978e5bbe: "Bump types-chardet from 5.0.3 to 5.0.4.2" became "... to [REDACTED:ipv4]"
+    for text in ("Bump types-chardet from 5.0.3 to 5.0.4.2 (#2613)", "Updates `x` from 5.0.4.1 to 5.0.4.2",
+                 "pin foo==1.2.3.4"):
+        assert redact(text)[0] == text
+    for text in ("update host from 10.0.0.1 to 10.0.0.2", "moved the db from 10.0.0.1 to 10.0.0.2", "host=10.1.2.3"):
+        assert "10." not in redact(text)[0]

@@ -279,7 +279,13 @@ _CARD = re.compile(r"(?<![\w.+-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\w-]|\.\d)")
 _PHONE_INTL = re.compile(r"(?<![\w+])\+(?:\d{8,15}|\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]\d{1,5}){1,6})(?![\w]|[.-]\d)")
 _PHONE_US = re.compile(r"(?<![\w+.$-])(?:\([2-9]\d\d\)[ \t]?|[2-9]\d\d[-. ])\d{3}[-. ]\d{4}(?![\w-]|\.\d)")
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-_VERSION_BEFORE = re.compile(r"(?i)\b(?:version|release|build|ver\.?|rev\.?)[ \t:]*\Z")
+_VERSION_BEFORE = re.compile(r"(?i)(?:\b(?:version|release|build|ver\.?|rev\.?)[ \t:]*|(?:==|>=|<=|~=|!=)[ \t]*)\Z")
+# a bump's values ("Bump types-chardet from 5.0.3 to 5.0.4.2", encode/httpx@978e5bbe); a bare
+# "from 10.0.0.1 to 10.0.0.2" is a move of hosts and stays redacted
+_BUMP_BEFORE = re.compile(r"(?i)\b(?:bumps?|bumped|updates?|updated|upgrades?|upgraded|downgrades?|downgraded)[ \t]+"
+                          r"(?!(?:the|a|our|host|server|ip|address|addr|db|database|proxy|dns|gateway|endpoint|node|vm)\b)"
+                          r"\[?`?[a-z][\w.\-\[\]/]*`?\]?(?:\([^)\s]*\))?[ \t]+(?:requirement[ \t]+)?from[ \t]+`?"
+                          r"(?:v?\d[\w.+-]*`?[ \t]+to[ \t]+`?)?\Z")
 _IPV4 = re.compile(r"(?<![\w.])" + _OCTET + r"(?:\." + _OCTET + r"){3}(?![\w]|\.\d)")
 
 
@@ -406,8 +412,9 @@ def _ipv4(m: re.Match[str]) -> Replacement:
     ip = m.group(0)
     if ip.startswith(("127.", "255.")) or ip == "0.0.0.0":
         return None  # loopback, "any address" and netmasks identify nothing
-    if _VERSION_BEFORE.search(m.string, max(0, m.start() - 16), m.start()):
-        return None  # "version 1.2.3.4", "build 10.0.1.2"
+    before = m.string[max(0, m.start() - 160):m.start()]
+    if _VERSION_BEFORE.search(before) or _BUMP_BEFORE.search(before):
+        return None  # "version 1.2.3.4", "build 10.0.1.2", "==1.2.3.4", "Bump x from 5.0.4.1 to 5.0.4.2"
     return placeholder("ipv4"), "ipv4"
 
 

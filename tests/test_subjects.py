@@ -220,3 +220,11 @@ def test_a_revert_said_in_prose_supersedes_what_it_undoes():
         assert relate(old, revert, 0.6, strict=True).kind == SUPERSEDES
     assert relate("Add a glossary to the docs", "Revert adding space between option help text that wraps.", 0.5,
                   strict=True).kind == DISTINCT
+
+
+def test_a_code_name_with_an_underscore_is_no_plugin_of_a_replaced_word():
+    # pallets/click CHANGES.md 8.1.4 / 8.4.2: "`[COMMAND]` instead of `COMMAND`" says nothing of `command_class`
+    rel = relate("`@group.command` does not fail if the group was created with a custom `command_class`. (version "
+                 "8.1.4)", "A `Group` with `invoke_without_command=True` marks its subcommand as optional in the usage "
+                 "help, showing `[COMMAND]` instead of `COMMAND`. (version 8.4.2)", 0.6, strict=True)
+    assert rel.kind == DISTINCT

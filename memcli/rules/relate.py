@@ -36,6 +36,7 @@ from itertools import chain
 from memcli.core.lazy_re import lazy_compile
 from memcli.rules.subjects import (
     older_release,
+    package_keys,
     release_change,
     removal_of,
     restated_version,
@@ -730,30 +731,31 @@ def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:
     said_before = [[w for w in re.findall(r"[\w.+#/-]+", (m.group(1) or m.group(3) or m.group(4)).lower())
                     if w not in STOPWORDS] for m in _SWITCH_RE.finditer(old)]
     keys_old = {k.lower() for k in subject_keys(old)}
+    packages = package_keys(old)
 
-    def in_old(w: str) -> bool:  # named in the old text, or the old text is about a plugin of it (flake8-bugbear)
+    def in_old(w: str) -> bool:  # named in the old text, or the old text pins a plugin of it (flake8-bugbear)
         return bool(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", low_old)) or \
-            any(k.startswith(f"{w}-") for k in keys_old)
+            any(k.startswith(f"{w}-") for k in packages)
 
     for m in _SWITCH_RE.finditer(new):
         came = m.group(2) or ""
         # "instead of flake8, autoflake and isort": each listed value was replaced
         for gone in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", m.group(1) or m.group(3) or m.group(4)):
-            found = _switched_value(gone, came, old, said_before, keys_old, in_old, strict)
+            found = _switched_value(gone, came, old, said_before, keys_old, packages, in_old, strict)
             if found:
                 return found
     return None
 
 
 def _switched_value(gone: str, came: str, old: str, said_before: list[list[str]], keys_old: set[str],
-                    in_old: Callable[[str], bool], strict: bool) -> str | None:
+                    packages: frozenset[str], in_old: Callable[[str], bool], strict: bool) -> str | None:
     """One replaced value of `switched_from`: the reason when `old` states it, else None."""
     words = [w for w in re.findall(r"[\w.+#/-]+", gone.lower()) if w not in STOPWORDS]
     if not words or words in said_before:
         return None  # nothing named, or the old text states that same switch: a restatement
     if strict and all(re.search(r"(?:ing|ed)$", w) for w in words):
         return None  # "rolls back instead of committing": an action, not a value that was replaced
-    if strict and not (set(words) & keys_old or any(k.startswith(f"{w}-") for w in words for k in keys_old)
+    if strict and not (set(words) & keys_old or any(k.startswith(f"{w}-") for w in words for k in packages)
                        or set(words) & set(re.findall(r"[\w.+#/-]+", old.lower())[:3])):
         # in one-shape texts (commit subjects, changelog items) the replaced value must be what the
         # old text is about ("Use flake8 for linting"), not a word on the way ("... instead of `help`")

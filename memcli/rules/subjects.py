@@ -23,8 +23,8 @@ import re
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 
-__all__ = ["headline", "older_release", "release_change", "removal_of", "restated_version", "reverts", "same_subject",
-           "strip_refs", "subject_keys", "version_change"]
+__all__ = ["headline", "older_release", "package_keys", "release_change", "removal_of", "restated_version", "reverts",
+           "same_subject", "strip_refs", "subject_keys", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -118,6 +118,15 @@ def subject_keys(text: str) -> frozenset[str]:
                                and not name.startswith(("actions/", "pre-commit/")) else name))
     keys.discard("")
     return frozenset(keys)
+
+
+@functools.lru_cache(maxsize=65536)
+def package_keys(text: str) -> frozenset[str]:
+    """The packages a text pins or bumps ("Bump flake8-bugbear from 22.7.1 to 23.1.20"): the
+    subject keys that name a distribution, not a code name (`command_class` is no plugin of `command`)."""
+    text = strip_refs(text)
+    return frozenset(_norm_key(m.group(1)) for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE) for m in rx.finditer(text)
+                     if m.group(1).lower() not in _NOT_NAMES)
 
 
 def headline(text: str) -> str:

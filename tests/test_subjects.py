@@ -203,13 +203,6 @@ def test_one_shape_with_other_versions_is_not_always_a_new_value(old, new):
     assert relate(old, new, 0.9, strict=True).kind == DISTINCT
 
 
-def test_a_camelcase_class_is_the_same_subject_with_or_without_code_marks():
-    # hynek/structlog@1600b0f7 / @1b8680ea
-    assert subject_keys("TimeStamper() now uses TZ-aware objects (#709)") == \
-        subject_keys("TimeStamper now returns UTC timezone for custom format string. (#713)") == {"timestamper"}
-    assert not subject_keys("Publish to PyPI from GitHub Actions")  # products are not code names
-
-
 def test_a_revert_said_in_prose_supersedes_what_it_undoes():
     # pallets/click CHANGES.md 8.3.3 -> 8.3.4, and the commit that made the change
     revert = ("Revert the `8.3.3` change that exposed the original file descriptor via `fileno()` on the "
@@ -228,3 +221,18 @@ def test_a_code_name_with_an_underscore_is_no_plugin_of_a_replaced_word():
                  "8.1.4)", "A `Group` with `invoke_without_command=True` marks its subcommand as optional in the usage "
                  "help, showing `[COMMAND]` instead of `COMMAND`. (version 8.4.2)", 0.6, strict=True)
     assert rel.kind == DISTINCT
+
+
+def test_two_attributes_of_one_class_are_two_subjects():
+    # hynek/structlog@005ce730 / @ba1a1785: two parameters, two features
+    assert relate("Add CallsiteParameter.QUAL_NAME (#761)", "Add CallsiteParameter.QUAL_MODULE (#812)", 0.9,
+                  strict=True).kind == DISTINCT
+
+
+def test_code_after_instead_of_is_one_value():
+    # hynek/structlog CHANGELOG 22.1.0 / 22.2.0: "instead of `log.info("hello")`" replaces no `log()` method
+    old = ("Added: `structlog.make_filtering_bound_logger()`-returned loggers now also have a `log()` method to match "
+           "the `structlog.stdlib.BoundLogger` signature closer. (version 22.1.0)")
+    new = ("Added: `FilteringBoundLogger` now also has support for *asyncio*-based logging. So instead of "
+           "`log.info(\"hello\")` you can also use `await log.ainfo(\"hello\")`. (version 22.2.0)")
+    assert relate(old, new, 0.7, strict=True).kind != SUPERSEDES

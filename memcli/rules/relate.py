@@ -717,7 +717,7 @@ _SWITCH_RE = lazy_compile(
     r"\b(?:switch(?:ed|es|ing)?|mov(?:ed|es|ing)|migrat(?:ed|es|ing)|chang(?:ed|es|ing)|went|replac(?:ed|es|ing)"
     r"|convert(?:ed|s|ing)?|upgrad(?:ed|es|ing)|downgrad(?:ed|es|ing))\b[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
     r"(.{2,40}?)\s+(?:to|with|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;]+){0,2})"
-    r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?([^.;\n]{2,60}?)(?=[.;\n(]|$)"
+    r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?((?:`[^`\n]{1,60}`|[^.;\n`]){2,60}?)(?=[.;\n(]|$)"
     r"|\breplac(?:ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)\s+with\b",
     re.I,
 )

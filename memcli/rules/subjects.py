@@ -32,12 +32,6 @@ _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?
 _CODE_RE = lazy_compile(r"``?([^`\n]{1,60})``?")
 # a called name: `Database()`, `table.transform()`, `lookup_default()`
 _CALL_RE = lazy_compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
-# a class or other code name written CamelCase, without backticks: "TimeStamper now returns UTC"
-_CAMEL_RE = lazy_compile(r"(?<![\w.`])([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)(?![\w`(])")
-#: CamelCase words that are products, not code names of the project
-_BRANDS = frozenset("""github gitlab bitbucket javascript typescript youtube linkedin openai chatgpt postgresql mysql
-    mongodb fastapi numpy pytorch tensorflow circleci powershell wordpress sqlite docsify readthedocs
-    pycharm vscode cloudflare dropbox onedrive""".split())
 # a package in a pin or a floor: `black>=25.1.0`, `httpcore==1.*`, `sqlite-utils>=3.37`, `rich<14`
 _PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[[\w,\-]+\])?\s*(?:===?|>=|<="
                        r"|~=|!=|<|>)\s*v?\d")
@@ -99,9 +93,6 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_norm_key(pin.group(1) if pin else re.split(r"[=<>~!\s]", code)[0]))
     for m in _CALL_RE.finditer(text):
         keys.add(_norm_key(m.group(1)))
-    for m in _CAMEL_RE.finditer(text):  # `TimeStamper` and "TimeStamper()" are one class
-        if m.group(1).lower() not in _BRANDS:
-            keys.add(_norm_key(m.group(1)))
     for m in _FILE_RE.finditer(text):
         keys.add(m.group(0).lower())
     bare = _BARE_VERSION_RE.match(headline(text))

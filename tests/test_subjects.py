@@ -236,3 +236,10 @@ def test_code_after_instead_of_is_one_value():
     new = ("Added: `FilteringBoundLogger` now also has support for *asyncio*-based logging. So instead of "
            "`log.info(\"hello\")` you can also use `await log.ainfo(\"hello\")`. (version 22.2.0)")
     assert relate(old, new, 0.7, strict=True).kind != SUPERSEDES
+
+
+def test_a_pin_then_an_unpin_then_a_pin_again_each_replaces_the_last():
+    # hynek/structlog@e7f36a53 (2024-10-12), @81ba67ef (2024-10-13), @1090fe37 (2026-01-21)
+    assert relate("Pin sphinx", "Unpin Sphinx again", 0.7, strict=True).kind == SUPERSEDES
+    assert relate("Unpin Sphinx again", "Add sphinx<9 pin", 0.7, strict=True).kind == SUPERSEDES
+    assert relate("Remove deprecated `foo` argument", "Fix `foo` docs", 0.7, strict=True).kind != SUPERSEDES

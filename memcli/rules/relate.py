@@ -35,6 +35,7 @@ from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
 from memcli.rules.subjects import (
+    brought_back,
     older_release,
     package_keys,
     release_change,
@@ -560,6 +561,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     removed = removal_of(old, new)
     if removed:
         return Relation(SUPERSEDES, f"states a removal: {removed}", contradiction=True)
+    back = brought_back(old, new)
+    if back:
+        return Relation(SUPERSEDES, f"states a change: {back} is back", contradiction=True)
     switched = switched_from(strip_refs(old), strip_refs(new), strict=strict)
     if switched:
         return Relation(SUPERSEDES, f"states a change: {switched}", contradiction=True)

@@ -23,8 +23,8 @@ import re
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 
-__all__ = ["headline", "older_release", "package_keys", "release_change", "removal_of", "restated_version", "reverts",
-           "same_subject", "strip_refs", "subject_keys", "version_change"]
+__all__ = ["brought_back", "headline", "older_release", "package_keys", "release_change", "removal_of",
+           "restated_version", "reverts", "same_subject", "strip_refs", "subject_keys", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -51,7 +51,8 @@ _ALLOW_RE = lazy_compile(r"\b(?:allow|support|require|pin)(?:s|ed|ing)?\s+(?:the
 _PIN_WORDS_RE = lazy_compile(
     r"\b(?:remove[sd]?|drop(?:s|ped)?|add(?:s|ed)?|bump(?:s|ed)?|relax(?:es|ed)?|restore[sd]?|loosen(?:s|ed)?)\s+"
     r"(?:the\s+)?(?:(?:temporary|upper|lower|ci|strict|exact)\s+)*([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])\s+"
-    r"(?:(?:version|upper|lower)\s+)?(?:pin|bound|cap)s?\b|\bunpin(?:s|ned)?\s+(?:the\s+)?`?([A-Za-z][\w.\-]*[A-Za-z0-9])",
+    r"(?:(?:version|upper|lower)\s+)?(?:pin|bound|cap)s?\b|\bunpin(?:s|ned)?\s+(?:the\s+)?`?([A-Za-z][\w.\-]*[A-Za-z0-9])"
+    r"|^\W*(?:re)?pin(?:s|ned)?\s+`?([A-Za-z][\w.\-]*[A-Za-z0-9])`?\s*$",
     re.I)
 # a subject that is a tool and its version, nothing else: "Black 24", "Mypy 1.16", "uv 0.5"
 _BARE_VERSION_RE = lazy_compile(r"^\W*([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s+v?\d+(?:\.\d+)*\W*$")
@@ -227,6 +228,21 @@ def removal_of(old: str, new: str) -> str | None:
     low = strip_refs(old).lower().replace("_", "-")
     first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
     return first if first in kn else None
+
+
+_BACK_RE = lazy_compile(r"\b(?:again|back|restor\w*|re-?add\w*|re-?introduc\w*|re-?pin\w*)\b", re.I)
+
+
+def brought_back(old: str, new: str) -> str | None:
+    """`old` removed or unpinned a name and `new` brings it back: pins it again ("Unpin Sphinx
+    again" then "Add sphinx<9 pin") or says so ("restore", "re-add", "... back"). The name."""
+    ko, kn = subject_keys(old), subject_keys(new)
+    if not ko or ko != kn or not _REMOVED_RE.search(strip_refs(old)) or _REMOVED_RE.search(strip_refs(new)):
+        return None
+    key = next(iter(ko)) if len(ko) == 1 else None
+    if (key and _PIN_RE.search(strip_refs(new))) or _BACK_RE.search(strip_refs(headline(new))):
+        return ", ".join(sorted(ko))
+    return None
 
 
 _REVERT_RE = lazy_compile(r'^\s*revert\s+"(.+)"\s*$', re.I)

@@ -243,3 +243,11 @@ def test_a_pin_then_an_unpin_then_a_pin_again_each_replaces_the_last():
     assert relate("Pin sphinx", "Unpin Sphinx again", 0.7, strict=True).kind == SUPERSEDES
     assert relate("Unpin Sphinx again", "Add sphinx<9 pin", 0.7, strict=True).kind == SUPERSEDES
     assert relate("Remove deprecated `foo` argument", "Fix `foo` docs", 0.7, strict=True).kind != SUPERSEDES
+
+
+def test_removing_something_in_a_file_is_no_removal_of_the_file():
+    # jazzband/pip-tools CHANGELOG 1.8.1 / 1.8.2: two fixes to the generated requirements.txt
+    assert relate("Fix duplicate entries that could happen in generated `requirements.txt` (version 1.8.1)",
+                  "Remove duplicate index urls in generated `requirements.txt` (version 1.8.2)", 0.7,
+                  strict=True).kind != SUPERSEDES
+    assert relate("Use setup.py for packaging", "Delete setup.py", 0.6, strict=True).kind == SUPERSEDES

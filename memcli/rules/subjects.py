@@ -220,7 +220,9 @@ def removal_of(old: str, new: str) -> str | None:
     name. The removal is the name's newest state, so it supersedes the older statement. None when
     `new` names no removal, names other things too, or `old` says the removal itself."""
     kn = subject_keys(new) - {"python"}  # dropping a Python version is a new version, not a removal
-    if not kn or not _REMOVED_RE.search(strip_refs(new)) or _REMOVED_RE.search(strip_refs(old)):
+    said = strip_refs(new)
+    verb = _REMOVED_RE.search(said)
+    if not kn or not verb or _REMOVED_RE.search(strip_refs(old)) or not _removes_a_name(said, verb, kn):
         return None
     ko = subject_keys(old)
     if not kn <= ko:
@@ -228,6 +230,22 @@ def removal_of(old: str, new: str) -> str | None:
     low = strip_refs(old).lower().replace("_", "-")
     first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
     return first if first in kn else None
+
+
+def _removes_a_name(text: str, verb: re.Match[str], names: frozenset[str]) -> bool:
+    """The removed thing is one of the names: right after "Remove" ("Remove `foo`", "Delete
+    setup.py", "Unpin Sphinx"), before "in"/"from", or just before "has been removed". "Remove
+    duplicate index urls in generated `requirements.txt`" removes duplicates, not the file."""
+    low = text.lower().replace("_", "-")
+    start = _REMOVE_FIRST_RE.match(text)
+    if start:
+        after = re.split(r"\b(?:in|from|of|for|on|at|when|because|so|to)\b", low[start.end():start.end() + 80],
+                         maxsplit=1)[0]
+        return any(k in after for k in names)
+    return any(k in low[max(0, verb.start() - 80):verb.start()] for k in names)
+
+
+_REMOVE_FIRST_RE = lazy_compile(r"^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b", re.I)
 
 
 _BACK_RE = lazy_compile(r"\b(?:again|back|restor\w*|re-?add\w*|re-?introduc\w*|re-?pin\w*)\b", re.I)

@@ -122,7 +122,7 @@ _BUMP_LINES = (
     # "| [mkdocs-material](https://...) | `9.5.6` | `9.5.12` |"
     lazy_compile(r"^\|\s*\[([^\]]+)\]\([^)]*\)\s*\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|$"),
     # pre-commit.ci: "- [github.com/psf/black: 24.1.1 → 24.2.0](https://...)"
-    lazy_compile(r"^-\s*\[?(?:https?://)?(?:github\.com|gitlab\.com)/[\w.-]+/([\w.-]+?)(?:-pre-commit(?:-mirror)?)?:"
+    lazy_compile(r"^-\s*\[?(?:https?://)?(?:github\.com|gitlab\.com)/[\w.-]+/([\w.-]+?)(?:-pre-commit(?:-mirror)?)?(?:\.git)?:"
                  r"\s*(\S+)\s*(?:→|->)\s*([^\s\]]+)\]?"),
 )
 _SUBJECT_BUMPS_RE = lazy_compile(r"\b([A-Za-z][\w.\-\[\]/]*) from (v?\d[\w.\-+]*) to (v?\d[\w.\-+]*)", re.I)

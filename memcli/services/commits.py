@@ -40,7 +40,7 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
     ("formatter_run", r"^\[pre-commit\.ci(?: lite)?\] (?:apply )?auto(?:matic)? ?fix|^(?:run |apply |ran )?"
                       r"(?:black|isort|ruff format|prettier|autopep8|yapf|pre-commit|formatter|auto-?format)"
                       r"(?: on \S+| again| formatting| fixes)?$"
-                      r"|^(?:fix |apply |more )?(?:re)?format(?:ting)?(?: \S+){0,2}$|^(?:fix )?(?:indentation"
+                      r"|^(?:fix |apply |more )?(?:re)?format(?:ting)?(?: \S+){0,3}$|^(?:fix )?(?:indentation"
                       r"|whitespace|lint)$"
                       r"|^apply format guidelines\b"),
     ("review_suggestions", r"^(?:apply|applied|address(?:ed)?|incorporate[sd]?) (?:\w+ )?(?:suggestions?|review|"

@@ -16,6 +16,7 @@ import gc
 import os
 import sqlite3
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
 import typer
@@ -277,8 +278,37 @@ def fail(message: str, code: int = render.ERROR, hint: str | None = None) -> NoR
     raise typer.Exit(code)
 
 
+def bad_usage(message: str, hint: str | None = None) -> NoReturn:
+    """A command line that asks for something impossible (conflicting flags, an unknown value): exit 2."""
+    fail(message, render.USAGE, hint)
+
+
 def note(message: str) -> None:
     sys.stderr.write(f"memcli: {message}\n")
+
+
+def respond(as_json: bool, doc: dict[str, Any], lines: Iterable[str] = (), notes: Iterable[str] = (), *,
+            failed: bool = False) -> None:
+    """How most commands end: with --json the one JSON document, else `lines` on stdout and
+    `notes` on stderr; then exit 1 if `failed` (after the output, so that a script has both)."""
+    if as_json:
+        render.emit_json(doc)
+    else:
+        render.write(lines)
+        for message in notes:
+            note(message)
+    exit_if_failed(failed)
+
+
+def exit_if_failed(failed: bool) -> None:
+    """Exit 1, with nothing more said, when part of the command's work failed (it said what)."""
+    if failed:
+        raise typer.Exit(render.ERROR)
+
+
+def piped_stdin() -> Any:
+    """Standard input as a binary stream, or no bytes when it is a terminal (a hook's input is piped)."""
+    return sys.stdin.buffer if sys.stdin is not None and not sys.stdin.isatty() else b""
 
 
 def llm_progress() -> Any:
@@ -325,12 +355,8 @@ def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = Fal
 
 def synced(store: Store) -> Store:
     """Bring the sidecar in step, with a progress bar when it takes long; report bad files once."""
-    progress = progress_bar("indexing")
-    try:
-        report = store.sync(on_progress=progress.update if progress else None)
-    finally:
-        if progress:
-            progress.close()
+    with progress_bar("indexing") as progress:
+        report = store.sync(on_progress=progress)
     if report.rebuilt and report.rebuilt != "reindex requested" and store.count():
         note(f"index rebuilt: {report.rebuilt}")
     for fname, error in report.new_bad:
@@ -366,8 +392,15 @@ class _Bar:
             self._progress.stop()
 
 
-def progress_bar(label: str) -> _Bar | None:
-    return _Bar(label) if sys.stderr.isatty() else None
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback (done, total) drawing a bar on a terminal's stderr, else None."""
+    bar = _Bar(label) if sys.stderr.isatty() else None
+    try:
+        yield bar.update if bar else None
+    finally:
+        if bar:
+            bar.close()
 
 
 def read_text(args: list[str] | None, what: str = "text") -> str:

@@ -129,17 +129,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    store: str | None = typer.Option(None, "--store", "-s", metavar="DIR",
-                                     help="Store directory (default: $MEMCLI_STORE, "
-                                        "the nearest .memcli/, or ~/.local/share/memcli).", envvar=None),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
     as_json: bool = typer.Option(False, "--json", help="JSON output for the command that follows "
                                  "(same as giving --json after it)."),
 ) -> None:
-    state.store_path = store
-    state.debug = state.debug or debug
-    state.store = None
+    """--store and --debug are the runtime's (runtime._global_params); --json moves after the subcommand."""
 
 
 # ---------------------------------------------------------------- init

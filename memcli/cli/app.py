@@ -432,14 +432,7 @@ def trash_(
         return emit_json({"count": len(items), "memories": [i.to_dict() for i in items]})
     if not render.stdout_is_terminal():
         return render.write("\t".join([i.id, i.trashed_at, i.reason, " ".join(i.text.split())]) for i in items)
-    width = render.terminal_width()
-    id_w = max((len(i.short) for i in items), default=8)
-    lines = []
-    for i in items:
-        head = f"{i.short:<{id_w}}  {i.trashed_at[:16].replace('T', ' ')}  "
-        why = render.clip(i.reason, min(render.cell_width(i.reason), max(12, (width - len(head)) // 2)))
-        lines.append(f"{head}{why}  {render.clip(i.text, max(8, width - len(head) - render.cell_width(why) - 2))}")
-    render.write(lines)
+    render.write(render.trash_rows(items, render.terminal_width()))
     note(plural(len(items), "memory", "memories") + " in the trash" + (" (memcli restore ID)" if items else ""))
 
 
@@ -597,13 +590,7 @@ def reindex(
 def stats(as_json: Json = False) -> None:
     """Counts and sizes."""
     info = synced(get_store()).stats()
-
-    def shown(key: str, value: Any) -> Any:
-        if isinstance(value, list):
-            return ", ".join(f"{c['name']} {c['count']}" for c in value) or "-"
-        return render.size(value) if key in ("facts_bytes", "index_bytes") and isinstance(value, int) else value
-
-    respond(as_json, info, [f"{key:<16} {shown(key, value)}" for key, value in info.items()])
+    respond(as_json, info, render.stats_lines(info))
 
 
 @app.command(epilog=examples("memcli doctor", "memcli doctor --fix", "memcli doctor --json"))
@@ -665,15 +652,9 @@ def merge(
     pending = 0 if dry_run or not results else _provisional_note(store)
     if as_json:
         return emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run, "provisional_vectors": pending})
-    width = render.terminal_width() if render.stdout_is_terminal() else 100
     verb = "would merge" if dry_run else "merged"
-    blocks = []
-    for n, r in enumerate(results, 1):  # one labelled block per group, all on stdout
-        lines = [f"group {n}: {verb} {len(r.sources)} memories into {r.merged.id} ({r.method})"]
-        lines += [f"  from {sid}  {render.clip(text, max(20, width - 34))}" for sid, text in zip(r.sources, r.texts)]
-        blocks.append("\n".join([*lines, "  into:", *render.body_lines(r.merged.text, width, "    ")]))
-    if blocks:
-        sys.stdout.write("\n\n".join(blocks) + "\n")
+    if results:
+        sys.stdout.write("\n\n".join(render.merge_block(n, r, verb) for n, r in enumerate(results, 1)) + "\n")
     note(f"{verb} {plural(len(results), 'group')}" if results else "nothing to merge")
 
 

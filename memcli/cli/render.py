@@ -292,6 +292,35 @@ def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colo
     return lines
 
 
+def trash_rows(items: Sequence[Any], width: int) -> list[str]:
+    """The trash for a person (`Store.trash_listing`): short id, when, why, text, fitted to `width`."""
+    id_w = max((len(i.short) for i in items), default=8)
+    rows = []
+    for i in items:
+        head = f"{i.short:<{id_w}}  {i.trashed_at[:16].replace('T', ' ')}  "
+        why = clip(i.reason, min(cell_width(i.reason), max(12, (width - len(head)) // 2)))
+        rows.append(f"{head}{why}  {clip(i.text, max(8, width - len(head) - cell_width(why) - 2))}")
+    return rows
+
+
+def merge_block(n: int, result: Any, verb: str) -> str:
+    """One merged group (`MergeResult`), labelled: its sources, clipped, then the merged text whole."""
+    width = terminal_width() if stdout_is_terminal() else 100
+    lines = [f"group {n}: {verb} {len(result.sources)} memories into {result.merged.id} ({result.method})"]
+    lines += [f"  from {sid}  {clip(text, max(20, width - 34))}" for sid, text in zip(result.sources, result.texts)]
+    return "\n".join([*lines, "  into:", *body_lines(result.merged.text, width, "    ")])
+
+
+def stats_lines(info: dict[str, Any]) -> list[str]:
+    """`Store.stats` one key a line: counts by name, sizes in kB/MB."""
+    def shown(key: str, value: Any) -> Any:
+        if isinstance(value, list):
+            return ", ".join(f"{c['name']} {c['count']}" for c in value) or "-"
+        return size(value) if key in ("facts_bytes", "index_bytes") and isinstance(value, int) else value
+
+    return [f"{key:<16} {shown(key, value)}" for key, value in info.items()]
+
+
 def list_tsv(records: Sequence[Memory]) -> list[str]:
     """The listing for a pipe: full ids, tab-separated, one memory per line (text on one line)."""
     return ["\t".join([r.id, r.created, r.type, " ".join(r.text.split()), ",".join(r.tags)]) for r in records]

@@ -15,12 +15,13 @@ loaded.
         print(f"{hit.score:.2f}", hit.memory.text)
 
 The module also names the few types and input helpers a caller needs to build a call (`Filters`,
-`LogFilter`, `read_input` ...), so that presentation imports nothing else.
+`filters`, `read_stream` ...), so that presentation imports nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from memcli.core.config import Config
 from memcli.core.errors import InputRejected, InvalidInput, NotFound, StoreError
@@ -55,23 +56,20 @@ if TYPE_CHECKING:
     from memcli.ops.trash import TrashItem
     from memcli.ops.visible import Item
 
-__all__ = ["IMPORT_KINDS", "Filters", "Store", "filters", "read_input", "read_limited", "spool_stdin"]
+__all__ = ["IMPORT_KINDS", "Filters", "Store", "filters", "read_stream"]
 
 
-def read_limited(stream: Any, name: str = "stdin") -> bytes:
-    """A binary stream read up to the input limit (10 MB), refused past it: `add - < /dev/zero`
-    stops at the limit instead of reading gigabytes."""
-    from memcli.ops.add import read_limited as read
+def read_stream(stream: Any, name: str = "stdin") -> str:
+    """A stream's text (standard input), read only up to the input limit (10 MB: `add - <
+    /dev/zero` stops there) and decoded strictly: binary, invalid UTF-8 and oversized input are
+    refused in one line."""
+    from memcli.ops.add import read_input, read_limited
 
-    return read(stream, name)
-
-
-def spool_stdin(stream: Any) -> contextlib.AbstractContextManager[Path]:
-    """Standard input copied to a temporary file (removed on exit), so that an import can read
-    its source twice (validate everything, then write) in bounded memory."""
-    from memcli.ops.records import spool_stdin as spool
-
-    return spool(stream)
+    if hasattr(stream, "buffer"):  # a text stream over bytes (sys.stdin): read its bytes
+        stream = stream.buffer
+    elif isinstance(stream, io.TextIOBase):  # text only, no bytes under it: re-encoded for the same checks
+        return read_input(stream.read().encode("utf-8", "surrogateescape"), name)
+    return read_input(read_limited(stream, name), name)
 
 
 def _when(text: str | None, *, end: bool = False) -> str | None:
@@ -91,13 +89,6 @@ def filters(*, tags: Sequence[str] = (), type: str | None = None, user: str | No
     `7d`, `yesterday`; an unreadable one is `InvalidInput`)."""
     return Filters(tags=tuple(tags), type=type, user=user, project=project, since=_when(since),
                    until=_when(until, end=True), current=current)
-
-
-def read_input(data: bytes, name: str = "stdin") -> str:
-    """User input decoded strictly: binary, invalid UTF-8 and oversized input refused in one line."""
-    from memcli.ops.add import read_input as decode
-
-    return decode(data, name)
 
 
 class Store:
@@ -271,6 +262,7 @@ class Store:
         in the file at `path`, or in `text` (stdin), and the name of their source; read before any
         store is touched. A ChatGPT export file is streamed (a 100 MB one is never held whole), the
         rest is read whole (10 MB at most). `InputRejected` when it cannot be read or holds none."""
+        from memcli.ops.add import read_input, read_limited
         from memcli.services.transcripts import iter_chatgpt, parse_conversations
 
         name = "stdin" if path is None else Path(path).name
@@ -605,16 +597,20 @@ class Store:
         self._store.index.sync()
         return import_memories(self._store, to_memories(records, name, f"import:{name}"))
 
-    def import_file(self, path: Path, fmt: str | None = None, *, name: str | None = None, split: bool = False,
-                    redact: bool = True, prepare: Callable[[], None] | None = None,
+    def import_file(self, path: Path | BinaryIO, fmt: str | None = None, *, name: str | None = None,
+                    split: bool = False, redact: bool = True, prepare: Callable[[], None] | None = None,
                     on_progress: Callable[[int, int], None] | None = None) -> ImportReport:
-        """Import an export (json, jsonl, csv, md), a Markdown note or a folder of notes: every
-        record validated first (nothing written if one is bad; then `prepare` runs), then written
-        in batches."""
+        """Import an export (json, jsonl, csv, md), a Markdown note or a folder of notes at `path`,
+        or from a binary stream (stdin: copied to a temporary file first, as the source is read
+        twice in bounded memory): every record validated first (nothing written if one is bad;
+        then `prepare` runs), then written in batches."""
         from memcli.ops.io import import_source
+        from memcli.ops.records import spool_stdin
 
-        return import_source(self._store, path, fmt, name=name or path.name, split=split, redact=redact,
-                             prepare=prepare, on_progress=on_progress)
+        named = name or (path.name if isinstance(path, Path) else "stdin")
+        with contextlib.nullcontext(path) if isinstance(path, Path) else spool_stdin(path) as source:
+            return import_source(self._store, source, fmt, name=named, split=split, redact=redact, prepare=prepare,
+                                 on_progress=on_progress)
 
     # ------------------------------------------------------------ the inbox and the integrations
     def inbox(self) -> list[tuple[Path, dict[str, Any]]]:

@@ -5,7 +5,6 @@ ending) is memcli/cli/runtime.py. No logic of its own lives here.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import os
 import sys
@@ -16,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from memcli import __version__
-from memcli.api import IMPORT_KINDS, Filters, Store, filters, spool_stdin
+from memcli.api import IMPORT_KINDS, Filters, Store, filters
 from memcli.cli import render, runtime
 from memcli.cli.render import emit_json, plural
 from memcli.cli.runtime import (
@@ -534,18 +533,17 @@ def import_(
     if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
         return _import_conversations(file, from_, create, as_json, redact=not no_redact)
     check_format(fmt)
-    with spool_stdin(sys.stdin.buffer) if file == "-" else contextlib.nullcontext(Path(file)) as path:
-        if file != "-" and not path.exists():  # checked before the store is touched
-            fail(f"cannot read {file}: no such file or directory")
-        store = get_store(must_exist=False, create=create, bulk=True)
+    if file != "-" and not Path(file).exists():  # checked before the store is touched
+        fail(f"cannot read {file}: no such file or directory")
+    store = get_store(must_exist=False, create=create, bulk=True)
 
-        def prepare() -> None:  # after every record was checked: a failed import creates nothing
-            store.ensure()
-            synced(store)
+    def prepare() -> None:  # after every record was checked: a failed import creates nothing
+        store.ensure()
+        synced(store)
 
-        with progress_bar("importing") as bar:
-            report = store.import_file(path, fmt, name="stdin" if file == "-" else path.name, split=split,
-                                       redact=not no_redact, prepare=prepare, on_progress=bar)
+    with progress_bar("importing") as bar:
+        report = store.import_file(sys.stdin.buffer if file == "-" else Path(file), fmt, split=split,
+                                   redact=not no_redact, prepare=prepare, on_progress=bar)
     respond(as_json, report.to_dict(),
             notes=[f"imported {report.added} new, {report.updated} updated, {report.unchanged} unchanged"])
 

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from memcli.api import Store, read_input, read_limited
+from memcli.api import Store, read_stream
 from memcli.cli import render
 from memcli.core.discovery import resolve
 from memcli.core.errors import ExitStatus, LLMNotConfigured, MemcliError
@@ -415,10 +415,7 @@ def read_text(args: list[str] | None, what: str = "text") -> str:
 def read_stdin() -> str:
     """All of stdin as text, read only up to the input limit, decoded strictly (one-line errors)."""
     if state.stdin_text is None:
-        if hasattr(sys.stdin, "buffer"):
-            state.stdin_text = read_input(read_limited(sys.stdin.buffer, "stdin"), "stdin")
-        else:  # a text-only stream (tests): re-encoded so the same checks apply
-            state.stdin_text = read_input(sys.stdin.read().encode("utf-8", "surrogateescape"), "stdin")
+        state.stdin_text = read_stream(sys.stdin)
     return state.stdin_text
 
 

@@ -114,7 +114,7 @@ def write(lines: Iterable[str]) -> None:
 
 def fit(lines: Iterable[str]) -> list[str]:
     """Lines clipped to the terminal's width; piped, whole (for scripts)."""
-    width = terminal_width() if stdout_is_terminal() else 10_000
+    width = output_width()
     return [clip(line, width) for line in lines]
 
 
@@ -124,15 +124,24 @@ def short(text: str, width: int = 160) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
-def stdout_is_terminal() -> bool:
-    """Whether stdout is a person's terminal (caps, colours) rather than a pipe or a file.
-    `MEMCLI_FORCE_TTY=1` makes tests see a terminal."""
+def is_terminal(stream: Any) -> bool:
+    """Whether `stream` is a person's terminal (caps, colours, spinners) rather than a pipe or a
+    file. `MEMCLI_FORCE_TTY=1` makes tests see a terminal."""
     if os.environ.get("MEMCLI_FORCE_TTY") == "1":
         return True
     try:
-        return sys.stdout.isatty()
+        return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def stdout_is_terminal() -> bool:
+    return is_terminal(sys.stdout)
+
+
+def output_width(piped: int = 10_000) -> int:
+    """The width to fit on stdout: the terminal's, or `piped` for a pipe or a file (scripts get whole lines)."""
+    return terminal_width() if stdout_is_terminal() else piped
 
 
 def wrap(text: str, width: int, indent: str = "") -> list[str]:
@@ -305,7 +314,7 @@ def trash_rows(items: Sequence[Any], width: int) -> list[str]:
 
 def merge_block(n: int, result: Any, verb: str) -> str:
     """One merged group (`MergeResult`), labelled: its sources, clipped, then the merged text whole."""
-    width = terminal_width() if stdout_is_terminal() else 100
+    width = output_width(piped=100)
     lines = [f"group {n}: {verb} {len(result.sources)} memories into {result.merged.id} ({result.method})"]
     lines += [f"  from {sid}  {clip(text, max(20, width - 34))}" for sid, text in zip(result.sources, result.texts)]
     return "\n".join([*lines, "  into:", *body_lines(result.merged.text, width, "    ")])
@@ -345,15 +354,6 @@ def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: boo
 
 
 # ---------------------------------------------------------------- spinner
-def stderr_is_terminal() -> bool:
-    if os.environ.get("MEMCLI_FORCE_TTY") == "1":
-        return True
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 class Spinner:
     """A spinner on stderr while waiting (e.g. for an LLM's first token); nothing when stderr is not
     a terminal. `wrap(iterator)` stops it at the first item; the line is cleared when it stops."""
@@ -365,7 +365,7 @@ class Spinner:
         self.interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        if stderr_is_terminal():
+        if is_terminal(sys.stderr):
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
 
@@ -447,7 +447,7 @@ def add_lines(result: Any, shorts: dict[str, str], *, verbose: bool = False) -> 
     full ones), text; then what it was decided against and why. Memory text is printed literally
     and clipped at a word to the terminal (piped, whole)."""
     colour = colour_enabled()
-    room = max(20, (terminal_width() if stdout_is_terminal() else 10_000) - 34)
+    room = max(20, output_width() - 34)
     id_w = max((len(v) for v in shorts.values()), default=26) if shorts else 26
     pad = f"{'':<6} {'':<{id_w}} "
     out: list[str] = []

@@ -15,20 +15,24 @@ loaded.
         print(f"{hit.score:.2f}", hit.memory.text)
 
 The module also names the few types and input helpers a caller needs to build a call (`Filters`,
-`LogFilter`, `read_input` ...), so that presentation imports nothing else.
+`filters`, `read_stream` ...), so that presentation imports nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import itertools
+import json
 import os
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from memcli.core.config import Config
-from memcli.core.errors import InvalidInput, NotFound
+from memcli.core.errors import InputRejected, InvalidInput, NotFound, StoreError
 from memcli.core.memory import Memory, parse_when
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 from memcli.index import Filters, Index, SyncReport
@@ -49,25 +53,23 @@ if TYPE_CHECKING:
     from memcli.ops.curate import ConsolidateReport, MergeResult, PruneResult, RollbackResult
     from memcli.ops.io import ImportReport
     from memcli.ops.search import SearchResponse
+    from memcli.ops.trash import TrashItem
     from memcli.ops.visible import Item
 
-__all__ = ["IMPORT_KINDS", "Filters", "Store", "read_input", "read_limited", "spool_stdin"]
+__all__ = ["IMPORT_KINDS", "Filters", "Store", "filters", "read_stream"]
 
 
-def read_limited(stream: Any, name: str = "stdin") -> bytes:
-    """A binary stream read up to the input limit (10 MB), refused past it: `add - < /dev/zero`
-    stops at the limit instead of reading gigabytes."""
-    from memcli.ops.add import read_limited as read
+def read_stream(stream: Any, name: str = "stdin") -> str:
+    """A stream's text (standard input), read only up to the input limit (10 MB: `add - <
+    /dev/zero` stops there) and decoded strictly: binary, invalid UTF-8 and oversized input are
+    refused in one line."""
+    from memcli.ops.add import read_input, read_limited
 
-    return read(stream, name)
-
-
-def spool_stdin(stream: Any) -> contextlib.AbstractContextManager[Path]:
-    """Standard input copied to a temporary file (removed on exit), so that an import can read
-    its source twice (validate everything, then write) in bounded memory."""
-    from memcli.ops.records import spool_stdin as spool
-
-    return spool(stream)
+    if hasattr(stream, "buffer"):  # a text stream over bytes (sys.stdin): read its bytes
+        stream = stream.buffer
+    elif isinstance(stream, io.TextIOBase):  # text only, no bytes under it: re-encoded for the same checks
+        return read_input(stream.read().encode("utf-8", "surrogateescape"), name)
+    return read_input(read_limited(stream, name), name)
 
 
 def _when(text: str | None, *, end: bool = False) -> str | None:
@@ -80,11 +82,13 @@ def _when(text: str | None, *, end: bool = False) -> str | None:
         raise InvalidInput(str(e)) from None
 
 
-def read_input(data: bytes, name: str = "stdin") -> str:
-    """User input decoded strictly: binary, invalid UTF-8 and oversized input refused in one line."""
-    from memcli.ops.add import read_input as decode
-
-    return decode(data, name)
+def filters(*, tags: Sequence[str] = (), type: str | None = None, user: str | None = None,
+            project: str | None = None, since: str | None = None, until: str | None = None,
+            current: bool = False) -> Filters:
+    """`Filters` from what a person types: `since` and `until` are dates or ages (`2026-01-01`,
+    `7d`, `yesterday`; an unreadable one is `InvalidInput`)."""
+    return Filters(tags=tuple(tags), type=type, user=user, project=project, since=_when(since),
+                   until=_when(until, end=True), current=current)
 
 
 class Store:
@@ -215,20 +219,34 @@ class Store:
                    session=session, threshold=threshold, allow_delete=allow_delete, dry_run=dry_run, redact=redact,
                    **options)
 
-    def add_batch(self, lines: Iterable[str], **options: Any) -> Iterator[tuple[int, AddResult | str]]:
-        """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each decided
-        as its own `add`; yields (line number, AddResult or the message of an unusable line)."""
+    def add_batch(self, lines: Iterable[str] | Path, **options: Any) -> Iterator[tuple[int, AddResult | str]]:
+        """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}` (or the
+        file at a `Path` holding them), each decided as its own `add`; yields (line number,
+        AddResult or the message of an unusable line)."""
         from memcli.ops.batch import add_batch
 
-        return add_batch(self._store, lines, **options)
+        if not isinstance(lines, Path):
+            yield from add_batch(self._store, lines, **options)
+            return
+        try:
+            stream = open(lines, encoding="utf-8")  # noqa: SIM115 - closed below, after the last line
+        except OSError as e:
+            raise InputRejected(f"cannot read {lines}: {e.strerror}") from None
+        with stream:
+            yield from add_batch(self._store, stream, **options)
+
+    def uses_llm(self, *, raw: bool = False, llm: bool | None = None, llm_model: str | None = None) -> bool:
+        """Whether an `add` with these options would wait on the LLM (from a git hook it is queued instead)."""
+        return not raw and llm is not False and bool(llm_model or self.config.llm_model)
 
     def queue(self, text: str, *, source: str | None = None, redact: bool = True, **options: Any) -> str:
-        """Park `text` (redacted unless `redact` is False) in the inbox with `add`'s `options` and
-        start the background worker: an add that must not wait for an LLM (a git hook, an agent).
-        Returns the inbox item's file name (in `<store>/inbox/`)."""
+        """Park `text` (redacted unless `redact` is False) in the inbox with `add`'s `options` (those
+        not None) and start the background worker: an add that must not wait for an LLM (a git
+        hook, an agent). Returns the inbox item's file name (in `<store>/inbox/`)."""
         from memcli.agents.spool import queue_add
 
-        return queue_add(self.path, text, options, redact=redact, source=source).name
+        kept = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items() if v is not None}
+        return queue_add(self.path, text, kept, redact=redact, source=source).name
 
     def feedback(self, memory_id: str, *, useful: bool) -> Memory:
         """A memory was useful (confidence up, counts as a use) or wrong (confidence down)."""
@@ -238,31 +256,52 @@ class Store:
         return feedback(self._store, self.resolve(memory_id), useful=useful)
 
     @staticmethod
-    def parse_conversations(text: str, kind: str, name: str) -> list[Any]:
-        """The conversations of an export (`IMPORT_KINDS`: a Claude Code session, a ChatGPT
-        export), read before any store is touched; ValueError for a file that is not one."""
-        from memcli.services.transcripts import parse_conversations
+    def conversations(kind: str, path: str | os.PathLike[str] | None = None, *,
+                      text: str | None = None) -> tuple[str, Iterable[Any]]:
+        """The conversations of an export (`IMPORT_KINDS`: a Claude Code session, a ChatGPT export)
+        in the file at `path`, or in `text` (stdin), and the name of their source; read before any
+        store is touched. A ChatGPT export file is streamed (a 100 MB one is never held whole), the
+        rest is read whole (10 MB at most). `InputRejected` when it cannot be read or holds none."""
+        from memcli.ops.add import read_input, read_limited
+        from memcli.services.transcripts import iter_chatgpt, parse_conversations
 
-        return parse_conversations(text, kind, name)
+        name = "stdin" if path is None else Path(path).name
+        try:
+            if kind == "chatgpt" and path is not None:
+                def stream() -> Iterator[Any]:
+                    with open(path, encoding="utf-8-sig") as f:
+                        yield from iter_chatgpt(f, name)
 
-    @staticmethod
-    def stream_chatgpt(path: str, name: str) -> Iterator[Any]:
-        """The conversations of a ChatGPT export file, read one at a time (a 100 MB
-        `conversations.json` is never held whole); ValueError at the first one that is not one."""
-        from memcli.services.transcripts import iter_chatgpt
-
-        with open(path, encoding="utf-8-sig") as stream:
-            yield from iter_chatgpt(stream, name)
+                found = stream()
+                first = next(found, None)
+                found = None if first is None else itertools.chain([first], found)
+            else:
+                if path is not None:
+                    with open(path, "rb") as f:
+                        text = read_input(read_limited(f, str(path)), name)  # /dev/zero stops at the limit
+                found = parse_conversations(text or "", kind, name) or None
+        except OSError as e:
+            raise InputRejected(f"cannot read {path}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise InputRejected(f"{name}: not valid UTF-8 (byte {e.start})") from None
+        except ValueError as e:
+            raise InputRejected(str(e)) from None
+        if found is None:
+            raise InputRejected(f"{name}: no conversation text found (is it a {kind} export?)")
+        return name, found
 
     def import_conversations(self, conversations: Iterable[Any], name: str, *, redact: bool = True,
                              **options: Any) -> list[dict[str, Any]]:
-        """Conversations (`parse_conversations`, or any iterable of them: a streamed export is read
-        one at a time) to memories through the session step (memcli/ops/sessions.py): a few per
+        """Conversations (`conversations`, or any iterable of them: a streamed export is read one
+        at a time) to memories through the session step (memcli/ops/sessions.py): a few per
         session, dated with their turns' own times, origins `import:<name>` and `session:<id>`,
-        plus one summary memory each."""
+        plus one summary memory each. A bad conversation further down a stream is `InputRejected`."""
         from memcli.ops.sessions import import_conversations
 
-        return import_conversations(self._store, conversations, name, redact=redact, **options)
+        try:
+            return import_conversations(self._store, conversations, name, redact=redact, **options)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise InputRejected(str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}") from None
 
     # ------------------------------------------------------------ read
     def search(self, query: str, *, k: int = 5, threshold: float | None = None, filters: Filters | None = None,
@@ -337,6 +376,13 @@ class Store:
         """What is in the trash (`extra["trashed"]`: when and why each went there)."""
         return self._store.trashed()
 
+    def trash_listing(self) -> list[TrashItem]:
+        """The trash as `memcli trash` lists it: newest first, each with when and why it went
+        there and its short id (unique in the trash)."""
+        from memcli.ops.trash import listing
+
+        return listing(self._store)
+
     def log(self, *, id_prefix: str | None = None, events: Sequence[str] = (), since: str | None = None,
             until: str | None = None) -> Iterator[dict[str, Any]]:
         """The change log's entries, oldest first, as a stream (the log may hold a 100k import):
@@ -351,6 +397,16 @@ class Store:
                                hint=f"candidates: {', '.join(sorted(found)[:5])}")
         window = LogFilter(id_prefix=id_prefix, events=tuple(events), since=_when(since), until=_when(until, end=True))
         return entries(self.log_path, window)
+
+    def log_tail(self, limit: int | None = None, **window: Any) -> tuple[int, list[dict[str, Any]]]:
+        """How many entries `log(**window)` yields, and the `limit` newest of them (all when None),
+        newest first; only `limit` are held (the log may hold a 100k import)."""
+        total = 0
+        recent: deque[dict[str, Any]] = deque(maxlen=limit)
+        for entry in self.log(**window):
+            total += 1
+            recent.append(entry)
+        return total, list(reversed(recent))
 
     def ids_in_log(self, prefix: str) -> set[str]:
         """The memory ids in the change log that start with `prefix`."""
@@ -452,7 +508,7 @@ class Store:
         else:
             chosen = [list(g) for g in groups]
         if any(len(set(g)) < 2 for g in chosen):
-            raise ValueError("merge needs at least two different memories")
+            raise InvalidInput("merge needs at least two different memories")
         return merge_groups(self._store, chosen, use_llm=use_llm, dry_run=dry_run, llm_model=llm_model, known=known)
 
     def consolidate(self, *, use_llm: bool | None = None, llm_model: str | None = None, dry_run: bool = False,
@@ -477,10 +533,19 @@ class Store:
                      type=None if type is None else str(type), dry_run=dry_run)
 
     def rollback(self, origin: str, *, dry_run: bool = False) -> RollbackResult:
-        """Undo one origin: what only it vouched for goes to the trash; others just lose it."""
+        """Undo one origin: what only it vouched for goes to the trash; others just lose it.
+        `NotFound` when no memory comes from `origin` and no change ever did (its hint: the
+        origins of that kind); one rolled back already is nothing to do, not an error."""
         from memcli.ops.curate import rollback
 
-        return rollback(self._store, origin, dry_run=dry_run)
+        result = rollback(self._store, origin, dry_run=dry_run)
+        if not (result.trashed or result.detached) and not self.origin_seen(origin):
+            kind = origin.split(":")[0]
+            known = sorted({o for m in self.list() for o in m.origins if o.split(":")[0] == kind})
+            raise NotFound(f"no memory comes from {origin}",
+                           hint=f"origins of that kind: {', '.join(known[:6])}{' ...' if len(known) > 6 else ''}"
+                           if known else "memcli show ID lists a memory's origins")
+        return result
 
     def origin_seen(self, origin: str) -> bool:
         """Whether any change was ever made from `origin` (log.jsonl, read as a stream)."""
@@ -518,7 +583,10 @@ class Store:
         from memcli.ops.io import write_stream
 
         written: list[Memory] = []  # the memories, by reference: the export is streamed, never held
-        write_stream(path, self.export_chunks(fmt, filters, on_memory=lambda m: written.append(m)))
+        try:
+            write_stream(path.absolute(), self.export_chunks(fmt, filters, on_memory=lambda m: written.append(m)))
+        except OSError as e:
+            raise StoreError(f"cannot write {path}: {e.strerror}") from None
         return len(written)
 
     def import_records(self, records: list[dict[str, Any]], *, name: str = "records") -> ImportReport:
@@ -529,16 +597,20 @@ class Store:
         self._store.index.sync()
         return import_memories(self._store, to_memories(records, name, f"import:{name}"))
 
-    def import_file(self, path: Path, fmt: str | None = None, *, name: str | None = None, split: bool = False,
-                    redact: bool = True, prepare: Callable[[], None] | None = None,
+    def import_file(self, path: Path | BinaryIO, fmt: str | None = None, *, name: str | None = None,
+                    split: bool = False, redact: bool = True, prepare: Callable[[], None] | None = None,
                     on_progress: Callable[[int, int], None] | None = None) -> ImportReport:
-        """Import an export (json, jsonl, csv, md), a Markdown note or a folder of notes: every
-        record validated first (nothing written if one is bad; then `prepare` runs), then written
-        in batches."""
+        """Import an export (json, jsonl, csv, md), a Markdown note or a folder of notes at `path`,
+        or from a binary stream (stdin: copied to a temporary file first, as the source is read
+        twice in bounded memory): every record validated first (nothing written if one is bad;
+        then `prepare` runs), then written in batches."""
         from memcli.ops.io import import_source
+        from memcli.ops.records import spool_stdin
 
-        return import_source(self._store, path, fmt, name=name or path.name, split=split, redact=redact,
-                             prepare=prepare, on_progress=on_progress)
+        named = name or (path.name if isinstance(path, Path) else "stdin")
+        with contextlib.nullcontext(path) if isinstance(path, Path) else spool_stdin(path) as source:
+            return import_source(self._store, source, fmt, name=named, split=split, redact=redact, prepare=prepare,
+                                 on_progress=on_progress)
 
     # ------------------------------------------------------------ the inbox and the integrations
     def inbox(self) -> list[tuple[Path, dict[str, Any]]]:
@@ -568,27 +640,40 @@ class Store:
         return sync(self._store, push=push)
 
     @staticmethod
-    def capture(kind: str, *, store: str | None = None, stdin: bytes = b"", sha: str | None = None,
+    def capture(kind: str, *, store: str | None = None, stdin: Any = b"", sha: str | None = None,
                 rewrite: str | None = None, origins: Sequence[str] | None = None, text: str | None = None,
-                redact: bool = True) -> Captured:
+                redact: bool = True) -> Captured | None:
         """Spool input from a hook (claude-code, git, git-rewrite, text) and start the worker; the
-        store is found as a command would find it (`store`: --store). Raises ValueError for input
-        that cannot be captured (an unknown kind, a hook payload that is not JSON)."""
-        from memcli.agents.capture import CaptureError, run
+        store is found as a command would find it (`store`: --store). `stdin` (bytes or a binary
+        stream) is read only by the kinds that take it. `InputRejected` for input that cannot be
+        captured (an unknown kind, a hook payload that is not JSON). claude-code fails open: a
+        failed hook is reported to the user every turn, so its failure goes to the store's
+        `inbox/errors.log` instead, and the result is None."""
+        from memcli.agents.capture import CaptureError, record_hook_failure, run
 
         try:
             return run(kind, store=store, stdin=stdin, sha=sha, origins=list(origins) if origins else None,
                        rewrite=rewrite, text=text, redact=redact)
-        except CaptureError as e:
-            raise ValueError(str(e)) from None
+        except Exception as e:
+            if kind == "claude-code":
+                record_hook_failure(store, f"capture claude-code: {' '.join(str(e).split()) or type(e).__name__}")
+                return None
+            if isinstance(e, CaptureError):
+                raise InputRejected(str(e)) from None
+            raise
 
     @staticmethod
-    def record_hook_failure(store: str | None, message: str) -> None:
-        """A hook's failure in `<store>/inbox/errors.log` (nothing when there is no store): a hook
-        that fails open still leaves a trace, never in its host's output."""
-        from memcli.agents.capture import record_hook_failure
-
-        record_hook_failure(store, message)
+    def enter_session(payload: Any) -> None:
+        """Run from a Claude Code hook: enter the session's directory (`cwd` in the hook's JSON
+        `payload`: bytes, or a binary stream read here), so that its store and project are the
+        ones found; a payload without a usable `cwd` changes nothing."""
+        try:
+            data = json.loads((payload if isinstance(payload, bytes | str) else payload.read()) or "{}")
+        except (ValueError, OSError):
+            return
+        cwd = Path(data["cwd"]) if isinstance(data, dict) and data.get("cwd") else None
+        if cwd is not None and cwd.is_dir():
+            os.chdir(cwd)
 
     @staticmethod
     def install_hooks(target: str, *, scope: str = "project", store: str | None = None,

@@ -227,12 +227,15 @@ def capture_text(text: str, *, origins: list[str] | None = None, store: str | No
 
 
 # ------------------------------------------------------------------------------------ entry point
-def run(kind: str, *, store: str | None = None, stdin: bytes = b"", sha: str | None = None,
+def run(kind: str, *, store: str | None = None, stdin: Any = b"", sha: str | None = None,
         rewrite: str | None = None, origins: list[str] | None = None, text: str | None = None,
         redact: bool = True, worker: str = "detach") -> Captured:
     """Dispatch one capture, then start the worker: `detach` (a detached process, for hooks
     that must return: Claude Code), `inline` (run it here: the git hook's process is already
-    in the background), or `none`."""
+    in the background), or `none`. `stdin` (bytes, or a binary stream read here) is the hook's
+    input: claude-code's JSON, git-rewrite's old/new pairs, text's text when none is given."""
+    if kind in ("claude-code", "git-rewrite") or (kind == "text" and text is None):
+        stdin = stdin if isinstance(stdin, bytes) else stdin.read()
     if kind == "claude-code":
         try:
             payload = json.loads(stdin.decode("utf-8") or "{}")
@@ -283,9 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-redact", action="store_true")
     parser.add_argument("--worker", choices=["detach", "inline", "none"], default="detach")
     args = parser.parse_args(argv)
-    data = b""
-    if args.kind in ("claude-code", "git-rewrite") or (args.kind == "text" and not args.rest):
-        data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
+    data = sys.stdin.buffer if sys.stdin is not None and not sys.stdin.isatty() else b""
     try:
         run(args.kind, store=args.store, stdin=data, sha=args.sha,
             rewrite=args.rest[0] if args.kind == "git-rewrite" and args.rest else None,

@@ -1,50 +1,49 @@
 """The commands: each parses its arguments, makes one `memcli.Store` call and renders the result
-(memcli/cli/render.py). How a command runs (the store, errors, self-heal, stdin) is
-memcli/cli/runtime.py. No logic of its own lives here.
+(memcli/cli/render.py). How a command runs (the store, errors, self-heal, stdin, the JSON-or-text
+ending) is memcli/cli/runtime.py. No logic of its own lives here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import itertools
-import json
 import os
-import shutil
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from memcli import __version__
-from memcli.api import IMPORT_KINDS, Filters, Store, read_input, read_limited, spool_stdin
+from memcli.api import IMPORT_KINDS, Filters, Store, filters
 from memcli.cli import render, runtime
-from memcli.cli.render import emit_json
+from memcli.cli.render import emit_json, plural
 from memcli.cli.runtime import (
     Group,
+    bad_usage,
+    exit_if_failed,
     fail,
     get_store,
     llm_progress,
     note,
+    piped_stdin,
     progress_bar,
     read_stdin,
     read_text,
+    respond,
     state,
     synced,
 )
 from memcli.core.config import git_project
 from memcli.core.config import where as where_info
-from memcli.core.discovery import resolve
-from memcli.core.errors import ExitStatus, LLMError
-from memcli.core.memory import parse_when
+from memcli.core.discovery import repo, resolve
+from memcli.core.errors import LLMError
 from memcli.core.trust import set_trust, trust_file
 from memcli.core.vocab import ExportFormat, MemoryType, SortKey
 
 
 def examples(*lines: str) -> str:
-    """A command's help ends with these examples (2-4 of them; tests/test_help.py checks)."""
+    """A command's help ends with these examples (2-4 of them)."""
     return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
 
 
@@ -60,48 +59,6 @@ app = typer.Typer(
 )
 inbox_app = typer.Typer(help="Inputs parked when the LLM was unreachable.", invoke_without_command=True)
 app.add_typer(inbox_app, name="inbox")
-
-
-def short(text: str, width: int = 160) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "…"
-
-
-def make_filters(tag: list[str] | None, type_: str | None, user: str | None, project: str | None,
-                 since: str | None, until: str | None, *, current: bool = False) -> Filters:
-    check_type(type_)
-    if project == ".":
-        project = git_project()
-        if project is None:
-            fail("--project . needs a git repository")
-    try:
-        return Filters(
-            tags=tuple(tag or ()), type=type_, user=user, project=project,
-            since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
-            current=current,
-        )
-    except ValueError as e:
-        fail(str(e), ExitStatus.USAGE)
-
-
-def check_type(type_: str | None) -> None:
-    if type_ is not None and type_ not in MemoryType.values():
-        fail(f"--type must be one of {', '.join(MemoryType.values())}", ExitStatus.USAGE)
-
-
-# Filter options shared by search, list and export (one definition, one help text).
-TAG_FILTER = typer.Option(None, "--tag", "-t", metavar="TAG",
-                          help="Only memories with this tag (repeatable; all must match).")
-TYPE_FILTER = typer.Option(None, "--type", metavar="TYPE", help=f"{MemoryType.choices()}: only this type.")
-USER_FILTER = typer.Option(None, "--user", metavar="NAME", help="Only this user's memories.")
-PROJECT_FILTER = typer.Option(None, "--project", metavar="NAME", help="Project name, or `.` for this repository.")
-SINCE_FILTER = typer.Option(None, "--since", metavar="WHEN",
-                            help="Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")
-UNTIL_FILTER = typer.Option(None, "--until", metavar="WHEN", help="Created at or before (same forms as --since).")
-ALL_OPTION = typer.Option(False, "--all", help="Include memories superseded by a newer one.")
-JSON_FLAG = typer.Option(False, "--json", help="Print one JSON document on stdout (shapes: README, JSON output).")
-MODEL_OPTION = typer.Option(None, "--model", metavar="MODEL", help="LLM model for this call (litellm string).")
-CREATE_OPTION = typer.Option(False, "--create", help="Create the --store directory if it does not exist.")
 
 
 def _between(lo: float, hi: float) -> Any:
@@ -121,6 +78,47 @@ def _at_least(lo: int) -> Any:
     return check
 
 
+# Options that several commands take: one definition, one help text.
+Tags = Annotated[list[str] | None, typer.Option("--tag", "-t", metavar="TAG",
+                                                help="Only memories with this tag (repeatable; all must match).")]
+Type = Annotated[str | None, typer.Option("--type", metavar="TYPE", help=f"{MemoryType.choices()}: only this type.")]
+User = Annotated[str | None, typer.Option("--user", metavar="NAME", help="Only this user's memories.")]
+Project = Annotated[str | None, typer.Option("--project", metavar="NAME",
+                                             help="Project name, or `.` for this repository.")]
+Since = Annotated[str | None, typer.Option("--since", metavar="WHEN",
+                                           help="Created at or after: 2026-01-01, 7d, 2w, 3m, 1y, yesterday.")]
+Until = Annotated[str | None, typer.Option("--until", metavar="WHEN",
+                                           help="Created at or before (same forms as --since).")]
+All = Annotated[bool, typer.Option("--all", help="Include memories superseded by a newer one.")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (shapes: README, JSON output).")]
+Model = Annotated[str | None, typer.Option("--model", metavar="MODEL",
+                                           help="LLM model for this call (litellm string).")]
+Create = Annotated[bool, typer.Option("--create", help="Create the --store directory if it does not exist.")]
+NoRedact = Annotated[bool, typer.Option("--no-redact", help="Do not scrub secrets and personal data.")]
+
+
+def check_type(type_: str | None) -> None:
+    if type_ is not None and type_ not in MemoryType.values():
+        bad_usage(f"--type must be one of {', '.join(MemoryType.values())}")
+
+
+def check_format(fmt: str | None) -> None:
+    if fmt is not None and fmt not in ExportFormat.values():
+        bad_usage(f"--format must be one of {', '.join(ExportFormat.values())}")
+
+
+def _filters(tag: list[str] | None, type_: str | None, user: str | None, project: str | None,
+             since: str | None, until: str | None, *, current: bool = False) -> Filters:
+    """The filter options (Tags ... Until) as `Filters`; `--project .` is this repository's project."""
+    check_type(type_)
+    if project == ".":
+        project = git_project()
+        if project is None:
+            fail("--project . needs a git repository")
+    return filters(tags=tag or (), type=type_, user=user, project=project, since=since, until=until,
+                   current=current)
+
+
 # ---------------------------------------------------------------- global options
 def _version(value: bool) -> None:
     if value:
@@ -130,17 +128,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    store: str | None = typer.Option(None, "--store", "-s", metavar="DIR",
-                                     help="Store directory (default: $MEMCLI_STORE, "
-                                        "the nearest .memcli/, or ~/.local/share/memcli).", envvar=None),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
     as_json: bool = typer.Option(False, "--json", help="JSON output for the command that follows "
                                  "(same as giving --json after it)."),
 ) -> None:
-    state.store_path = store
-    state.debug = state.debug or debug
-    state.store = None
+    """--store and --debug are the runtime's (runtime._global_params); --json moves after the subcommand."""
 
 
 # ---------------------------------------------------------------- init
@@ -151,19 +143,15 @@ def init(
                                 "(the .gitattributes that lets log.jsonl merge is written in any case)."),
 ) -> None:
     """Create a store (a project store in ./.memcli by default)."""
-    path = directory or (Path(state.store_path) if state.store_path else Path.cwd() / ".memcli")
-    store = Store(path)
+    store = Store(directory or (Path(state.store_path) if state.store_path else Path.cwd() / ".memcli"))
     created = store.init()
     note(f"{'created' if created else 'store already exists at'} {store.path}")
+    inside = repo(store.path.absolute().parent) if created and not shared else None
     if shared:
         note("commit it (git add .memcli && git commit) and run `memcli sync` to pull, re-index and push")
-    elif created:
-        from memcli.core.discovery import repo
-
-        r = repo(store.path.absolute().parent)
-        if r is not None:  # inside a repository, untracked: say what each choice means
-            note(f"the store is not tracked by git: keep it to yourself (worktrees of {r.toplevel.name} use it too), "
-                 "or share it with the team: git add .memcli && git commit, then `memcli sync`")
+    elif inside is not None:  # inside a repository, untracked: say what each choice means
+        note(f"the store is not tracked by git: keep it to yourself (worktrees of {inside.toplevel.name} use it "
+             "too), or share it with the team: git add .memcli && git commit, then `memcli sync`")
 
 
 # ---------------------------------------------------------------- add
@@ -178,7 +166,7 @@ def add(
     raw: bool = typer.Option(False, "--raw", help="Store the text as one memory, no extraction."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Use the heuristic extractor even if an LLM is set."),
     use_llm: bool = typer.Option(False, "--llm", help="Require the LLM (error if none is configured)."),
-    model: str | None = MODEL_OPTION,
+    model: Model = None,
     tag: list[str] | None = typer.Option(None, "--tag", "-t", metavar="TAG", help="Tag the new memories (repeatable)."),
     type_: str | None = typer.Option(None, "--type", metavar="TYPE",
                                      help=f"{MemoryType.choices()}: the type of every new memory."),
@@ -190,11 +178,11 @@ def add(
                                        help="Project to stamp (default: this git repository's name)."),
     session: str | None = typer.Option(None, "--session", metavar="ID", help="Session id (adds origin session:ID)."),
     threshold: float | None = typer.Option(None, "--threshold", metavar="SIM", callback=_between(0, 1),
-                                              help="Similarity (0-1) at which a fact counts as known (0.85)."),
+                                           help="Similarity (0-1) at which a fact counts as known (0.85)."),
     allow_delete: bool = typer.Option(False, "--allow-delete", help="Let the LLM's DELETE decisions apply."),
-    no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
+    no_redact: NoRedact = False,
     dry_run: bool = typer.Option(False, "--dry-run", help="Decide, report, write nothing."),
-    create: bool = CREATE_OPTION,
+    create: Create = False,
     no_dedup: bool = typer.Option(False, "--no-dedup", help="Store every fact, even an exact repeat."),
     batch: str | None = typer.Option(None, "--batch", metavar="FILE", help='JSON lines {"text", "origins"?, '
                                      '"created"?, "tags"?, "type"?}, one add each; - for stdin.'),
@@ -202,152 +190,69 @@ def add(
                                  "that skipped each."),
     spool: bool = typer.Option(False, "--spool", help="Queue the text and return at once; a background worker "
                                "extracts and decides (automatic inside a git hook when an LLM is used)."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Turn text (a conversation, a note, a commit message) into memories."""
     if no_llm and (use_llm or model):
-        fail("--no-llm conflicts with --llm/--model", ExitStatus.USAGE)
+        bad_usage("--no-llm conflicts with --llm/--model")
     check_type(type_)
     if batch is not None and text:
-        fail("--batch reads its inputs from FILE; do not pass text too", ExitStatus.USAGE)
+        bad_usage("--batch reads its inputs from FILE; do not pass text too")
     if spool and (dry_run or batch is not None):
-        fail(f"--spool queues one input to be decided later; it conflicts with {'--dry-run' if dry_run else '--batch'}",
-             ExitStatus.USAGE)
+        bad_usage(f"--spool queues one input to be decided later; it conflicts with "
+                  f"{'--dry-run' if dry_run else '--batch'}")
     body = read_text(text) if batch is None else ""
     if batch is None and not body.strip():  # before the store is touched: a failed command creates nothing
         fail("nothing to add: the input is empty")
     store = get_store(must_exist=False, create=create, bulk=batch is not None and not dry_run)
     if not dry_run:
         store.ensure()
-    options = dict(raw=raw, llm=False if no_llm else (True if use_llm or model else None), tags=tag or (),
-                   type=type_, origins=origin or (), user=user, project=project, session=session,
-                   threshold=threshold, allow_delete=allow_delete, dry_run=dry_run, redact=not no_redact,
-                   no_dedup=no_dedup, llm_model=model)
+    options = dict(raw=raw, llm=False if no_llm else (True if use_llm or model else None), llm_model=model,
+                   tags=tag or (), type=type_, origins=origin or (), user=user, project=project, session=session,
+                   threshold=threshold, allow_delete=allow_delete, no_dedup=no_dedup)
     if batch is not None:
-        _add_batch(store, batch, options, as_json)
-        return
-    if not dry_run and (spool or _in_git_hook() and _uses_llm(store, options)):
-        _queue_add(store, body, options, as_json)
-        return
-    result = store.add(body, **options, progress=llm_progress() if sys.stderr.isatty() else None)
+        results = store.add_batch(sys.stdin if batch == "-" else Path(batch), dry_run=dry_run,
+                                  redact=not no_redact, **options)
+        return _add_batch(store, results, dry_run, as_json)
+    in_git_hook = bool(os.environ.get("GIT_EXEC_PATH"))  # git exports it to what it runs: a commit must not wait
+    if not dry_run and (spool or in_git_hook and store.uses_llm(raw=raw, llm=options["llm"], llm_model=model)):
+        name = store.queue(body, redact=not no_redact, source="add", **options)
+        return respond(as_json, {"queued": name, "inbox": str(store.path / "inbox" / name)},
+                       notes=[f"queued as inbox/{name}; a background worker extracts and decides "
+                              "(`memcli inbox` lists what waits)"])
+    result = store.add(body, dry_run=dry_run, redact=not no_redact, **options,
+                       progress=llm_progress() if sys.stderr.isatty() else None)
     for message in result.notes:
         note(message)
     if as_json:
         emit_json(result.to_dict())
     else:
-        _print_add(result, dry_run, verbose=verbose)
-    if result.failed:
-        raise typer.Exit(int(ExitStatus.ERROR))
+        _print_add(store, result, dry_run, verbose=verbose)
+        note(render.add_summary(result, dry_run))
+    exit_if_failed(result.failed)
 
 
-def _in_git_hook() -> bool:
-    """Run by git (a hook, `rebase --exec`): git exports GIT_EXEC_PATH to everything it runs. A
-    commit must not wait for a model."""
-    return bool(os.environ.get("GIT_EXEC_PATH"))
-
-
-def _uses_llm(store: Store, options: dict[str, Any]) -> bool:
-    return not options["raw"] and options["llm"] is not False and bool(options["llm_model"] or store.config.llm_model)
-
-
-def _queue_add(store: Store, body: str, options: dict[str, Any], as_json: bool) -> None:
-    """`add --spool` (or from a git hook with an LLM): redact, park in the inbox, start the worker."""
-    keep = ("raw", "llm", "tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete",
-            "no_dedup", "llm_model")
-    opts = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items() if k in keep and v is not None}
-    name = store.queue(body, redact=options["redact"], source="add", **opts)
-    if as_json:
-        emit_json({"queued": name, "inbox": str(store.path / "inbox" / name)})
-    else:
-        note(f"queued as inbox/{name}; a background worker extracts and decides (`memcli inbox` lists "
-             "what waits)")
-
-
-def _add_batch(store: Store, source: str, options: dict[str, Any], as_json: bool) -> None:
+def _add_batch(store: Store, results: Any, dry_run: bool, as_json: bool) -> None:
     """`add --batch`: one JSON result line per input line under --json, else the events."""
-    if source == "-":
-        stream: Any = sys.stdin
-    else:
-        try:
-            stream = open(source, encoding="utf-8")  # noqa: SIM115 - closed below
-        except OSError as e:
-            fail(f"cannot read {source}: {e.strerror}")
     failed = False
-    try:
-        for n, res in store.add_batch(stream, **options):
-            if isinstance(res, str):
-                failed = True
-                if as_json:
-                    sys.stdout.write(render.json_line({"line": n, "error": res}))
-                else:
-                    note(res)
-                continue
-            failed = failed or res.failed
-            if as_json:
-                sys.stdout.write(render.json_line({"line": n, **res.to_dict()}))
-            else:
-                _print_add(res, bool(options.get("dry_run")), summary=False)
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
-    if failed:
-        raise typer.Exit(int(ExitStatus.ERROR))
+    for n, res in results:
+        failed = failed or isinstance(res, str) or res.failed
+        if as_json:
+            sys.stdout.write(render.json_line({"line": n, "error": res} if isinstance(res, str)
+                                              else {"line": n, **res.to_dict()}))
+        elif isinstance(res, str):
+            note(res)
+        else:
+            _print_add(store, res, dry_run)
+    exit_if_failed(failed)
 
 
-def _print_add(result: Any, dry_run: bool, *, summary: bool = True, verbose: bool = False) -> None:
-    """One line per fact: event, id, text; then what it was decided against and why. Memory text is
-    printed literally (never markup, never emoji codes) and clipped at a word to the terminal."""
-    colour = render.colour_enabled()
-    colours = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
-    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
-    room = max(20, width - 34)
-    short: dict[str, str] = {}
-    if render.stdout_is_terminal() and state.store is not None and not dry_run:  # piped: full ids, for scripts
-        short = state.store.short_ids([i for e in result.events for i in (e.id, e.supersedes) if i])
-    id_w = max((len(v) for v in short.values()), default=26) if short else 26
-    pad = f"{'':<6} {'':<{id_w}} "
-    out: list[str] = []
-
-    def dim(text: str) -> str:
-        return render.style(render.clip(text, room), "dim", colour)
-
-    for e in result.events:
-        if e.verdict == "invalid" and not e.refused:
-            out.append(f"{render.style('INVALID', 'magenta', colour)} {(short.get(e.id or '') or e.id or '-'):<{id_w}} "
-                       f"{render.clip(e.text or '', room // 2)} ({render.clip(e.reasoning or '', room // 2)})")
-            continue
-        mark = " (refused: use --allow-delete)" if e.refused else ""
-        out.append(f"{render.style(f'{e.event:<6}', colours.get(e.event, 'dim'), colour)} "
-                   f"{(short.get(e.id or '') or e.id or '-'):<{id_w}} "
-                   f"{render.clip(e.text, room - len(mark))}{mark}")
-        if e.old_memory is not None and e.event == "UPDATE":
-            out.append(pad + dim(f"was: {e.old_memory}"))
-        if e.supersedes:
-            out.append(pad + dim(f"supersedes {short.get(e.supersedes, e.supersedes)}: "
-                                 f"{render.clip(e.old_memory or '', 70)} "
-                                 f"({e.reasoning or ''})"))
-        elif e.matched and e.event in ("NONE", "UPDATE"):
-            out.append(pad + dim(f"matched {e.matched['id']}: {e.reasoning or ''}"))
-        elif e.related:
-            out.append(pad + dim(f"related to {e.related}: {e.reasoning or ''}"))
-    if verbose:
-        for piece in result.extraction.skipped_pieces:
-            out.append(f"{render.style('SKIP  ', 'dim', colour)} {piece['rule']:<26} "
-                       f"{render.clip(piece['text'], room)}")
-    sys.stdout.write("".join(line + "\n" for line in out))
-    if not summary:
-        return
-    s = result.summary()
-    ex = result.extraction
-    refused = sum(1 for e in result.events if e.refused)
-    invalid = s["invalid"] - refused
-    superseded = sum(1 for e in result.events if e.supersedes)
-    note(f"{len(ex.facts)} fact(s) extracted, {ex.skipped} skipped: {s['ADD']} added"
-         + (f" ({superseded} superseding an older one)" if superseded else "") + f", {s['UPDATE']} updated, "
-         f"{s['already_known']} known, {s['DELETE'] - refused} deleted"
-         + (f", {refused} delete(s) refused" if refused else "")
-         + (f", {invalid} invalid" if invalid else "")
-         + (" (dry run, nothing written)" if dry_run else ""))
+def _print_add(store: Store, result: Any, dry_run: bool, *, verbose: bool = False) -> None:
+    """An add's events on stdout, with short ids on a terminal (piped: full ids, for scripts)."""
+    shorts: dict[str, str] = {}
+    if render.stdout_is_terminal() and not dry_run:
+        shorts = store.short_ids([i for e in result.events for i in (e.id, e.supersedes) if i])
+    render.write(render.add_lines(result, shorts, verbose=verbose))
 
 
 # ---------------------------------------------------------------- search
@@ -361,62 +266,50 @@ def search(
     top_k: int = typer.Option(5, "--top-k", "-k", metavar="N", callback=_between(1, 50),
                               help="How many results (1-50)."),
     threshold: float | None = typer.Option(None, "--threshold", metavar="SIM", callback=_between(0, 1),
-                                              help="Minimum similarity, 0-1 (default 0.3)."),
-    tag: list[str] | None = TAG_FILTER,
-    type_: str | None = TYPE_FILTER,
-    user: str | None = USER_FILTER,
-    project: str | None = PROJECT_FILTER,
-    since: str | None = SINCE_FILTER,
-    until: str | None = UNTIL_FILTER,
+                                           help="Minimum similarity, 0-1 (default 0.3)."),
+    tag: Tags = None,
+    type_: Type = None,
+    user: User = None,
+    project: Project = None,
+    since: Since = None,
+    until: Until = None,
     explain: bool = typer.Option(False, "--explain", help="Show each part of the score."),
     fail_empty: bool = typer.Option(False, "--fail-empty", help="Exit 1 when nothing matched (for scripts)."),
     batch: bool = typer.Option(False, "--batch", help="Queries on stdin, one per line; JSON lines out."),
-    all_: bool = ALL_OPTION,
-    as_json: bool = JSON_FLAG,
+    all_: All = False,
+    as_json: Json = False,
 ) -> None:
     """Ranked memories for a query (meaning + keywords + recency + reliability, diversified)."""
     store = get_store()
-    filters = make_filters(tag, type_, user, project, since, until)
+    flt = _filters(tag, type_, user, project, since, until)
+    if batch and query:
+        bad_usage("--batch reads queries from stdin; do not pass a query too")
     if batch:
-        if query:
-            fail("--batch reads queries from stdin; do not pass a query too", ExitStatus.USAGE)
         queries = [q.strip() for q in read_stdin().splitlines() if q.strip()]
     else:
         q = " ".join(query or []).strip()
         if not q or q == "-":
             q = read_text(None if not query else ["-"], "query").strip()
         if not q:
-            fail("empty query", ExitStatus.USAGE)
+            bad_usage("empty query")
         queries = [q]
-    synced(store)
-    responses = store.search_many(queries, k=top_k, threshold=threshold, filters=filters, include_superseded=all_)
+    responses = synced(store).search_many(queries, k=top_k, threshold=threshold, filters=flt,
+                                          include_superseded=all_)
+    docs = [{"query": r.query, "results": [h.to_dict(explain) for h in r.hits], "metadata": r.metadata}
+            for r in responses]
     if batch:
-        for r in responses:
-            sys.stdout.write(render.json_line({"query": r.query, "results": [h.to_dict(explain) for h in r.hits],
-                                               "metadata": r.metadata}))
-        if fail_empty and not any(r.hits for r in responses):
-            raise typer.Exit(render.ERROR)
-        return
-    r = responses[0]
-    if as_json:
-        emit_json({"query": r.query, "results": [h.to_dict(explain) for h in r.hits], "metadata": r.metadata})
-        if fail_empty and not r.hits:
-            raise typer.Exit(render.ERROR)
-        return
-    if not r.hits:
+        sys.stdout.write("".join(render.json_line(d) for d in docs))
+    elif as_json:
+        emit_json(docs[0])
+    elif not responses[0].hits:
         note("no matching memories")
-        if fail_empty:
-            raise typer.Exit(render.ERROR)
-        return
-    width, colour = render.terminal_width(), render.colour_enabled()
-    shorts = store.short_ids([h.id for h in r.hits])
-    lines: list[str] = []
-    for n, h in enumerate(r.hits):
-        if n:
-            lines.append("")
-        lines.extend(render.search_hit(h.score, h.memory, shorts[h.id], width, colour,
-                                       explain=h.parts if explain else None))
-    sys.stdout.write("\n".join(lines) + "\n")
+    else:
+        hits = responses[0].hits
+        width, colour, shorts = render.terminal_width(), render.colour_enabled(), store.short_ids([h.id for h in hits])
+        shown = ["\n".join(render.search_hit(h.score, h.memory, shorts[h.id], width, colour,
+                                             explain=h.parts if explain else None)) for h in hits]
+        sys.stdout.write("\n\n".join(shown) + "\n")
+    exit_if_failed(fail_empty and not any(r.hits for r in responses))
 
 
 # ---------------------------------------------------------------- show / list
@@ -425,43 +318,26 @@ def show(
     memory_ids: list[str] = typer.Argument(..., metavar="ID", help="Memory ids (a unique prefix is enough)."),
     history: bool = typer.Option(False, "--history", help="The chain of versions: superseded memories and "
                                  "earlier texts, oldest first."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Memories as stored (the Markdown file; with --json the record, or {memories: [...]} for
     several), and whether a newer one superseded each."""
     store = synced(get_store())
     full = [store.resolve(i) for i in memory_ids]  # an unknown one: an error whose hint lists candidates
-    if len(full) > 1 and not history:
-        memories = [store.read(mid) for mid in full]
-        if as_json:
-            emit_json({"memories": [m.to_dict() for m in memories]})
-            return
-        for m in memories:
-            if m.superseded_by:
-                note(f"{m.id} is superseded by {m.superseded_by}")
-        sys.stdout.write("\n".join(m.to_markdown() for m in memories))
-        return
-    if len(full) > 1:
-        fail("--history shows one memory's chain", ExitStatus.USAGE)
-    (mid,) = full
-    memory = store.read(mid)
-    newer = memory.superseded_by
+    if len(full) > 1 and history:
+        bad_usage("--history shows one memory's chain")
+    memories = [store.read(mid) for mid in full]
     if history:
-        steps = store.history(memory)
-        if as_json:
-            emit_json({**memory.to_dict(), "chain": steps})
-            return
-        for step in steps:
-            mark = "*" if step["id"] == mid and step.get("current", True) else " "
-            sys.stdout.write(f"{mark} {step['at'] or '-':<20} {step['event']:<10} {step['id']}  "
-                             f"{render.clip(step['text'], 90)}\n")
-        return
+        steps = store.history(memories[0])
+        return respond(as_json, {**memories[0].to_dict(), "chain": steps}, render.chain_lines(steps, full[0]))
     if as_json:
-        emit_json(memory.to_dict())
-    else:
-        if newer:
-            note(f"superseded by {newer} (hidden from search, list and export; shown with --all)")
-        sys.stdout.write(memory.to_markdown())
+        return emit_json(memories[0].to_dict() if len(memories) == 1 else {"memories": [m.to_dict() for m in memories]})
+    for m in memories:
+        if m.superseded_by and len(memories) == 1:
+            note(f"superseded by {m.superseded_by} (hidden from search, list and export; shown with --all)")
+        elif m.superseded_by:
+            note(f"{m.id} is superseded by {m.superseded_by}")
+    sys.stdout.write("\n".join(m.to_markdown() for m in memories))
 
 
 @app.command("list", epilog=examples(
@@ -470,43 +346,39 @@ def show(
     "memcli list --json | jq '.memories[].text'",
 ))
 def list_(
-    tag: list[str] | None = TAG_FILTER,
-    type_: str | None = TYPE_FILTER,
-    user: str | None = USER_FILTER,
-    project: str | None = PROJECT_FILTER,
-    since: str | None = SINCE_FILTER,
-    until: str | None = UNTIL_FILTER,
+    tag: Tags = None,
+    type_: Type = None,
+    user: User = None,
+    project: Project = None,
+    since: Since = None,
+    until: Until = None,
     sort: str = typer.Option("created", "--sort", metavar="KEY", help=f"{SortKey.choices()}; "
                              "prefix with - for descending."),
     limit: int | None = typer.Option(None, "--limit", "-n", metavar="N", callback=_at_least(1),
                                      help="Show at most N memories."),
-    all_: bool = ALL_OPTION,
-    as_json: bool = JSON_FLAG,
+    all_: All = False,
+    as_json: Json = False,
 ) -> None:
     """A filtered listing of memories (superseded ones only with --all)."""
     if sort.lstrip("-") not in SortKey.values():
-        fail(f"--sort must be one of {', '.join(SortKey.values())} (prefix - for descending)", ExitStatus.USAGE)
+        bad_usage(f"--sort must be one of {', '.join(SortKey.values())} (prefix - for descending)")
     store = synced(get_store())
-    filters = make_filters(tag, type_, user, project, since, until, current=not all_)
-    desc = sort.startswith("-")
-    records = store.list(filters, sort=sort.lstrip("-"), limit=limit, desc=desc)
+    flt = _filters(tag, type_, user, project, since, until, current=not all_)
+    records = store.list(flt, sort=sort.lstrip("-"), limit=limit, desc=sort.startswith("-"))
     if as_json:
-        emit_json({"count": len(records), "memories": [m.to_dict() for m in records]})
-        return
+        return emit_json({"count": len(records), "memories": [m.to_dict() for m in records]})
     if not render.stdout_is_terminal():  # a pipe or a file: every memory, full ids, tab-separated
-        sys.stdout.write("".join(line + "\n" for line in render.list_tsv(records)))
-        return  # nothing on stderr: a script reading the rows gets the rows (the count is `wc -l`)
-    cap = len(records) if limit else max(10, shutil.get_terminal_size((80, 24)).lines - 3)
-    shown = records[:cap]
+        return render.write(render.list_tsv(records))  # nothing on stderr: the count is `wc -l`
+    shown = records[:len(records) if limit else render.screenful()]
     lines = render.list_rows(shown, render.terminal_width(), store.short_ids([r.id for r in shown]),
                              render.colour_enabled())
     if len(records) > len(shown):
         lines.append(f"… {len(records) - len(shown)} more (use --limit N, or pipe the output)")
-    sys.stdout.write("".join(line + "\n" for line in lines))
-    note(render.plural(len(records), "memory", "memories"))
+    render.write(lines)
+    note(plural(len(records), "memory", "memories"))
 
 
-# ---------------------------------------------------------------- rm / restore
+# ---------------------------------------------------------------- rm / restore / trash / edit / log
 @app.command(epilog=examples(
     "memcli rm 01JDQ8ZK",
     'memcli rm 01JDQ8ZK 01M8EJA6 --reason "outdated since the move to k8s"',
@@ -515,31 +387,23 @@ def rm(
     ids: list[str] = typer.Argument(..., metavar="ID", help="Memories to move to the trash."),
     reason: str = typer.Option("removed by user", "--reason", metavar="WHY",
                                help="Why (kept in the trash and the log)."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Move memories to the trash (`memcli restore` brings them back)."""
     store = synced(get_store())
     done = store.remove([store.resolve(i) for i in ids], reason=reason)
-    if as_json:
-        emit_json({"trashed": done})
-    else:
-        for mid in done:
-            note(f"trashed {mid}")
+    respond(as_json, {"trashed": done}, notes=[f"trashed {mid}" for mid in done])
 
 
 @app.command(epilog=examples("memcli trash", "memcli restore 01JDQ8ZK"))
 def restore(
     ids: list[str] = typer.Argument(..., metavar="ID", help="Trashed memories (a unique id prefix is enough)."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Bring memories back from the trash."""
     store = synced(get_store())
     done = store.restore([store.resolve_trashed(i) for i in ids])
-    if as_json:
-        emit_json({"restored": done})
-    else:
-        for mid in done:
-            note(f"restored {mid}")
+    respond(as_json, {"restored": done}, notes=[f"restored {mid}" for mid in done])
 
 
 @app.command("trash", epilog=examples("memcli trash", "memcli trash --json | jq '.memories[].id'",
@@ -549,51 +413,26 @@ def trash_(
     older_than: str | None = typer.Option(None, "--older-than", metavar="DURATION",
                                           help="With --empty: only what was trashed before: 90d, 6m, 2026-01-01."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --empty: list what would be deleted, delete nothing."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """List the trash: what was removed, when, why (`memcli restore ID` brings one back); or empty it."""
     store = get_store()
     if empty:
-        _empty_trash(store, older_than, dry_run, as_json)
-        return
+        gone = store.empty_trash(older_than=older_than, dry_run=dry_run)
+        return respond(as_json, {"purged": [m.id for m in gone], "dry_run": dry_run},
+                       render.fit(f"{m.id}  {' '.join(m.text.split())}  "
+                                  f"({m.extra['trashed'].get('reason') or 'no reason noted'})" for m in gone),
+                       [f"{'would delete' if dry_run else 'deleted'} {plural(len(gone), 'memory', 'memories')} "
+                        "from the trash" + ("" if dry_run else ", for good")])
     if older_than or dry_run:
-        fail("--older-than and --dry-run go with --empty", ExitStatus.USAGE,
-             hint="memcli trash --empty --older-than 90d --dry-run")
-    items = []
-    for m in store.trashed():
-        info = m.extra.get("trashed") if isinstance(m.extra.get("trashed"), dict) else {}
-        items.append({"id": m.id, "trashed_at": str(info.get("at") or ""), "reason": str(info.get("reason") or ""),
-                      "text": m.text})
-    items.sort(key=lambda i: i["trashed_at"], reverse=True)
+        bad_usage("--older-than and --dry-run go with --empty", hint="memcli trash --empty --older-than 90d --dry-run")
+    items = store.trash_listing()
     if as_json:
-        emit_json({"count": len(items), "memories": items})
-        return
+        return emit_json({"count": len(items), "memories": [i.to_dict() for i in items]})
     if not render.stdout_is_terminal():
-        sys.stdout.write("".join("\t".join([i["id"], i["trashed_at"], i["reason"], " ".join(i["text"].split())]) + "\n"
-                                 for i in items))
-        return
-    width = render.terminal_width()
-    shorts = render.short_ids([i["id"] for i in items])
-    id_w = max((len(v) for v in shorts.values()), default=8)
-    for i in items:
-        head = f"{shorts[i['id']]:<{id_w}}  {i['trashed_at'][:16].replace('T', ' ')}  "
-        why = render.clip(i["reason"], min(render.cell_width(i["reason"]), max(12, (width - len(head)) // 2)))
-        text = render.clip(i["text"], max(8, width - len(head) - render.cell_width(why) - 2))
-        sys.stdout.write(f"{head}{why}  {text}\n")
-    note(render.plural(len(items), "memory", "memories") + " in the trash" + (" (memcli restore ID)" if items else ""))
-
-
-def _empty_trash(store: Store, older_than: str | None, dry_run: bool, as_json: bool) -> None:
-    gone = store.empty_trash(older_than=older_than, dry_run=dry_run)
-    if as_json:
-        emit_json({"purged": [m.id for m in gone], "dry_run": dry_run})
-        return
-    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
-    for m in gone:
-        why = m.extra["trashed"].get("reason") or "no reason noted"
-        sys.stdout.write(render.clip(f"{m.id}  {' '.join(m.text.split())}  ({why})", width) + "\n")
-    note(f"{'would delete' if dry_run else 'deleted'} {render.plural(len(gone), 'memory', 'memories')} "
-         "from the trash" + ("" if dry_run else ", for good"))
+        return render.write("\t".join([i.id, i.trashed_at, i.reason, " ".join(i.text.split())]) for i in items)
+    render.write(render.trash_rows(items, render.terminal_width()))
+    note(plural(len(items), "memory", "memories") + " in the trash" + (" (memcli restore ID)" if items else ""))
 
 
 @app.command(epilog=examples("memcli edit 01JDQ8ZK", "EDITOR=nano memcli edit 01JDQ8ZK"))
@@ -603,12 +442,10 @@ def edit(
     """Open a memory's file in $EDITOR; on save it is checked and re-indexed (a broken edit is kept aside)."""
     store = synced(get_store())
     mid = store.resolve(memory_id)
-    memory, changed = store.edit(mid)
+    _, changed = store.edit(mid)
     if changed:
         synced(store)
-        note(f"saved {mid}")
-    else:
-        note(f"no change to {mid}")
+    note(f"saved {mid}" if changed else f"no change to {mid}")
 
 
 @app.command("log", epilog=examples("memcli log", "memcli log 01JDQ8ZK", "memcli log --event RM --since 7d",
@@ -622,28 +459,19 @@ def log_(
     until: str | None = typer.Option(None, "--until", metavar="WHEN", help="Changes at or before (same forms)."),
     limit: int | None = typer.Option(None, "--limit", "-n", metavar="N", callback=_at_least(1),
                                      help="Show the N most recent entries."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """The history of changes (log.jsonl), newest first: what changed, when, why, from where."""
-    from collections import deque
-
     store = get_store()
     terminal = render.stdout_is_terminal()
-    keep = limit or (max(10, shutil.get_terminal_size((80, 24)).lines - 3) if terminal and not as_json else None)
-    total = 0
-    recent: deque[dict[str, Any]] = deque(maxlen=keep)  # bounded: the log may hold a 100k import
-    for entry in store.log(id_prefix=memory_id, events=[e.upper() for e in event or ()], since=since, until=until):
-        total += 1
-        recent.append(entry)
-    newest = list(reversed(recent))
+    keep = limit or (render.screenful() if terminal and not as_json else None)
+    total, newest = store.log_tail(keep, id_prefix=memory_id, events=[e.upper() for e in event or ()],
+                                   since=since, until=until)
     if as_json:
-        emit_json({"count": len(newest), "total": total, "entries": newest})
-        return
+        return emit_json({"count": len(newest), "total": total, "entries": newest})
+    shorts = synced(store).short_ids({e["id"] for e in newest if isinstance(e.get("id"), str)}) if terminal else {}
     width = render.terminal_width() if terminal else None
-    shorts: dict[str, str] = {}
-    if terminal:
-        shorts = synced(store).short_ids({e["id"] for e in newest if isinstance(e.get("id"), str)})
-    sys.stdout.write("".join(render.log_line(e, width, shorts.get(e.get("id"))) + "\n" for e in newest))
+    render.write(render.log_line(e, width, shorts.get(e.get("id"))) for e in newest)
     if terminal and total > len(newest) and not limit:
         sys.stdout.write(f"… {total - len(newest)} older (use --limit N, or pipe the output)\n")
     if not total:
@@ -659,29 +487,25 @@ def log_(
 def export_(
     fmt: str = typer.Option("json", "--format", "-f", metavar="FORMAT", help=ExportFormat.choices()),
     output: Path | None = typer.Option(None, "--output", "-o", metavar="FILE", help="File to write (default: stdout)."),
-    tag: list[str] | None = TAG_FILTER,
-    type_: str | None = TYPE_FILTER,
-    user: str | None = USER_FILTER,
-    project: str | None = PROJECT_FILTER,
-    since: str | None = SINCE_FILTER,
-    until: str | None = UNTIL_FILTER,
-    all_: bool = ALL_OPTION,
+    tag: Tags = None,
+    type_: Type = None,
+    user: User = None,
+    project: Project = None,
+    since: Since = None,
+    until: Until = None,
+    all_: All = False,
 ) -> None:
     """Write memories as json, jsonl, md or csv (superseded ones only with --all); every format
     imports back (`memcli import`)."""
-    if fmt not in ExportFormat.values():
-        fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
+    check_format(fmt)
     store = synced(get_store())
-    filters = make_filters(tag, type_, user, project, since, until, current=not all_)
+    flt = _filters(tag, type_, user, project, since, until, current=not all_)
     if output is None or str(output) == "-":
-        for chunk in store.export_chunks(fmt, filters):
+        for chunk in store.export_chunks(fmt, flt):
             sys.stdout.write(chunk)
         return
-    try:
-        count = store.export_to(output.absolute(), fmt, filters)
-    except OSError as e:
-        fail(f"cannot write {output}: {e.strerror}")
-    note(f"exported {render.plural(count, 'memory', 'memories')} to {output}")
+    count = store.export_to(output, fmt, flt)
+    note(f"exported {plural(count, 'memory', 'memories')} to {output}")
 
 
 @app.command("import", epilog=examples(
@@ -697,40 +521,45 @@ def import_(
                                    help=f"{ExportFormat.choices()} (default: from the extension, else the content)."),
     split: bool = typer.Option(False, "--split", help="Markdown notes: one memory per heading section, "
                                "not one per file."),
-    create: bool = CREATE_OPTION,
+    create: Create = False,
     from_: str | None = typer.Option(None, "--from", metavar="SOURCE", help="A conversation export instead: "
                                      "claude-code (a session .jsonl) or chatgpt (conversations.json), through "
                                      "the add pipeline."),
     no_redact: bool = typer.Option(False, "--no-redact", help="Keep texts verbatim (no scrubbing of secrets)."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Load memories as they are, no extraction: memcli's exports (lossless) or Markdown notes (front
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
     if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
         return _import_conversations(file, from_, create, as_json, redact=not no_redact)
-    if fmt is not None and fmt not in ExportFormat.values():
-        fail(f"--format must be one of {', '.join(ExportFormat.values())}", ExitStatus.USAGE)
-    with spool_stdin(sys.stdin.buffer) if file == "-" else contextlib.nullcontext(Path(file)) as path:
-        name = "stdin" if file == "-" else path.name
-        if file != "-" and not path.exists():
-            fail(f"cannot read {file}: no such file or directory")
-        store = get_store(must_exist=False, create=create, bulk=True)
+    check_format(fmt)
+    if file != "-" and not Path(file).exists():  # checked before the store is touched
+        fail(f"cannot read {file}: no such file or directory")
+    store = get_store(must_exist=False, create=create, bulk=True)
 
-        def prepare() -> None:  # after every record was checked: a failed import creates nothing
-            store.ensure()
-            synced(store)
+    def prepare() -> None:  # after every record was checked: a failed import creates nothing
+        store.ensure()
+        synced(store)
 
-        bar = progress_bar("importing")
-        try:
-            report = store.import_file(path, fmt, name=name, split=split, redact=not no_redact,
-                                   prepare=prepare, on_progress=bar.update if bar else None)
-        finally:
-            if bar:
-                bar.close()
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        note(f"imported {report.added} new, {report.updated} updated, {report.unchanged} unchanged")
+    with progress_bar("importing") as bar:
+        report = store.import_file(sys.stdin.buffer if file == "-" else Path(file), fmt, split=split,
+                                   redact=not no_redact, prepare=prepare, on_progress=bar)
+    respond(as_json, report.to_dict(),
+            notes=[f"imported {report.added} new, {report.updated} updated, {report.unchanged} unchanged"])
+
+
+def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool) -> None:
+    """`import --from`: the export is read and checked (Store.conversations) before the store is touched."""
+    if kind not in IMPORT_KINDS:
+        bad_usage(f"--from must be one of {', '.join(IMPORT_KINDS)}")
+    name, conversations = (Store.conversations(kind, text=read_stdin()) if file == "-"
+                           else Store.conversations(kind, file))
+    store = get_store(must_exist=False, create=create)
+    store.ensure()
+    results = synced(store).import_conversations(conversations, name, redact=redact)
+    respond(as_json, {"conversations": results},
+            notes=[f"{r['title'] or r['conversation']}: {r['turns']} turns, {r['summary']['ADD']} added, "
+                   f"{r['summary']['UPDATE']} updated, {r['summary']['already_known']} known" for r in results])
 
 
 # ---------------------------------------------------------------- reindex / stats / doctor
@@ -738,66 +567,44 @@ def import_(
 def reindex(
     provisional: bool = typer.Option(False, "--provisional",
                                      help="Only make provisional vectors (of a bulk merge) exact."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Rebuild the sidecar (.index/) from facts/; embeddings come from the cache where possible."""
     store = get_store()
     if provisional:
-        bar = progress_bar("embedding")
-        done = store.refresh_provisional(on_progress=bar.update if bar else None)
-        if bar:
-            bar.close()
-        if as_json:
-            emit_json({"refreshed": done, "provisional_vectors": store.provisional_count()})
-        else:
-            note(f"{render.plural(done, 'provisional vector')} made exact")
-        return
-    bar = progress_bar("reindexing")
-    info = store.reindex(on_progress=bar.update if bar else None)
-    if bar:
-        bar.close()
+        with progress_bar("embedding") as bar:
+            done = store.refresh_provisional(on_progress=bar)
+        return respond(as_json, {"refreshed": done, "provisional_vectors": store.provisional_count()},
+                       notes=[f"{plural(done, 'provisional vector')} made exact"])
+    with progress_bar("reindexing") as bar:
+        info = store.reindex(on_progress=bar)
     for fname, error in info.pop("new_bad"):
         note(f"skipping facts/{fname}: {error}")
-    if as_json:
-        emit_json(info)
-    else:
-        note(f"reindexed {info['memories']} memories ({info['embedded']} embedded, the rest from cache)")
+    respond(as_json, info,
+            notes=[f"reindexed {info['memories']} memories ({info['embedded']} embedded, the rest from cache)"])
 
 
 @app.command(epilog=examples("memcli stats", "memcli stats --json | jq .memories"))
-def stats(as_json: bool = JSON_FLAG) -> None:
+def stats(as_json: Json = False) -> None:
     """Counts and sizes."""
     info = synced(get_store()).stats()
-    if as_json:
-        emit_json(info)
-        return
-    sizes = {"facts_bytes", "index_bytes"}
-    for key, value in info.items():
-        if isinstance(value, list):
-            value = ", ".join(f"{c['name']} {c['count']}" for c in value) or "-"
-        elif key in sizes and isinstance(value, int):
-            value = render.size(value)
-        sys.stdout.write(f"{key:<16} {value}\n")
+    respond(as_json, info, render.stats_lines(info))
 
 
 @app.command(epilog=examples("memcli doctor", "memcli doctor --fix", "memcli doctor --json"))
 def doctor(
     fix: bool = typer.Option(False, "--fix", help="Repair what is damaged (index, usage counts, leftovers)."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Check config, model, LLM reachability and index consistency; list malformed files."""
     checks = get_store(unsafe_ok=True).doctor(fix=fix)  # doctor opens a store holding links, to repair it
     ok = all(c["ok"] for c in checks)
-    if as_json:
-        emit_json({"ok": ok, "checks": checks})
-    else:
-        colour = render.colour_enabled()
-        for c in checks:
-            mark = (render.style("FAIL", "red", colour) if not c["ok"] else
-                    render.style("warn", "yellow", colour) if c.get("warn") else render.style("ok  ", "green", colour))
-            sys.stdout.write(f"{mark} {c['check']}: {c['detail']}\n")
-    if not ok:
-        raise typer.Exit(int(ExitStatus.ERROR))
+    colour = render.colour_enabled()
+    marks = {"fail": render.style("FAIL", "red", colour), "warn": render.style("warn", "yellow", colour),
+             "ok": render.style("ok  ", "green", colour)}
+    respond(as_json, {"ok": ok, "checks": checks},
+            [f"{marks['fail' if not c['ok'] else 'warn' if c.get('warn') else 'ok']} {c['check']}: {c['detail']}"
+             for c in checks], failed=not ok)
 
 
 # ---------------------------------------------------------------- curation
@@ -807,15 +614,11 @@ def _provisional_note(store: Store) -> int:
     Returns how many there are."""
     n = store.provisional_count()
     if n:
-        state_ = store.background_state()
-        if state_ == "off":
-            how = "run `memcli reindex --provisional` to compute their exact ones"
-        elif state_ == "failed":
-            how = ("the last background refresh failed (see inbox/errors.log): "
-                   "run `memcli reindex --provisional` to compute their exact ones")
-        else:
-            how = "a background process is computing their exact ones"
-        note(f"{render.plural(n, 'merged memory', 'merged memories')} indexed with a provisional vector "
+        how = {"off": "run `memcli reindex --provisional` to compute their exact ones",
+               "failed": "the last background refresh failed (see inbox/errors.log): "
+                         "run `memcli reindex --provisional` to compute their exact ones",
+               }.get(store.background_state(), "a background process is computing their exact ones")
+        note(f"{plural(n, 'merged memory', 'merged memories')} indexed with a provisional vector "
              f"(a source's, close to its own); {how}")
     return n
 
@@ -827,43 +630,30 @@ def merge(
     threshold: float = typer.Option(0.9, "--threshold", metavar="SIM", callback=_between(0, 1),
                                     help="Similarity (0-1) for --auto groups."),
     no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merge even if an LLM is configured."),
-    model: str | None = MODEL_OPTION,
+    model: Model = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be merged, change nothing."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Merge memories into one (LLM merge prompt, or a heuristic merge); originals go to the trash."""
     if no_llm and model:
-        fail("--no-llm conflicts with --model", ExitStatus.USAGE)
+        bad_usage("--no-llm conflicts with --model")
     store = synced(get_store())
     if auto == bool(ids):
-        fail("give two or more IDs, or --auto", ExitStatus.USAGE)
-    try:  # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
-        results = store.merge_groups(None if auto else [[store.resolve(i) for i in ids or []]], threshold=threshold,
-                                     use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
-                                     llm_model=model)
-    except ValueError as e:
-        fail(str(e), ExitStatus.USAGE)
+        bad_usage("give two or more IDs, or --auto")
+    # --auto merges only the same fact: never another subject, a contradiction or a superseded memory
+    results = store.merge_groups(None if auto else [[store.resolve(i) for i in ids or []]], threshold=threshold,
+                                 use_llm=False if no_llm else (True if model else None), dry_run=dry_run,
+                                 llm_model=model)
     for r in results:
         if r.note:
             note(r.note)
     pending = 0 if dry_run or not results else _provisional_note(store)
     if as_json:
-        emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run, "provisional_vectors": pending})
-        return
-    width = render.terminal_width() if render.stdout_is_terminal() else 100
-    blocks = []
-    for n, r in enumerate(results, 1):  # one labelled block per group, all on stdout
-        verb = "would merge" if dry_run else "merged"
-        lines = [f"group {n}: {verb} {len(r.sources)} memories into {r.merged.id} ({r.method})"]
-        for sid, text in zip(r.sources, r.texts):
-            lines.append(f"  from {sid}  {render.clip(text, max(20, width - 34))}")
-        lines.append("  into:")
-        lines.extend(render.body_lines(r.merged.text, width, "    "))
-        blocks.append("\n".join(lines))
-    if blocks:
-        sys.stdout.write("\n\n".join(blocks) + "\n")
-    note(f"{'would merge' if dry_run else 'merged'} {render.plural(len(results), 'group')}" if results
-         else "nothing to merge")
+        return emit_json({"merged": [r.to_dict() for r in results], "dry_run": dry_run, "provisional_vectors": pending})
+    verb = "would merge" if dry_run else "merged"
+    if results:
+        sys.stdout.write("\n\n".join(render.merge_block(n, r, verb) for n, r in enumerate(results, 1)) + "\n")
+    note(f"{verb} {plural(len(results), 'group')}" if results else "nothing to merge")
 
 
 @app.command(epilog=examples(
@@ -875,56 +665,38 @@ def prune(
                                           help="Age or date: 90d, 6m, 2026-01-01."),
     unused: bool = typer.Option(False, "--unused", help="Never returned by a search."),
     min_confidence: float | None = typer.Option(None, "--min-confidence", metavar="LEVEL", callback=_between(0, 1),
-                                                   help="Trash memories below this confidence."),
+                                                help="Trash memories below this confidence."),
     type_: str | None = typer.Option(None, "--type", metavar="TYPE", help="Only memories of this type."),
     min_age: str = typer.Option("30d", "--min-age", metavar="DURATION", help="Never trash memories younger "
                                 "than this, whatever the criteria (0 to allow any age)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be trashed, change nothing."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Move stale memories to the trash (criteria combine with AND)."""
     check_type(type_)
     if not (older_than or unused or min_confidence is not None):
-        fail("prune needs a criterion", ExitStatus.USAGE, hint="give --older-than, --unused or --min-confidence")
+        bad_usage("prune needs a criterion", hint="give --older-than, --unused or --min-confidence")
     result = synced(get_store()).prune(older_than=older_than, unused=unused, min_confidence=min_confidence,
                                        type=type_, min_age=None if min_age.strip() in ("0", "0d") else min_age,
                                        dry_run=dry_run)
-    if as_json:
-        emit_json({**result.to_dict(), "dry_run": dry_run})
-        return
-    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
-    for p in result.trashed:
-        sys.stdout.write(render.clip(f"{p.memory.id}  {' '.join(p.memory.text.split())}  ({p.reason})", width) + "\n")
-    note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)} memories")
+    respond(as_json, {**result.to_dict(), "dry_run": dry_run},
+            render.fit(f"{p.memory.id}  {' '.join(p.memory.text.split())}  ({p.reason})" for p in result.trashed),
+            [f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)} memories"])
 
 
 @app.command(epilog=examples("memcli rollback git:3f2a1c9 --dry-run", "memcli rollback import:backup.jsonl"))
 def rollback(
     origin: str = typer.Argument(..., metavar="ORIGIN", help="An origin: git:SHA, session:ID, import:FILE, cli ..."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be trashed or detached, change nothing."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Undo what one origin contributed: memories only it vouched for go to the trash."""
-    store = synced(get_store())
-    everything = store.list()
-    involved = {r.id: r.text for r in everything if origin in r.origins}
-    if not involved and not store.origin_seen(origin):  # rolled back already: nothing to do, not an error
-        known = sorted({o for r in everything for o in r.origins
-                        if o.split(":")[0] == origin.split(":")[0]})
-        fail(f"no memory comes from {origin}",
-             hint=f"origins of that kind: {', '.join(known[:6])}{' ...' if len(known) > 6 else ''}" if known
-             else "memcli show ID lists a memory's origins")
-    result = store.rollback(origin, dry_run=dry_run)
-    if as_json:
-        emit_json({**result.to_dict(), "dry_run": dry_run})
-        return
-    width = render.terminal_width() if render.stdout_is_terminal() else 10_000
-    for verb, ids_ in (("trash ", result.trashed), ("detach", result.detached)):
-        for mid in ids_:
-            text = " ".join(involved.get(mid, "").split())
-            sys.stdout.write(render.clip(f"{verb}  {mid}  {text}", width) + "\n")
-    note(f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)}, "
-         f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}")
+    result = synced(get_store()).rollback(origin, dry_run=dry_run)
+    rows = [("trash ", mid) for mid in result.trashed] + [("detach", mid) for mid in result.detached]
+    respond(as_json, {**result.to_dict(), "dry_run": dry_run},
+            render.fit(f"{verb}  {mid}  {' '.join(result.texts.get(mid, '').split())}" for verb, mid in rows),
+            [f"{'would trash' if dry_run else 'trashed'} {len(result.trashed)}, "
+             f"{'would detach' if dry_run else 'detached'} {origin} from {len(result.detached)}"])
 
 
 @app.command(epilog=examples("memcli consolidate --dry-run", "memcli consolidate --no-llm --json"))
@@ -933,31 +705,27 @@ def consolidate(
     no_llm: bool = typer.Option(False, "--no-llm", help="Heuristic merges even if an LLM is configured."),
     supersede_older: bool = typer.Option(False, "--supersede-older",
                                          help="Resolve each contradiction: the newer memory supersedes the older."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Maintenance: merge near-duplicates, flag contradictions, distil recurring episodes."""
     store = synced(get_store())
     report = store.consolidate(dry_run=dry_run, use_llm=False if no_llm else None,
-                 supersede_older=supersede_older, sync=False)
+                               supersede_older=supersede_older, sync=False)
     pending = 0 if dry_run or not (report.merged or report.distilled) else _provisional_note(store)
-    if as_json:
-        emit_json({**report.to_dict(), "provisional_vectors": pending})
-        return
     verb = "would " if dry_run else ""
-    for m in report.merged:
-        note(f"{verb}merge {', '.join(m['merged_from'])} -> {m['id']}")
+    notes = [f"{verb}merge {', '.join(m['merged_from'])} -> {m['id']}" for m in report.merged]
     for c in report.contradictions:
-        if c.get("superseded"):
-            note(f"{verb}supersede {c['superseded']['old']} by {c['superseded']['new']}: {c['why']}")
-        else:
-            note(f"{verb}flag contradiction to resolve: {c['ids'][0]} <> {c['ids'][1]}: {c['why']} "
-                 "(--supersede-older resolves it)")
-    for d in report.distilled:
-        note(f"{verb}distil {len(d['from'])} episodes -> {d['id']}: {short(d['text'], 80)}")
-    note(f"{len(report.merged)} merged, {len(report.contradictions)} contradictions, {len(report.distilled)} distilled")
+        notes.append(f"{verb}supersede {c['superseded']['old']} by {c['superseded']['new']}: {c['why']}"
+                     if c.get("superseded") else f"{verb}flag contradiction to resolve: {c['ids'][0]} <> "
+                     f"{c['ids'][1]}: {c['why']} (--supersede-older resolves it)")
+    notes += [f"{verb}distil {len(d['from'])} episodes -> {d['id']}: {render.short(d['text'], 80)}"
+              for d in report.distilled]
+    notes.append(f"{len(report.merged)} merged, {len(report.contradictions)} contradictions, "
+                 f"{len(report.distilled)} distilled")
+    respond(as_json, {**report.to_dict(), "provisional_vectors": pending}, notes=notes)
 
 
-# ---------------------------------------------------------------- ask
+# ---------------------------------------------------------------- ask / feedback / trust
 @app.command(epilog=examples(
     'memcli ask "how do we rotate the staging DB password?"',
     'memcli ask -k 5 --model ollama/llama3.1 "what broke in the last release?"',
@@ -967,44 +735,37 @@ def ask(
                                                 help="A question to answer from memory; `-` reads stdin."),
     top_k: int = typer.Option(8, "--top-k", "-k", metavar="N", callback=_between(1, 50),
                               help="Memories to give the model (1-50)."),
-    model: str | None = MODEL_OPTION,
+    model: Model = None,
     no_redact: bool = typer.Option(False, "--no-redact", help="Send the question to the model unscrubbed."),
     as_json: bool = typer.Option(False, "--json", help="JSON: the answer, the ids it cites, the memories used."),
 ) -> None:
     """Answer a question from the top memories with the LLM, citing memory ids (streamed)."""
     q = read_text(question, "question").strip()
     if not q:
-        fail("empty question", ExitStatus.USAGE)
-    store = synced(get_store())
-    answer = store.ask(q, k=top_k, llm_model=model, redact=not no_redact)
+        bad_usage("empty question")
+    answer = synced(get_store()).ask(q, k=top_k, llm_model=model, redact=not no_redact)
     hits = answer.hits
     records = [h.to_dict() for h in hits]
     if answer.error == "no LLM configured":
         if as_json:
-            emit_json({"question": q, "answer": None, "error": "no LLM configured", "memories": records})
-        else:
-            note("no LLM model configured (set MEMCLI_LLM_MODEL or llm_model in config.toml, or pass --model); "
-                 "the memories that match:")
-            for h in hits:
-                sys.stdout.write(f"[{h.id}] {short(h.memory.text, 300)}\n")
-            if not hits:
-                note("no matching memories")
+            return emit_json({"question": q, "answer": None, "error": "no LLM configured", "memories": records})
+        note("no LLM model configured (set MEMCLI_LLM_MODEL or llm_model in config.toml, or pass --model); "
+             "the memories that match:")
+        render.write(f"[{h.id}] {render.short(h.memory.text, 300)}" for h in hits)
+        if not hits:
+            note("no matching memories")
         return
     if answer.error:  # nothing to answer from: no request, no invented answer
-        if as_json:
-            emit_json({"question": q, "answer": None, "error": "no matching memories", "cited": [], "memories": []})
-        else:
-            note("no matching memories: nothing to answer from")
-        return
+        return respond(as_json, {"question": q, "answer": None, "error": "no matching memories", "cited": [],
+                                 "memories": []}, notes=["no matching memories: nothing to answer from"])
     spinner = render.Spinner("thinking")  # on stderr, only on a terminal, gone at the first token
     if as_json:
         text = "".join(spinner.wrap(answer.stream())).strip()
         cited = answer.cited(text)
-        emit_json({"question": answer.question, "answer": text, "cited": cited,
-                   "header_echo": answer.header_echo(text),
-                   "matched": [] if cited else answer.matched(text),
-                   "unknown_citations": answer.unknown_citations(text), "memories": records, "llm": answer.usage()})
-        return
+        return emit_json({"question": answer.question, "answer": text, "cited": cited,
+                          "header_echo": answer.header_echo(text), "matched": [] if cited else answer.matched(text),
+                          "unknown_citations": answer.unknown_citations(text), "memories": records,
+                          "llm": answer.usage()})
     printed = False
     try:
         for piece in spinner.wrap(answer.stream()):
@@ -1017,43 +778,45 @@ def ask(
             sys.stdout.flush()
         raise
     sys.stdout.write("\n")
+    for message in _answer_warnings(answer):
+        note(message)
+
+
+def _answer_warnings(answer: Any) -> list[str]:
+    """What to tell a person about a streamed answer that cannot be taken at its word."""
     if answer.header_echo():
-        first = next((h for h in hits if h.id in answer.text), hits[0])
-        note(f"the model only repeated a memory's header instead of answering; that memory says: "
-             f"{short(first.memory.text, 300)}")
-        return
+        first = next((h for h in answer.hits if h.id in answer.text), answer.hits[0])
+        return ["the model only repeated a memory's header instead of answering; that memory says: "
+                f"{render.short(first.memory.text, 300)}"]
+    out = []
     unknown = answer.unknown_citations()
     if unknown:
-        note(f"the answer cites id(s) it was not given: {', '.join(unknown)}; do not trust those citations")
-    if not answer.cited():
-        matched = answer.matched()
-        if matched:
-            note(f"the answer cites no memory id; it repeats what {', '.join(matched)} say(s)"
-                 f" (memcli show {matched[0]})")
-        else:
-            note("the answer cites no memory id and matches none of the memories it was given; "
-                 "check it against them (memcli search)")
+        out.append(f"the answer cites id(s) it was not given: {', '.join(unknown)}; do not trust those citations")
+    matched = [] if answer.cited() else answer.matched()
+    if matched:
+        out.append(f"the answer cites no memory id; it repeats what {', '.join(matched)} say(s)"
+                   f" (memcli show {matched[0]})")
+    elif not answer.cited():
+        out.append("the answer cites no memory id and matches none of the memories it was given; "
+                   "check it against them (memcli search)")
+    return out
 
 
-# ---------------------------------------------------------------- feedback
 @app.command(epilog=examples("memcli feedback 01JDQ8ZK --useful", "memcli feedback 01JDQ8ZK --wrong --json"))
 def feedback(
     memory_id: str = typer.Argument(..., metavar="ID", help="A memory id (a unique prefix is enough)."),
     useful: bool = typer.Option(False, "--useful", help="It helped: confidence +0.05, counts as a use."),
     wrong: bool = typer.Option(False, "--wrong", help="It is wrong or stale: confidence -0.05."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Tell memcli a memory was useful or wrong; ranking learns from this, never from display."""
     if useful == wrong:
-        fail("give exactly one of --useful or --wrong", ExitStatus.USAGE)
+        bad_usage("give exactly one of --useful or --wrong")
     m = synced(get_store()).feedback(memory_id, useful=useful)
-    if as_json:
-        emit_json({"id": m.id, "confidence": m.confidence, "feedback": "useful" if useful else "wrong"})
-    else:
-        note(f"{m.id}: confidence {m.confidence:.2f}")
+    respond(as_json, {"id": m.id, "confidence": m.confidence, "feedback": "useful" if useful else "wrong"},
+            notes=[f"{m.id}: confidence {m.confidence:.2f}"])
 
 
-# ---------------------------------------------------------------- trust
 @app.command(epilog=examples("memcli trust", "memcli trust ~/src/app/.memcli", "memcli trust --remove"))
 def trust(
     directory: Path | None = typer.Argument(None, help="The store to trust (default: the current store)."),
@@ -1065,97 +828,55 @@ def trust(
     if not remove and not Store(path).exists():
         fail(f"no store at {path}")
     changed = set_trust(path, not remove)
-    verb = ("no longer trusted" if remove else "trusted") if changed else ("was not trusted" if remove else
-                                                                             "already trusted")
+    verb = {(True, False): "trusted", (True, True): "no longer trusted", (False, False): "already trusted",
+            (False, True): "was not trusted"}[(changed, remove)]
     note(f"{path}: {verb} (list: {trust_file()})")
 
 
 # ---------------------------------------------------------------- inbox
 @inbox_app.callback(epilog=examples("memcli inbox", "memcli inbox retry --model ollama/llama3.1"))
-def inbox(ctx: typer.Context, as_json: bool = JSON_FLAG) -> None:
+def inbox(ctx: typer.Context, as_json: Json = False) -> None:
     """List inputs saved when the LLM was unreachable (`memcli inbox retry` replays them)."""
     if ctx.invoked_subcommand is not None:
         return
     items = get_store().inbox()
-    if as_json:
-        emit_json({"items": [{"file": p.name, "at": i.get("at"), "error": i.get("error"),
-                              "attempts": i.get("attempts", 1), "text": i.get("text")} for p, i in items]})
-        return
-    for p, i in items:
-        sys.stdout.write(f"{p.stem}  {i.get('at', '')}  {short(i.get('text', ''), 70)}  [{i.get('error', '')}]\n")
-    note(f"{len(items)} pending input(s)")
+    respond(as_json, {"items": [{"file": p.name, "at": i.get("at"), "error": i.get("error"),
+                                 "attempts": i.get("attempts", 1), "text": i.get("text")} for p, i in items]},
+            [f"{p.stem}  {i.get('at', '')}  {render.short(i.get('text', ''), 70)}  [{i.get('error', '')}]"
+             for p, i in items], [f"{len(items)} pending input(s)"])
 
 
 @inbox_app.command("retry", epilog=examples("memcli inbox retry", "memcli inbox retry --json"))
 def inbox_retry(
     model: str | None = typer.Option(None, "--model", metavar="MODEL",
                                      help="LLM model for the replay (litellm string)."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Replay parked inputs through the LLM pipeline; each success leaves the inbox."""
     results = get_store().retry_inbox(model=model)
     held = {f for f, r in results if isinstance(r, str) and r.startswith("skipped:")}  # another worker's
-    ok = all(not isinstance(r, str) or f in held for f, r in results)
-    if as_json:
-        emit_json({"results": [{"file": f, "ok": not isinstance(r, str),
-                                **({"error": r} if isinstance(r, str) else {"result": r.to_dict()})}
-                               for f, r in results]})
-    else:
-        for f, r in results:
-            if not isinstance(r, str):
-                s = r.summary()
-                note(f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['already_known']} known)")
-            else:
-                note(f"{f}: {r}" if f in held else f"{f}: still failing: {r}")
-        if not results:
-            note("inbox is empty")
-    if not ok:
-        raise typer.Exit(int(ExitStatus.ERROR))
+
+    def said(f: str, r: Any) -> str:
+        if isinstance(r, str):
+            return f"{f}: {r}" if f in held else f"{f}: still failing: {r}"
+        s = r.summary()
+        return f"{f}: done ({s['ADD']} added, {s['UPDATE']} updated, {s['already_known']} known)"
+
+    respond(as_json, {"results": [{"file": f, "ok": not isinstance(r, str),
+                                   **({"error": r} if isinstance(r, str) else {"result": r.to_dict()})}
+                                  for f, r in results]},
+            notes=[said(f, r) for f, r in results] or ["inbox is empty"],
+            failed=any(isinstance(r, str) and f not in held for f, r in results))
 
 
-def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool = True) -> None:
-    """`import --from`: a ChatGPT export is streamed from its file one conversation at a time (a
-    100 MB export is never held whole); a transcript or stdin is read whole (10 MB at most). The
-    file is checked before the store is touched."""
-    if kind not in IMPORT_KINDS:
-        fail(f"--from must be one of {', '.join(IMPORT_KINDS)}", ExitStatus.USAGE)
-    name = "stdin" if file == "-" else Path(file).name
-    try:
-        if kind == "chatgpt" and file != "-":
-            conversations: Any = Store.stream_chatgpt(file, name)
-            first = next(conversations, None)
-            if first is None:
-                fail(f"{name}: no conversation text found (is it a {kind} export?)")
-            conversations = itertools.chain([first], conversations)
-        else:
-            if file == "-":
-                text = read_stdin()
-            else:
-                with open(file, "rb") as f:
-                    text = read_input(read_limited(f, file), name)  # /dev/zero stops at the limit
-            conversations = Store.parse_conversations(text, kind, name)
-            if not conversations:
-                fail(f"{name}: no conversation text found (is it a {kind} export?)")
-    except OSError as e:
-        fail(f"cannot read {file}: {e.strerror}")
-    except UnicodeDecodeError as e:
-        fail(f"{name}: not valid UTF-8 (byte {e.start})")
-    except ValueError as e:
-        fail(str(e))
-    store = get_store(must_exist=False, create=create)
-    store.ensure()
-    synced(store)
-    try:
-        results = store.import_conversations(conversations, name, redact=redact)
-    except (ValueError, UnicodeDecodeError) as e:  # a bad conversation further down a streamed export
-        fail(str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}")
-    if as_json:
-        emit_json({"conversations": results})
-        return
-    for r in results:
-        s = r["summary"]
-        note(f"{r['title'] or r['conversation']}: {r['turns']} turns, {s['ADD']} added, {s['UPDATE']} updated, "
-             f"{s['already_known']} known")
+@inbox_app.command("process", epilog=examples("memcli inbox process", "memcli inbox process --json"))
+def inbox_process(as_json: Json = False) -> None:
+    """Run spooled inputs (from hooks and capture) through the add pipeline; what fails waits."""
+    report = get_store().process_inbox()
+    notes = ["another worker is processing the inbox"] if report.busy else []
+    notes += [f"{d['file']}: done" for d in report.done]
+    notes += [f"{w['file']}: waiting: {w['error']}" for w in report.waiting]
+    respond(as_json, report.to_dict(), notes=notes or ["inbox is empty"], failed=bool(report.waiting))
 
 
 # ---------------------------------------------------------------- agents: mcp, hooks, capture, context
@@ -1185,13 +906,13 @@ def hooks_install(
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove what memcli added (nothing else)."),
     scope: str = typer.Option("project", "--scope", metavar="SCOPE", help="claude-code: project "
                               "(.claude/settings.json), local (settings.local.json) or user (~/.claude)."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Install (or remove) memcli's git hooks or Claude Code session hooks."""
     if target not in ("git", "claude-code"):
-        fail("TARGET must be git or claude-code", ExitStatus.USAGE)
+        bad_usage("TARGET must be git or claude-code")
     if scope not in ("project", "local", "user"):
-        fail("--scope must be project, local or user", ExitStatus.USAGE)
+        bad_usage("--scope must be project, local or user")
     if not uninstall:  # the store the hooks will write to must exist: installing is the deliberate step
         where = resolve(state.store_path)
         if where.explicit and not where.path.exists():
@@ -1199,16 +920,13 @@ def hooks_install(
         if Store(where.path).init():
             note(f"created the store {where.path} ({where.why})")
     report = Store.install_hooks(target, scope=scope, store=state.store_path, uninstall=uninstall)
-    if as_json:
-        emit_json(report.to_dict())
-        return
-    for n in report.notes:
-        note(n)
-    verb = "removed from" if uninstall else "installed in"
+    notes = list(report.notes)
     if report.changed:
-        note(f"{', '.join(report.changed)} {verb} {report.target}")
+        notes.append(f"{', '.join(report.changed)} {'removed from' if uninstall else 'installed in'} {report.target}")
     if report.unchanged:
-        note(f"{', '.join(report.unchanged)} already {'absent' if uninstall else 'up to date'} in {report.target}")
+        notes.append(f"{', '.join(report.unchanged)} already {'absent' if uninstall else 'up to date'} "
+                     f"in {report.target}")
+    respond(as_json, report.to_dict(), notes=notes)
 
 
 @app.command(epilog=examples("echo 'We pin numpy below 3.' | memcli capture text",
@@ -1218,36 +936,23 @@ def capture(
     text: list[str] | None = typer.Argument(None, metavar="[TEXT]...", help="text: the text (default: stdin)."),
     sha: str | None = typer.Option(None, "--sha", metavar="COMMIT", help="git: the commit (default HEAD)."),
     origin: list[str] | None = typer.Option(None, "--origin", metavar="REF", help="text: who vouches (repeatable)."),
-    no_redact: bool = typer.Option(False, "--no-redact", help="Do not scrub secrets and personal data."),
-    as_json: bool = JSON_FLAG,
+    no_redact: NoRedact = False,
+    as_json: Json = False,
 ) -> None:
     """Spool input from a hook and return at once; a detached worker adds it.
 
     claude-code reads the hook's JSON on stdin and takes only the transcript lines added since
     the last capture of that session.
     """
-    data = b""
     if kind == "text" and text == ["-"]:  # `-` is stdin, as for `add -`
         text = None
-    if kind in ("claude-code", "git-rewrite") or (kind == "text" and not text):
-        data = sys.stdin.buffer.read() if sys.stdin is not None and not sys.stdin.isatty() else b""
-    try:
-        result = Store.capture(kind, store=state.store_path, stdin=data, sha=sha, origins=origin,
-                     rewrite=text[0] if kind == "git-rewrite" and text else None,
-                     text=" ".join(text) if kind == "text" and text else None, redact=not no_redact)
-    except Exception as e:
-        if kind != "claude-code":
-            if isinstance(e, ValueError):  # a CaptureError: bad input from the hook
-                fail(str(e))
-            raise
-        # a Claude Code hook fails open: a failed hook is reported to the user every turn
-        Store.record_hook_failure(state.store_path,
-                                  f"capture claude-code: {' '.join(str(e).split()) or type(e).__name__}")
+    result = Store.capture(kind, store=state.store_path, stdin=piped_stdin(), sha=sha, origins=origin,
+                           rewrite=text[0] if kind == "git-rewrite" and text else None,
+                           text=" ".join(text) if kind == "text" and text else None, redact=not no_redact)
+    if result is None:  # claude-code fails open: its failure went to the store's inbox/errors.log
         return
-    if as_json:
-        emit_json(result.to_dict())
-    elif kind != "claude-code":  # a hook says nothing into its host
-        note(f"spooled {result.item.name}: {result.reason}" if result.item else f"nothing to spool: {result.reason}")
+    said = f"spooled {result.item.name}: {result.reason}" if result.item else f"nothing to spool: {result.reason}"
+    respond(as_json, result.to_dict(), notes=[] if kind == "claude-code" else [said])  # a hook says nothing to its host
 
 
 @app.command(epilog=examples("memcli context", "memcli context 'database migrations' --budget 800",
@@ -1262,17 +967,9 @@ def context(
                               "stdin, never fail the session."),
 ) -> None:
     """A compact Markdown block of the memories that matter here, for an agent's session start."""
-    cwd = None
     if hook:
-        try:
-            payload = json.loads(sys.stdin.read() or "{}") if sys.stdin is not None and not sys.stdin.isatty() else {}
-            cwd = Path(payload["cwd"]) if isinstance(payload, dict) and payload.get("cwd") else None
-        except (ValueError, OSError):
-            cwd = None
-        if cwd is not None and cwd.is_dir():
-            os.chdir(cwd)
-        where = resolve(state.store_path)
-        if not (where.path / "facts").is_dir():
+        Store.enter_session(piped_stdin())  # the session's directory: its store, its project
+        if not Store(resolve(state.store_path).path).exists():
             return
     try:
         store = synced(get_store())
@@ -1284,60 +981,25 @@ def context(
     sys.stdout.write(text)
 
 
-@inbox_app.command("process", epilog=examples("memcli inbox process", "memcli inbox process --json"))
-def inbox_process(as_json: bool = JSON_FLAG) -> None:
-    """Run spooled inputs (from hooks and capture) through the add pipeline; what fails waits."""
-    report = get_store().process_inbox()
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        if report.busy:
-            note("another worker is processing the inbox")
-        for d in report.done:
-            note(f"{d['file']}: done")
-        for w in report.waiting:
-            note(f"{w['file']}: waiting: {w['error']}")
-        if not (report.done or report.waiting or report.busy):
-            note("inbox is empty")
-    if report.waiting:
-        raise typer.Exit(int(ExitStatus.ERROR))
-
-
 # ---------------------------------------------------------------- where / sync
 @app.command(epilog=examples("memcli where", "memcli where --json | jq -r .store"))
-def where(as_json: bool = JSON_FLAG) -> None:
+def where(as_json: Json = False) -> None:
     """The store, project and user a command run here would use, and why."""
     info = where_info(state.store_path)
-    if as_json:
-        emit_json(info)
-        return
     exists = "" if info["store_exists"] else " (does not exist yet)"
-    sys.stdout.write(f"store    {info['store']}{exists}\n         {info['store_why']}\n")
-    sys.stdout.write(f"project  {info['project'] or '-'}\n         {info['project_why']}\n")
-    sys.stdout.write(f"user     {info['user']}\n         {info['user_why']}\n")
+    respond(as_json, info, [f"store    {info['store']}{exists}", f"         {info['store_why']}",
+                            f"project  {info['project'] or '-'}", f"         {info['project_why']}",
+                            f"user     {info['user']}", f"         {info['user_why']}"])
 
 
 @app.command("sync", epilog=examples("memcli sync", "memcli sync --no-push --json"))
 def sync_(
     no_push: bool = typer.Option(False, "--no-push", help="Commit and pull, but do not push."),
-    as_json: bool = JSON_FLAG,
+    as_json: Json = False,
 ) -> None:
     """Share a store committed to git: commit its changes, git pull, re-index, git push."""
     report = get_store().share(push=not no_push)
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        note(f"synced with {report.repository}: {'; '.join(report.steps)}")
-
-
-# ---------------------------------------------------------------- entry point
-def main() -> None:
-    """Console entry point: library errors become one line on stderr and an exit status."""
-    runtime.main(app)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+    respond(as_json, report.to_dict(), notes=[f"synced with {report.repository}: {'; '.join(report.steps)}"])
 
 
 # ---------------------------------------------------------------- completion
@@ -1357,3 +1019,13 @@ def completion(shell: Shell = typer.Argument(..., help="bash | zsh | fish.")) ->
     pip install has it too)."""
     script = resources.files("memcli.cli").joinpath("completions", f"memcli.{shell.value}")
     sys.stdout.write(script.read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- entry point
+def main() -> None:
+    """Console entry point: library errors become one line on stderr and an exit status."""
+    runtime.main(app)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

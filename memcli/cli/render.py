@@ -19,8 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memcli.core.errors import ExitStatus
-from memcli.core.shortid import is_ulid, shortest_tail
-from memcli.core.text import MIN_ID_CHARS, cell_width, clip, shortest_prefix
+from memcli.core.text import cell_width, clip
 from memcli.core.vocab import JSON_SCHEMA
 
 if TYPE_CHECKING:
@@ -103,15 +102,46 @@ def terminal_width(default: int = 80) -> int:
     return shutil.get_terminal_size((default, 24)).columns
 
 
-def stdout_is_terminal() -> bool:
-    """Whether stdout is a person's terminal (caps, colours) rather than a pipe or a file.
-    `MEMCLI_FORCE_TTY=1` makes tests see a terminal."""
+def screenful() -> int:
+    """How many rows a listing shows a person before `… N more` (at least 10)."""
+    return max(10, shutil.get_terminal_size((80, 24)).lines - 3)
+
+
+def write(lines: Iterable[str]) -> None:
+    """Lines on stdout, each ending with a new line."""
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+
+
+def fit(lines: Iterable[str]) -> list[str]:
+    """Lines clipped to the terminal's width; piped, whole (for scripts)."""
+    width = output_width()
+    return [clip(line, width) for line in lines]
+
+
+def short(text: str, width: int = 160) -> str:
+    """Text on one line, cut at `width` characters (not at a word: for notes on stderr)."""
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def is_terminal(stream: Any) -> bool:
+    """Whether `stream` is a person's terminal (caps, colours, spinners) rather than a pipe or a
+    file. `MEMCLI_FORCE_TTY=1` makes tests see a terminal."""
     if os.environ.get("MEMCLI_FORCE_TTY") == "1":
         return True
     try:
-        return sys.stdout.isatty()
+        return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def stdout_is_terminal() -> bool:
+    return is_terminal(sys.stdout)
+
+
+def output_width(piped: int = 10_000) -> int:
+    """The width to fit on stdout: the terminal's, or `piped` for a pipe or a file (scripts get whole lines)."""
+    return terminal_width() if stdout_is_terminal() else piped
 
 
 def wrap(text: str, width: int, indent: str = "") -> list[str]:
@@ -203,27 +233,7 @@ def clip_code(line: str, width: int) -> str:
     return "".join(out) + "…"
 
 
-# ---------------------------------------------------------------- ids
-def short_ids(ids: Sequence[str], universe: Iterable[str] | None = None, minimum: int = MIN_ID_CHARS) -> dict[str, str]:
-    """Short ids (memcli/storage/ids.py: the random tail of a ULID) for `ids`, unique among
-    `universe` (default: `ids`), at least `minimum` long: for lists not in the catalog (the trash)."""
-    pool = sorted({i.upper() for i in (universe if universe is not None else ids)} | {i.upper() for i in ids})
-    pos = {u: n for n, u in enumerate(pool)}
-    by_key: dict[str, list[str]] = {}
-    for o in pool:
-        for key in {o[-minimum:], o[:minimum]}:
-            by_key.setdefault(key, []).append(o)
-    out: dict[str, str] = {}
-    for i in ids:
-        if is_ulid(i):
-            out[i] = shortest_tail(i, by_key.get(i.upper()[-minimum:], ()), minimum)
-            continue
-        n = pos[i.upper()]
-        near = [pool[j] for j in (n - 1, n + 1) if 0 <= j < len(pool)]
-        out[i] = shortest_prefix(i, near, minimum)
-    return out
-
-
+# ---------------------------------------------------------------- numbers
 def size(n: int) -> str:
     """Bytes for people: 6.0 kB, 2.31 MB (JSON keeps the number)."""
     return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
@@ -291,6 +301,35 @@ def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colo
     return lines
 
 
+def trash_rows(items: Sequence[Any], width: int) -> list[str]:
+    """The trash for a person (`Store.trash_listing`): short id, when, why, text, fitted to `width`."""
+    id_w = max((len(i.short) for i in items), default=8)
+    rows = []
+    for i in items:
+        head = f"{i.short:<{id_w}}  {i.trashed_at[:16].replace('T', ' ')}  "
+        why = clip(i.reason, min(cell_width(i.reason), max(12, (width - len(head)) // 2)))
+        rows.append(f"{head}{why}  {clip(i.text, max(8, width - len(head) - cell_width(why) - 2))}")
+    return rows
+
+
+def merge_block(n: int, result: Any, verb: str) -> str:
+    """One merged group (`MergeResult`), labelled: its sources, clipped, then the merged text whole."""
+    width = output_width(piped=100)
+    lines = [f"group {n}: {verb} {len(result.sources)} memories into {result.merged.id} ({result.method})"]
+    lines += [f"  from {sid}  {clip(text, max(20, width - 34))}" for sid, text in zip(result.sources, result.texts)]
+    return "\n".join([*lines, "  into:", *body_lines(result.merged.text, width, "    ")])
+
+
+def stats_lines(info: dict[str, Any]) -> list[str]:
+    """`Store.stats` one key a line: counts by name, sizes in kB/MB."""
+    def shown(key: str, value: Any) -> Any:
+        if isinstance(value, list):
+            return ", ".join(f"{c['name']} {c['count']}" for c in value) or "-"
+        return size(value) if key in ("facts_bytes", "index_bytes") and isinstance(value, int) else value
+
+    return [f"{key:<16} {shown(key, value)}" for key, value in info.items()]
+
+
 def list_tsv(records: Sequence[Memory]) -> list[str]:
     """The listing for a pipe: full ids, tab-separated, one memory per line (text on one line)."""
     return ["\t".join([r.id, r.created, r.type, " ".join(r.text.split()), ",".join(r.tags)]) for r in records]
@@ -315,15 +354,6 @@ def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: boo
 
 
 # ---------------------------------------------------------------- spinner
-def stderr_is_terminal() -> bool:
-    if os.environ.get("MEMCLI_FORCE_TTY") == "1":
-        return True
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 class Spinner:
     """A spinner on stderr while waiting (e.g. for an LLM's first token); nothing when stderr is not
     a terminal. `wrap(iterator)` stops it at the first item; the line is cleared when it stops."""
@@ -335,7 +365,7 @@ class Spinner:
         self.interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        if stderr_is_terminal():
+        if is_terminal(sys.stderr):
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
 
@@ -391,6 +421,12 @@ def describe(entry: dict[str, Any]) -> str:
     return " · ".join(" ".join(p.split()) for p in parts)
 
 
+def chain_lines(steps: Sequence[dict[str, Any]], current: str) -> list[str]:
+    """A memory's versions (`Store.history`), one line each, the memory itself marked `*`."""
+    return [f"{'*' if s['id'] == current and s.get('current', True) else ' '} {s['at'] or '-':<20} "
+            f"{s['event']:<10} {s['id']}  {clip(s['text'], 90)}" for s in steps]
+
+
 def log_line(entry: dict[str, Any], width: int | None, short_id: str | None = None) -> str:
     """One entry on one line: when, event, id, what (clipped to `width` columns if given)."""
     at = str(entry.get("at") or "")[:16].replace("T", " ")
@@ -400,3 +436,59 @@ def log_line(entry: dict[str, Any], width: int | None, short_id: str | None = No
     if width is None:
         return head + what
     return head + clip(what, max(10, width - cell_width(head)))
+
+
+# ---------------------------------------------------------------- add
+_EVENT_COLOURS = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "dim"}
+
+
+def add_lines(result: Any, shorts: dict[str, str], *, verbose: bool = False) -> list[str]:
+    """An add's result (`AddResult`), one line per fact: event, id (`shorts`: short ids, else the
+    full ones), text; then what it was decided against and why. Memory text is printed literally
+    and clipped at a word to the terminal (piped, whole)."""
+    colour = colour_enabled()
+    room = max(20, output_width() - 34)
+    id_w = max((len(v) for v in shorts.values()), default=26) if shorts else 26
+    pad = f"{'':<6} {'':<{id_w}} "
+    out: list[str] = []
+
+    def dim(text: str) -> str:
+        return style(clip(text, room), "dim", colour)
+
+    for e in result.events:
+        shown = shorts.get(e.id or "") or e.id or "-"
+        if e.verdict == "invalid" and not e.refused:
+            out.append(f"{style('INVALID', 'magenta', colour)} {shown:<{id_w}} "
+                       f"{clip(e.text or '', room // 2)} ({clip(e.reasoning or '', room // 2)})")
+            continue
+        mark = " (refused: use --allow-delete)" if e.refused else ""
+        out.append(f"{style(f'{e.event:<6}', _EVENT_COLOURS.get(e.event, 'dim'), colour)} {shown:<{id_w}} "
+                   f"{clip(e.text, room - len(mark))}{mark}")
+        if e.old_memory is not None and e.event == "UPDATE":
+            out.append(pad + dim(f"was: {e.old_memory}"))
+        if e.supersedes:
+            out.append(pad + dim(f"supersedes {shorts.get(e.supersedes, e.supersedes)}: "
+                                 f"{clip(e.old_memory or '', 70)} ({e.reasoning or ''})"))
+        elif e.matched and e.event in ("NONE", "UPDATE"):
+            out.append(pad + dim(f"matched {e.matched['id']}: {e.reasoning or ''}"))
+        elif e.related:
+            out.append(pad + dim(f"related to {e.related}: {e.reasoning or ''}"))
+    if verbose:
+        for piece in result.extraction.skipped_pieces:
+            out.append(f"{style('SKIP  ', 'dim', colour)} {piece['rule']:<26} {clip(piece['text'], room)}")
+    return out
+
+
+def add_summary(result: Any, dry_run: bool) -> str:
+    """What an add did, in one line: facts extracted and skipped, then each decision's count."""
+    s = result.summary()
+    ex = result.extraction
+    refused = sum(1 for e in result.events if e.refused)
+    invalid = s["invalid"] - refused
+    superseded = sum(1 for e in result.events if e.supersedes)
+    return (f"{len(ex.facts)} fact(s) extracted, {ex.skipped} skipped: {s['ADD']} added"
+            + (f" ({superseded} superseding an older one)" if superseded else "") + f", {s['UPDATE']} updated, "
+            f"{s['already_known']} known, {s['DELETE'] - refused} deleted"
+            + (f", {refused} delete(s) refused" if refused else "")
+            + (f", {invalid} invalid" if invalid else "")
+            + (" (dry run, nothing written)" if dry_run else ""))

@@ -16,11 +16,12 @@ import gc
 import os
 import sqlite3
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
 import typer
 
-from memcli.api import Store, read_input, read_limited
+from memcli.api import Store, read_stream
 from memcli.cli import render
 from memcli.core.discovery import resolve
 from memcli.core.errors import ExitStatus, LLMNotConfigured, MemcliError
@@ -65,11 +66,12 @@ def _global_options(
     debug: bool = typer.Option(False, "--debug", expose_value=False, callback=_set_debug,
                                help="Show tracebacks on errors."),
 ) -> None:
-    """A template: its options are given to every subcommand (see _add_global_params)."""
+    """A template: its options are given to the root and every subcommand (see _add_global_params)."""
 
 
 def _global_params() -> list[Any]:
-    """--store and --debug as click parameters, accepted after the subcommand too (`memcli export --store X`)."""
+    """--store and --debug as click parameters (typer builds them from the template), accepted
+    before the subcommand and after it (`memcli export --store X`)."""
     template = typer.Typer()
     template.command()(_global_options)
     return [p for p in typer.main.get_command(template).params if p.name in ("store", "debug")]
@@ -160,10 +162,11 @@ class Group(typer.core.TyperGroup):
     """The root command. It renders every error the same way for every entry point (console
     script, `python -m memcli`, Typer's test runner): `memcli: error: ...` + optional `hint:`
     on stderr (and a JSON object with --json); exit 1 for errors, 2 for usage, 130 on Ctrl-C.
-    It also gives every subcommand the global options (--store, --debug)."""
+    It also gives itself and every subcommand the global options (--store, --debug)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.params[:0] = _global_params()
         _add_global_params(self)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
@@ -177,7 +180,7 @@ class Group(typer.core.TyperGroup):
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         args = list(sys.argv[1:] if args is None else args)
-        state.stdin_text = None
+        state.store_path, state.store, state.stdin_text = None, None, None  # per command (tests run many)
         drain()  # notices are per command: none left over from library calls before this one
         # Python hands undecodable argv bytes over as lone surrogates, which no file or JSON can hold
         bad = next((i for i, a in enumerate(args, 1) if isinstance(a, str) and not encodable(a)), None)
@@ -229,32 +232,30 @@ class Group(typer.core.TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return self._invoke_healing(ctx)
-        except MemcliError as e:
-            if state.debug:
-                raise
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            render.error(f"{msg}{_advice(e, ctx.invoked_subcommand)}", hint=e.hint, code=int(e.exit_status),
-                         as_json=state.json_errors, kind=snake(type(e).__name__))
-            raise typer.Exit(int(e.exit_status)) from None
         except BrokenPipeError:  # `memcli export | head -1`: the reader has what it wanted; not an error
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(render.OK) from None
-        except OSError as e:  # a full disk, a read-only store, a permission: the system's words, one line
+        except (MemcliError, OSError, sqlite3.Error) as e:
             if state.debug:
                 raise
-            where = f": {e.filename}" if e.filename else ""
-            render.error(f"{e.strerror or e}{where}", as_json=state.json_errors, kind="os_error")
-            raise typer.Exit(render.ERROR) from None
-        except sqlite3.Error as e:  # the index could not be read or written (disk full, I/O error)
-            if state.debug:
-                raise
-            render.error(f"index: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                         as_json=state.json_errors, kind="index_error")
-            raise typer.Exit(render.ERROR) from None
+            message, hint, code, kind = _explained(e, ctx.invoked_subcommand)
+            render.error(message, hint=hint, code=code, as_json=state.json_errors, kind=kind)
+            raise typer.Exit(code) from None
         finally:
             for message in drain():  # repairs made on the way (a damaged index rebuilt, ...)
-                sys.stderr.write(f"memcli: {message}\n")
+                note(message)
+
+
+def _explained(e: BaseException, command: str | None) -> tuple[str, str | None, int, str]:
+    """An expected failure as one line, a hint, the exit status and its kind (for --json)."""
+    if isinstance(e, MemcliError):
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"{msg}{_advice(e, command)}", e.hint, int(e.exit_status), snake(type(e).__name__)
+    if isinstance(e, OSError):  # a full disk, a read-only store, a permission: the system's words
+        return f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}", None, render.ERROR, "os_error"
+    # sqlite3.Error: the index could not be read or written (disk full, I/O error)
+    return f"index: {str(e).splitlines()[0] if str(e) else type(e).__name__}", None, render.ERROR, "index_error"
 
 
 
@@ -277,8 +278,37 @@ def fail(message: str, code: int = render.ERROR, hint: str | None = None) -> NoR
     raise typer.Exit(code)
 
 
+def bad_usage(message: str, hint: str | None = None) -> NoReturn:
+    """A command line that asks for something impossible (conflicting flags, an unknown value): exit 2."""
+    fail(message, render.USAGE, hint)
+
+
 def note(message: str) -> None:
     sys.stderr.write(f"memcli: {message}\n")
+
+
+def respond(as_json: bool, doc: dict[str, Any], lines: Iterable[str] = (), notes: Iterable[str] = (), *,
+            failed: bool = False) -> None:
+    """How most commands end: with --json the one JSON document, else `lines` on stdout and
+    `notes` on stderr; then exit 1 if `failed` (after the output, so that a script has both)."""
+    if as_json:
+        render.emit_json(doc)
+    else:
+        render.write(lines)
+        for message in notes:
+            note(message)
+    exit_if_failed(failed)
+
+
+def exit_if_failed(failed: bool) -> None:
+    """Exit 1, with nothing more said, when part of the command's work failed (it said what)."""
+    if failed:
+        raise typer.Exit(render.ERROR)
+
+
+def piped_stdin() -> Any:
+    """Standard input as a binary stream, or no bytes when it is a terminal (a hook's input is piped)."""
+    return sys.stdin.buffer if sys.stdin is not None and not sys.stdin.isatty() else b""
 
 
 def llm_progress() -> Any:
@@ -325,12 +355,8 @@ def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = Fal
 
 def synced(store: Store) -> Store:
     """Bring the sidecar in step, with a progress bar when it takes long; report bad files once."""
-    progress = progress_bar("indexing")
-    try:
-        report = store.sync(on_progress=progress.update if progress else None)
-    finally:
-        if progress:
-            progress.close()
+    with progress_bar("indexing") as progress:
+        report = store.sync(on_progress=progress)
     if report.rebuilt and report.rebuilt != "reindex requested" and store.count():
         note(f"index rebuilt: {report.rebuilt}")
     for fname, error in report.new_bad:
@@ -366,8 +392,15 @@ class _Bar:
             self._progress.stop()
 
 
-def progress_bar(label: str) -> _Bar | None:
-    return _Bar(label) if sys.stderr.isatty() else None
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback (done, total) drawing a bar on a terminal's stderr, else None."""
+    bar = _Bar(label) if sys.stderr.isatty() else None
+    try:
+        yield bar.update if bar else None
+    finally:
+        if bar:
+            bar.close()
 
 
 def read_text(args: list[str] | None, what: str = "text") -> str:
@@ -382,10 +415,7 @@ def read_text(args: list[str] | None, what: str = "text") -> str:
 def read_stdin() -> str:
     """All of stdin as text, read only up to the input limit, decoded strictly (one-line errors)."""
     if state.stdin_text is None:
-        if hasattr(sys.stdin, "buffer"):
-            state.stdin_text = read_input(read_limited(sys.stdin.buffer, "stdin"), "stdin")
-        else:  # a text-only stream (tests): re-encoded so the same checks apply
-            state.stdin_text = read_input(sys.stdin.read().encode("utf-8", "surrogateescape"), "stdin")
+        state.stdin_text = read_stream(sys.stdin)
     return state.stdin_text
 
 

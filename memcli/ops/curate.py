@@ -322,6 +322,7 @@ class RollbackResult:
     origin: str
     trashed: list[str] = field(default_factory=list)
     detached: list[str] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)  # the text of each memory involved, by id
 
     def to_dict(self) -> dict[str, Any]:
         return {"origin": self.origin, "trashed": self.trashed, "detached": self.detached}
@@ -334,6 +335,7 @@ def plan_rollback(store: Store, origin: str) -> tuple[ChangeSet, RollbackResult]
     for r in store.index.select():
         if origin not in r.origins:
             continue
+        out.texts[r.id] = r.text
         if r.origins == [origin]:
             out.trashed.append(r.id)
             cs.trash(r.id, f"rollback of {origin}", event="ROLLBACK", origin=origin)

@@ -1,4 +1,5 @@
-"""Emptying the trash: memories deleted for good, chosen under the writer lock that deletes them.
+"""The trash as it is listed, and emptying it: memories deleted for good, chosen under the writer
+lock that deletes them.
 
 The trash is the one place a memory leaves for good, so the choice (all of it, or what was trashed
 before a time) is made under the lock: a memory restored and trashed again meanwhile is judged by
@@ -7,8 +8,37 @@ its new trash time, never purged on the strength of its old one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from memcli.core.memory import Memory, iso
+from memcli.core.shortid import short_ids
 from memcli.ops.handle import Store
+
+
+@dataclass
+class TrashItem:
+    """One trashed memory as `memcli trash` lists it; `short` is its short id among the trash."""
+
+    id: str
+    trashed_at: str
+    reason: str
+    text: str
+    short: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "trashed_at": self.trashed_at, "reason": self.reason, "text": self.text}
+
+
+def listing(store: Store) -> list[TrashItem]:
+    """What is in the trash, most recently trashed first."""
+    items = []
+    trashed = store.trashed()
+    shorts = short_ids([m.id for m in trashed])
+    for m in trashed:
+        info = m.extra.get("trashed") if isinstance(m.extra.get("trashed"), dict) else {}
+        items.append(TrashItem(m.id, str(info.get("at") or ""), str(info.get("reason") or ""), m.text, shorts[m.id]))
+    return sorted(items, key=lambda i: i.trashed_at, reverse=True)
 
 
 def empty_trash(store: Store, *, older_than: str | None = None, dry_run: bool = False) -> list[Memory]:

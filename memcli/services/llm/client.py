@@ -344,7 +344,6 @@ def _wrap(text: str) -> str:
 
 
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
-_FENCE = re.compile(r"```[\w+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.S)
 
 
 def _strip_think(text: str) -> str:
@@ -359,66 +358,41 @@ def _usable(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
-def parse_json_reply(content: str | None, key: str) -> Any:
-    """Get the JSON payload out of a model reply, as forgivingly as is safe.
+def _with_key(value: Any, key: str) -> Any:
+    """The first object holding ``key`` in ``value`` (breadth first: a wrapped or repeated reply)."""
+    queue = [value]
+    for v in queue:
+        if isinstance(v, dict):
+            if key in v:
+                return v
+            queue.extend(v.values())
+        elif isinstance(v, list):
+            queue.extend(v)
+    return None
 
-    Tries, in order: the whole reply and the inside of the first code fence; the first object
-    with ``key`` found anywhere (``raw_decode`` tolerates prose before and after it); a repair
-    (``json_repair``: single quotes, trailing commas, truncation) of the object that starts with
-    ``key``; any other complete object or list of objects; finally a repair from the first brace.
-    Returns a dict or list; raises :class:`LLMFormatError` when nothing parseable is there.
-    """
+
+def parse_json_reply(content: str | None, key: str) -> Any:
+    """The JSON payload of a model reply, however it came: fenced, inside prose, with single
+    quotes or trailing commas, truncated (``json_repair`` copes with all of these). The object
+    with ``key`` wins; else any object or list of objects. Raises :class:`LLMFormatError`."""
     import json_repair
 
     text = _strip_think(content or "")
     if not text:
         raise LLMFormatError("LLM returned an empty reply")
-    fenced = _FENCE.search(text)
-    candidates = [text] + ([fenced.group(1).strip()] if fenced else [])
-    decoder = json.JSONDecoder()
-    fallback: Any = None
-    for cand in candidates:
-        try:
-            value = json.loads(cand)
-        except ValueError:
-            value = None
-        if isinstance(value, dict) and key in value:
+    try:
+        value = json_repair.loads(text)
+    except Exception:  # noqa: BLE001 - json_repair may raise anything on hostile input
+        value = None
+    found = _with_key(value, key)
+    if found is not None:
+        return found
+    if _usable(value):
+        return value
+    if isinstance(value, list):  # several values: the first usable one
+        value = next((v for v in value if _usable(v)), None)
+        if value is not None:
             return value
-        if _usable(value) and fallback is None:
-            fallback = value
-        for n, m in enumerate(re.finditer(r"[{\[]", cand)):
-            if n >= 64:
-                break
-            try:
-                value, _ = decoder.raw_decode(cand, m.start())
-            except ValueError:
-                continue
-            if isinstance(value, dict) and key in value:
-                return value
-            if _usable(value) and fallback is None:
-                fallback = value  # may be an item nested in a truncated reply: repair first
-
-    def repaired(pattern: str) -> Any:
-        for cand in reversed(candidates):
-            start = re.search(pattern, cand)
-            if start is None:
-                continue
-            try:
-                value = json_repair.loads(cand[start.start() :])
-            except Exception:  # noqa: BLE001 - json_repair may raise anything on hostile input
-                continue
-            if _usable(value):
-                return value
-        return None
-
-    value = repaired(r"\{\s*[\"']?" + re.escape(key) + r"[\"']?\s*:")
-    if isinstance(value, dict) and key in value:
-        return value
-    if fallback is not None:
-        return fallback
-    value = repaired(r"[{\[]")
-    if value is not None:
-        return value
     raise LLMFormatError(f"LLM reply is not JSON: {_one_line(text, 80)!r}")
 
 

@@ -351,6 +351,27 @@ def _strip_think(text: str) -> str:
     return _THINK.sub("", text).strip()
 
 
+def _without_think(pieces: Iterator[str]) -> Iterator[str]:
+    """A stream's ``pieces`` without a leading ``<think>...</think>`` block."""
+    head = ""
+    for piece in pieces:
+        head += piece
+        low = head.lstrip().lower()
+        if low.startswith("<think>"):
+            end = head.lower().find("</think>")
+            if end < 0:
+                continue
+            head = head[end + len("</think>"):].lstrip()
+        elif "<think>".startswith(low):
+            continue  # could still become <think>: wait for more
+        if head:
+            yield head
+        yield from pieces
+        return
+    if head and not head.lstrip().lower().startswith("<think>"):
+        yield head  # the stream ended while it could still have become <think>
+
+
 def _usable(value: Any) -> bool:
     """A non-empty object, or a non-empty list of objects (a bare list of items)."""
     if isinstance(value, dict):
@@ -421,33 +442,27 @@ def _text(value: Any) -> str:
 
 def _confidence(value: Any, default: float = 0.8) -> float:
     """Clamp to [0, 1]; accept "0.9", "90%", and 0-100 scales, because models do all of those."""
-    if isinstance(value, str):
-        s = value.strip().rstrip("%")
-        try:
-            value = float(s) / (100 if value.strip().endswith("%") else 1)
-        except ValueError:
-            return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    text = str(value).strip()
+    try:
+        number = default if isinstance(value, bool) else float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
         return default
-    value = float(value)
-    if 1 < value <= 100:
-        value /= 100
-    return min(1.0, max(0.0, value))
+    if math.isnan(number):
+        return default
+    return min(1.0, max(0.0, number / 100 if 1 < number <= 100 else number))
 
 
 def _cut_off(raw: str, value: str | None) -> bool:
     """Whether ``value`` (a string the repair recovered) ends where the reply was truncated.
 
-    A complete JSON string is followed by its closing quote; a truncated reply ("max tokens")
-    ends inside the last string, and json_repair closes it for us, so the last fact would be
-    half a sentence. Unknown (the tail is not found verbatim) counts as complete.
+    A complete JSON string is followed by its closing quote; a truncated reply ends inside it (the
+    repair closes it). Unknown (the tail is not found verbatim) counts as complete.
     """
     if not value:
         return False
     found = False
     for form in (json.dumps(value, ensure_ascii=False)[1:-1], value):
-        tail = form[-24:]
-        for m in re.finditer(re.escape(tail), raw):
+        for m in re.finditer(re.escape(form[-24:]), raw):
             found = True
             if re.match(r"\s*[\"']", raw[m.end() :]):
                 return False
@@ -463,16 +478,13 @@ def _fact_texts(items: list[Any]) -> tuple[list[str], list[str]]:
     for i, item in enumerate(items):
         if isinstance(item, dict):
             item = item.get("text")
-        text = _text(item) if isinstance(item, str) else ""
         if not isinstance(item, str):
             invalid.append(f"item {i}: no text ({type(item).__name__})")
             continue
-        if not text:
-            invalid.append(f"item {i}: missing or empty text")
-            continue
+        text = _text(item)
         norm = " ".join(text.lower().split())
-        if norm in seen:
-            invalid.append(f"item {i}: duplicate of an earlier fact")
+        if not text or norm in seen:
+            invalid.append(f"item {i}: {'duplicate of an earlier fact' if text else 'missing or empty text'}")
             continue
         seen.add(norm)
         texts.append(text)
@@ -480,13 +492,8 @@ def _fact_texts(items: list[Any]) -> tuple[list[str], list[str]]:
 
 
 def _skipped(payload: Any) -> int:
-    value = payload.get("skipped") if isinstance(payload, dict) else None
-    if isinstance(value, bool):
-        return 0
-    try:
-        return max(0, int(value)) if value is not None else 0
-    except (TypeError, ValueError):
-        return 0
+    n = _as_int(payload.get("skipped")) if isinstance(payload, dict) else None
+    return max(0, n or 0)
 
 
 def _as_int(value: Any) -> int | None:
@@ -502,11 +509,8 @@ def _as_int(value: Any) -> int | None:
 
 
 def _resolve_target(raw: Any, neighbours: list[dict]) -> str | None | bool:
-    """Map the model's target_id to one of the fact's neighbour ids.
-
-    Accepts the exact id (also wrapped in brackets) or the neighbour's number as shown in the
-    prompt. Returns None for an empty target and False for one that names no neighbour.
-    """
+    """The neighbour id the model's target means: the id itself (also in brackets) or the
+    neighbour's number in the prompt. None for an empty target, False for one that names none."""
     if raw is None or (isinstance(raw, str) and not raw.strip()) or raw in ("null", "None"):
         return None
     ids = [str(n.get("id")) for n in neighbours]
@@ -558,8 +562,20 @@ DECIDE_SCHEMA: dict[str, Any] = {
 # Tried in this order; a server that rejects one form (HTTP 400/422 naming response_format or the
 # schema) gets the next. "json_object_schema" is llama-cpp-python's server's own form.
 FORMAT_MODES = ("json_schema", "json_object_schema", "json_object", "none")
-_FORMATS: dict[str, str] = {}
-_FORMATS_LOADED = False
+_FORMATS: dict[str, str] | None = None  # api_base|model -> the form that works, once read
+
+
+def _formats() -> dict[str, str]:
+    """The remembered forms (in-process, and in the cache dir across commands)."""
+    global _FORMATS
+    if _FORMATS is None:
+        _FORMATS = {}
+        try:
+            data = json.loads(_formats_file().read_text(encoding="utf-8"))
+            _FORMATS.update({k: v for k, v in data.items() if v in FORMAT_MODES})
+        except (OSError, ValueError, AttributeError):
+            pass
+    return _FORMATS
 
 
 def _formats_file() -> Any:
@@ -568,34 +584,19 @@ def _formats_file() -> Any:
     return cache_dir() / "llm_formats.json"
 
 
-def format_mode(key: str) -> str:
-    """The response_format form that works for ``key`` (api_base|model), as far as we know."""
-    global _FORMATS_LOADED
-    if not _FORMATS_LOADED:
-        _FORMATS_LOADED = True
-        try:
-            data = json.loads(_formats_file().read_text(encoding="utf-8"))
-            _FORMATS.update({k: v for k, v in data.items() if v in FORMAT_MODES})
-        except (OSError, ValueError, AttributeError):
-            pass
-    return _FORMATS.get(key, FORMAT_MODES[0])
-
-
-def next_format_mode(key: str) -> str:
-    """Step ``key`` down to the next form and remember it (in-process and in the cache dir), so
-    the next command does not spend a rejected request finding out again."""
-    current = format_mode(key)
-    mode = FORMAT_MODES[min(FORMAT_MODES.index(current) + 1, len(FORMAT_MODES) - 1)]
-    _FORMATS[key] = mode
+def next_format_mode(key: str) -> None:
+    """Step ``key`` down to the next form and remember it, so the next command does not spend a
+    rejected request finding out again."""
+    formats = _formats()
+    formats[key] = FORMAT_MODES[min(FORMAT_MODES.index(formats.get(key, FORMAT_MODES[0])) + 1, 3)]
     try:
         path = _formats_file()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(_FORMATS, indent=1), encoding="utf-8")
+        tmp.write_text(json.dumps(formats, indent=1), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
         pass  # remembering is an optimisation
-    return mode
 
 
 def response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -636,79 +637,49 @@ class LLM:
         self.usage = Usage()
         self._format_key = f"{settings.api_base or ''}|{settings.model}"
         self.on_request: Any = None  # called with a short label before each request (progress)
-        self._supported: set[str] | None = None
-        self._provider: str | None = None
+        self._provider: str | None = None  # litellm's name for it, "" for none, None until asked
         self._model = settings.model
 
-    # -- plumbing ------------------------------------------------------------------------------
     @property
     def endpoint(self) -> str:
         """Where requests go, for error messages."""
         return self.settings.api_base or f"the {self.settings.model.split('/')[0]} provider"
 
-    def _resolve_provider(self) -> None:
-        """Ask litellm (offline) which provider the model string means and what it accepts.
-
-        A model litellm cannot place ("qwen2.5" with an api_base) is taken as served by an
-        OpenAI-compatible server, which is what a bare name next to an api_base nearly always means.
-        """
-        litellm = _litellm()
-        self._model = self.settings.model
-        model: str
-        provider: str | None  # litellm's provider name (a str) or None when it could not place the model
-        try:
-            model, provider, _, _ = litellm.get_llm_provider(self._model)
-        except Exception:  # noqa: BLE001 - litellm raises BadRequestError for unknown providers
-            if not self.settings.api_base:
-                model, provider = self._model, None  # let the request report litellm's own error
-            else:
-                self._model = model = f"openai/{self.settings.model}"
-                provider = "openai"
-        try:
-            params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
-        except Exception:  # noqa: BLE001 - best effort: unknown means "assume supported"
-            params = None
-        self._provider = provider or ""  # "" (not None): resolved, no provider named
-        self._supported = set(params) if params else {"response_format", "stream_options"}
-
-    def _supports(self, param: str) -> bool:
-        """Whether litellm says the provider accepts an OpenAI parameter (unknown: assume yes)."""
-        if self._supported is None:
-            self._resolve_provider()
-        return param in (self._supported or ())
-
     def _kwargs(self, messages: list[dict[str, str]], *, schema: dict[str, Any] | None, stream: bool,
-                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                max_tokens: int) -> dict[str, Any]:
         s = self.settings
-        api_key = s.api_key
         if self._provider is None:
-            self._resolve_provider()
-        if api_key is None and s.api_base and self._provider == "openai":
-            # An OpenAI-compatible server: the environment's key if any, else a dummy (a local
-            # server ignores it, the OpenAI client refuses to send a request with no key at all).
-            api_key = os.environ.get("OPENAI_API_KEY") or _DUMMY_KEY
+            # A model litellm cannot place ("qwen2.5") next to an api_base is served by an
+            # OpenAI-compatible server: that is what a bare name there nearly always means.
+            try:
+                self._provider = _litellm().get_llm_provider(s.model)[1] or ""
+            except Exception:  # noqa: BLE001 - litellm raises BadRequestError for unknown providers
+                self._provider = "openai" if s.api_base else ""  # none: the request reports litellm's error
+                self._model = f"openai/{s.model}" if s.api_base else s.model
         kwargs: dict[str, Any] = {
             "model": self._model,
             "messages": messages,
             "temperature": s.temperature,
             "timeout": s.timeout,
+            # Always bounded: unbounded, a small model was measured repeating memcli's own
+            # instructions for 7,500 tokens before the reply was rejected.
+            "max_tokens": max_tokens,
             "num_retries": 0,  # retries are ours: counted, backed off, reported in one line
-            "drop_params": True,  # e.g. temperature on models that only accept the default
+            "drop_params": True,  # litellm drops what the provider does not take (stream_options, ...)
         }
         if s.api_base:
             kwargs["api_base"] = s.api_base
+        api_key = s.api_key
+        if api_key is None and s.api_base and self._provider == "openai":
+            # The OpenAI client refuses to send a request without a key; a local server ignores it.
+            api_key = os.environ.get("OPENAI_API_KEY") or _DUMMY_KEY
         if api_key is not None:
             kwargs["api_key"] = api_key
-        if schema is not None and self._supports("response_format"):
-            form = response_format(format_mode(self._format_key), schema)
-            if form is not None:
-                kwargs["response_format"] = form
+        form = response_format(_formats().get(self._format_key, FORMAT_MODES[0]), schema) if schema else None
+        if form is not None:
+            kwargs["response_format"] = form
         if stream:
-            kwargs["stream"] = True
-            if self._supports("stream_options"):
-                kwargs["stream_options"] = {"include_usage": True}
-        if extra:
-            kwargs.update(extra)
+            kwargs.update(stream=True, stream_options={"include_usage": True})
         return kwargs
 
     def _add_usage(self, usage: Any) -> None:
@@ -718,15 +689,15 @@ class LLM:
         self.usage.prompt_tokens += int(get("prompt_tokens") or 0)
         self.usage.completion_tokens += int(get("completion_tokens") or 0)
 
-    def _request(self, messages: list[dict[str, str]], *, schema: dict[str, Any] | None = None,
-                 stream: bool = False, extra: dict[str, Any] | None = None) -> Any:
-        """Send one logical request, retrying transient failures with exponential backoff."""
+    def _request(self, messages: list[dict[str, str]], *, max_tokens: int, schema: dict[str, Any] | None = None,
+                 stream: bool = False) -> Any:
+        """One logical request: transient failures are retried with exponential backoff; a
+        rejected response_format steps down to the next form (remembered per model), not a retry."""
         litellm = _litellm()
-        attempts = self.settings.retries + 1
         made = 0
         last: _Failure | None = None
-        while made < attempts:
-            kwargs = self._kwargs(messages, schema=schema, stream=stream, extra=extra)
+        while made <= self.settings.retries:
+            kwargs = self._kwargs(messages, schema=schema, stream=stream, max_tokens=max_tokens)
             made += 1
             self.usage.requests += 1
             started = time.monotonic()
@@ -736,9 +707,6 @@ class LLM:
                 self.usage.llm_seconds += time.monotonic() - started
                 failure = _classify(exc, self.endpoint, self.settings.timeout)
                 if failure.json_mode_rejected and "response_format" in kwargs:
-                    # Servers differ: OpenAI, vLLM, Ollama and llama-server take "json_schema",
-                    # llama-cpp-python's server takes {"type": "json_object", "schema": ...}, some
-                    # take neither. Step down to the next form (remembered per model). Not a retry.
                     _log.info("server rejected response_format %s; trying the next form", kwargs["response_format"])
                     next_format_mode(self._format_key)
                     made -= 1
@@ -746,31 +714,25 @@ class LLM:
                 if not failure.transient:
                     raise LLMUnavailable(f"LLM request failed: {failure.reason}") from exc
                 last = failure
-                if made < attempts:
+                if made <= self.settings.retries:
                     time.sleep(self.settings.backoff * (2 ** (made - 1)))
                 continue
-            if stream:
-                return response, started
             self.usage.llm_seconds += time.monotonic() - started
-            self._add_usage(getattr(response, "usage", None))
+            if not stream:
+                self._add_usage(getattr(response, "usage", None))
             return response
         reason = last.reason if last else "no attempt made"
         raise LLMUnavailable(f"LLM unreachable after {made} attempt{'s' if made != 1 else ''}: {reason}")
 
     def _content(self, messages: list[dict[str, str]], *, schema: dict[str, Any] | None, max_tokens: int,
-                 label: str = "") -> str:
-        """The reply's text; a reply cut at ``max_tokens`` is unusable (``LLMFormatError``).
-
-        ``max_tokens`` is always sent: unbounded, a small model was measured repeating memcli's
-        own instructions for 7,500 tokens (minutes of generation) before the reply was rejected.
-        """
+                 label: str) -> str:
+        """The reply's text; a reply cut at ``max_tokens`` is unusable (``LLMFormatError``)."""
         if self.on_request is not None:
             self.on_request(label)
-        response = self._request(messages, schema=schema, extra={"max_tokens": max_tokens})
+        response = self._request(messages, schema=schema, max_tokens=max_tokens)
         try:
             choice = response.choices[0]
-            content = choice.message.content
-            finish = getattr(choice, "finish_reason", None)
+            content, finish = choice.message.content, getattr(choice, "finish_reason", None)
         except (AttributeError, IndexError, TypeError):
             content, finish = None, None
         if finish == "length":
@@ -782,13 +744,10 @@ class LLM:
 
     # -- operations ----------------------------------------------------------------------------
     def ping(self) -> float:
-        """Check that the model answers: one minimal request (a 1-token reply). Returns seconds.
-
-        Raises :class:`LLMError` when it does not (unreachable, refused, bad key or model name);
-        used by ``memcli doctor``. What the model says does not matter, only that it answers.
-        """
+        """Seconds one minimal request (a 1-token reply) takes; :class:`LLMError` when the model
+        does not answer (unreachable, refused, bad key or model name). Used by ``memcli doctor``."""
         started = time.monotonic()
-        self._request([{"role": "user", "content": "ping"}], extra={"max_tokens": 1})
+        self._request([{"role": "user", "content": "ping"}], max_tokens=1)
         return time.monotonic() - started
 
     def extract(self, text: str) -> Extraction:
@@ -1024,23 +983,19 @@ class LLM:
         return self._stream(messages)
 
     def _stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
-        response, started = self._request(messages, stream=True, extra={"max_tokens": ANSWER_MAX_TOKENS})
-        think = _ThinkFilter()
-        try:
+        response = self._request(messages, stream=True, max_tokens=ANSWER_MAX_TOKENS)
+        started = time.monotonic()
+
+        def pieces() -> Iterator[str]:
             for chunk in response:
-                usage = getattr(chunk, "usage", None)
-                if usage is not None:
-                    self._add_usage(usage)
+                self._add_usage(getattr(chunk, "usage", None))
                 choices = getattr(chunk, "choices", None) or []
-                delta = getattr(choices[0], "delta", None) if choices else None
-                piece = getattr(delta, "content", None) if delta is not None else None
+                piece = getattr(getattr(choices[0], "delta", None), "content", None) if choices else None
                 if piece:
-                    out = think.feed(piece)
-                    if out:
-                        yield out
-            rest = think.flush()
-            if rest:
-                yield rest
+                    yield piece
+
+        try:
+            yield from _without_think(pieces())
         except LLMError:
             raise
         except Exception as exc:  # noqa: BLE001 - mid-stream transport errors
@@ -1048,38 +1003,3 @@ class LLM:
             raise LLMUnavailable(f"LLM stream broken: {reason}") from exc
         finally:
             self.usage.llm_seconds += time.monotonic() - started
-
-
-@dataclass
-class _ThinkFilter:
-    """Drops a leading ``<think>...</think>`` block from a stream, passing everything else through."""
-
-    buffer: str = ""
-    state: str = "start"  # start -> (thinking ->) passthrough
-
-    def feed(self, piece: str) -> str:
-        if self.state == "passthrough":
-            return piece
-        self.buffer += piece
-        if self.state == "start":
-            head = self.buffer.lstrip()
-            if head.lower().startswith("<think>"):
-                self.state = "thinking"
-            elif "<think>".startswith(head.lower()):
-                return ""  # could still become <think>: wait for more
-            else:
-                self.state = "passthrough"
-                out, self.buffer = self.buffer, ""
-                return out
-        end = self.buffer.lower().find("</think>")
-        if end < 0:
-            return ""
-        out = self.buffer[end + len("</think>") :].lstrip()
-        self.buffer = ""
-        self.state = "passthrough"
-        return out
-
-    def flush(self) -> str:
-        out = self.buffer if self.state == "start" else ""
-        self.buffer = ""
-        return out

@@ -216,15 +216,6 @@ class _Failure:
     json_mode_rejected: bool = False
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    out: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in out and len(out) < 20:
-        out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
-
-
 def _one_line(text: str, limit: int = 240) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -250,68 +241,52 @@ def _clean(message: str, limit: int = 200) -> str:
     return _one_line(text, limit)
 
 
-def _status_message(exc: BaseException) -> str:
-    """The server's own error message from an HTTP error, if any."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else err
-        if msg:
-            return _clean(str(msg), 160)
-    response = getattr(exc, "response", None)
-    if response is not None and not getattr(exc, "message", None):
-        try:
-            return _clean(response.text, 160)
-        except Exception:  # noqa: BLE001 - a streamed body may be unreadable
-            pass
-    return _clean(getattr(exc, "message", "") or str(exc), 160)
-
-
 def _classify(exc: BaseException, endpoint: str, timeout: float | None = None) -> _Failure:
-    """Decide whether ``exc`` is worth retrying and describe it in one line.
+    """Whether ``exc`` is worth retrying, and what happened in one line.
 
-    litellm's outer exception type is unreliable for this (a refused connection and a missing
-    API key both arrive as ``litellm.InternalServerError`` with status 500), so the chain of
-    causes is inspected, innermost facts first: timeouts, transport errors, then a real HTTP
-    status from the provider's response.
+    litellm's outer type does not say (a refused connection, a missing API key and a non-JSON body
+    all arrive as ``InternalServerError`` 500), so the chain of causes decides, innermost facts first.
     """
     import httpx
     import openai
 
-    chain = _chain(exc)
-    for e in chain:
-        if isinstance(e, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
-            return _Failure(False, f"invalid api_base {endpoint!r}: {_one_line(str(e), 120)}")
-    for e in chain:
-        if isinstance(e, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)):
-            after = f" after {timeout:g}s" if timeout else ""
-            return _Failure(True, f"timed out{after} waiting for {endpoint}")
-    for e in chain:
-        if isinstance(e, (httpx.TransportError, ConnectionError)):
-            cause = chain[-1]
-            detail = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
-            return _Failure(True, f"connection failed to {endpoint}: {_one_line(detail, 80)}")
-    for e in chain:
-        status: int | None = None
-        if isinstance(e, httpx.HTTPStatusError):
-            status = e.response.status_code
-        elif isinstance(e, openai.APIStatusError) and type(e).__module__.startswith("openai"):
-            status = e.status_code
-        if status is not None:
-            msg = _status_message(e)
-            # llama-cpp-python's server answers a response_format it does not know with a 500
-            # carrying its validation error, so the message decides, not only the status.
-            rejected = (status in (400, 422) or (status == 500 and "validation" in msg.lower())) and bool(
-                re.search(r"response_format|json_object|json_schema|schema|grammar", msg, re.I))
-            transient = status == 429 or status >= 500
-            hint = " (check the API key)" if status in (401, 403) else ""
-            reason = f"HTTP {status} from {endpoint}{hint}" + ("" if transient else f": {msg}")
-            return _Failure(transient, reason, json_mode_rejected=rejected)
-    for e in chain:
-        if isinstance(e, json.JSONDecodeError):
-            return _Failure(False, f"unreadable (non-JSON) response from {endpoint}")
-        if type(e) is openai.OpenAIError:  # client-side configuration, e.g. missing credentials
-            return _Failure(False, _clean(str(e)))
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain and len(chain) < 20:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+
+    def first(*types: type) -> Any:
+        return next((e for e in chain if isinstance(e, types)), None)
+
+    if bad := first(httpx.UnsupportedProtocol, httpx.InvalidURL):
+        return _Failure(False, f"invalid api_base {endpoint!r}: {_one_line(str(bad), 120)}")
+    if first(openai.APITimeoutError, httpx.TimeoutException, TimeoutError):
+        return _Failure(True, f"timed out{f' after {timeout:g}s' if timeout else ''} waiting for {endpoint}")
+    if first(httpx.TransportError, ConnectionError):
+        cause = chain[-1]
+        detail = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+        return _Failure(True, f"connection failed to {endpoint}: {_one_line(detail, 80)}")
+    http = next((e for e in chain if isinstance(e, httpx.HTTPStatusError) or (
+        isinstance(e, openai.APIStatusError) and type(e).__module__.startswith("openai"))), None)
+    if http is not None:
+        status = http.response.status_code
+        try:
+            msg = _clean(http.response.text, 160)  # the server's own error message
+        except Exception:  # noqa: BLE001 - a streamed body may be unreadable
+            msg = _clean(str(http), 160)
+        # llama-cpp-python's server answers a response_format it does not know with a 500
+        # carrying its validation error, so the message decides, not only the status.
+        rejected = (status in (400, 422) or (status == 500 and "validation" in msg.lower())) and bool(
+            re.search(r"response_format|json_object|json_schema|schema|grammar", msg, re.I))
+        transient = status == 429 or status >= 500
+        hint = " (check the API key)" if status in (401, 403) else ""
+        reason = f"HTTP {status} from {endpoint}{hint}" + ("" if transient else f": {msg}")
+        return _Failure(transient, reason, json_mode_rejected=rejected)
+    if first(json.JSONDecodeError):
+        return _Failure(False, f"unreadable (non-JSON) response from {endpoint}")
+    if config := next((e for e in chain if type(e) is openai.OpenAIError), None):
+        return _Failure(False, _clean(str(config)))  # client-side configuration, e.g. missing credentials
     # Nothing identifiable (often an error raised before any request, e.g. an unknown provider):
     # litellm's mapped status decides whether to retry; the message says what happened.
     status = getattr(exc, "status_code", None)

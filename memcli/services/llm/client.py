@@ -1,23 +1,9 @@
 """The one place that talks to an LLM (through litellm): extract, decide, merge, answer.
 
-Why it is shaped this way:
-
-* litellm is slow to import (~3 s) and only the optional LLM path needs it, so it is imported
-  lazily inside :func:`_litellm`, never at module import. Before importing it we force the local
-  model-cost map (no network fetch at import, this tool is local-first) and silence its
-  telemetry, callbacks and banner noise.
-* Retries are ours (``num_retries=0`` is passed to litellm) so they are countable, bounded and
-  reported in one line. litellm wraps transport errors oddly (a refused connection surfaces as
-  ``InternalServerError`` 500, and so do missing credentials), so errors are classified by
-  walking the exception chain down to the httpx / socket cause rather than by the outer type.
-* User text is untrusted: it travels inside ``<data>...</data>`` with the delimiter escaped, the
-  system prompt says instructions inside it are to be ignored, and whatever the model replies
-  is validated against the expected schema (bad items are dropped into an ``invalid`` list,
-  harmless fields are coerced), so a prompt injection can at worst produce wrong-but-well-formed
-  facts, never a different output shape.
-* Model replies are parsed forgivingly (code fences, prose around the JSON, single quotes,
-  truncated JSON via ``json_repair``, ``<think>`` blocks of reasoning models), because small
-  local models are the common case.
+litellm is slow to import (~3 s) and fetches a price list at import unless told not to, so it is
+imported lazily, only by a request. User text travels inside ``<data>`` with the delimiter
+escaped, and every reply is validated (:mod:`memcli.services.llm.checks`): an injection can at
+worst give wrong-but-well-formed facts. Why, and what small models do: docs/decision-rules.md.
 """
 
 from __future__ import annotations
@@ -127,16 +113,12 @@ ANSWER_MAX_TOKENS = 768
 _log = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------- Public data types
+# ---------------------------------------------------------------- Settings and usage
 @dataclass
 class LLMSettings:
     """How to reach the model. ``model`` is any litellm model string ("openai/qwen",
-    "ollama/llama3.1", "gpt-4o-mini").
-
-    ``api_key=None`` lets litellm read the provider's usual environment variable; with an
-    ``api_base`` and no key anywhere a dummy key is sent, because the OpenAI client refuses to
-    send a request without one and local servers ignore it.
-    """
+    "ollama/llama3.1", "gpt-4o-mini"); ``api_key=None`` lets litellm read the provider's usual
+    environment variable."""
 
     model: str
     api_base: str | None = None
@@ -167,11 +149,8 @@ def default_timeout(api_base: str | None, model: str = "") -> float:
 
 @dataclass
 class Usage:
-    """Accumulated over every call of one :class:`LLM` client.
-
-    ``requests`` counts HTTP attempts (retries included: they hit the server too);
-    ``llm_seconds`` is wall time spent inside requests, backoff sleeps excluded.
-    """
+    """Accumulated over every call of one :class:`LLM` client. ``requests`` counts HTTP attempts
+    (retries hit the server too); ``llm_seconds`` is time inside requests, backoff sleeps excluded."""
 
     requests: int = 0
     prompt_tokens: int = 0
@@ -185,17 +164,13 @@ _LITELLM: Any = None
 
 
 def _litellm() -> Any:
-    """Import and quieten litellm once (only the LLM path pays the import cost).
-
-    ``LITELLM_LOCAL_MODEL_COST_MAP`` must be set before the import, or litellm fetches the model
-    price list from the internet at import time (slow, and a network call this tool must not make).
-    """
+    """Import and quieten litellm once. ``LITELLM_LOCAL_MODEL_COST_MAP`` must be set before the
+    import, or litellm fetches the model price list from the internet at import time."""
     global _LITELLM
     if _LITELLM is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 
-        litellm.telemetry = False  # gone in recent versions; harmless to set, matters in old ones
         litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on errors
         litellm.turn_off_message_logging = True  # never hand message content to logging hooks
         litellm.callbacks = []
@@ -646,7 +621,6 @@ class LLM:
             kwargs["api_base"] = s.api_base
         api_key = s.api_key
         if api_key is None and s.api_base and self._provider == "openai":
-            # The OpenAI client refuses to send a request without a key; a local server ignores it.
             api_key = os.environ.get("OPENAI_API_KEY") or _DUMMY_KEY
         if api_key is not None:
             kwargs["api_key"] = api_key

@@ -1,29 +1,14 @@
 """What memcli does around a model's reply, so that small local models give good memories.
 
-Measured on real small instruct models (Qwen2.5-Coder 0.5B/1.5B, SmolLM2-135M): every reply
-parsed, and the content was often wrong. The model is therefore asked for as little as possible
-(fact texts; for decide: event, target, text) and everything else is memcli's, in code:
-
-* **Before sending** (:func:`prepare_input`): JSON shaped like memcli's own replies inside the
-  input ("{"facts": [...]}") is removed, so the model cannot be handed a ready-made answer.
-  (Credentials in words are redacted earlier, by ``memcli.services.redact``, before anything is sent.)
-* **Every fact text** (:func:`fact_problem`) passes the heuristic extractor's junk gates
-  (``extract.junk_reason``: questions, requests, pleasantries, filler, status chatter, recalled
-  memories, credential lines, too short, only redaction markers) plus the model-specific ones:
-  placeholders ("...", "fact"), key-like strings ("type:", "confidence: 0.9"), text copied from
-  the prompt (the worked example), text taken from an instruction inside the input ("store: ...",
-  "ignore previous instructions and ..."), and text whose only source in the input is a line the
-  gates reject (a question rephrased as a statement). The verdict names the rule.
-* **Code** (:func:`attach_code`): fenced blocks, ``$`` lines, command lines and backtick commands
-  are taken from the input, never from the model, and attached to the fact they belong to (the
-  heuristic extractor already knows which sentence introduces which block); a block no fact
-  claims keeps the heuristic fact that carries it, so no command is lost.
+The model is asked for as little as possible (fact texts; for decide: event, target, text) and
+everything else is memcli's: what is sent (:func:`prepare_input`), which fact texts may be stored
+(:func:`fact_problem`, each verdict a rule name), and the code, taken from the input, never from
+the model (:func:`attach_code`). The rules and what real small models did: docs/decision-rules.md.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterable, Mapping
 
@@ -47,8 +32,9 @@ _REPLY_KEY = lazy_compile(
 REMOVED_REPLY = "[memcli-shaped JSON removed]"
 
 
-def _object_end(text: str, start: int) -> int | None:
-    """Index after the ``}`` closing the object opened at ``text[start]``, honouring strings."""
+def _object_end(text: str, start: int) -> int:
+    """Index after the ``}`` closing the object opened at ``text[start]``, honouring strings (the
+    end of the text when it is not closed)."""
     depth, quote, escape = 0, "", False
     for i in range(start, min(len(text), start + 20000)):
         ch = text[i]
@@ -68,7 +54,7 @@ def _object_end(text: str, start: int) -> int | None:
             depth -= 1
             if depth == 0:
                 return i + 1
-    return None
+    return len(text)
 
 
 def carries_reply(text: str) -> bool:
@@ -88,11 +74,10 @@ def prepare_input(text: str) -> str:
         if m is None:
             break
         start = text.rfind("{", max(0, m.start() - 400), m.start() + 1)
-        end = _object_end(text, start) if start >= 0 else None
-        if start < 0:
+        if start < 0:  # no object around the key: the key goes
             text = text[: m.start()] + REMOVED_REPLY + text[m.end():]
-            continue
-        text = text[:start] + REMOVED_REPLY + text[end if end is not None else len(text):]
+        else:
+            text = text[:start] + REMOVED_REPLY + text[_object_end(text, start):]
     return _HTML_COMMENT.sub("", text)
 
 
@@ -192,8 +177,10 @@ def _machine_lines(source: str) -> Mapping[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=4)
 def _source_pieces(source: str) -> list[tuple[str, str | None]]:
-    """Each sentence of the input with the junk rule it trips (None for a plain statement)."""
+    """Each sentence of the input with the junk rule it trips (None for a plain statement).
+    Cached like :func:`_machine_lines`: every fact of one reply is checked against it."""
     pieces: list[tuple[str, str | None]] = []
     machine = _machine_lines(source)
     for line in source.splitlines():
@@ -215,7 +202,6 @@ def fact_problem(
     source: str,
     prompt: str = "",
     instructions: Iterable[str] = (),
-    pieces: list[tuple[str, str | None]] | None = None,
 ) -> str | None:
     """Why a fact text from a model must not be stored (a rule name), or None when it may be.
 
@@ -254,7 +240,7 @@ def fact_problem(
     if words and len(words) >= 2:
         # The fact's only source is a sentence the gates reject (a question restated as a fact,
         # a pasted search result): the same verdict as that sentence.
-        pieces = _source_pieces(source) if pieces is None else pieces
+        pieces = _source_pieces(source)
         best_good, best_junk, junk_rule = 0.0, 0.0, None
         for sentence, rule in pieces:
             cov = _coverage(words, sentence)
@@ -266,16 +252,17 @@ def fact_problem(
             return junk_rule
         # The fact's specific values (8000, redis:7.2) occur only in sentences the gates reject (a
         # pasted search result, a tool's status output): it restates them, whatever else it shares.
-        specifics = {t.lower().rstrip(".:") for t in _SPECIFIC.findall(text)} - {""}
+        specifics = _specifics(text)
         if specifics:
-            homes = [rule for sentence, rule in pieces if specifics & {
-                t.lower().rstrip(".:") for t in _SPECIFIC.findall(sentence)}]
+            homes = [rule for sentence, rule in pieces if specifics & _specifics(sentence)]
             junk_homes = [r for r in homes if r not in (None, "too_short", "dangling")]
             if junk_homes and len(junk_homes) == len(homes):
                 return junk_homes[0]
     return None
 
 
+# The rules a model's fact and the heuristic fallback share (one table, so the two gates cannot
+# drift apart). An agent's tool call restated ("Bash(pytest -q) passed with 12 tests"):
 _TOOL_CALL_RE = lazy_compile(r"\b(?:Bash|Read|Update|Edit|MultiEdit|Write|Grep|Glob|LS|WebFetch|WebSearch|Task"
                              r"|TodoWrite|NotebookEdit)\([^)\n]*\)")
 # "Reviewers: @maria @tom", "Co-authored-by: Dana <dana@x>", "Fixes #412": who/what metadata of a
@@ -295,10 +282,13 @@ _REPORTED_CHATTER_RE = lazy_compile(
     r"|(?:is|was)\s+(?:still\s+)?blocked|will\s+look\s+into|(?:is|was)\s+looking\s+into|offered\s+to"
     r"|(?:completed|finished|started)\s+\w+ing|confirmed\s+(?:that\s+)?(?:it|the\s+change)\s+(?:is|was)\s+done)\b",
 )
-# Chat lines the shared gates let through, seen on the round-2 cases: thanks to someone ("🙏 thanks
-# priya", "Thanks everyone who jumped in!"), an agent announcing its next step ("I'll look at the
-# test first."), a speaker's status ("still blocked on ..."), a traceback frame.
-_CHATTER_EXTRA = (
+# ... and chat lines the shared gates let through, seen on the round-2 cases: thanks to someone
+# ("🙏 thanks priya", "Thanks everyone who jumped in!"), an agent announcing its next step ("I'll
+# look at the test first."), a speaker's status ("still blocked on ..."), a traceback frame.
+_CHAT_RULES = (
+    (_TOOL_CALL_RE, "tool_output"),
+    (_METADATA_RE, "metadata"),
+    (_REPORTED_CHATTER_RE, "reported_chatter"),
     (lazy_compile(r"^\W*(?:thanks|thank\s+you|thx|ty|cheers)\b(?:\W+\w+){0,6}\W*$", re.I), "pleasantry"),
     (lazy_compile(r"^\W*(?:i'll|i\s+will|let\s+me|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:first\s+)?"
                   r"(?:look|check|read|start|investigate|take\s+a\s+look|try|see|examine|inspect|dig)\b", re.I),
@@ -309,8 +299,10 @@ _CHATTER_EXTRA = (
 )
 
 
-def _chatter(text: str) -> str | None:
-    return next((rule for pattern, rule in _CHATTER_EXTRA if pattern.search(text)), None)
+def _chat_rule(text: str) -> str | None:
+    """The shared chat rule ``text`` trips: a tool call, metadata, reported chatter or chit-chat is no
+    memory whichever extractor produced it."""
+    return next((rule for pattern, rule in _CHAT_RULES if pattern.search(text)), None)
 
 
 _EN_FUNCTION = frozenset(
@@ -341,6 +333,10 @@ def translated(text: str, source: str) -> bool:
 # (measured: the 0.5B answered a question with an invented `npm run generate-schema`).
 _SPECIFIC = lazy_compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]*\w|\b\d\b")
 _QUOTED = lazy_compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
+
+
+def _specifics(text: str) -> set[str]:
+    return {t.lower().rstrip(".:") for t in _SPECIFIC.findall(text)} - {""}
 
 
 def novel_specifics(text: str, source: str, *, small_numbers: bool = False) -> list[str]:
@@ -521,9 +517,9 @@ def with_orphan_blocks(facts: list[Fact], source: str) -> list[Fact]:
     return facts
 
 
-def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
-    """Facts for the model's ``texts`` with the input's code attached, and how many facts were
-    added because the model dropped a piece of code no text of its claimed.
+def attach_code(texts: list[str], source: str) -> list[Fact]:
+    """Facts for the model's ``texts`` with the input's code attached, and the heuristic facts that
+    carry a piece of code no text of the model's claimed.
 
     Which sentence introduces which block is the heuristic extractor's job already: its facts
     that carry code are matched to the model's texts by shared words (a text that refers to code,
@@ -563,25 +559,7 @@ def attach_code(texts: list[str], source: str) -> tuple[list[Fact], int]:
             text = _with_code(text, code, rendered)
         pattern = "\n".join(code for code, _ in codes) or None
         facts.append(fact_from_text(text, pattern))
-    return facts + extra, len(extra)
-
-
-def as_json(value: object) -> str:
-    """Compact JSON for prompts (non-ASCII kept: a German note stays German)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _chat_rule(text: str) -> str | None:
-    """The rules a model's fact and the heuristic fallback share: a line that restates an agent's
-    tool call ("Bash(pytest -q) passed with 12 tests"), metadata, reported chatter or chit-chat is
-    no memory whichever extractor produced it. One place, so the two gates cannot drift apart."""
-    if _TOOL_CALL_RE.search(text):
-        return "tool_output"
-    if _METADATA_RE.search(text):
-        return "metadata"
-    if _REPORTED_CHATTER_RE.search(text):
-        return "reported_chatter"
-    return _chatter(text)
+    return facts + extra
 
 
 def fallback_problem(fact: Fact, source: str = "") -> str | None:
@@ -669,16 +647,14 @@ def merge_problem(merged: str, texts: list[str]) -> str | None:
     code_needed = list(_code_spans(newest))
     for i, t in enumerate(older):
         # An older span is superseded by a newer one for the same command ("make test" -> "make
-        # test -j4"); any other older code must survive the merge.
-        newer = {_first_word(c) for n in texts[i + 1:] for c in _code_spans(n)}
-        code_needed += [c for c in _code_spans(t) if _first_word(c) not in newer]
-    for i, t in enumerate(older):
-        # ... and an older block a newer one replaces must not come back ("line-length = 100" beside
-        # "line-length = 110": the 0.5B model kept both, the stale value read as current).
+        # test -j4"); any other older code must survive the merge. A superseded block must not come
+        # back ("line-length = 100" beside "line-length = 110": the 0.5B model kept both).
         newer_spans = [c for n in texts[i + 1:] for c in _code_spans(n)]
         newer = {_first_word(c) for c in newer_spans}
         for c in _code_spans(t):
-            if _first_word(c) in newer and c not in newer_spans and "\n" in c and c in merged:
+            if _first_word(c) not in newer:
+                code_needed.append(c)
+            elif c not in newer_spans and "\n" in c and c in merged:
                 return "stale_code"
     compact = re.sub(r"\s+", "", merged)
     for code in code_needed:
@@ -713,7 +689,7 @@ def supporting(answer: str, memories: list[tuple[str, str]]) -> list[str]:
     words = _content_words(answer)
     scored: list[tuple[float, str]] = []
     for mid, text in memories:
-        specifics = {t.lower().rstrip(".:") for t in _SPECIFIC.findall(text)} - {""}
+        specifics = _specifics(text)
         shared = {s for s in specifics if re.search(rf"(?<![\w.]){re.escape(s)}(?![\w])", low)}
         mwords = _content_words(text)
         overlap = len(words & mwords) / len(mwords) if mwords else 0.0

@@ -745,7 +745,7 @@ class LLM:
         if invalid and len(invalid) > len(kept):
             raise LLMFormatError(f"{len(invalid)} of {len(invalid) + len(kept)} extracted items invalid "
                                  f"({'; '.join(r.split(':')[0] for r in invalid[:4])})")
-        facts, _ = attach_code(kept, text)
+        facts = attach_code(kept, text)
         for f in [f for f in facts if not f.code_pattern and f.text.rstrip().endswith(":")]:
             invalid.append(f"dangling: {_one_line(f.text, 80)!r}")  # "run the following:" and no code
             facts.remove(f)

@@ -322,6 +322,10 @@ def _without_think(pieces: Iterator[str]) -> Iterator[str]:
         yield head  # the stream ended while it could still have become <think>
 
 
+def _messages(system: str, user: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 def _usable(value: Any) -> bool:
     """A non-empty object, or a non-empty list of objects (a bare list of items)."""
     if isinstance(value, dict):
@@ -673,12 +677,12 @@ class LLM:
         reason = last.reason if last else "no attempt made"
         raise LLMUnavailable(f"LLM unreachable after {made} attempt{'s' if made != 1 else ''}: {reason}")
 
-    def _content(self, messages: list[dict[str, str]], *, schema: dict[str, Any] | None, max_tokens: int,
+    def _content(self, system: str, user: str, *, schema: dict[str, Any] | None, max_tokens: int,
                  label: str) -> str:
         """The reply's text; a reply cut at ``max_tokens`` is unusable (``LLMFormatError``)."""
         if self.on_request is not None:
             self.on_request(label)
-        response = self._request(messages, schema=schema, max_tokens=max_tokens)
+        response = self._request(_messages(system, user), schema=schema, max_tokens=max_tokens)
         try:
             choice = response.choices[0]
             content, finish = choice.message.content, getattr(choice, "finish_reason", None)
@@ -718,11 +722,8 @@ class LLM:
         if not text.strip():
             return Extraction(facts=[], method="llm")
         sent = prepare_input(text)
-        messages = [
-            {"role": "system", "content": EXTRACT_SYSTEM},
-            {"role": "user", "content": f"Extract memories from this data.\n{_wrap(sent)}"},
-        ]
-        raw = self._content(messages, schema=EXTRACT_SCHEMA, max_tokens=extract_budget(sent), label="extract")
+        raw = self._content(EXTRACT_SYSTEM, f"Extract memories from this data.\n{_wrap(sent)}",
+                            schema=EXTRACT_SCHEMA, max_tokens=extract_budget(sent), label="extract")
         payload = parse_json_reply(raw, "facts")
         items = _items(payload, "facts", "text")
         texts, invalid = _fact_texts(items)
@@ -769,12 +770,9 @@ class LLM:
             # One fact per line: compact in tokens, still easy for a small model to follow.
             lines = [json.dumps(_neighbour_block(i, facts[i], neighbours[i]), ensure_ascii=False) for i in asked]
             data = '{"facts": [\n' + ",\n".join(lines) + "\n]}"
-            messages = [
-                {"role": "system", "content": DECIDE_SYSTEM},
-                {"role": "user", "content": f"Decide for each fact in this data.\n{_wrap(data)}"},
-            ]
             budget = decide_budget([facts[i] for i in asked], [neighbours[i] for i in asked])
-            raw = self._content(messages, schema=DECIDE_SCHEMA, max_tokens=budget, label="decide")
+            raw = self._content(DECIDE_SYSTEM, f"Decide for each fact in this data.\n{_wrap(data)}",
+                                schema=DECIDE_SCHEMA, max_tokens=budget, label="decide")
             payload = parse_json_reply(raw, "decisions")
             items = _items(payload, "decisions", "event")
             invalid = self._validate_decisions(items, facts, neighbours, set(asked), decisions)
@@ -889,12 +887,9 @@ class LLM:
             f"{' (newest)' if n == len(texts) else ''} ---\n{t.strip()}"
             for n, t in enumerate(texts, 1)
         ]
-        messages = [
-            {"role": "system", "content": MERGE_SYSTEM},
-            {"role": "user", "content": f"Merge these versions.\n{_wrap(chr(10).join(parts))}"},
-        ]
         budget = max(256, min(4096, int(sum(_tokens(t) for t in texts) * 1.3) + 64))
-        text = _strip_think(self._content(messages, schema=None, max_tokens=budget, label="merge"))
+        text = _strip_think(self._content(MERGE_SYSTEM, f"Merge these versions.\n{_wrap(chr(10).join(parts))}",
+                                          schema=None, max_tokens=budget, label="merge"))
         fence = re.fullmatch(r"```(?:markdown|md|text)?[ \t]*\n(.*?)\n?```", text, re.S | re.I)
         if fence and "```" not in fence.group(1) and not any(t.lstrip().startswith("```") for t in texts):
             text = fence.group(1)  # the model fenced its whole answer
@@ -925,14 +920,10 @@ class LLM:
             )
             blocks.append(f"[{m.id}]{f' ({meta})' if meta else ''}\n{m.text.strip()}")
         data = "\n\n".join(blocks) if blocks else "(no memories found)"
-        messages = [
-            {"role": "system", "content": ANSWER_SYSTEM},
-            {"role": "user", "content": f"Memories:\n{_wrap(data)}\n\nQuestion: {escape_data(question)}"},
-        ]
-        return self._stream(messages)
+        return self._stream(ANSWER_SYSTEM, f"Memories:\n{_wrap(data)}\n\nQuestion: {escape_data(question)}")
 
-    def _stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
-        response = self._request(messages, stream=True, max_tokens=ANSWER_MAX_TOKENS)
+    def _stream(self, system: str, user: str) -> Iterator[str]:
+        response = self._request(_messages(system, user), stream=True, max_tokens=ANSWER_MAX_TOKENS)
         started = time.monotonic()
 
         def pieces() -> Iterator[str]:

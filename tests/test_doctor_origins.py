@@ -59,12 +59,18 @@ def _doctor_checks(store: Path, repo: Path) -> dict[str, dict]:
     return {c["check"]: c for c in json.loads(r.stdout)["checks"]}
 
 
-def test_doctor_reports_what_the_git_hooks_logged(tmp_path):
+def _repo_with_store(tmp_path: Path) -> tuple[Path, Path]:
+    """A fresh git repository with an initialised store inside it."""
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
     store = repo / ".memcli"
     assert run_memcli("--store", str(store), "init", env=ENV, cwd=repo).returncode == 0
+    return repo, store
+
+
+def test_doctor_reports_what_the_git_hooks_logged(tmp_path):
+    repo, store = _repo_with_store(tmp_path)
     assert _doctor_checks(store, repo)["git hooks"] == {"check": "git hooks", "ok": True, "detail": "no errors logged"}
     (repo / ".git" / "memcli-hook.log").write_text("memcli: add failed: disk full\n")
     hooks = _doctor_checks(store, repo)["git hooks"]
@@ -77,11 +83,7 @@ def test_a_commit_into_a_read_only_store_leaves_a_trace_doctor_shows(tmp_path):
 
     import pytest
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    store = repo / ".memcli"
-    assert run_memcli("--store", str(store), "init", env=ENV, cwd=repo).returncode == 0
+    repo, store = _repo_with_store(tmp_path)
     assert run_memcli("hooks", "install", "git", env=ENV, cwd=repo).returncode == 0
     if os.geteuid() != 0 or subprocess.run(["mount", "--bind", str(store), str(store)],
                                            capture_output=True).returncode != 0:

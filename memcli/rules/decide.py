@@ -80,9 +80,9 @@ def _also_replaced(text: str, neighbours: list[dict[str, Any]], first: dict[str,
     isort" ends the isort pin and the flake8 plugins' pins alike. Only changes stated outright (a
     switch, a removal, a revert) reach past the first neighbour; a new value supersedes one memory."""
     out = []
-    for n in neighbours:
-        if n is first:
-            continue
+    # the neighbours before `first` were DISTINCT in heuristic_decision's loop, and a stated change
+    # is read before any threshold: only those after it are asked again
+    for n in neighbours[neighbours.index(first) + 1:]:
         old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
         rel = relate(old, new, float(n["similarity"]), strict=headlines)
         if rel.kind == SUPERSEDES and rel.reason.startswith(("states a change:", "states a removal:", "reverts")):

@@ -63,6 +63,16 @@ Co-authored-by: dependabot[bot] <49699333+dependabot[bot]@users.noreply.github.c
     ("update dev dependencies", "no_values"),  # pallets/click
     ("wip", "wip"),
     (NO_VALUES, "no_values"),
+    # the version in development is the changelog's unreleased section, not a commit's fact
+    ("start version 8.5.0", "release"),  # pallets/click@4e869f3a
+    ("docs: fix msgspec URL", "docs_edit"),  # hynek/structlog@f168bda8
+    ("Clarify custom auth (#2202)", "docs_edit"),  # encode/httpx@2b264128
+    ("Make chinese README better (#2366)", "docs_edit"),  # encode/httpx@27db3529
+    ("Try if test PyPI will deduct the correct license with lower 2.3 metadata", "experiment"),  # hynek/structlog
+    ("Add path normalization edge-cases, verify `shlex.split` behavior", "tests_only"),  # pallets/click@b5529479
+    ("Expand API type-checking (#760)", "typing_only"),  # hynek/structlog@52898bf8
+    ("Further normalize the style in the changelog", "changelog_edit"),  # jazzband/pip-tools@9478cdf7
+    ("Format docstrings according to PEP 257", "formatter_run"),  # jazzband/pip-tools@385a9752
 ])
 def test_junk_is_skipped_by_a_named_rule(message, rule):
     assert junk_reason(message) == rule
@@ -72,12 +82,15 @@ def test_junk_is_skipped_by_a_named_rule(message, rule):
 @pytest.mark.parametrize("message", [
     "Delete setup.py (#2516)",  # encode/httpx@10a3b68a
     "Drop stalebot (#2412)",  # encode/httpx@9e97d7d4
-    "start version 8.5.0",  # pallets/click@4e869f3a: the version in development on main
     "use uv",  # pallets/click (labelled knowledge: tooling switched to uv)
     "pin httpcore==1.*",
     "Upgrade to black>=25.1.0",
     "sqlite-utils>=3.37",
     "Add NoSuchCommand exception with suggestions for misspelled commands (#3228)",  # pallets/click
+    "docs: clarify that pip-compile reads existing output file",  # jazzband/pip-tools@6dc64180
+    "docs: add standalone application guide with Briefcase",  # pallets/click@b0cab0e3
+    "Fix Ruff UP038 warning",  # pallets/click@38677812: the rule was dropped by ruff
+    "Fix pager test race by raising before yield",  # pallets/click@7eb57cff: a cause worth knowing
 ])
 def test_short_commits_that_state_something_are_kept(message):
     texts, why = commit_facts(message)

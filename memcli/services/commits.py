@@ -35,6 +35,7 @@ MAX_FACT_CHARS = 1500  # a long body is cut at a paragraph: the embedding reads 
 _JUNK_RULES: tuple[tuple[str, str], ...] = (
     ("merge_commit", r"^merge (?:branch|pull request|remote-tracking|remote|tag|(?:\S+ )?into)\b|^merge \S+$"
                      r"|^revert \"(?:revert \")?merge\b|^fix (?:a )?bad merge\b|^fix merge conflicts?\b"),
+    ("experiment", r"^(?:try|trying|attempt(?:ing)?|experiment(?:ing)?)\b(?! to fix)"),
     ("wip", r"^(?:wip|work in progress|tmp|temp|checkpoint|save)\b[\s:!.]*"),
     ("typo", r"\btypos?\b|\bspelling\b|^fix(?:e[sd])? (?:a |the )?(?:misspell\w*|grammar)\b"),
     ("formatter_run", r"^\[pre-commit\.ci(?: lite)?\] (?:apply )?auto(?:matic)? ?fix|^(?:run |apply |ran )?"
@@ -48,8 +49,9 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                            r"|^(?:\w+ ){0,2}(?:adjustments|changes|fixes|tweaks) (?:from|per"
                            r"|after) (?:the )?(?:code |pr )?"
                            r"(?:review|feedback)\b"),
-    ("changelog_edit", r"^(?:add|adds|added|update|updated|adjust|polish|fix|fixes|tidy|tidy up|refine|improve|sharpen|"
-                       r"sharper|link|edit|reword)\b(?:(?! markdown| myst| rename| convert| sdist).)*\b(?:changelog|"
+    ("changelog_edit", r"^(?:further |also )?(?:add|adds|added|update|updated|adjust|polish|fix|fixes|tidy"
+                       r"|tidy up|refine|improve|sharpen|sharper|link|edit|reword|normalize)\b"
+                       r"(?:(?! markdown| myst| rename| convert| sdist).)*\b(?:changelogs?|"
                        r"change ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)(?: entry| entries)?\b"),
     ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b(?!:)"
                    r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)(?: \w+){0,2} tests?\b"),
@@ -60,13 +62,14 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                 r"|^(?:release|prepare release|bump version|version bump)(?: \S+)?$"
                 r"|\b(?:new|next|start(?:ing)?|begin) (?:the )?development (?:cycle|version)\b|^back to development\b"
                 r"|^(?:prepare|preparing|prep) (?:for )?(?:the )?(?:next )?release\b"
-                r"|^change (?:update )?release date\b"),
+                r"|^change (?:update )?release date\b"
+                r"|^(?:start|begin)(?:ing)? (?:version |release )?v?\d+(?:\.\d+)+\S*$"),
     ("file_only", r"^(?:update|updated|edit|change|modify|tweak|fix) [\w./-]+\.(?:py|md|rst|txt|yml|yaml|toml|cfg|"
                   r"json|ini|html|js|ts|sh)$"),
     ("no_values", r"^pre-?commit (?:auto)?updates?$|^(?:update|updated|upgrade|bump|refresh"
                   r"|sync) (?:the )?(?:dev |development |docs |test |ci )?"
                   r"(?:dependencies|deps|requirements|lock ?files?|pre-?commit(?: hooks| config)?|hooks|"
-                  r"pins|versions)\.?$"),
+                  r"pins|versions|(?:\w+ )?actions?|(?:package )?metadata)\.?$"),
 )
 _JUNK = tuple((name, lazy_compile(rx)) for name, rx in _JUNK_RULES)
 # Work on the project's own prose that states nothing a developer could later ask about: skipped only
@@ -74,28 +77,43 @@ _JUNK = tuple((name, lazy_compile(rx)) for name, rx in _JUNK_RULES)
 # no prose of its own (a body often holds the cause: "Refactor terminal initialization" fixed FORCE_COLOR)
 _BARE_RULES: tuple[tuple[str, str], ...] = (
     ("docs_edit", r"^(?:fix|fixe[sd]|update[sd]?|improve[sd]?|correct(?:s|ed)?|clarif(?:y|ies|ied)|rewrite|rewrote"
-                  r"|revise[sd]?|polish(?:es|ed)?|tweak(?:s|ed)?|rough(?:ed)? out|fill(?:ed)? in|more)\b[^;]{0,60}"
+                  r"|revise[sd]?|polish(?:es|ed)?|tweak(?:s|ed)?|rough(?:ed)? out|fill(?:ed)? in|more|make)\b[^;]{0,60}"
                   r"\b(?:docs?|documentation|docstrings?|readme|read ?the ?docs|rtd)\b[^;]{0,40}$"
                   r"|^(?:docs?|documentation) (?:restructur\w*|clean ?up|fix(?:es)?|updates?|improvements?|tweaks?"
-                  r"|wording)$"),
+                  r"|wording)$|^(?:mention|describe|document|cross[- ]?link|clarif(?:y|ies|ied))\b(?!.*\bthat\b)"
+                  r"|^add(?:s|ed)? (?:a |an |some )?(?:\w+ )?(?:doc )?notes? (?:about|on|for|to)\b|\(documentation\)"
+                  r"|^(?!revert)(?:.*)\b(?:docstrings?|docs? (?:page|section|title|build)s?|examples?|headings?"
+                  r"|sections?|cross[- ]?(?:links?|references?)|wording|markup|myst|rst|directives?|code[- ]blocks?"
+                  r"|toc|logos?|icons?|badges?|edit button|house style)\b"),
     ("links_only", r"^(?:add|fix|update|remove|get rid of|avoid|correct)\w*\b(?: (?:a|the|missing|bad|broken|dead"
                    r"|closing|old|pr|issue|more|some))* (?:links?|refs?|references?|urls?|link artifacts)\b"
                    r"(?: (?:to|in|on|for)"
                    r" \S+)?(?:,? and (?:update|fix) (?:the )?style)?$"),
-    ("typing_only", r"^(?:add|fix|improve|apply|update|expand)\w*\b[^;]{0,40}\b(?:type[- ]?(?:annotations?|hints?)"
-                    r"|annotations?)\b|^type[- ]hint"),
+    ("typing_only", r"^(?:add|fix|improve|apply|update|expand)\w*\b[^;]{0,40}\b(?:type[- ]?(?:annotations?|hints?"
+                    r"|check(?:ing|s)?)|annotations?|typing)\b|^type[- ]hint"),
     ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}\bcomments?\b"),
     ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
                  r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"),
     ("sponsors", r"^sponsors?:|\bsponsor(?:ship|s)?\b(?: logos?)?$"),
     ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"
-                   r"|^test `"),
+                   r"|^test `|^(?:restore[sd]?|improve[sd]?|expand|extend|use|ensure|check|verify|describe|skip"
+                   r"|parametrize|rename|split|update|refactor|rewrite|simplify)\b"
+                   r"[^;]{0,60}(?:\btests?\b|\btest suite\b|\btest[- ]cases?\b|\btest_\w+|\bfixtures?\b"
+                   r"|\bedge[- ]cases?\b|\bpytest\b|\btmp_path\b|\bconftest\b)"
+                   r"|^add\w*\b[^;]{0,60}\b(?:edge[- ]cases?|fixtures?|test_\w+)"),
+    ("lint_only", r"^make (?:\S+ ){0,2}happy$|^(?:adjust|fix|silence)\w* (?:for |a )?(?:mypy|pyright|flake8|pylint|"
+                  r"ruff|linter?|zizmor)\b(?! \d)"),
 )
 _BARE = tuple((name, lazy_compile(rx)) for name, rx in _BARE_RULES)
 #: what a subject names that makes it knowledge whatever its verb: a version, "instead", "now"...
 _STATES_RE = lazy_compile(r"\d|\b(?:instead|now|no longer|switch\w*|replac\w*|deprecat\w*|from \S+ to)\b")
 #: body lines that are no prose of their own: squashed commits' subjects, references, mentions
 _NOT_PROSE_RE = lazy_compile(r"^\s*(?:(?:refs?|see|cc|links?)\b:?.*|\S+://\S+|@\S+(?:\s+@\S+)*)\s*$", re.I)
+#: digits that are no value: PEP numbers, heading levels
+_NOT_VALUES_RE = lazy_compile(r"\b(?:PEP ?\d+|H[1-6])\b")
+#: a docs commit that edits the docs' own text (a new guide, or "clarify that ...", says something)
+_DOCS_VERB_RE = lazy_compile(r"^(?:fix|use|remove|get rid of|write|rewrite|update|improve|tweak|polish|move|link"
+                             r"|mention|reword)\b(?!.*\bthat\b)")
 _BULLET_RE = lazy_compile(r"^\s*[*-]\s+(.{1,80})$")
 #: words that name no subject: a subject made only of them says nothing a developer could ask about
 _VAGUE_WORDS = frozenset("""docs doc documentation clarify clarified polish polished consistency wording markup grammar
@@ -145,12 +163,16 @@ def junk_reason(message: str) -> str | None:
     if not subject:
         return "empty_message"
     raw = subject.lower().strip()
-    low = strip_refs(subject).lower().strip().rstrip(".!")
+    low = _NOT_VALUES_RE.sub("", strip_refs(subject)).lower().strip().rstrip(".!")
     # a conventional prefix says nothing by itself: judge what follows it ("docs: fix typo")
-    low = re.sub(r"^[a-z]+(?:\([^)]*\))?!?:\s*", "", low)
+    prefix = re.match(r"^([a-z]+)(?:\([^)]*\))?!?:\s*", low)
+    low = low[prefix.end():] if prefix else low
     for name, rx in _JUNK:
         if rx.search(low) or rx.search(raw):
             return name
+    docs_prefix = prefix is not None and prefix.group(1) in ("docs", "doc", "style")
+    if docs_prefix and _DOCS_VERB_RE.match(low) and not _STATES_RE.search(low):
+        return "docs_edit"  # "docs: fix msgspec URL", "style: use native": work on the docs' own text
     bare = _bare_reason(subject, raw, low, message)
     if bare:
         return bare
@@ -196,17 +218,19 @@ def _bare_reason(subject: str, raw: str, low: str, message: str) -> str | None:
     None. A name in the subject keeps a commit, except where the work itself is the test suite,
     type annotations or comments: `test_x` or `KeepOpenFile` there names what was annotated or
     tested, no behaviour."""
-    body = "\n".join(_body_paragraphs(message.partition("\n")[2]))
-    if _STATES_RE.search(low) or any(_is_prose(line) for line in body.splitlines()):
+    if _STATES_RE.search(low):
         return None
-    named = _names_something(subject)
+    body = "\n".join(_body_paragraphs(message.partition("\n")[2]))
+    plain = not _names_something(subject) and not any(_is_prose(line) for line in body.splitlines())
     for name, rx in _BARE:
-        if (not named or name in _NAMES_DO_NOT_MATTER) and (rx.search(low) or rx.search(raw)):
+        if (plain or name in _WORK_ONLY) and (rx.search(low) or rx.search(raw)):
             return name
     return None
 
 
-_NAMES_DO_NOT_MATTER = frozenset({"tests_only", "typing_only", "comments_only", "sponsors"})
+#: the work is on the tests, annotations, comments or linters: a name or a body there says what was
+#: tested or annotated, no behaviour a user meets
+_WORK_ONLY = frozenset({"tests_only", "typing_only", "comments_only", "sponsors", "lint_only"})
 
 
 def _body_paragraphs(body: str) -> list[str]:

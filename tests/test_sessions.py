@@ -249,3 +249,16 @@ def test_a_later_capture_of_a_few_turns_still_applies_the_bar(tmp_path):
                                                     _line("assistant", "2025-03-04T09:10:30.000Z", weak)])
     chat("import", "--from", "claude-code", str(two), "--create")
     assert weak in [m["text"] for m in exported(chat)]
+
+
+@pytest.mark.parametrize(("said", "why"), [
+    # real texts (bench/realdata/sessions): a quoted example string, a sentence cut at its comma,
+    # a bold label ending in a colon with nothing after it
+    ('"Market X just moved 20% in 1 hour — you bought at $0.35, now $0.55. Take profit?"', "fragment"),
+    ("4️⃣ 현실적인 결론: 나는 인간처럼 “경험을 회상”하진 못하지만 대신,", "fragment"),
+    ("**最終 Top 5 (full 90d, 7982 substantive PRs, 183 engineers):**", "fragment"),
+    ('The error "permission denied" means the deploy key lacks write access.', None),
+    ("We deploy with Kamal, not Capistrano, because the server already runs Docker.", None),
+])
+def test_quoted_examples_cut_sentences_and_labels_are_fragments(said, why):
+    assert junk_class(said) == why

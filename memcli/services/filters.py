@@ -168,7 +168,9 @@ _CHAT_WORDS = frozenset("gpt chatgpt donald step ok yes auto-mode".split())
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")  # ChatGPT's citation markers
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _WORD = re.compile(r"[A-Za-z0-9_][\w'./+#-]*")
-_HEADING_LIKE = re.compile(r"^(?:\*\*[^*]{1,80}\*\*|__[^_]{1,80}__|#{1,6} .*|[^.!?]{1,60}:)\s*$")
+_HEADING_LIKE = re.compile(r"^(?:\*\*[^*]{1,80}\*\*|__[^_]{1,80}__|#{1,6} .*|[^.!?]{1,120}:(?:\*\*|__)?)\s*$")
+#: a quoted example string alone, or a sentence cut at a comma: nothing said that stands alone
+_QUOTED_OR_CUT = re.compile(r'^["“][^"“”]{3,}["”][.!?]?$|[,，、]$')
 _TOC_LINE = re.compile(r"^_{2,}|^\d{1,2}-\d{1,2} |^\d{1,2}장[ .]")
 _GLOSSARY = re.compile(r"^\*\*[^*]{1,40}\*\*\s*[:：]\s*")
 _REQUEST = re.compile(
@@ -275,7 +277,7 @@ def _worth_despite_narration(prose: str, body: str) -> bool:
 def _is_fragment(prose: str) -> bool:
     """A heading, a label or a half sentence: too little said to stand alone."""
     plain = prose.replace("**", "").replace("__", "").strip()
-    if _HEADING_LIKE.match(prose) and "`" not in prose:
+    if (_HEADING_LIKE.match(prose) and "`" not in prose) or _QUOTED_OR_CUT.search(plain):
         return True
     cjk = len(_CJK.findall(plain))
     if cjk >= 4:  # Chinese / Korean / Japanese: words are not space separated

@@ -530,12 +530,12 @@ class Store:
     def export_chunks(self, fmt: ExportFormat | str = ExportFormat.JSONL, filters: Filters | None = None, *,
                       on_memory: Callable[[Memory], None] | None = None) -> Iterator[str]:
         """The export piece by piece (never held whole); `on_memory` sees each memory written."""
-        from memcli.ops.io import export_chunks, iter_records
+        from memcli.ops.io import export_chunks
 
         self._store.index.sync()
 
         def memories() -> Iterator[Memory]:
-            for m in iter_records(self._store.index, filters or Filters()):
+            for m in self._store.index.iter_select(filters or Filters()):
                 if on_memory is not None:
                     on_memory(m)
                 yield m

@@ -153,8 +153,7 @@ def capture_git_rewrite(lines: list[str], kind: str = "rebase", *, store: str | 
     mapping = {}
     for line in lines:
         parts = line.split()
-        if len(parts) >= 2 and re.fullmatch(r"[0-9a-fA-F]{7,64}", parts[0]) and re.fullmatch(r"[0-9a-fA-F]{7,64}",
-                                                                                            parts[1]):
+        if len(parts) >= 2 and all(re.fullmatch(r"[0-9a-fA-F]{7,64}", p) for p in parts[:2]):
             mapping[parts[0]] = parts[1]
     if not mapping:
         return Captured(None, "nothing rewritten", store_path)

@@ -761,10 +761,10 @@ def ask(
     spinner = render.Spinner("thinking")  # on stderr, only on a terminal, gone at the first token
     if as_json:
         text = "".join(spinner.wrap(answer.stream())).strip()
-        cited = answer.cited(text)
+        cited = answer.cited()
         return emit_json({"question": answer.question, "answer": text, "cited": cited,
-                          "header_echo": answer.header_echo(text), "matched": [] if cited else answer.matched(text),
-                          "unknown_citations": answer.unknown_citations(text), "memories": records,
+                          "header_echo": answer.header_echo(), "matched": [] if cited else answer.matched(),
+                          "unknown_citations": answer.unknown_citations(), "memories": records,
                           "llm": answer.usage()})
     printed = False
     try:

@@ -385,13 +385,8 @@ def describe(entry: dict[str, Any]) -> str:
         parts.append(str(entry["text"]))
     elif entry.get("old") and event != "UPDATE":
         parts.append(str(entry["old"]))
-    for key in ("sources", "ids"):
-        if entry.get(key):
-            parts.append(f"{key}: {', '.join(map(str, entry[key]))}")
-    if entry.get("detail"):
-        parts.append(str(entry["detail"]))
-    if entry.get("file"):
-        parts.append(str(entry["file"]))
+    parts += [f"{key}: {', '.join(map(str, entry[key]))}" for key in ("sources", "ids") if entry.get(key)]
+    parts += [str(entry[key]) for key in ("detail", "file") if entry.get(key)]
     origin = entry.get("origin")
     if origin:
         parts.append("from " + (", ".join(origin) if isinstance(origin, list) else str(origin)))

@@ -41,11 +41,10 @@ class Answer:
     def text(self) -> str:
         return "".join(self._parts)
 
-    def cited(self, answer: str | None = None) -> list[str]:
+    def cited(self) -> list[str]:
         """The retrieved memories' ids the answer mentions (a unique 8+ character prefix counts: small
         models shorten ids), in order; each counts as a use, once."""
-        text = self.text if answer is None else answer
-        found = {h.id: _mention(text, h.id, [o.id for o in self.hits]) for h in self.hits}
+        found = {h.id: _mention(self.text, h.id, [o.id for o in self.hits]) for h in self.hits}
         ids = sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
         if self._store is not None and not self._counted:
             from memcli.ops.search import Usage
@@ -54,27 +53,24 @@ class Answer:
             self._counted = True
         return ids
 
-    def header_echo(self, answer: str | None = None) -> bool:
+    def header_echo(self) -> bool:
         """Whether the answer only repeats a memory's header ("[id] (type: ..., tags: ...)"), as small
         models do."""
-        text = self.text if answer is None else answer
-        rest = _META.sub(" ", _CITATION.sub(" ", text))
-        return bool(text.strip()) and not re.search(r"[^\W_]{2,}", rest)
+        rest = _META.sub(" ", _CITATION.sub(" ", self.text))
+        return bool(self.text.strip()) and not re.search(r"[^\W_]{2,}", rest)
 
-    def unknown_citations(self, answer: str | None = None) -> list[str]:
+    def unknown_citations(self) -> list[str]:
         """Bracketed id-like strings in the answer that match no memory it was given (invented)."""
-        text = self.text if answer is None else answer
         ids = [h.id.lower() for h in self.hits]
-        return [c for c in dict.fromkeys(_CITATION.findall(text))
+        return [c for c in dict.fromkeys(_CITATION.findall(self.text))
                 if not any(i.startswith(c.lower()) for i in ids)]
 
-    def matched(self, answer: str | None = None) -> list[str]:
+    def matched(self) -> list[str]:
         """The retrieved memories the answer visibly repeats (values, commands, names), best first;
         not counted as uses: the model did not say so."""
         from memcli.services.llm.checks import supporting
 
-        text = self.text if answer is None else answer
-        return supporting(text, [(h.id, h.memory.text) for h in self.hits])
+        return supporting(self.text, [(h.id, h.memory.text) for h in self.hits])
 
     def usage(self) -> dict[str, Any] | None:
         if self._client is None:

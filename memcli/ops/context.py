@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from memcli.core.text import clip
 from memcli.index import Filters
 from memcli.ops.visible import Item, visible
 from memcli.storage.ids import short_ids
@@ -17,11 +18,6 @@ if TYPE_CHECKING:
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English and code
 MAX_ITEM_CHARS = 400
 _TYPE_ORDER = {"procedural": 0, "semantic": 1, "episodic": 2}
-
-
-def _one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[Item]:
@@ -50,9 +46,9 @@ def select(store: Store, query: str | None, project: str | None, limit: int = 60
 def _line(item: Item, shorts: dict[str, str]) -> str:
     r = item.memory
     if not item.conflicts:
-        return f"- {_one_line(r.text)} ({r.type}, {str(r.created)[:10]}, `{shorts[r.id]}`)"
+        return f"- {clip(r.text, MAX_ITEM_CHARS)} ({r.type}, {str(r.created)[:10]}, `{shorts[r.id]}`)"
     sides = [r, *item.conflicts]
-    said = " — or — ".join(f"{_one_line(m.text, MAX_ITEM_CHARS // len(sides))} (`{shorts[m.id]}`)" for m in sides)
+    said = " — or — ".join(f"{clip(m.text, MAX_ITEM_CHARS // len(sides))} (`{shorts[m.id]}`)" for m in sides)
     return f"- UNRESOLVED, flagged as contradicting (ask which holds): {said}"
 
 
@@ -64,7 +60,7 @@ def render(records: list[Item], *, project: str | None, query: str | None, budge
     shorts = shorts or {m.id: m.id for it in records for m in (it.memory, *it.conflicts)}
     head = f"## What memcli remembers{f' about {project}' if project else ''}"
     if query:
-        head += f" (for: {_one_line(query, 80)})"
+        head += f" (for: {clip(query, 80)})"
     lines = [head, ""]
     used = len(head) + 2
     cap = max(budget, 0) * CHARS_PER_TOKEN

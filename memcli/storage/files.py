@@ -205,7 +205,8 @@ class Files:
             with contextlib.suppress(ValueError, OSError):
                 m = Memory.parse(safety.read_regular(p), file_id=p.stem)
                 if not isinstance(m.extra.get("trashed"), dict):
-                    notes = self.trash_notes() if notes is None else notes
+                    if notes is None:  # read once, and only for a file a bulk commit moved
+                        notes = {i: note for i, (note, _) in self._read_trash_notes()[0].items()}
                     m.extra["trashed"] = dict(notes.get(m.id) or {"at": _stamp(p.stat().st_ctime), "reason": ""})
                 out.append(m)
         return out
@@ -222,10 +223,6 @@ class Files:
         data = "".join(json_text({"id": mid, "at": at, "reason": reason}) + "\n"
                        for mid, at, reason in entries).encode("utf-8")
         _append(self.trash_notes_path, data, sync=True)
-
-    def trash_notes(self) -> dict[str, dict[str, str]]:
-        """id -> {at, reason} from `.trash/trashed.jsonl`, the last line of an id winning."""
-        return {mid: note for mid, (note, _) in self._read_trash_notes()[0].items()}
 
     def _read_trash_notes(self) -> tuple[dict[str, tuple[dict[str, str], str]], int]:
         """id -> ({at, reason}, its line), the last line of each id; and the file's line count."""
@@ -248,26 +245,15 @@ class Files:
     def compact_trash_notes(self) -> None:
         """Keep only the notes of files still in the trash. Best effort: stale notes are never looked
         up, so a failed write or a lock held by another writer leaves them for the next compaction."""
-        try:
-            with self.lock(timeout=0):
-                self._compact_trash_notes()
-        except StoreError:
-            return
-
-    def _compact_trash_notes(self) -> None:
-        notes, count = self._read_trash_notes()
-        try:
+        path = self.trash_notes_path
+        with contextlib.suppress(StoreError, OSError), self.lock(timeout=0):
+            notes, count = self._read_trash_notes()  # under the lock: no note appended meanwhile is lost
             present = {n[:-3] for n in os.listdir(self.trash_dir) if n.endswith(".md")} if count else set()
-        except OSError:
-            return  # cannot tell which files are there: drop nothing
-        keep = [line for mid, (_, line) in notes.items() if mid in present]
-        if len(keep) == count:
-            return
-        with contextlib.suppress(OSError):
-            if keep:
-                atomic_write(self.trash_notes_path, "".join(line + "\n" for line in keep).encode("utf-8"))
-            else:
-                os.unlink(self.trash_notes_path)
+            keep = [line for mid, (_, line) in notes.items() if mid in present]
+            if keep and len(keep) < count:
+                atomic_write(path, "".join(line + "\n" for line in keep).encode("utf-8"))
+            elif not keep and count:
+                os.unlink(path)
                 fsync_dir(self.trash_dir)
 
     def purge_trash(self, ids: list[str]) -> list[str]:

@@ -363,10 +363,10 @@ class Store:
             until: str | None = None) -> Iterator[dict[str, Any]]:
         """The change log's entries, oldest first, streamed: of memories whose id starts with
         `id_prefix` (`NotFound` when several do), of these `events`, between `since` and `until`."""
-        from memcli.ops.history import LogFilter, entries
+        from memcli.ops.history import LogFilter, entries, ids_in_log
 
         if id_prefix:
-            found = self.ids_in_log(id_prefix)
+            found = ids_in_log(self.log_path, id_prefix)
             if len(found) > 1 and id_prefix.upper() not in {i.upper() for i in found}:
                 raise NotFound(f"id prefix {id_prefix} is ambiguous: {len(found)} memories in the log match",
                                hint=f"candidates: {', '.join(sorted(found)[:5])}")
@@ -382,12 +382,6 @@ class Store:
             total += 1
             recent.append(entry)
         return total, list(reversed(recent))
-
-    def ids_in_log(self, prefix: str) -> set[str]:
-        """The memory ids in the change log that start with `prefix`."""
-        from memcli.ops.history import ids_in_log
-
-        return ids_in_log(self.log_path, prefix)
 
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: memories by type, tags, users, projects, bytes on disk."""

@@ -97,20 +97,15 @@ Create = Annotated[bool, typer.Option("--create", help="Create the --store direc
 NoRedact = Annotated[bool, typer.Option("--no-redact", help="Do not scrub secrets and personal data.")]
 
 
-def check_type(type_: str | None) -> None:
-    if type_ is not None and type_ not in MemoryType.values():
-        bad_usage(f"--type must be one of {', '.join(MemoryType.values())}")
-
-
-def check_format(fmt: str | None) -> None:
-    if fmt is not None and fmt not in ExportFormat.values():
-        bad_usage(f"--format must be one of {', '.join(ExportFormat.values())}")
+def check_choice(flag: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        bad_usage(f"{flag} must be one of {', '.join(choices)}")
 
 
 def _filters(tag: list[str] | None, type_: str | None, user: str | None, project: str | None,
              since: str | None, until: str | None, *, current: bool = False) -> Filters:
     """The filter options (Tags ... Until) as `Filters`; `--project .` is this repository's project."""
-    check_type(type_)
+    check_choice("--type", type_, MemoryType.values())
     if project == ".":
         project = git_project()
         if project is None:
@@ -195,7 +190,7 @@ def add(
     """Turn text (a conversation, a note, a commit message) into memories."""
     if no_llm and (use_llm or model):
         bad_usage("--no-llm conflicts with --llm/--model")
-    check_type(type_)
+    check_choice("--type", type_, MemoryType.values())
     if batch is not None and text:
         bad_usage("--batch reads its inputs from FILE; do not pass text too")
     if spool and (dry_run or batch is not None):
@@ -497,7 +492,7 @@ def export_(
 ) -> None:
     """Write memories as json, jsonl, md or csv (superseded ones only with --all); every format
     imports back (`memcli import`)."""
-    check_format(fmt)
+    check_choice("--format", fmt, ExportFormat.values())
     store = synced(get_store())
     flt = _filters(tag, type_, user, project, since, until, current=not all_)
     if output is None or str(output) == "-":
@@ -532,7 +527,7 @@ def import_(
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
     if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
         return _import_conversations(file, from_, create, as_json, redact=not no_redact)
-    check_format(fmt)
+    check_choice("--format", fmt, ExportFormat.values())
     if file != "-" and not Path(file).exists():  # checked before the store is touched
         fail(f"cannot read {file}: no such file or directory")
     store = get_store(must_exist=False, create=create, bulk=True)
@@ -673,7 +668,7 @@ def prune(
     as_json: Json = False,
 ) -> None:
     """Move stale memories to the trash (criteria combine with AND)."""
-    check_type(type_)
+    check_choice("--type", type_, MemoryType.values())
     if not (older_than or unused or min_confidence is not None):
         bad_usage("prune needs a criterion", hint="give --older-than, --unused or --min-confidence")
     result = synced(get_store()).prune(older_than=older_than, unused=unused, min_confidence=min_confidence,

@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import gc
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -129,18 +130,6 @@ def _hoist_json(args: list[str], root: Any) -> list[str]:
     return [*rest[:cut], "--json", *rest[cut:]]
 
 
-def _wants_json(args: list[str]) -> bool:
-    return "--json" in (args[: args.index("--")] if "--" in args else args)
-
-
-def _first_sentence(text: str) -> str:
-    import re
-
-    first = " ".join(text.strip().split("\n\n")[0].split())
-    m = re.match(r"(.+?[.!?])(?:\s|$)", first)
-    return m.group(1) if m else first
-
-
 class Group(typer.core.TyperGroup):
     """The root command: every error rendered the same way whatever the entry point (console script,
     `python -m memcli`, Typer's test runner); exit 1 for errors, 2 for usage, 130 on Ctrl-C."""
@@ -155,7 +144,9 @@ class Group(typer.core.TyperGroup):
         for name in self.list_commands(ctx):
             cmd = self.get_command(ctx, name)
             if cmd is not None and not cmd.short_help and cmd.help:
-                cmd.short_help = _first_sentence(cmd.help)
+                first = " ".join(cmd.help.strip().split("\n\n")[0].split())
+                m = re.match(r"(.+?[.!?])(?:\s|$)", first)
+                cmd.short_help = m.group(1) if m else first
         super().format_commands(ctx, formatter)
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
@@ -171,7 +162,7 @@ class Group(typer.core.TyperGroup):
                 return render.USAGE
             sys.exit(render.USAGE)
         args = _hoist_json(args, self)
-        state.json_errors = _wants_json(args)
+        state.json_errors = "--json" in (args[: args.index("--")] if "--" in args else args)
         state.debug = "--debug" in args
         try:
             rv = super().main(args=args, prog_name=prog_name or "memcli", complete_var=complete_var,

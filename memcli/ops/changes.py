@@ -493,11 +493,7 @@ class ChangeSet:
                 _rename_all(staged, replaced)
                 for src, dst in moves:
                     os.replace(src, dst)
-                if not move:
-                    _unlink_all([self._path(mid) for mid in self._trash])
-                for mid in self._restore:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(store.trash_dir / f"{mid}.md")
+                _unlink_all(unlinks)
                 fsync_dir(store.facts_dir)
                 if self._trash or self._restore:
                     fsync_dir(store.trash_dir)
@@ -604,14 +600,9 @@ class ChangeSet:
         store = self.store
         writes: list[tuple[Path, bytes]] = []
         fresh: dict[str, Memory] = {}
-        for mid, put in self._puts.items():
-            writes.append((store.fact_path(mid), put.memory.to_markdown().encode("utf-8")))
-            fresh[f"{mid}.md"] = put.memory
-        for mid, t in self._targets.items():
-            if t.edits:
-                writes.append((store.fact_path(mid), t.working.to_markdown().encode("utf-8")))
-                fresh[f"{mid}.md"] = t.working
-        for mid, m in self._restore.items():
+        live = [(mid, p.memory) for mid, p in self._puts.items()]
+        live += [(mid, t.working) for mid, t in self._targets.items() if t.edits]
+        for mid, m in [*live, *self._restore.items()]:
             writes.append((store.fact_path(mid), m.to_markdown().encode("utf-8")))
             fresh[f"{mid}.md"] = m
         at = now_iso()
@@ -718,8 +709,8 @@ def _trashed_bytes(tr: _Trash, at: str) -> bytes:
     return gone.to_markdown().encode("utf-8")
 
 
-def _unlink_all(paths: list[Path]) -> None:
-    """Remove files (copied to the trash); no threads: an unlink without fsync is microseconds."""
+def _unlink_all(paths: list[str | Path]) -> None:
+    """Remove files (trashed by copy, restored); no threads: an unlink without fsync is microseconds."""
     for p in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)

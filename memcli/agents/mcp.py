@@ -33,6 +33,7 @@ MAX_TEXT = 65_536  # characters a `remember` / `update` takes (a statement, not 
 MAX_QUERY = 4_096
 MAX_SHORT = 2_000  # a reason, an origin, a date
 MAX_TAGS = 50
+MemoryId = Annotated[str, Field(description="The memory's short id, full id or unique prefix.")]
 
 INSTRUCTIONS = """\
 memcli is the long-term memory of this developer and their projects: decisions, conventions,
@@ -313,8 +314,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     @server.tool(description="One memory in full (text, type, tags, origins, confidence, history, links), by "
                              "its short id as returned by recall/recent/list, its full id, or a unique prefix.",
                  annotations=read_only)
-    async def get(id: Annotated[str, Field(description="A memory's short id, full id or unique prefix.")],
-                  ) -> dict[str, Any]:
+    async def get(id: MemoryId) -> dict[str, Any]:
         return await call(lambda s: s.read(s.resolve(id)).to_dict())
 
     @server.tool(description="The most recently recorded current memories, newest first: what happened lately.",
@@ -343,7 +343,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         "history, so nothing is lost). Tags given are added. Use it when a recalled memory is out of date "
         "or imprecise; use `forget` when it is simply wrong."), annotations=writes())
     async def update(
-        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
+        id: MemoryId,
         text: Annotated[str, Field(description="The corrected, self-contained statement.")],
         tags: Annotated[list[str] | None, Field(description="Tags to add.")] = None,
     ) -> Updated:
@@ -362,7 +362,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         "restore it with `memcli restore`); nothing is erased. If it was replaced by a better statement, "
         "`remember` that one too (or use `update`)."), annotations=writes(destructive=True))
     async def forget(
-        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
+        id: MemoryId,
         reason: Annotated[str, Field(description="Why it is wrong or obsolete (kept with it in the trash).")],
     ) -> Forgotten:
         def work(s: Store) -> Forgotten:
@@ -379,7 +379,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         "as a use (it ranks higher next time); 'wrong' lowers its confidence. For a memory that is plainly "
         "false or obsolete, use `update` or `forget` instead."), annotations=writes(idempotent=False))
     async def feedback(
-        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
+        id: MemoryId,
         verdict: Annotated[Literal["useful", "wrong"], Field(description="useful | wrong")],
     ) -> Rated:
         def work(s: Store) -> Rated:

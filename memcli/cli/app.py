@@ -545,8 +545,7 @@ def import_(
 
 def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool) -> None:
     """`import --from`: the export is read and checked (Store.conversations) before the store is touched."""
-    if kind not in IMPORT_KINDS:
-        bad_usage(f"--from must be one of {', '.join(IMPORT_KINDS)}")
+    check_choice("--from", kind, IMPORT_KINDS)
     name, conversations = (Store.conversations(kind, text=read_stdin()) if file == "-"
                            else Store.conversations(kind, file))
     store = get_store(must_exist=False, create=create)
@@ -904,10 +903,8 @@ def hooks_install(
     as_json: Json = False,
 ) -> None:
     """Install (or remove) memcli's git hooks or Claude Code session hooks."""
-    if target not in ("git", "claude-code"):
-        bad_usage("TARGET must be git or claude-code")
-    if scope not in ("project", "local", "user"):
-        bad_usage("--scope must be project, local or user")
+    check_choice("TARGET", target, ("git", "claude-code"))
+    check_choice("--scope", scope, ("project", "local", "user"))
     if not uninstall:  # the store the hooks will write to must exist: installing is the deliberate step
         where = resolve(state.store_path)
         if where.explicit and not where.path.exists():

@@ -111,6 +111,7 @@ class Store:
         return self._store.log_path
 
     def exists(self) -> bool:
+        """Whether the directory holds a store (`facts/`)."""
         return self._store.exists()
 
     def init(self) -> bool:

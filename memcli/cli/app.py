@@ -282,9 +282,7 @@ def search(
     if batch:
         queries = [q.strip() for q in read_stdin().splitlines() if q.strip()]
     else:
-        q = " ".join(query or []).strip()
-        if not q or q == "-":
-            q = read_text(None if not query else ["-"], "query").strip()
+        q = read_text(query, "query").strip()
         if not q:
             bad_usage("empty query")
         queries = [q]
@@ -603,9 +601,8 @@ def doctor(
 
 # ---------------------------------------------------------------- curation
 def _provisional_note(store: Store) -> int:
-    """After a curation commit: one line on stderr when merged memories were indexed with a
-    provisional vector (see memcli/ops/changes.py PROVISIONAL_MIN), saying how they become exact.
-    Returns how many there are."""
+    """After a curation commit: how many merged memories have a provisional vector, and a note saying
+    how they become exact."""
     n = store.provisional_count()
     if n:
         how = {"off": "run `memcli reindex --provisional` to compute their exact ones",

@@ -323,8 +323,7 @@ def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: boo
     tags = clip(tags, max(0, width - cell_width(head_plain) - 2)) if tags else ""
     head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  {rec.type}"
             + (f"  {style(tags, 'cyan', colour)}" if tags else ""))
-    lines = [head]
-    lines.extend(body_lines(rec.text, width, "  ", max_lines=12))
+    lines = [head, *body_lines(rec.text, width, "  ", max_lines=12)]
     if explain:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in explain.items())
         lines.extend(style(x, "dim", colour) for x in wrap(parts, width, "  "))

@@ -20,18 +20,6 @@ from memcli.storage.atomic import fsync_dir
 Check = dict[str, Any]
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def nonregular_entries(facts_dir: Path) -> list[tuple[str, str]]:
     """`*.md` entries of facts/ that are not regular files, with what they are (lstat: never followed)."""
     out = []
@@ -47,7 +35,7 @@ def nonregular_entries(facts_dir: Path) -> list[tuple[str, str]]:
         except OSError:
             continue
         if not stat.S_ISREG(mode):
-            out.append((e.name, _kind(mode)))
+            out.append((e.name, safety.file_kind(mode)))
     return sorted(out)
 
 
@@ -205,12 +193,7 @@ def check(store: Store, *, fix: bool = False) -> list[Check]:
             add(name, True, "ok")
             continue
 
-        def drop(path: Path = path) -> None:
-            safety.move_aside(path, path.name)
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"{path}{suffix}")
-        fixable(name, problem, drop, what, f"doctor --fix: {what}")
+        fixable(name, problem, lambda path=path: safety.move_aside(path, path.name), what, f"doctor --fix: {what}")
     # facts/ entries that are not regular files: never followed, never indexed
     odd = nonregular_entries(store.facts_dir)
     if odd:

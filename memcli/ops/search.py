@@ -127,9 +127,6 @@ class Usage:
             return
         with contextlib.suppress(OSError):
             safety.move_aside(self.path, ".state.sqlite (usage counts; they start again)")
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"{self.path}{suffix}")
 
     def get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
         """How often each memory was returned by a search (for `prune --unused`)."""

@@ -53,10 +53,14 @@ def is_corrupt(error: sqlite3.DatabaseError) -> bool:
 
 
 def move_aside(path: Path, what: str) -> Path:
-    """Rename a damaged derived file out of the way (kept for inspection), and say so."""
+    """Rename a damaged derived file out of the way (kept for inspection), and say so; an SQLite
+    file's `-wal` and `-shm` go with it (they belong to the old file)."""
     dest = path.with_name(f"{path.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     os.replace(path, dest)
     notice(f"{what} was unreadable: moved aside to {dest.name}")
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
     return dest
 
 
@@ -88,6 +92,13 @@ def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> int:
         raise
 
 
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, for a message."""
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
 class NotRegular(OSError):
     """A path that is a symlink, directory, FIFO or device where a regular file was expected."""
 
@@ -104,8 +115,7 @@ def read_regular(path: Path) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
-            raise NotRegular(errno.EINVAL, kind, str(path))
+            raise NotRegular(errno.EINVAL, file_kind(mode), str(path))
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)

@@ -109,25 +109,16 @@ def _hoist_json(args: list[str], root: Any) -> list[str]:
     """`memcli --json list` means `memcli list --json`: move a --json given before the subcommand
     to after it (before any `--`)."""
     value_opts = {o for p in root.params if not getattr(p, "is_flag", False) for o in getattr(p, "opts", [])}
-    i = 0
-    found = None
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            break
-        if a == "--json":
+    i, found = 0, None
+    while i < len(args) and args[i] != "--" and args[i].startswith("-"):  # up to the subcommand
+        if args[i] == "--json":
             found = i
-        elif a in value_opts:
-            i += 1
-        elif not a.startswith("-"):
-            break  # the subcommand
-        i += 1
+        i += 2 if args[i] in value_opts else 1
     if found is None or i >= len(args) or args[i] == "--":
         return args
-    rest = args[:found] + args[found + 1:]
-    tail = rest[i - 1:]  # from the subcommand on
-    cut = i - 1 + tail.index("--") if "--" in tail else len(rest)
-    return [*rest[:cut], "--json", *rest[cut:]]
+    rest = args[i:]
+    cut = rest.index("--") if "--" in rest else len(rest)
+    return [*args[:found], *args[found + 1:i], *rest[:cut], "--json", *rest[cut:]]
 
 
 class Group(typer.core.TyperGroup):

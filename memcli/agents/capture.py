@@ -66,15 +66,11 @@ def _redact(text: str, redact: bool) -> str:
 
 
 # ------------------------------------------------------------------------------------ Claude Code
-def _state_path(store: Path, session: str) -> Path:
-    return store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
-
-
 def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any, bool]:
     """Complete lines added to `transcript` since the session's last capture, a function recording
     them as taken (once spooled), and whether they are the whole file. A transcript that shrank
     is read again from the start (`add`'s dedup absorbs repeats)."""
-    state_path = _state_path(store, session)
+    state_path = store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
     state_path.parent.mkdir(exist_ok=True)
     try:
         state = json.loads(state_path.read_text(encoding="utf-8"))

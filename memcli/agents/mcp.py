@@ -230,11 +230,9 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
             return await asyncio.wrap_future(future)
         except (UserError, MemcliError, ValueError, LookupError) as e:
             raise ToolError(_message(e)) from None
-        except RuntimeError as e:
-            if "shutdown" in str(e):  # the client left: the pool stops taking work
-                raise ToolError("the server is shutting down") from None
-            raise ToolError(f"internal error: {type(e).__name__}: {_message(e)}") from None
         except Exception as e:  # noqa: BLE001 - never a traceback for a client's call
+            if isinstance(e, RuntimeError) and "shutdown" in str(e):  # the client left: the pool stops
+                raise ToolError("the server is shutting down") from None
             log.warning("memcli: internal error: %s: %s", type(e).__name__, _message(e))
             raise ToolError(f"internal error: {type(e).__name__}: {_message(e)}") from None
 

@@ -505,14 +505,12 @@ class ChangeSet:
                 writes, fresh = self._render(copy_trash=not move)
                 overlap = bool(fresh or gone_names) and len(writes) + len(moves) >= BATCH
                 try:
-                    # overlap: the flush and the journal (`publish`) are left to the thread
-                    staged, written = _stage_all(writes, None if overlap else publish, flush=not overlap)
+                    staged, written = _stage_all(writes)
 
                     def publish_all(staged: list[tuple[str, Path]] = staged, written: Staged = written,
-                                    overlap: bool = overlap, flush: bool = len(writes) >= BATCH) -> None:
+                                    flush: bool = len(writes) >= BATCH) -> None:
                         # (this attempt's values bound as defaults: the loop rebinds the names)
-                        if overlap:  # a batch was staged unflushed; each of a few files was fsynced
-                            _publish_staged(staged, publish, flush=flush)
+                        _publish_staged(staged, publish, flush=flush)
                         finish(staged, written.replaced)
                     if not (fresh or gone_names):
                         publish_all()
@@ -736,12 +734,9 @@ def _detail(change: Edit) -> str:
 BATCH = 64  # from this many files a commit stages them without an fsync each, then flushes once
 
 
-def _stage_all(writes: Iterable[tuple[Path, bytes]],
-               before_publish: Callable[[list[tuple[str, Path]]], None] | None = None, *, flush: bool = True,
-               ) -> tuple[list[tuple[str, Path]], Staged]:
-    """Stage every file durably (a batch flushed once, by `stage_many`, or with `flush` False by
-    `_publish_staged`), then call `before_publish`; returns the (temp, final) pairs and what
-    staging learnt. Any failure removes the staged files: nothing was applied."""
+def _stage_all(writes: Iterable[tuple[Path, bytes]]) -> tuple[list[tuple[str, Path]], Staged]:
+    """Stage every file: a few fsynced one by one, a batch unflushed (`_publish_staged` flushes it);
+    returns the (temp, final) pairs and what staging learnt. A failure removes what was staged."""
     writes = list(writes)
     staged: list[tuple[str, Path]] = []
     written = Staged([], {})
@@ -751,9 +746,7 @@ def _stage_all(writes: Iterable[tuple[Path, bytes]],
                 tmp, written.signatures[path] = stage_file(path, data)
                 staged.append((tmp, path))
         else:
-            written = stage_many(writes, staged, flush=flush)
-        if before_publish is not None:
-            before_publish(staged)
+            written = stage_many(writes, staged)
     except BaseException:
         _discard(staged)
         raise
@@ -762,7 +755,8 @@ def _stage_all(writes: Iterable[tuple[Path, bytes]],
 
 def _publish_staged(staged: list[tuple[str, Path]], before_publish: Callable[[list[tuple[str, Path]]], None],
                     *, flush: bool) -> None:
-    """The rest of a `_stage_all(..., flush=False)`: flush (a batch), then `before_publish`."""
+    """After `_stage_all`: flush a batch, then `before_publish`; a failure removes the staged files
+    (nothing was applied)."""
     try:
         if flush:
             flush_files(staged)

@@ -97,10 +97,10 @@ class Staged:
         self.signatures = signatures
 
 
-def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]], *, flush: bool = True) -> Staged:
-    """`stage_file` for a batch, with one `flush_files` instead of an fsync per file (thousands of
-    fsyncs were most of a large curation's cost). Appends each (temp, final) pair to `staged` as it
-    goes, for the caller to remove on failure; with `flush` False the caller flushes before renaming."""
+def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]]) -> Staged:
+    """`stage_file` for a batch without an fsync per file (thousands were most of a large curation's
+    cost): the caller makes them durable with one `flush_files` before renaming any. Appends each
+    (temp, final) pair to `staged` as it goes, for the caller to remove on failure."""
     token = f"{os.getpid():x}{os.urandom(3).hex()}"
     new_mode: dict[str, int] = {}  # per directory: the mode of a file that does not exist yet
     out = Staged([], {})
@@ -112,8 +112,6 @@ def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]],
         fd = os.open(tmp, _NEW_FILE, 0o600)
         staged.append((tmp, path))
         out.signatures[path] = _fill(fd, data, mode, sync=False)
-    if flush:
-        flush_files(staged)
     return out
 
 

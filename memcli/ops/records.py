@@ -31,6 +31,10 @@ IMPORT_FORMATS = ("json", "jsonl", "md", "csv")
 MD_MARKER = re.compile(r"^<!-- memcli (\{.*\})(?: lines=(\d+))? -->\s*$")
 
 
+_EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".md": "md",
+               ".markdown": "md", ".txt": "md"}
+
+
 class RecordError(InputRejected):
     """A record that cannot be imported; the message names the file and the line or record."""
 
@@ -48,16 +52,10 @@ def detect_format(path: Path | None, head: bytes, declared: str | None = None) -
         if declared not in IMPORT_FORMATS:
             raise RecordError(f"unknown import format {declared!r} (one of {', '.join(IMPORT_FORMATS)})")
         return declared
-    if path is not None:
-        if path.is_dir():
-            return "md"
-        ext = path.suffix.lower().lstrip(".")
-        if ext in ("json", "jsonl", "csv", "md"):
-            return ext
-        if ext in ("ndjson",):
-            return "jsonl"
-        if ext in ("markdown", "txt"):
-            return "md"
+    if path is not None and path.is_dir():
+        return "md"
+    if path is not None and path.suffix.lower() in _EXTENSIONS:
+        return _EXTENSIONS[path.suffix.lower()]
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     if text.startswith(b"["):
         return "json"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memcli.core.memory import Memory
+from memcli.index import Filters
 from memcli.ops.changes import ChangeSet, Update, commit_planned
 from memcli.ops.handle import Store
 from memcli.services.extract import fact_from_text, heuristic_extract, normalise
@@ -118,13 +119,8 @@ def summary_text(conv: Conversation, turns: list[tuple[str, str, str | None]], k
 
 
 def _existing_summary(store: Store, session: str) -> Memory | None:
-    from memcli.index import Filters
-
-    origin = f"session:{session}"
-    for m in store.index.iter_select(Filters(tags=(SUMMARY_TAG,))):
-        if origin in m.origins:
-            return m
-    return None
+    summaries = store.index.iter_select(Filters(tags=(SUMMARY_TAG,)))
+    return next((m for m in summaries if f"session:{session}" in m.origins), None)
 
 
 def _merge_summaries(old: str, new: str) -> str:

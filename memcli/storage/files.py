@@ -18,7 +18,7 @@ from memcli.core.errors import NotFound, StoreError
 from memcli.core.memory import Memory, now_iso, valid_id
 from memcli.storage import journal, safety
 from memcli.storage.atomic import atomic_write, file_mode, fsync_dir
-from memcli.storage.locks import flock_within
+from memcli.storage.locks import lock_fd
 
 GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
              ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n.edits/\n")  # derived files and leftovers
@@ -141,14 +141,8 @@ class Files:
         self.ensure()
         timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
         # a read-only mount or no permission fails here, at once, with the system's reason
-        fd = safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            taken = flock_within(fd, timeout)
-        except OSError:
-            os.close(fd)
-            raise
-        if not taken:
-            os.close(fd)
+        fd = lock_fd(safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600), timeout)
+        if fd is None:
             raise StoreError(f"store {self.path} is locked by another memcli process") from None
         self._lock_fd, self._lock_depth = fd, 1
         try:

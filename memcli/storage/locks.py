@@ -38,9 +38,8 @@ def flock_within(fd: int, timeout: float) -> bool:
     return True
 
 
-def try_lock(path: Path, wait: float = 0) -> int | None:
-    """The fd of an exclusive flock on `path` (created) within `wait` seconds, or None."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+def lock_fd(fd: int, wait: float = 0) -> int | None:
+    """`fd` once exclusively flocked within `wait` seconds (0: at once); else it is closed: None."""
     try:
         taken = flock_within(fd, wait) if wait > 0 else try_flock(fd)
     except OSError:
@@ -50,6 +49,11 @@ def try_lock(path: Path, wait: float = 0) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def try_lock(path: Path, wait: float = 0) -> int | None:
+    """The fd of an exclusive flock on `path` (created) within `wait` seconds, or None."""
+    return lock_fd(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), wait)
 
 
 @contextlib.contextmanager

@@ -1,21 +1,12 @@
-"""The public Python API: `memcli.Store`, one method per thing a user does.
-
-`Store` composes the layers below it: the store's files and its sidecar index (one handle,
-`memcli.ops.handle.Store`, that the operations take), the operations in `memcli.ops`, and the
-integrations in `memcli.agents`. It is what the CLI and the MCP server call, and the only thing
-they call: every command is parse -> one `Store` call -> render. Every write goes through one
-`ChangeSet` commit; there is no public `write`, `lock` or `purge_trash`. Per-call options (an LLM
-model, LLM on or off, a threshold) are parameters: the store's configuration never changes once
-loaded.
+"""The public Python API: `memcli.Store`, one method per thing a user does, and the only thing the
+CLI and the MCP server call. It holds the operations' handle (`memcli.ops.handle.Store`) rather
+than being one, so there is no public `write` or `lock`; per-call options are parameters.
 
     from memcli import Store
     store = Store("~/.memcli")
     store.add("We pin numpy below 3 until the wheels land.", tags=["deps"])
     for hit in store.search("numpy version pin", k=3):
         print(f"{hit.score:.2f}", hit.memory.text)
-
-The module also names the few types and input helpers a caller needs to build a call (`Filters`,
-`filters`, `read_stream` ...), so that presentation imports nothing else.
 """
 
 from __future__ import annotations
@@ -41,8 +32,7 @@ from memcli.services.transcripts import IMPORT_KINDS
 from memcli.storage import ids as _ids
 from memcli.storage.safety import is_corrupt
 
-# Not at the top: `list`, `export` and `search` never load the add pipeline, extraction, curation
-# or the integrations (bench/cold_search.py measures what a cold command imports).
+# Imported where used: `list`, `export` and `search` never load the add pipeline or the integrations.
 if TYPE_CHECKING:
     from memcli.agents.capture import Captured
     from memcli.agents.hooks import HookReport
@@ -60,9 +50,8 @@ __all__ = ["IMPORT_KINDS", "Filters", "Store", "filters", "read_stream"]
 
 
 def read_stream(stream: Any, name: str = "stdin") -> str:
-    """A stream's text (standard input), read only up to the input limit (10 MB: `add - <
-    /dev/zero` stops there) and decoded strictly: binary, invalid UTF-8 and oversized input are
-    refused in one line."""
+    """A stream's text, read up to the input limit (`add - < /dev/zero` stops there) and decoded
+    strictly: binary, invalid UTF-8 and oversized input are refused in one line."""
     from memcli.ops.add import read_input, read_limited
 
     if hasattr(stream, "buffer"):  # a text stream over bytes (sys.stdin): read its bytes
@@ -85,8 +74,7 @@ def _when(text: str | None, *, end: bool = False) -> str | None:
 def filters(*, tags: Sequence[str] = (), type: str | None = None, user: str | None = None,
             project: str | None = None, since: str | None = None, until: str | None = None,
             current: bool = False) -> Filters:
-    """`Filters` from what a person types: `since` and `until` are dates or ages (`2026-01-01`,
-    `7d`, `yesterday`; an unreadable one is `InvalidInput`)."""
+    """`Filters` from what a person types: `since`/`until` are dates or ages (`2026-01-01`, `7d`)."""
     return Filters(tags=tuple(tags), type=type, user=user, project=project, since=_when(since),
                    until=_when(until, end=True), current=current)
 
@@ -100,7 +88,6 @@ class Store:
     # ------------------------------------------------------------ the store itself
     @property
     def path(self) -> Path:
-        """The store directory (absolute)."""
         return self._store.path
 
     @property
@@ -110,7 +97,7 @@ class Store:
 
     @property
     def index(self) -> Index:
-        """The sidecar (`.index/`), for reading: call `index.sync()` first (or `Store.sync`)."""
+        """The sidecar (`.index/`), for reading: call `sync()` first."""
         return self._store.index
 
     @property
@@ -128,8 +115,8 @@ class Store:
         return self._store.exists()
 
     def init(self) -> bool:
-        """Create the store (True) or leave an existing one as it is (False); either way it gets
-        the `.gitattributes` that lets `log.jsonl` merge when the store is shared through git."""
+        """Create the store (True if new); either way write the `.gitattributes` that lets
+        `log.jsonl` merge when the store is shared through git."""
         from memcli.agents.sharing import write_gitattributes
 
         created = self._store.init()
@@ -141,7 +128,7 @@ class Store:
         self._store.ensure()
 
     def close(self) -> None:
-        """Close the index's connections (a long-lived process that is done with the store)."""
+        """Close the index's connections."""
         self._store.close()
 
     def sync(self, *, on_progress: Callable[[int, int], None] | None = None, force: bool = False) -> SyncReport:
@@ -149,7 +136,7 @@ class Store:
         return self._store.index.sync(on_progress=on_progress, force=force)
 
     def count(self) -> int:
-        """How many memories the index holds (after the last sync)."""
+        """How many memories the index holds (as of the last sync)."""
         return self._store.index.count()
 
     def reindex(self, *, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -164,12 +151,11 @@ class Store:
         return self._store.index.refresh_provisional(on_progress=on_progress)
 
     def provisional_count(self) -> int:
-        """How many memories are indexed with a provisional vector (a bulk merge's stand-in)."""
+        """How many memories are indexed with a bulk merge's stand-in vector."""
         return self._store.index.provisional_count()
 
     def background_state(self) -> str:
-        """How provisional vectors become exact: `off` (background work disabled), `failed` (the
-        last background refresh failed) or `on`."""
+        """How provisional vectors become exact: `on` (in the background), `off` or `failed`."""
         from memcli.services.detached import background_on, refresh_failed_recently
 
         if not background_on(self.config.background):
@@ -177,8 +163,7 @@ class Store:
         return "failed" if refresh_failed_recently(self.path) else "on"
 
     def heal(self, error: BaseException) -> bool:
-        """After `error` met reading the index: if it is a damaged catalog, drop the index (the
-        next read rebuilds it from `facts/`) and return True; else change nothing, False."""
+        """If `error` says the catalog is damaged, drop the index (the next read rebuilds it)."""
         if not (isinstance(error, sqlite3.DatabaseError) and is_corrupt(error)):
             return False
         self._store.index.drop()
@@ -187,9 +172,8 @@ class Store:
 
     # ------------------------------------------------------------ ids
     def resolve(self, ref: str) -> str:
-        """The full id of a memory from its id, a unique prefix or its short id (the random tail
-        every listing shows); `IdError` (a `NotFound` with a one-line message and a hint: the
-        candidates, or that it is in the trash) otherwise."""
+        """The full id of a memory from its id, a unique prefix or its short id; `IdError` (a
+        `NotFound` whose hint names the candidates, or says it is in the trash) otherwise."""
         return _ids.resolve(self._store, ref)
 
     def resolve_trashed(self, ref: str) -> str:
@@ -197,8 +181,7 @@ class Store:
         return _ids.resolve_trashed(self._store, ref)
 
     def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
-        """The short id of each memory (the shortest unique tail of its ULID, at least 8 characters):
-        what `list`, `search`, `context` and MCP show, and every command resolves."""
+        """The short id of each memory (the shortest unique tail of its ULID, 8+ characters)."""
         return _ids.short_ids(self._store, ids)
 
     # ------------------------------------------------------------ add
@@ -210,8 +193,8 @@ class Store:
         **options: Any,
     ) -> AddResult:
         """Turn text into memories: extract facts, decide ADD / UPDATE / NONE / DELETE against
-        what is stored, write (unless `dry_run`). `llm`: None = use the configured LLM if any,
-        False = heuristic only, True = require one; `llm_model` picks a model for this call."""
+        what is stored, write (unless `dry_run`). `llm`: None = the configured LLM if any, False =
+        heuristic only, True = require one."""
         from memcli.ops.add import add
 
         return add(self._store, text, raw=raw, llm=llm, llm_model=llm_model, tags=tags,
@@ -220,9 +203,8 @@ class Store:
                    **options)
 
     def add_batch(self, lines: Iterable[str] | Path, **options: Any) -> Iterator[tuple[int, AddResult | str]]:
-        """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}` (or the
-        file at a `Path` holding them), each decided as its own `add`; yields (line number,
-        AddResult or the message of an unusable line)."""
+        """JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}` (or a file of them), each
+        decided as its own `add`; yields (line number, AddResult or an unusable line's message)."""
         from memcli.ops.batch import add_batch
 
         if not isinstance(lines, Path):
@@ -236,13 +218,12 @@ class Store:
             yield from add_batch(self._store, stream, **options)
 
     def uses_llm(self, *, raw: bool = False, llm: bool | None = None, llm_model: str | None = None) -> bool:
-        """Whether an `add` with these options would wait on the LLM (from a git hook it is queued instead)."""
+        """Whether an `add` with these options would wait on the LLM (a git hook queues it instead)."""
         return not raw and llm is not False and bool(llm_model or self.config.llm_model)
 
     def queue(self, text: str, *, source: str | None = None, redact: bool = True, **options: Any) -> str:
-        """Park `text` (redacted unless `redact` is False) in the inbox with `add`'s `options` (those
-        not None) and start the background worker: an add that must not wait for an LLM (a git
-        hook, an agent). Returns the inbox item's file name (in `<store>/inbox/`)."""
+        """Park `text` (redacted) in the inbox with `add`'s `options` and start the background
+        worker: an add that must not wait for an LLM. Returns the item's file name in `inbox/`."""
         from memcli.agents.spool import queue_add
 
         kept = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items() if v is not None}
@@ -258,10 +239,9 @@ class Store:
     @staticmethod
     def conversations(kind: str, path: str | os.PathLike[str] | None = None, *,
                       text: str | None = None) -> tuple[str, Iterable[Any]]:
-        """The conversations of an export (`IMPORT_KINDS`: a Claude Code session, a ChatGPT export)
-        in the file at `path`, or in `text` (stdin), and the name of their source; read before any
-        store is touched. A ChatGPT export file is streamed (a 100 MB one is never held whole), the
-        rest is read whole (10 MB at most). `InputRejected` when it cannot be read or holds none."""
+        """(source name, conversations) of an export (`IMPORT_KINDS`) at `path` or in `text`, read
+        before any store is touched; a ChatGPT file is streamed, the rest read whole (10 MB at
+        most). `InputRejected` when it cannot be read or holds none."""
         from memcli.ops.add import read_input, read_limited
         from memcli.services.transcripts import iter_chatgpt, parse_conversations
 
@@ -292,10 +272,9 @@ class Store:
 
     def import_conversations(self, conversations: Iterable[Any], name: str, *, redact: bool = True,
                              **options: Any) -> list[dict[str, Any]]:
-        """Conversations (`conversations`, or any iterable of them: a streamed export is read one
-        at a time) to memories through the session step (memcli/ops/sessions.py): a few per
-        session, dated with their turns' own times, origins `import:<name>` and `session:<id>`,
-        plus one summary memory each. A bad conversation further down a stream is `InputRejected`."""
+        """Conversations to memories through the session step (memcli/ops/sessions.py): a few per
+        session, dated with their turns' times, plus one summary each. A bad conversation further
+        down a stream is `InputRejected`."""
         from memcli.ops.sessions import import_conversations
 
         try:
@@ -320,8 +299,8 @@ class Store:
         return search_many(self._store, list(queries), k=k, threshold=threshold, filters=filters, **options)
 
     def ask(self, question: str, *, k: int = 8, llm_model: str | None = None, redact: bool = True) -> Answer:
-        """Answer from the top `k` memories with the LLM; iterate `answer.stream()` for the text,
-        then `answer.cited()` for the memory ids it relies on."""
+        """Answer from the top `k` memories with the LLM: iterate `answer.stream()`, then
+        `answer.cited()` gives the memory ids it relies on."""
         from memcli.ops.ask import ask
 
         return ask(self._store, question, k=k, llm_model=llm_model, redact=redact)
@@ -339,7 +318,7 @@ class Store:
 
     def recall(self, query: str, *, k: int = 5, filters: Filters | None = None,
                record_usage: bool = True) -> list[Item]:
-        """`search`, as an agent is handed it (memcli/ops/visible.py: a flagged contradiction is one item)."""
+        """`search` as an agent is handed it (memcli/ops/visible.py)."""
         from memcli.ops.visible import visible
 
         hits = self.search(query, k=k, filters=filters, record_usage=record_usage).hits
@@ -347,8 +326,7 @@ class Store:
 
     def recent(self, n: int = 10, filters: Filters | None = None, *, sort: SortKey | str = SortKey.CREATED,
                desc: bool = True) -> list[Item]:
-        """The current memories matching `filters`, newest first (superseded ones left out, a
-        flagged contradiction as one item)."""
+        """The current memories matching `filters`, newest first, as an agent is handed them."""
         from dataclasses import replace
 
         from memcli.ops.visible import visible
@@ -377,21 +355,19 @@ class Store:
         return self._store.trashed()
 
     def trash_listing(self) -> list[TrashItem]:
-        """The trash as `memcli trash` lists it: newest first, each with when and why it went
-        there and its short id (unique in the trash)."""
+        """The trash, newest first, each with when and why it went there and its short id."""
         from memcli.ops.trash import listing
 
         return listing(self._store)
 
     def log(self, *, id_prefix: str | None = None, events: Sequence[str] = (), since: str | None = None,
             until: str | None = None) -> Iterator[dict[str, Any]]:
-        """The change log's entries, oldest first, as a stream (the log may hold a 100k import):
-        those of memories whose id starts with `id_prefix` (`NotFound` when it names several), of
-        these `events`, between `since` and `until` (dates or ages, as `parse_when` reads them)."""
-        from memcli.ops.history import LogFilter, entries
+        """The change log's entries, oldest first, streamed: of memories whose id starts with
+        `id_prefix` (`NotFound` when several do), of these `events`, between `since` and `until`."""
+        from memcli.ops.history import LogFilter, entries, ids_in_log
 
         if id_prefix:
-            found = self.ids_in_log(id_prefix)
+            found = ids_in_log(self.log_path, id_prefix)
             if len(found) > 1 and id_prefix.upper() not in {i.upper() for i in found}:
                 raise NotFound(f"id prefix {id_prefix} is ambiguous: {len(found)} memories in the log match",
                                hint=f"candidates: {', '.join(sorted(found)[:5])}")
@@ -399,20 +375,14 @@ class Store:
         return entries(self.log_path, window)
 
     def log_tail(self, limit: int | None = None, **window: Any) -> tuple[int, list[dict[str, Any]]]:
-        """How many entries `log(**window)` yields, and the `limit` newest of them (all when None),
-        newest first; only `limit` are held (the log may hold a 100k import)."""
+        """How many entries `log(**window)` yields, and the `limit` newest, newest first (only
+        those are held)."""
         total = 0
         recent: deque[dict[str, Any]] = deque(maxlen=limit)
         for entry in self.log(**window):
             total += 1
             recent.append(entry)
         return total, list(reversed(recent))
-
-    def ids_in_log(self, prefix: str) -> set[str]:
-        """The memory ids in the change log that start with `prefix`."""
-        from memcli.ops.history import ids_in_log
-
-        return ids_in_log(self.log_path, prefix)
 
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: memories by type, tags, users, projects, bytes on disk."""
@@ -428,18 +398,15 @@ class Store:
 
     # ------------------------------------------------------------ change
     def edit(self, memory_id: str) -> tuple[Memory, bool]:
-        """Open a memory's file in $EDITOR; on save it is checked and committed (a broken edit is
-        kept aside). Returns the memory and whether it changed."""
+        """Open a memory's file in $EDITOR, then check and commit it; returns (memory, changed)."""
         from memcli.ops.edit import edit
 
         return edit(self._store, memory_id)
 
     def update(self, memory_id: str, text: str, *, tags: Sequence[str] = (), origins: Sequence[str] = (),
                redact: bool = True) -> Memory:
-        """New text for a memory in one commit (the old text goes to its history, never lost);
-        `tags` and `origins` are added to its own; the text is scrubbed of secrets first (unless
-        `redact` is False)."""
-        from memcli.core.errors import InvalidInput
+        """New (redacted) text for a memory, the old one kept in its history; `tags` and
+        `origins` join its own."""
         from memcli.ops.add import MAX_INPUT_BYTES
         from memcli.ops.changes import ChangeSet, Update
 
@@ -478,10 +445,8 @@ class Store:
         return done
 
     def empty_trash(self, *, older_than: str | None = None, dry_run: bool = False) -> list[Memory]:
-        """Delete trashed memories for good (they cannot be restored): all of them, or those
-        trashed before `older_than` (an age such as `30d`, or a date; one whose trash time cannot
-        be read is kept). Returns them as they were in the trash (`extra["trashed"]`: at, reason);
-        `dry_run` deletes nothing."""
+        """Delete trashed memories for good: all, or those trashed before `older_than` (`30d`, a
+        date). Returns them as they were in the trash."""
         from memcli.ops.trash import empty_trash
 
         return empty_trash(self._store, older_than=_when(older_than), dry_run=dry_run)
@@ -497,8 +462,7 @@ class Store:
                      use_llm: bool | None = None, llm_model: str | None = None,
                      dry_run: bool = False) -> list[MergeResult]:
         """Merge each group of ids into one memory, in one commit; with no `groups`, every group of
-        the same fact at `threshold` or above (`merge --auto`: never another subject, a
-        contradiction or a superseded memory)."""
+        the same fact at `threshold` or above (never another subject or a contradiction)."""
         from memcli.ops.curate import _opposed, merge_groups, similar_groups
 
         known: dict[str, Any] | None = None
@@ -513,8 +477,8 @@ class Store:
 
     def consolidate(self, *, use_llm: bool | None = None, llm_model: str | None = None, dry_run: bool = False,
                     supersede_older: bool = False, sync: bool = True) -> ConsolidateReport:
-        """Merge near-duplicates, flag contradictions (`supersede_older`: resolve each, the newer
-        memory superseding the older), distil recurring episodes (one commit)."""
+        """Merge near-duplicates, flag contradictions (`supersede_older`: the newer supersedes the
+        older), distil recurring episodes, in one commit."""
         from memcli.ops.curate import consolidate
 
         return consolidate(self._store, use_llm=use_llm, llm_model=llm_model, dry_run=dry_run,
@@ -522,8 +486,7 @@ class Store:
 
     def prune(self, *, older_than: str | None = None, unused: bool = False, min_confidence: float | None = None,
               type: MemoryType | str | None = None, min_age: str | None = None, dry_run: bool = False) -> PruneResult:
-        """Trash stale memories (criteria combine with AND; at least one). `older_than`: an age
-        (`90d`) or an ISO date; `min_age`: never a memory younger than this, whatever the criteria."""
+        """Trash stale memories (criteria combine with AND); `min_age`: never a younger memory."""
         from memcli.ops.curate import prune
 
         cutoff, youngest = _when(older_than), _when(min_age)
@@ -534,8 +497,7 @@ class Store:
 
     def rollback(self, origin: str, *, dry_run: bool = False) -> RollbackResult:
         """Undo one origin: what only it vouched for goes to the trash; others just lose it.
-        `NotFound` when no memory comes from `origin` and no change ever did (its hint: the
-        origins of that kind); one rolled back already is nothing to do, not an error."""
+        `NotFound` when no memory or change ever came from `origin`."""
         from memcli.ops.curate import rollback
 
         result = rollback(self._store, origin, dry_run=dry_run)
@@ -548,7 +510,7 @@ class Store:
         return result
 
     def origin_seen(self, origin: str) -> bool:
-        """Whether any change was ever made from `origin` (log.jsonl, read as a stream)."""
+        """Whether any change in the log was ever made from `origin`."""
         for entry in self.log():
             o = entry.get("origin")
             if o == origin or (isinstance(o, list) and origin in o):
@@ -557,19 +519,18 @@ class Store:
 
     # ------------------------------------------------------------ import / export
     def export(self, fmt: ExportFormat | str = ExportFormat.JSONL, filters: Filters | None = None) -> str:
-        """The memories as json, jsonl, md or csv text (what `memcli export` writes)."""
+        """The memories as json, jsonl, md or csv text."""
         return "".join(self.export_chunks(fmt, filters))
 
     def export_chunks(self, fmt: ExportFormat | str = ExportFormat.JSONL, filters: Filters | None = None, *,
                       on_memory: Callable[[Memory], None] | None = None) -> Iterator[str]:
-        """The export piece by piece (a 100k-memory store is never held twice); `on_memory` is
-        called for each memory as it is written (to count them)."""
-        from memcli.ops.io import export_chunks, iter_records
+        """The export piece by piece (never held whole); `on_memory` sees each memory written."""
+        from memcli.ops.io import export_chunks
 
         self._store.index.sync()
 
         def memories() -> Iterator[Memory]:
-            for m in iter_records(self._store.index, filters or Filters()):
+            for m in self._store.index.iter_select(filters or Filters()):
                 if on_memory is not None:
                     on_memory(m)
                 yield m
@@ -578,8 +539,7 @@ class Store:
 
     def export_to(self, path: Path, fmt: ExportFormat | str = ExportFormat.JSONL,
                   filters: Filters | None = None) -> int:
-        """Write the export to a file atomically (a failed write leaves the old file); returns how
-        many memories it holds."""
+        """Write the export to a file atomically; returns how many memories it holds."""
         from memcli.ops.io import write_stream
 
         written: list[Memory] = []  # the memories, by reference: the export is streamed, never held
@@ -600,10 +560,9 @@ class Store:
     def import_file(self, path: Path | BinaryIO, fmt: str | None = None, *, name: str | None = None,
                     split: bool = False, redact: bool = True, prepare: Callable[[], None] | None = None,
                     on_progress: Callable[[int, int], None] | None = None) -> ImportReport:
-        """Import an export (json, jsonl, csv, md), a Markdown note or a folder of notes at `path`,
-        or from a binary stream (stdin: copied to a temporary file first, as the source is read
-        twice in bounded memory): every record validated first (nothing written if one is bad;
-        then `prepare` runs), then written in batches."""
+        """Import an export (json, jsonl, csv, md), a Markdown note or a folder of notes, or a binary
+        stream (spooled to a file: it is read twice): every record is validated before `prepare`
+        runs and anything is written."""
         from memcli.ops.io import import_source
         from memcli.ops.records import spool_stdin
 
@@ -614,7 +573,7 @@ class Store:
 
     # ------------------------------------------------------------ the inbox and the integrations
     def inbox(self) -> list[tuple[Path, dict[str, Any]]]:
-        """Inputs waiting in the inbox (parked when the LLM was unreachable, or spooled), oldest first."""
+        """Inputs waiting in the inbox, oldest first."""
         from memcli.storage.inbox import inputs
 
         return inputs(self.path)
@@ -626,9 +585,8 @@ class Store:
         return retry(self._store, model=model)
 
     def process_inbox(self, *, wait: float = 300) -> ProcessReport:
-        """Run spooled inputs (hooks, capture, `add --spool`) through the add pipeline; what fails
-        waits. A hook's worker already running is waited for (up to `wait` seconds), then what it
-        left is processed."""
+        """Run spooled inputs through the add pipeline; what fails waits. A worker already running is
+        waited for (up to `wait` seconds)."""
         from memcli.agents.spool import process
 
         return process(self._store, wait=wait)
@@ -643,12 +601,9 @@ class Store:
     def capture(kind: str, *, store: str | None = None, stdin: Any = b"", sha: str | None = None,
                 rewrite: str | None = None, origins: Sequence[str] | None = None, text: str | None = None,
                 redact: bool = True) -> Captured | None:
-        """Spool input from a hook (claude-code, git, git-rewrite, text) and start the worker; the
-        store is found as a command would find it (`store`: --store). `stdin` (bytes or a binary
-        stream) is read only by the kinds that take it. `InputRejected` for input that cannot be
-        captured (an unknown kind, a hook payload that is not JSON). claude-code fails open: a
-        failed hook is reported to the user every turn, so its failure goes to the store's
-        `inbox/errors.log` instead, and the result is None."""
+        """Spool input from a hook (claude-code, git, git-rewrite, text) and start the worker;
+        `InputRejected` for input that cannot be captured. claude-code fails open (its host would
+        report a failure every turn): the failure goes to `inbox/errors.log`, the result is None."""
         from memcli.agents.capture import CaptureError, record_hook_failure, run
 
         try:
@@ -664,9 +619,8 @@ class Store:
 
     @staticmethod
     def enter_session(payload: Any) -> None:
-        """Run from a Claude Code hook: enter the session's directory (`cwd` in the hook's JSON
-        `payload`: bytes, or a binary stream read here), so that its store and project are the
-        ones found; a payload without a usable `cwd` changes nothing."""
+        """From a Claude Code hook: enter the session's directory (`cwd` in the hook's JSON), so
+        that its store and project are the ones found."""
         try:
             data = json.loads((payload if isinstance(payload, bytes | str) else payload.read()) or "{}")
         except (ValueError, OSError):
@@ -678,7 +632,7 @@ class Store:
     @staticmethod
     def install_hooks(target: str, *, scope: str = "project", store: str | None = None,
                       uninstall: bool = False) -> HookReport:
-        """Install (or remove) memcli's git hooks (`git`) or Claude Code session hooks (`claude-code`)."""
+        """Install (or remove) memcli's `git` hooks or `claude-code` session hooks."""
         from memcli.agents import hooks
 
         if target == "git":

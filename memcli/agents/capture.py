@@ -1,22 +1,8 @@
-"""Fast capture for hooks: read what happened, redact it, spool it, return (< 100 ms).
-
-`python -m memcli.agents.capture KIND` is what installed hooks run (no Typer, no model, no YAML: a
-hook runs inside git or Claude Code and must not slow them down); `memcli capture KIND` is the
-same code through the full CLI.
-
-- `claude-code`: the hook's JSON on stdin (`session_id`, `transcript_path`, `cwd`,
-  `hook_event_name`); only the transcript lines added since the last capture of that session are
-  read (a byte offset per session, under `<store>/.capture/`), only user/assistant text is kept,
-  origin `session:<id>`.
-- `git`: one commit (`--sha`, default HEAD): subject and body as one input, origin `git:<short
-  sha>`; merges, `fixup!`/`squash!`/`amend!` commits and subjects matching `git_skip` are skipped.
-- `git-rewrite`: git's post-rewrite input on stdin (`old new` per line): origins are remapped, and
-  a commit whose message changed (`commit --amend -m`, a reword) has its memory replaced.
-- `text`: text on stdin (or arguments), with `--origin`.
-
-Every input is redacted before it is written anywhere, then spooled to `<store>/inbox/`; a
-detached worker (`memcli.agents.spool`) extracts and decides. Failures are recorded in
-`<store>/inbox/errors.log`, never printed into the host's output.
+"""Fast capture for hooks: read what happened, redact it, spool it to `<store>/inbox/`, return
+(< 100 ms: no Typer, no model, no YAML). A detached worker (`memcli.agents.spool`) extracts and
+decides; failures go to `<store>/inbox/errors.log`, never into the host's output. The kinds are
+claude-code (the transcript lines added since the session's last capture), git (one commit),
+git-rewrite (git's post-rewrite pairs: origins remapped, reworded messages replaced) and text.
 """
 
 from __future__ import annotations
@@ -47,16 +33,13 @@ STATE_DIR = ".capture"
 
 
 class Captured:
-    """What one capture did: the spooled item (None when there was nothing worth keeping).
-    (A plain class: `dataclasses` costs a hook ~25 ms of imports.)"""
+    """What one capture did: the spooled item, or None. A plain class: `dataclasses` costs a hook ~25 ms."""
 
     def __init__(self, item: Path | None, reason: str, store: Path) -> None:
         self.item, self.reason, self.store = item, reason, store
 
     def to_dict(self) -> dict[str, Any]:
         return {"item": str(self.item) if self.item else None, "reason": self.reason, "store": str(self.store)}
-
-
 
 
 def _store_for(explicit: str | None, cwd: Path | None) -> Path:
@@ -82,18 +65,12 @@ def _redact(text: str, redact: bool) -> str:
     return scrub(text)[0]
 
 
-
 # ------------------------------------------------------------------------------------ Claude Code
-def _state_path(store: Path, session: str) -> Path:
-    return store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
-
-
 def new_transcript_lines(store: Path, session: str, transcript: Path) -> tuple[list[bytes], Any, bool]:
-    """Complete lines added to `transcript` since the last capture of `session`, a function that
-    records them as taken (call it once they are spooled), and whether they are the whole file.
-    A transcript that shrank (it was rewritten) is read again from the start; the dedup of `add`
-    absorbs repeats."""
-    state_path = _state_path(store, session)
+    """Complete lines added to `transcript` since the session's last capture, a function recording
+    them as taken (once spooled), and whether they are the whole file. A transcript that shrank
+    is read again from the start (`add`'s dedup absorbs repeats)."""
+    state_path = store / STATE_DIR / f"{hashlib.sha256(session.encode()).hexdigest()[:32]}.json"
     state_path.parent.mkdir(exist_ok=True)
     try:
         state = json.loads(state_path.read_text(encoding="utf-8"))
@@ -145,8 +122,6 @@ def capture_claude_code(payload: dict[str, Any], *, store: str | None = None, re
         if not turns:
             taken()
             return Captured(None, "no new conversation text", store_path)
-        # Redacted before it is written anywhere (the inbox item, a parked retry): ~15 ms of this
-        # hook's < 100 ms budget (bench/hooks.py measures it).
         text = "\n\n".join(f"{'User' if r == 'user' else 'Assistant'}: {t}" for r, t, _ in turns)
         conv = next((c for c in convs if c.id == session), None)
         options = {"session": session, "cwd": str(cwd) if cwd else None, "turns": turns,
@@ -174,8 +149,7 @@ def capture_git_rewrite(lines: list[str], kind: str = "rebase", *, store: str | 
     mapping = {}
     for line in lines:
         parts = line.split()
-        if len(parts) >= 2 and re.fullmatch(r"[0-9a-fA-F]{7,64}", parts[0]) and re.fullmatch(r"[0-9a-fA-F]{7,64}",
-                                                                                            parts[1]):
+        if len(parts) >= 2 and all(re.fullmatch(r"[0-9a-fA-F]{7,64}", p) for p in parts[:2]):
             mapping[parts[0]] = parts[1]
     if not mapping:
         return Captured(None, "nothing rewritten", store_path)
@@ -263,18 +237,19 @@ def run(kind: str, *, store: str | None = None, stdin: Any = b"", sha: str | Non
     return result
 
 
-def record_hook_failure(store: str | None, message: str) -> None:
-    """A hook's failure, in `<store>/inbox/errors.log` when there is a store (never in the host's
-    output); nothing when there is none (a project without memcli)."""
-    with contextlib.suppress(Exception):
-        where = _store_for(store, Path.cwd())
-        if (Path(where) / "facts").is_dir():
-            spooler.record_failure(where, message)
+def record_hook_failure(store: str | None, message: str) -> bool:
+    """A hook's failure, in `<store>/inbox/errors.log` (never in the host's output); False when
+    there is no store to record it in (a project without memcli)."""
+    try:
+        spooler.record_failure(_store_for(store, Path.cwd()), message)
+    except Exception:  # noqa: BLE001 - a hook never fails its host
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m memcli.agents.capture KIND`: always exit 0 (a hook never fails its host); problems go
-    to `<store>/inbox/errors.log` when there is a store, else one line on stderr."""
+    """`python -m memcli.agents.capture KIND`, what installed hooks run: always exit 0; a failure goes
+    to `<store>/inbox/errors.log`, or one line on stderr when there is no store."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m memcli.agents.capture")
@@ -294,11 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             redact=not args.no_redact, worker=args.worker)
     except Exception as e:  # noqa: BLE001 - never fail the host program
         msg = f"capture {args.kind}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-        with contextlib.suppress(Exception):
-            where = _store_for(args.store, Path.cwd())
-            spooler.record_failure(where, msg)
-            return 0
-        sys.stderr.write(f"memcli: {msg}\n")
+        if not record_hook_failure(args.store, msg):
+            sys.stderr.write(f"memcli: {msg}\n")
     return 0
 
 

@@ -1,21 +1,11 @@
-"""`memcli mcp`: a long-lived stdio MCP server, so an agent's recall costs milliseconds, not a start-up.
+"""`memcli mcp`: a long-lived stdio MCP server (the official SDK's `MCPServer`) over `memcli.Store`, so
+an agent's recall costs milliseconds, not a start-up.
 
-Built on the official `mcp` Python SDK (its high-level server: `MCPServer` in mcp 2.x, `FastMCP`
-in 1.x), over `memcli.Store` only (presentation: it imports the public API and the core, nothing
-else). The store, its index and the embedding model are loaded once; every call then runs on
-one worker thread (SQLite connections and hnswlib are not shared across threads), so calls are
-serialised and never see a half-updated index.
-
-What an agent reads follows `search`'s visibility (memcli/ops/visible.py): nothing superseded, a
-flagged contradiction as one result with its `conflict`. Ids are the short ids every command shows
-and resolves. A user error (an unknown or ambiguous id, an empty text, a bad date, no store) is a
-tool error carrying the CLI's one-line message (the SDK passes text only for its `ToolError`);
-nothing a client sends gives a traceback, and arguments are bounded before the store uses them.
-
-Hand edits, other memcli processes and git pulls between calls are seen: before each call the
-`facts/` directory's mtime is compared with the last sync (a rename, a new or deleted file: synced
-at once), and a full sync (which also catches a file edited in place) runs at least every
-`FULL_SYNC_SECONDS`. stdout belongs to the protocol: nothing else is ever printed there.
+Every call runs on one worker thread (SQLite connections and hnswlib are not shared across
+threads), so calls are serialised and never see a half-updated index. Before each call the store is
+synced if `facts/` changed (its mtime), and fully at least every `FULL_SYNC_SECONDS` (a file edited
+in place). A user error is a `ToolError` with the CLI's one line, never a traceback. stdout belongs
+to the protocol.
 """
 
 from __future__ import annotations
@@ -43,6 +33,7 @@ MAX_TEXT = 65_536  # characters a `remember` / `update` takes (a statement, not 
 MAX_QUERY = 4_096
 MAX_SHORT = 2_000  # a reason, an origin, a date
 MAX_TAGS = 50
+MemoryId = Annotated[str, Field(description="The memory's short id, full id or unique prefix.")]
 
 INSTRUCTIONS = """\
 memcli is the long-term memory of this developer and their projects: decisions, conventions,
@@ -136,13 +127,12 @@ class Memory:
 
     def warm(self) -> None:
         """Load the model and the index now, not on the agent's first question."""
-        if not self.store.exists():
-            return
-        self.store.index.sync()
-        self.store.index.embedder.embed(["warm up"])
-        self._mark()
+        if self.store.exists():
+            self.sync()
+            self.store.index.embedder.embed(["warm up"])
 
-    def _mark(self) -> None:
+    def sync(self) -> None:
+        self.store.index.sync()
         self._facts_mtime = self._dir_mtime()
         self._last_full = time.monotonic()
 
@@ -153,37 +143,28 @@ class Memory:
             return None
 
     def fresh(self) -> Store:
-        """The store, synced with what changed on disk since the last call (module docstring)."""
+        """The store, synced with what changed on disk since the last call."""
         if not self.store.exists():
             raise UserError(f"no memcli store at {self.store.path} (create one with `memcli init`, "
                             "or point `memcli mcp` at one with --store DIR)")
         if self._dir_mtime() != self._facts_mtime or time.monotonic() - self._last_full >= FULL_SYNC_SECONDS:
-            self.store.index.sync()
-            self._mark()
+            self.sync()
         return self.store
-
-    def after_write(self) -> None:
-        self.store.index.sync()
-        self._mark()
 
     def briefs(self, items: list[Any]) -> list[Brief]:
         shorts = self.store.short_ids([m.id for it in items for m in (it.memory, *it.conflicts)])
         out = []
         for it in items:
-            b = self.brief(it.memory, shorts, it.score)
+            m: Record = it.memory
+            b: Brief = {"id": shorts.get(m.id, m.id), "date": str(m.created)[:10], "text": m.text,
+                        "origins": list(m.origins)}
+            if m.tags:
+                b["tags"] = list(m.tags)
+            if it.score is not None:
+                b["score"] = round(it.score, 3)
             if it.conflicts:
                 b["conflict"] = [{"id": shorts[c.id], "text": c.text} for c in it.conflicts]
             out.append(b)
-        return out
-
-    @staticmethod
-    def brief(rec: Record, shorts: dict[str, str], score: float | None = None) -> Brief:
-        out: Brief = {"id": shorts.get(rec.id, rec.id), "date": str(rec.created)[:10], "text": rec.text,
-                      "origins": list(rec.origins)}
-        if rec.tags:
-            out["tags"] = list(rec.tags)
-        if score is not None:
-            out["score"] = round(score, 3)
         return out
 
 
@@ -214,12 +195,8 @@ def _filters(tags: list[str] | None = None, since: str | None = None, project: s
 
 def build_server(store: Store, *, warm: bool = True) -> Any:
     """The MCP server for `store` (not started)."""
-    try:
-        from mcp.server.mcpserver import MCPServer as Server
-        from mcp.server.mcpserver.exceptions import ToolError
-    except ImportError:  # mcp 1.x
-        from mcp.server.fastmcp import FastMCP as Server
-        from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
     mem = Memory(store)
@@ -240,12 +217,12 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     def synced(fn: Callable[[Store], Any], write: bool) -> Any:
         out = fn(mem.fresh())
         if write:
-            mem.after_write()
+            mem.sync()
         return out
 
     async def call(fn: Callable[[Store], Any], *, write: bool = False) -> Any:
-        """`fn(store)` on the store's thread, the store synced with the disk first and the index after
-        a write; every failure becomes a ToolError with one readable line. A tool's body is this call."""
+        """`fn(store)` on the store's thread, synced before (and after a write); every failure is a
+        ToolError with one readable line."""
         try:
             future = pool.submit(synced, fn, write)
             pending.add(future)
@@ -253,18 +230,18 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
             return await asyncio.wrap_future(future)
         except (UserError, MemcliError, ValueError, LookupError) as e:
             raise ToolError(_message(e)) from None
-        except RuntimeError as e:
-            if "shutdown" in str(e):  # the client left: the pool stops taking work
-                raise ToolError("the server is shutting down") from None
-            raise ToolError(f"internal error: {type(e).__name__}: {_message(e)}") from None
         except Exception as e:  # noqa: BLE001 - never a traceback for a client's call
+            if isinstance(e, RuntimeError) and "shutdown" in str(e):  # the client left: the pool stops
+                raise ToolError("the server is shutting down") from None
             log.warning("memcli: internal error: %s: %s", type(e).__name__, _message(e))
             raise ToolError(f"internal error: {type(e).__name__}: {_message(e)}") from None
 
-    try:
-        server = Server("memcli", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
-    except TypeError:  # mcp 1.x: no version argument
-        server = Server("memcli", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MCPServer("memcli", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+
+    def writes(*, destructive: bool = False, idempotent: bool = True) -> Any:
+        return ToolAnnotations(readOnlyHint=False, destructiveHint=destructive, idempotentHint=idempotent,
+                               openWorldHint=False)
+
     read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
     @server.tool(description=(
@@ -275,8 +252,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
         "one with `update` or `forget`. Write self-contained statements (name the service, file or command). "
         "When memcli uses an LLM, the text is queued instead and this returns at once with `queued` and no "
         "decisions: a background worker decides, and the memories appear in `recall`/`recent` when done."),
-        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
-                                    openWorldHint=False))
+        annotations=writes())
     async def remember(
         text: Annotated[str, Field(description="What to remember: one or more self-contained statements.")],
         tags: Annotated[list[str] | None, Field(description="Optional tags, e.g. ['deploy', 'postgres'].")] = None,
@@ -336,8 +312,7 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     @server.tool(description="One memory in full (text, type, tags, origins, confidence, history, links), by "
                              "its short id as returned by recall/recent/list, its full id, or a unique prefix.",
                  annotations=read_only)
-    async def get(id: Annotated[str, Field(description="A memory's short id, full id or unique prefix.")],
-                  ) -> dict[str, Any]:
+    async def get(id: MemoryId) -> dict[str, Any]:
         return await call(lambda s: s.read(s.resolve(id)).to_dict())
 
     @server.tool(description="The most recently recorded current memories, newest first: what happened lately.",
@@ -364,11 +339,9 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     @server.tool(description=(
         "Correct a memory: replace its text with the right statement (the old text is kept in its "
         "history, so nothing is lost). Tags given are added. Use it when a recalled memory is out of date "
-        "or imprecise; use `forget` when it is simply wrong."),
-        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
-                                    openWorldHint=False))
+        "or imprecise; use `forget` when it is simply wrong."), annotations=writes())
     async def update(
-        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
+        id: MemoryId,
         text: Annotated[str, Field(description="The corrected, self-contained statement.")],
         tags: Annotated[list[str] | None, Field(description="Tags to add.")] = None,
     ) -> Updated:
@@ -385,11 +358,9 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     @server.tool(description=(
         "Remove a memory that is wrong or obsolete. It goes to the trash with your reason (a person can "
         "restore it with `memcli restore`); nothing is erased. If it was replaced by a better statement, "
-        "`remember` that one too (or use `update`)."),
-        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
-                                    openWorldHint=False))
+        "`remember` that one too (or use `update`)."), annotations=writes(destructive=True))
     async def forget(
-        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
+        id: MemoryId,
         reason: Annotated[str, Field(description="Why it is wrong or obsolete (kept with it in the trash).")],
     ) -> Forgotten:
         def work(s: Store) -> Forgotten:
@@ -404,11 +375,9 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
     @server.tool(description=(
         "Tell memcli whether a memory you used was useful or wrong. 'useful' raises its confidence and counts "
         "as a use (it ranks higher next time); 'wrong' lowers its confidence. For a memory that is plainly "
-        "false or obsolete, use `update` or `forget` instead."),
-        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,
-                                    openWorldHint=False))
+        "false or obsolete, use `update` or `forget` instead."), annotations=writes(idempotent=False))
     async def feedback(
-        id: Annotated[str, Field(description="The memory's short id, full id or unique prefix.")],
+        id: MemoryId,
         verdict: Annotated[Literal["useful", "wrong"], Field(description="useful | wrong")],
     ) -> Rated:
         def work(s: Store) -> Rated:
@@ -455,9 +424,8 @@ def build_server(store: Store, *, warm: bool = True) -> Any:
 
 
 def serve(store: Store) -> None:
-    """Run over stdio until the client closes the connection. A client that leaves with calls
-    pending (both pipes closed) ends the server quietly: queued calls are dropped, a running one
-    is not waited for (its write is atomic: nothing half-done stays behind)."""
+    """Run over stdio until the client leaves; then queued calls are dropped and a running one is
+    not waited for (its write is atomic)."""
     server = build_server(store)
     pool, pending = server._memcli_pool, server._memcli_pending
     with contextlib.suppress(BaseException):  # the client went away, mid-call or not: nothing to say

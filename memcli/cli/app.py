@@ -97,20 +97,15 @@ Create = Annotated[bool, typer.Option("--create", help="Create the --store direc
 NoRedact = Annotated[bool, typer.Option("--no-redact", help="Do not scrub secrets and personal data.")]
 
 
-def check_type(type_: str | None) -> None:
-    if type_ is not None and type_ not in MemoryType.values():
-        bad_usage(f"--type must be one of {', '.join(MemoryType.values())}")
-
-
-def check_format(fmt: str | None) -> None:
-    if fmt is not None and fmt not in ExportFormat.values():
-        bad_usage(f"--format must be one of {', '.join(ExportFormat.values())}")
+def check_choice(flag: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        bad_usage(f"{flag} must be one of {', '.join(choices)}")
 
 
 def _filters(tag: list[str] | None, type_: str | None, user: str | None, project: str | None,
              since: str | None, until: str | None, *, current: bool = False) -> Filters:
     """The filter options (Tags ... Until) as `Filters`; `--project .` is this repository's project."""
-    check_type(type_)
+    check_choice("--type", type_, MemoryType.values())
     if project == ".":
         project = git_project()
         if project is None:
@@ -195,7 +190,7 @@ def add(
     """Turn text (a conversation, a note, a commit message) into memories."""
     if no_llm and (use_llm or model):
         bad_usage("--no-llm conflicts with --llm/--model")
-    check_type(type_)
+    check_choice("--type", type_, MemoryType.values())
     if batch is not None and text:
         bad_usage("--batch reads its inputs from FILE; do not pass text too")
     if spool and (dry_run or batch is not None):
@@ -287,9 +282,7 @@ def search(
     if batch:
         queries = [q.strip() for q in read_stdin().splitlines() if q.strip()]
     else:
-        q = " ".join(query or []).strip()
-        if not q or q == "-":
-            q = read_text(None if not query else ["-"], "query").strip()
+        q = read_text(query, "query").strip()
         if not q:
             bad_usage("empty query")
         queries = [q]
@@ -497,7 +490,7 @@ def export_(
 ) -> None:
     """Write memories as json, jsonl, md or csv (superseded ones only with --all); every format
     imports back (`memcli import`)."""
-    check_format(fmt)
+    check_choice("--format", fmt, ExportFormat.values())
     store = synced(get_store())
     flt = _filters(tag, type_, user, project, since, until, current=not all_)
     if output is None or str(output) == "-":
@@ -532,7 +525,7 @@ def import_(
     matter optional). Streams files of any size; each record's text is limited to 10 MB."""
     if from_ is not None:  # a conversation: through the session step (memcli/ops/sessions.py)
         return _import_conversations(file, from_, create, as_json, redact=not no_redact)
-    check_format(fmt)
+    check_choice("--format", fmt, ExportFormat.values())
     if file != "-" and not Path(file).exists():  # checked before the store is touched
         fail(f"cannot read {file}: no such file or directory")
     store = get_store(must_exist=False, create=create, bulk=True)
@@ -550,8 +543,7 @@ def import_(
 
 def _import_conversations(file: str, kind: str, create: bool, as_json: bool, *, redact: bool) -> None:
     """`import --from`: the export is read and checked (Store.conversations) before the store is touched."""
-    if kind not in IMPORT_KINDS:
-        bad_usage(f"--from must be one of {', '.join(IMPORT_KINDS)}")
+    check_choice("--from", kind, IMPORT_KINDS)
     name, conversations = (Store.conversations(kind, text=read_stdin()) if file == "-"
                            else Store.conversations(kind, file))
     store = get_store(must_exist=False, create=create)
@@ -609,9 +601,8 @@ def doctor(
 
 # ---------------------------------------------------------------- curation
 def _provisional_note(store: Store) -> int:
-    """After a curation commit: one line on stderr when merged memories were indexed with a
-    provisional vector (see memcli/ops/changes.py PROVISIONAL_MIN), saying how they become exact.
-    Returns how many there are."""
+    """After a curation commit: how many merged memories have a provisional vector, and a note saying
+    how they become exact."""
     n = store.provisional_count()
     if n:
         how = {"off": "run `memcli reindex --provisional` to compute their exact ones",
@@ -673,7 +664,7 @@ def prune(
     as_json: Json = False,
 ) -> None:
     """Move stale memories to the trash (criteria combine with AND)."""
-    check_type(type_)
+    check_choice("--type", type_, MemoryType.values())
     if not (older_than or unused or min_confidence is not None):
         bad_usage("prune needs a criterion", hint="give --older-than, --unused or --min-confidence")
     result = synced(get_store()).prune(older_than=older_than, unused=unused, min_confidence=min_confidence,
@@ -761,10 +752,10 @@ def ask(
     spinner = render.Spinner("thinking")  # on stderr, only on a terminal, gone at the first token
     if as_json:
         text = "".join(spinner.wrap(answer.stream())).strip()
-        cited = answer.cited(text)
+        cited = answer.cited()
         return emit_json({"question": answer.question, "answer": text, "cited": cited,
-                          "header_echo": answer.header_echo(text), "matched": [] if cited else answer.matched(text),
-                          "unknown_citations": answer.unknown_citations(text), "memories": records,
+                          "header_echo": answer.header_echo(), "matched": [] if cited else answer.matched(),
+                          "unknown_citations": answer.unknown_citations(), "memories": records,
                           "llm": answer.usage()})
     printed = False
     try:
@@ -909,10 +900,8 @@ def hooks_install(
     as_json: Json = False,
 ) -> None:
     """Install (or remove) memcli's git hooks or Claude Code session hooks."""
-    if target not in ("git", "claude-code"):
-        bad_usage("TARGET must be git or claude-code")
-    if scope not in ("project", "local", "user"):
-        bad_usage("--scope must be project, local or user")
+    check_choice("TARGET", target, ("git", "claude-code"))
+    check_choice("--scope", scope, ("project", "local", "user"))
     if not uninstall:  # the store the hooks will write to must exist: installing is the deliberate step
         where = resolve(state.store_path)
         if where.explicit and not where.path.exists():

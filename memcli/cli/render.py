@@ -1,10 +1,6 @@
-"""How the command line shows things: errors, JSON documents, and rows that fit the terminal.
-
-The CLI parses and calls the library; everything about *presentation* lives here, so that every
-command prints errors the same way (`memcli: error: ...` plus an optional `hint:` line, and with
-`--json` a JSON object on stderr too), every JSON document carries a `schema` version and
-snake_case keys, and memory text is printed literally (never through rich markup, never
-re-wrapped mid-word).
+"""How the command line shows things, the same for every command: errors (`memcli: error: ...`, a
+`hint:`), JSON documents with a `schema` version, rows that fit the terminal, and memory text printed
+literally (never as markup, never cut mid-word).
 """
 
 from __future__ import annotations
@@ -31,27 +27,23 @@ OK, ERROR, USAGE, INTERRUPTED = (int(s) for s in (ExitStatus.OK, ExitStatus.ERRO
                                                   ExitStatus.INTERRUPTED))
 
 
-
 # ---------------------------------------------------------------- errors
 def error(message: str, *, hint: str | None = None, code: int = ERROR, as_json: bool = False,
           kind: str | None = None) -> None:
-    """Write one error to stderr: `memcli: error: ...`, an optional `hint: ...`, and with
-    `as_json` a JSON object `{"error", "code", "kind", "hint", "schema"}` as the last line."""
+    """One error on stderr: `memcli: error: ...`, an optional `hint: ...`, and with `as_json` a JSON
+    object `{"error", "code", "kind", "hint", "schema"}` as the last line."""
     first = " ".join(message.strip().split("\n")[0].split()) or "unknown error"
     lines = [f"memcli: error: {first}"]
     if hint:
         lines.append(f"hint: {' '.join(hint.split())}")
     if as_json:
-        doc: dict[str, Any] = {"schema": JSON_SCHEMA, "error": first, "code": code, "kind": kind or _kind(code)}
+        kind = kind or {USAGE: "usage", INTERRUPTED: "interrupted"}.get(code, "error")
+        doc: dict[str, Any] = {"schema": JSON_SCHEMA, "error": first, "code": code, "kind": kind}
         if hint:
             doc["hint"] = " ".join(hint.split())
         lines.append(json.dumps(doc, ensure_ascii=False))
     sys.stderr.write("\n".join(lines) + "\n")
     sys.stderr.flush()
-
-
-def _kind(code: int) -> str:
-    return {ERROR: "error", USAGE: "usage", INTERRUPTED: "interrupted"}.get(code, "error")
 
 
 def usage_error(message: str, command_path: str | None = None) -> tuple[str, str | None]:
@@ -75,22 +67,14 @@ def usage_error(message: str, command_path: str | None = None) -> tuple[str, str
 
 
 # ---------------------------------------------------------------- JSON
-def document(data: Any, **envelope: Any) -> dict[str, Any]:
-    """A JSON document: `schema` first, then the command's own keys (data must be a mapping)."""
-    if not isinstance(data, dict):
-        raise TypeError("a JSON document is an object")
-    return {"schema": JSON_SCHEMA, **envelope, **data}
-
-
-def emit_json(data: dict[str, Any], *, stream: Any = None) -> None:
-    """One JSON document on stdout, with the schema version."""
-    out = stream or sys.stdout
-    out.write(json.dumps(document(data), ensure_ascii=False, indent=1) + "\n")
+def emit_json(data: dict[str, Any]) -> None:
+    """One JSON document on stdout, `schema` first."""
+    sys.stdout.write(json.dumps({"schema": JSON_SCHEMA, **data}, ensure_ascii=False, indent=1) + "\n")
 
 
 def json_line(data: dict[str, Any]) -> str:
-    """One JSON document on one line (for --batch and other JSON-lines output)."""
-    return json.dumps(document(data), ensure_ascii=False) + "\n"
+    """One JSON document on one line (for JSON-lines output)."""
+    return json.dumps({"schema": JSON_SCHEMA, **data}, ensure_ascii=False) + "\n"
 
 
 # ---------------------------------------------------------------- terminal
@@ -124,15 +108,17 @@ def short(text: str, width: int = 160) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
-def is_terminal(stream: Any) -> bool:
-    """Whether `stream` is a person's terminal (caps, colours, spinners) rather than a pipe or a
-    file. `MEMCLI_FORCE_TTY=1` makes tests see a terminal."""
-    if os.environ.get("MEMCLI_FORCE_TTY") == "1":
-        return True
+def _isatty(stream: Any) -> bool:
     try:
-        return stream.isatty()
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def is_terminal(stream: Any) -> bool:
+    """Whether `stream` is a person's terminal rather than a pipe or a file (`MEMCLI_FORCE_TTY=1`
+    makes tests see one)."""
+    return os.environ.get("MEMCLI_FORCE_TTY") == "1" or _isatty(stream)
 
 
 def stdout_is_terminal() -> bool:
@@ -140,13 +126,12 @@ def stdout_is_terminal() -> bool:
 
 
 def output_width(piped: int = 10_000) -> int:
-    """The width to fit on stdout: the terminal's, or `piped` for a pipe or a file (scripts get whole lines)."""
+    """The width to fit on stdout: the terminal's, or `piped` (scripts get whole lines)."""
     return terminal_width() if stdout_is_terminal() else piped
 
 
 def wrap(text: str, width: int, indent: str = "") -> list[str]:
-    """Word-wrap one paragraph into lines of at most `width` columns; never splits a word unless the
-    word alone is wider than a line."""
+    """Word-wrap one paragraph into `width` columns, splitting only a word wider than a line."""
     words, lines, line = text.split(), [], ""
     room = max(10, width - cell_width(indent))
     for w in words:
@@ -202,8 +187,7 @@ def blocks(text: str) -> list[tuple[str, str]]:
 
 
 def body_lines(text: str, width: int, indent: str = "  ", max_lines: int | None = None) -> list[str]:
-    """A memory's text for a listing: paragraphs word-wrapped, code blocks kept as code (line by
-    line, clipped, never joined into one line). Literal: nothing is interpreted as markup."""
+    """A memory's text for a listing: paragraphs word-wrapped, code blocks kept line by line, clipped."""
     lines: list[str] = []
     for kind, piece in blocks(text):
         if kind == "code":
@@ -243,15 +227,10 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-# ---------------------------------------------------------------- colour (terminal only, NO_COLOR respected)
-def colour_enabled(stream: Any = None) -> bool:
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    s = stream or sys.stdout
-    try:
-        return bool(s.isatty())
-    except (AttributeError, ValueError):
-        return False
+# ---------------------------------------------------------------- colour
+def colour_enabled() -> bool:
+    """Colours on a real terminal only, unless NO_COLOR or TERM=dumb."""
+    return not (os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb") and _isatty(sys.stdout)
 
 
 _STYLES = {"dim": "2", "bold": "1", "cyan": "36", "green": "32", "yellow": "33", "red": "31", "magenta": "35"}
@@ -264,8 +243,8 @@ def style(text: str, name: str, enabled: bool) -> str:
 
 # ---------------------------------------------------------------- list
 def list_rows(records: Sequence[Memory], width: int, short: dict[str, str], colour: bool = False) -> list[str]:
-    """One row per memory that fits `width` columns: short id, date, type, text clipped at a word
-    boundary, tags. A memory's code blocks follow its row as code (indented), never flattened."""
+    """One row per memory in `width` columns: short id, date, type, text clipped at a word, tags;
+    its code blocks follow as code, never flattened."""
     if not records:
         return []
     id_w = max(cell_width(short.get(r.id, r.id)) for r in records)
@@ -338,15 +317,13 @@ def list_tsv(records: Sequence[Memory]) -> list[str]:
 # ---------------------------------------------------------------- search
 def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: bool = False,
                explain: dict[str, float] | None = None) -> list[str]:
-    """One search result: a header line (score, id, type, tags) and the text, wrapped at words,
-    code blocks kept as code. Literal text: nothing in it is markup."""
+    """One search result: a header line (score, id, type, tags), then the text (`body_lines`)."""
     tags = " ".join("#" + t for t in rec.tags)
     head_plain = f"{score:.3f}  {short_id}  {rec.type}"
     tags = clip(tags, max(0, width - cell_width(head_plain) - 2)) if tags else ""
     head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  {rec.type}"
             + (f"  {style(tags, 'cyan', colour)}" if tags else ""))
-    lines = [head]
-    lines.extend(body_lines(rec.text, width, "  ", max_lines=12))
+    lines = [head, *body_lines(rec.text, width, "  ", max_lines=12)]
     if explain:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in explain.items())
         lines.extend(style(x, "dim", colour) for x in wrap(parts, width, "  "))
@@ -355,8 +332,7 @@ def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: boo
 
 # ---------------------------------------------------------------- spinner
 class Spinner:
-    """A spinner on stderr while waiting (e.g. for an LLM's first token); nothing when stderr is not
-    a terminal. `wrap(iterator)` stops it at the first item; the line is cleared when it stops."""
+    """A spinner on a terminal's stderr while waiting; `wrap(iterator)` clears it at the first item."""
 
     FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -408,13 +384,8 @@ def describe(entry: dict[str, Any]) -> str:
         parts.append(str(entry["text"]))
     elif entry.get("old") and event != "UPDATE":
         parts.append(str(entry["old"]))
-    for key in ("sources", "ids"):
-        if entry.get(key):
-            parts.append(f"{key}: {', '.join(map(str, entry[key]))}")
-    if entry.get("detail"):
-        parts.append(str(entry["detail"]))
-    if entry.get("file"):
-        parts.append(str(entry["file"]))
+    parts += [f"{key}: {', '.join(map(str, entry[key]))}" for key in ("sources", "ids") if entry.get(key)]
+    parts += [str(entry[key]) for key in ("detail", "file") if entry.get(key)]
     origin = entry.get("origin")
     if origin:
         parts.append("from " + (", ".join(origin) if isinstance(origin, list) else str(origin)))
@@ -443,9 +414,8 @@ _EVENT_COLOURS = {"ADD": "green", "UPDATE": "yellow", "DELETE": "red", "NONE": "
 
 
 def add_lines(result: Any, shorts: dict[str, str], *, verbose: bool = False) -> list[str]:
-    """An add's result (`AddResult`), one line per fact: event, id (`shorts`: short ids, else the
-    full ones), text; then what it was decided against and why. Memory text is printed literally
-    and clipped at a word to the terminal (piped, whole)."""
+    """An `AddResult`, one line per fact: event, id (short if in `shorts`), text; then what it was
+    decided against and why."""
     colour = colour_enabled()
     room = max(20, output_width() - 34)
     id_w = max((len(v) for v in shorts.values()), default=26) if shorts else 26

@@ -1,11 +1,6 @@
-"""How the command line runs a command, whatever the command: the store it works on, errors
-turned into one line and an exit code, a damaged index healed and the command run again, progress
-bars, standard input read once. The commands themselves (memcli/cli/app.py) parse, make one
-`memcli.Store` call and render (memcli/cli/render.py).
-
-Data goes to stdout (rich text for people, one JSON document with `--json`); messages and
-progress go to stderr. Errors are one line on stderr and exit 1 (`--debug` shows the traceback);
-usage errors exit 2.
+"""How the command line runs any command: the store it works on, errors as one line on stderr and an
+exit status (2 for usage), a damaged index healed and the command run again, progress bars, stdin
+read once. Data goes to stdout, messages and progress to stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +9,7 @@ import atexit
 import contextlib
 import gc
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -29,18 +25,8 @@ from memcli.core.memory import encodable
 from memcli.core.notices import drain, notice
 from memcli.core.text import snake
 
-# Flag advice the CLI adds to a library error, by error type and command (the library's messages
-# name no flags: the Python API has none).
-_ADVICE: dict[type[MemcliError], dict[str, str]] = {
-    LLMNotConfigured: {"add": "or use --no-llm", "merge": "or merge with --no-llm", "ask": "or pass --model"},
-}
-
-
-def _advice(e: MemcliError, command: str | None) -> str:
-    for kind, by_command in _ADVICE.items():
-        if isinstance(e, kind) and command in by_command:
-            return f", {by_command[command]}"
-    return ""
+# The flag a command adds to LLMNotConfigured's message (the library's messages name no flags)
+_NO_LLM_ADVICE = {"add": "or use --no-llm", "merge": "or merge with --no-llm", "ask": "or pass --model"}
 
 try:  # typer >= 0.20 vendors its own click
     from typer import _click as click
@@ -66,12 +52,11 @@ def _global_options(
     debug: bool = typer.Option(False, "--debug", expose_value=False, callback=_set_debug,
                                help="Show tracebacks on errors."),
 ) -> None:
-    """A template: its options are given to the root and every subcommand (see _add_global_params)."""
+    """A template: its options are given to the root and every subcommand (_add_global_params)."""
 
 
 def _global_params() -> list[Any]:
-    """--store and --debug as click parameters (typer builds them from the template), accepted
-    before the subcommand and after it (`memcli export --store X`)."""
+    """--store and --debug as click parameters, accepted before the subcommand and after it."""
     template = typer.Typer()
     template.command()(_global_options)
     return [p for p in typer.main.get_command(template).params if p.name in ("store", "debug")]
@@ -108,8 +93,7 @@ def _argument_name(p: Any) -> str:
 
 
 def _add_global_params(cmd: Any) -> None:
-    """Give every subcommand (and sub-subcommand) the global options, unless it has its own,
-    and plain help (_Command)."""
+    """Give every subcommand the global options (unless it has its own) and plain help (_Command)."""
     for sub in getattr(cmd, "commands", {}).values():
         if type(sub) is typer.core.TyperCommand:
             sub.__class__ = _Command
@@ -123,46 +107,23 @@ def _add_global_params(cmd: Any) -> None:
 
 def _hoist_json(args: list[str], root: Any) -> list[str]:
     """`memcli --json list` means `memcli list --json`: move a --json given before the subcommand
-    to after it (before any `--`), where the subcommand's own --json takes it."""
+    to after it (before any `--`)."""
     value_opts = {o for p in root.params if not getattr(p, "is_flag", False) for o in getattr(p, "opts", [])}
-    i = 0
-    found = None
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            break
-        if a == "--json":
+    i, found = 0, None
+    while i < len(args) and args[i] != "--" and args[i].startswith("-"):  # up to the subcommand
+        if args[i] == "--json":
             found = i
-        elif a in value_opts:
-            i += 1
-        elif not a.startswith("-"):
-            break  # the subcommand
-        i += 1
+        i += 2 if args[i] in value_opts else 1
     if found is None or i >= len(args) or args[i] == "--":
         return args
-    rest = args[:found] + args[found + 1:]
-    tail = rest[i - 1:]  # from the subcommand on
-    cut = i - 1 + tail.index("--") if "--" in tail else len(rest)
-    return [*rest[:cut], "--json", *rest[cut:]]
-
-
-def _wants_json(args: list[str]) -> bool:
-    return "--json" in (args[: args.index("--")] if "--" in args else args)
-
-
-def _first_sentence(text: str) -> str:
-    import re
-
-    first = " ".join(text.strip().split("\n\n")[0].split())
-    m = re.match(r"(.+?[.!?])(?:\s|$)", first)
-    return m.group(1) if m else first
+    rest = args[i:]
+    cut = rest.index("--") if "--" in rest else len(rest)
+    return [*args[:found], *args[found + 1:i], *rest[:cut], "--json", *rest[cut:]]
 
 
 class Group(typer.core.TyperGroup):
-    """The root command. It renders every error the same way for every entry point (console
-    script, `python -m memcli`, Typer's test runner): `memcli: error: ...` + optional `hint:`
-    on stderr (and a JSON object with --json); exit 1 for errors, 2 for usage, 130 on Ctrl-C.
-    It also gives itself and every subcommand the global options (--store, --debug)."""
+    """The root command: every error rendered the same way whatever the entry point (console script,
+    `python -m memcli`, Typer's test runner); exit 1 for errors, 2 for usage, 130 on Ctrl-C."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -174,7 +135,9 @@ class Group(typer.core.TyperGroup):
         for name in self.list_commands(ctx):
             cmd = self.get_command(ctx, name)
             if cmd is not None and not cmd.short_help and cmd.help:
-                cmd.short_help = _first_sentence(cmd.help)
+                first = " ".join(cmd.help.strip().split("\n\n")[0].split())
+                m = re.match(r"(.+?[.!?])(?:\s|$)", first)
+                cmd.short_help = m.group(1) if m else first
         super().format_commands(ctx, formatter)
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
@@ -190,7 +153,7 @@ class Group(typer.core.TyperGroup):
                 return render.USAGE
             sys.exit(render.USAGE)
         args = _hoist_json(args, self)
-        state.json_errors = _wants_json(args)
+        state.json_errors = "--json" in (args[: args.index("--")] if "--" in args else args)
         state.debug = "--debug" in args
         try:
             rv = super().main(args=args, prog_name=prog_name or "memcli", complete_var=complete_var,
@@ -216,9 +179,8 @@ class Group(typer.core.TyperGroup):
         sys.exit(code)
 
     def _invoke_healing(self, ctx: Any) -> Any:
-        """Run the command; if the index catalog turns out to be damaged past what `sync` reads
-        (a garbled page met by a search), drop it and run the command once more on a catalog
-        rebuilt from facts/ (stdin is kept for the second run): a healed store, the same answer."""
+        """Run the command; if it meets a damaged catalog page that `sync` did not (a search), drop
+        the index and run it once more on one rebuilt from facts/ (stdin is kept for that run)."""
         saved = (list(getattr(ctx, "_protected_args", [])), list(ctx.args))  # invoke() consumes them
         try:
             return super().invoke(ctx)
@@ -251,13 +213,13 @@ def _explained(e: BaseException, command: str | None) -> tuple[str, str | None, 
     """An expected failure as one line, a hint, the exit status and its kind (for --json)."""
     if isinstance(e, MemcliError):
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"{msg}{_advice(e, command)}", e.hint, int(e.exit_status), snake(type(e).__name__)
+        if isinstance(e, LLMNotConfigured) and command in _NO_LLM_ADVICE:
+            msg += f", {_NO_LLM_ADVICE[command]}"
+        return msg, e.hint, int(e.exit_status), snake(type(e).__name__)
     if isinstance(e, OSError):  # a full disk, a read-only store, a permission: the system's words
         return f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}", None, render.ERROR, "os_error"
     # sqlite3.Error: the index could not be read or written (disk full, I/O error)
     return f"index: {str(e).splitlines()[0] if str(e) else type(e).__name__}", None, render.ERROR, "index_error"
-
-
 
 
 class _State:
@@ -289,8 +251,8 @@ def note(message: str) -> None:
 
 def respond(as_json: bool, doc: dict[str, Any], lines: Iterable[str] = (), notes: Iterable[str] = (), *,
             failed: bool = False) -> None:
-    """How most commands end: with --json the one JSON document, else `lines` on stdout and
-    `notes` on stderr; then exit 1 if `failed` (after the output, so that a script has both)."""
+    """How most commands end: the JSON document, or `lines` on stdout and `notes` on stderr; then
+    exit 1 if `failed` (after the output, so that a script has both)."""
     if as_json:
         render.emit_json(doc)
     else:
@@ -301,19 +263,19 @@ def respond(as_json: bool, doc: dict[str, Any], lines: Iterable[str] = (), notes
 
 
 def exit_if_failed(failed: bool) -> None:
-    """Exit 1, with nothing more said, when part of the command's work failed (it said what)."""
+    """Exit 1, saying nothing more, when part of the command's work failed (it said what)."""
     if failed:
         raise typer.Exit(render.ERROR)
 
 
 def piped_stdin() -> Any:
-    """Standard input as a binary stream, or no bytes when it is a terminal (a hook's input is piped)."""
+    """Standard input as a binary stream, or no bytes when it is a terminal."""
     return sys.stdin.buffer if sys.stdin is not None and not sys.stdin.isatty() else b""
 
 
 def llm_progress() -> Any:
-    """For a person at a terminal: which request is waiting on the model (a local model can take
-    a minute), then how long it took; one line each on stderr."""
+    """For a person at a terminal: which request waits on the model (a local one can take a minute),
+    then how long it took."""
     import time
 
     started: list[float] = []
@@ -331,10 +293,8 @@ def llm_progress() -> Any:
 
 
 def get_store(*, must_exist: bool = True, create: bool = False, bulk: bool = False, unsafe_ok: bool = False) -> Store:
-    """The store this command works on. A store named by --store that does not
-    exist is an error (a typo must not create a store) unless `create`; the global store is
-    created by the first write. A bulk load (`import`, `add --batch`) fills a store it may create,
-    like a restore into a new directory (`memcli --store new import backup.jsonl`): it says so."""
+    """The store this command works on. One named by --store that does not exist is an error (a typo
+    must not create a store) unless `create` or a `bulk` load (a restore into a new directory)."""
     if state.store is None:
         where = resolve(state.store_path)
         path = where.path
@@ -364,43 +324,33 @@ def synced(store: Store) -> Store:
     return store
 
 
-class _Bar:
-    """A rich progress bar on stderr, shown only on a terminal and only for long jobs."""
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback (done, total) drawing a bar on a terminal's stderr once a job has 200
+    steps or more; None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    bar: list[Any] = []  # [progress, task], once the job is long enough to show
 
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self._progress: Any = None
-        self._task: Any = None
-
-    def update(self, done: int, total: int) -> None:
-        if self._progress is None:
+    def update(done: int, total: int) -> None:
+        if not bar:
             if total < 200:
                 return
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self._progress = Progress(
-                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                console=Console(stderr=True), transient=True,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(self.label, total=total)
-        self._progress.update(self._task, completed=done, total=total)
+            progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            progress.start()
+            bar[:] = [progress, progress.add_task(label, total=total)]
+        bar[0].update(bar[1], completed=done, total=total)
 
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-
-@contextlib.contextmanager
-def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress callback (done, total) drawing a bar on a terminal's stderr, else None."""
-    bar = _Bar(label) if sys.stderr.isatty() else None
     try:
-        yield bar.update if bar else None
+        yield update
     finally:
         if bar:
-            bar.close()
+            bar[0].stop()
 
 
 def read_text(args: list[str] | None, what: str = "text") -> str:
@@ -413,7 +363,7 @@ def read_text(args: list[str] | None, what: str = "text") -> str:
 
 
 def read_stdin() -> str:
-    """All of stdin as text, read only up to the input limit, decoded strictly (one-line errors)."""
+    """All of stdin as text (`read_stream`), read once per command."""
     if state.stdin_text is None:
         state.stdin_text = read_stream(sys.stdin)
     return state.stdin_text
@@ -439,14 +389,9 @@ def main(app: Any) -> None:
 
 
 def _skip_final_collection() -> None:
-    """The process ends with the command: Python's last garbage collection at exit walks every
-    object the command made (the embedding model's included) to free memory the system takes
-    back anyway: a cold `memcli search` pays ~0.3 s more CPU without this (docs/layers.md).
-    Objects frozen (`gc.freeze`) are left out of that walk.
-    Registered before the command runs, the freeze comes after the exit handlers the command's
-    own work registers (those of modules imported earlier run after it), and teardown still frees
-    what reference counts hold (files flushed and closed, SQLite connections closed); only
-    garbage in reference cycles is left to the system. Once per process (tests call main often)."""
+    """Freeze the objects at exit so that Python's last collection does not walk them (the model's
+    included) to free memory the system takes back anyway: ~0.3 s of a cold search (docs/layers.md).
+    Registered first, it runs after the command's own exit handlers; once per process."""
     global _final_collection_skipped
     if not _final_collection_skipped:
         atexit.register(gc.freeze)

@@ -39,15 +39,14 @@ def stats(store: Store) -> dict[str, Any]:
     tags: Counter[str] = Counter()
     projects: Counter[str] = Counter()
     users: Counter[str] = Counter()
-    oldest = newest = None
+    dates = []
     for m in index.select():
         types[m.type or "?"] += 1
         tags.update(m.tags)
         projects[m.project or "(none)"] += 1
         users[m.user or "(none)"] += 1
-        created = m.created
-        oldest = created if oldest is None or (created and created < oldest) else oldest
-        newest = created if newest is None or (created and created > newest) else newest
+        if m.created:
+            dates.append(m.created)
     return {
         "store": str(store.path),
         "memories": index.count(),
@@ -56,8 +55,8 @@ def stats(store: Store) -> dict[str, Any]:
         "top_tags": _counts(tags.most_common(10)),
         "projects": _counts(projects.most_common(10)),
         "users": _counts(users.most_common(10)),
-        "oldest": oldest,
-        "newest": newest,
+        "oldest": min(dates, default=None),
+        "newest": max(dates, default=None),
         "trash": len(list(store.trash_dir.glob("*.md"))) if store.trash_dir.is_dir() else 0,
         "inbox": len(list(store.inbox_dir.glob("*.json"))) if store.inbox_dir.is_dir() else 0,
         "malformed_files": len(index.bad_files()),
@@ -70,9 +69,8 @@ def stats(store: Store) -> dict[str, Any]:
 
 
 def hook_errors(store: Store) -> dict[str, Any] | None:
-    """What the git hooks of the store's repository logged (a read-only store, a full disk, a
-    missing interpreter): the hook never fails the commit, so this is where a user learns that a
-    commit's memory was not made. A warning with the last line; None outside a git repository."""
+    """What the git hooks of the store's repository logged: a hook never fails the commit, so this is
+    where a user learns that a commit's memory was not made. None outside a git repository."""
     repo = discovery.repo(store.path)
     if repo is None:
         return None
@@ -94,10 +92,8 @@ def _tail(line: str, n: int = 120) -> str:
 
 
 def unknown_commits(store: Store) -> dict[str, Any] | None:
-    """Memories whose `git:<sha>` origins name commits the store's repository lacks (a rebase or
-    force-push dropped them, or they came from another clone): a warning, never a failure, since
-    the memory itself is fine. None when the store is not in a git repository or git is missing.
-    One `git cat-file --batch-check` process answers for every origin."""
+    """A warning for memories whose `git:<sha>` origins name commits the repository lacks (rebased,
+    force-pushed, another clone's), from one `git cat-file --batch-check`; None without git."""
     repo = discovery.repo(store.path)
     if repo is None:
         return None
@@ -130,8 +126,7 @@ def unknown_commits(store: Store) -> dict[str, Any] | None:
 
 
 def doctor(store: Store, *, fix: bool = False) -> list[dict[str, Any]]:
-    """Every check, each {check, ok, detail}; no check raises. `fix` repairs what is damaged
-    (see memcli.ops.repair) before the index is checked."""
+    """Every check, each {check, ok, detail}; none raises. `fix` repairs what is damaged first."""
     checks: list[dict[str, Any]] = []
 
     def check(name: str, ok: bool, detail: str) -> None:

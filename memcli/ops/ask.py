@@ -1,8 +1,5 @@
-"""Ask: answer a question from the top memories with the LLM, citing memory ids.
-
-The library owns the whole decision (which memories, whether to call the model at all, what is
-redacted before it leaves, which ids the answer cites, what it cost), so the Python API asks
-exactly like `memcli ask`; the CLI only streams `Answer.pieces` and prints.
+"""Ask: answer a question from the top memories with the LLM, citing memory ids. The library decides
+everything (which memories, whether to call the model, what is redacted); the CLI only streams.
 """
 
 from __future__ import annotations
@@ -21,12 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Answer:
-    """One question and what memory makes of it.
-
-    `pieces` streams the model's answer (empty when no request is made: no LLM configured, or no
-    memory matched; `error` says which). Read `text` after the stream is consumed; `cited()` and
-    `usage()` are valid then too.
-    """
+    """One question and what memory makes of it: `stream()` the answer (nothing when `error` says no
+    request was made), then read `text`, `cited()` and `usage()`."""
 
     question: str
     hits: list[Hit]
@@ -39,7 +32,7 @@ class Answer:
     _parts: list[str] = field(default_factory=list)
 
     def stream(self) -> Iterator[str]:
-        """The answer as it is produced (collected into `text` as it goes)."""
+        """The answer as it is produced, collected into `text`."""
         for piece in self.pieces:
             self._parts.append(piece)
             yield piece
@@ -48,14 +41,10 @@ class Answer:
     def text(self) -> str:
         return "".join(self._parts)
 
-    def cited(self, answer: str | None = None) -> list[str]:
-        """The retrieved memories' ids the answer mentions, in order of first mention; each one
-        cited counts as a use, once (it ranks a little higher next time, as feedback would).
-
-        A unique prefix of 8+ characters counts (small models shorten ids: "[01J9Z3K5]"); an id
-        that was never given to the model does not (see `unknown_citations`)."""
-        text = self.text if answer is None else answer
-        found = {h.id: _mention(text, h.id, [o.id for o in self.hits]) for h in self.hits}
+    def cited(self) -> list[str]:
+        """The retrieved memories' ids the answer mentions (a unique 8+ character prefix counts: small
+        models shorten ids), in order; each counts as a use, once."""
+        found = {h.id: _mention(self.text, h.id, [o.id for o in self.hits]) for h in self.hits}
         ids = sorted((i for i, pos in found.items() if pos >= 0), key=found.__getitem__)
         if self._store is not None and not self._counted:
             from memcli.ops.search import Usage
@@ -64,28 +53,24 @@ class Answer:
             self._counted = True
         return ids
 
-    def header_echo(self, answer: str | None = None) -> bool:
-        """Whether the answer only repeats a memory's header (its id and "(type: ..., tags: ...,
-        created: ...)") and says nothing: measured, the 0.5B model did so for 2 of 4 questions."""
-        text = self.text if answer is None else answer
-        rest = _META.sub(" ", _CITATION.sub(" ", text))
-        return bool(text.strip()) and not re.search(r"[^\W_]{2,}", rest)
+    def header_echo(self) -> bool:
+        """Whether the answer only repeats a memory's header ("[id] (type: ..., tags: ...)"), as small
+        models do."""
+        rest = _META.sub(" ", _CITATION.sub(" ", self.text))
+        return bool(self.text.strip()) and not re.search(r"[^\W_]{2,}", rest)
 
-    def unknown_citations(self, answer: str | None = None) -> list[str]:
+    def unknown_citations(self) -> list[str]:
         """Bracketed id-like strings in the answer that match no memory it was given (invented)."""
-        text = self.text if answer is None else answer
         ids = [h.id.lower() for h in self.hits]
-        return [c for c in dict.fromkeys(_CITATION.findall(text))
+        return [c for c in dict.fromkeys(_CITATION.findall(self.text))
                 if not any(i.startswith(c.lower()) for i in ids)]
 
-    def matched(self, answer: str | None = None) -> list[str]:
-        """When the answer cites no id: the retrieved memories it visibly draws on (it repeats
-        their specific values, commands or names), best first. Nothing is counted as a use: the
-        model did not say so."""
+    def matched(self) -> list[str]:
+        """The retrieved memories the answer visibly repeats (values, commands, names), best first;
+        not counted as uses: the model did not say so."""
         from memcli.services.llm.checks import supporting
 
-        text = self.text if answer is None else answer
-        return supporting(text, [(h.id, h.memory.text) for h in self.hits])
+        return supporting(self.text, [(h.id, h.memory.text) for h in self.hits])
 
     def usage(self) -> dict[str, Any] | None:
         if self._client is None:
@@ -114,10 +99,8 @@ def _mention(text: str, mid: str, others: list[str]) -> int:
 
 
 def ask(store: Store, question: str, *, k: int = 8, llm_model: str | None = None, redact: bool = True) -> Answer:
-    """Plan an answer: the top `k` memories for the question, and (when a model is configured or
-    given as `llm_model` and something matched) a streamed request to it. The question is
-    redacted before it is sent, and so are the memories' texts, unless `redact=False`. Nothing is
-    written."""
+    """The top `k` memories for the question and, when a model is set and something matched, a
+    streamed request to it (question and memories redacted unless `redact=False`)."""
     hits = search_many(store, [question], k=k)[0].hits
     model = llm_model or store.config.llm_model
     if not model:

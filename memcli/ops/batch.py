@@ -1,15 +1,13 @@
 """`add --batch` at import speed: decide each line as its own `add` would, write a chunk at once.
 
-One `add` per line commits before the next line is decided: a lock, a journal, ~5 fsyncs, a vector
-file rewrite and an index update per line (~24 lines/s on a chat log, against ~100/s for
-`import`). Here the lines of a chunk are planned one after the other into ONE `ChangeSet`, each
-against a `PendingView`: the synced index as the lines planned before it leave it (memories they
-add, texts they update, memories they supersede), so that every decision is the one the line would
-get after the previous lines were committed. The chunk is then committed once.
+A commit per line (lock, journal, fsyncs, index update) ran ~24 lines/s. Here a chunk's lines are
+planned into ONE `ChangeSet`, each against a `PendingView` (the index as the lines before it leave
+it), so every decision is the one it would get after the previous lines were committed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -29,9 +27,9 @@ CHUNK = 64
 
 
 class PendingView:
-    """What `_decide` reads of the index (`knn`, `records`, `find_exact`, `labels_of`), as the change
-    set planned so far leaves it. Memories the plan added or changed are served from the plan,
-    with their vectors computed here (exact cosine); the rest from the index, synced once."""
+    """What `_decide` reads of the index (`knn`, `records`, `find_exact`, `labels_of`), as the plan so
+    far leaves it: memories it added or changed come from the plan (exact cosine), the rest from
+    the index, synced once."""
 
     def __init__(self, index: Index, cs: ChangeSet) -> None:
         self.index = index
@@ -114,18 +112,10 @@ class PendingView:
         """Synced once, when the view was made."""
 
 
-def _touched(result: Any) -> list[str]:
-    ids = []
-    for e in result.events:
-        ids.append(e.id)
-        ids.append(getattr(e, "supersedes", None))
-    return [i for i in ids if i]
-
-
 def _plan_chunk(store: Store, items: list[tuple[int, Any]]
                 ) -> tuple[ChangeSet, list[tuple[int, Any]], BaseException | None]:
-    """Plan every line of a chunk into one change set. Returns it, the per-line outputs, and an
-    error that stopped the chunk early (an unreachable LLM): the lines before it are still written."""
+    """Plan every line of a chunk into one change set; returns it, the per-line outputs, and an error
+    that stopped the chunk early (an unreachable LLM: the lines before it are still written)."""
     index = store.index
     index.sync()
     cs = ChangeSet(store)
@@ -144,32 +134,16 @@ def _plan_chunk(store: Store, items: list[tuple[int, Any]]
             continue
         except Exception as e:  # noqa: BLE001 - written up to here, then raised by the caller
             return cs, outputs, e
-        view.note(_touched(result))
+        view.note(i for ev in result.events for i in (ev.id, getattr(ev, "supersedes", None)))
         outputs.append((n, result))
     return cs, outputs, None
 
 
-def preview_chunks(store: Store, items: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
-    """`add --batch --dry-run`: every line planned as the real run would plan it (one change set for
-    the whole input, so a later line sees what earlier ones would write), and nothing committed."""
-    _, outputs, error = _plan_chunk(store, list(items))
-    yield from outputs
-    if error is not None:
-        raise error
-
-
 def add_chunks(store: Store, items: Iterable[tuple[int, Any]], chunk: int = CHUNK) -> Iterator[tuple[int, Any]]:
-    """Plan and commit `batch_items` a chunk at a time; yield each line's output once written.
-    A chunk whose memories changed on disk meanwhile is re-planned (at most twice), as `add` does."""
+    """Plan and commit `batch_items` a chunk at a time, yielding each line's output once written; a
+    chunk whose memories changed on disk meanwhile is planned again."""
     it = iter(items)
-    while True:
-        part = []
-        for entry in it:
-            part.append(entry)
-            if len(part) >= chunk:
-                break
-        if not part:
-            return
+    while part := list(itertools.islice(it, chunk)):
         def plan(part: list = part) -> tuple[ChangeSet, tuple[list, BaseException | None]]:
             cs, outputs, error = _plan_chunk(store, part)
             return cs, (outputs, error)
@@ -180,21 +154,15 @@ def add_chunks(store: Store, items: Iterable[tuple[int, Any]], chunk: int = CHUN
             raise error
 
 
-_BATCH_KEYS = {"text", "origins", "created", "tags", "type"}
-
-
 def add_batch(store: Store, lines: Any, **options: Any) -> Any:
-    """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each one run
-    through extraction and decisions in order, in this one process (one model load).
-
-    Yields `(line_number, AddResult)` for each input, or `(line_number, message)` for a line that
-    cannot be used (bad JSON, no text, a bad field): one bad line never stops the others. Blank
-    lines are skipped. `options` are `add`'s (tags and origins given here join each line's own).
-    Lines are decided exactly as one `add` each after the other, but written a chunk at a time
-    (memcli/ops/batch.py): a result is yielded once its chunk is written.
-    """
-    if options.get("dry_run") and store.exists():  # planned as a real run would, never committed
-        yield from preview_chunks(store, batch_items(lines, options))
+    """`add --batch`: JSON lines `{"text", "origins"?, "created"?, "tags"?, "type"?}`, each decided as
+    one `add` after the other; yields `(line_number, AddResult)`, or `(line_number, message)` for a
+    line that cannot be used (one bad line never stops the others). `options` are `add`'s."""
+    if options.get("dry_run") and store.exists():  # one plan for the whole input, never committed
+        _, outputs, error = _plan_chunk(store, list(batch_items(lines, options)))
+        yield from outputs
+        if error is not None:
+            raise error
         return
     if options.get("dry_run"):  # a store still to be created: nothing to decide against but the input
         for n, item in batch_items(lines, options):
@@ -210,8 +178,7 @@ def add_batch(store: Store, lines: Any, **options: Any) -> Any:
 
 
 def batch_items(lines: Any, options: dict[str, Any]) -> Any:
-    """`(line_number, add keyword arguments)` per usable line of an `add --batch` input, or
-    `(line_number, message)` for a line that cannot be used."""
+    """`(line_number, add's keyword arguments)` per usable line, or `(line_number, message)`."""
     options = dict(options)
     base_tags = list(options.pop("tags", ()) or ())
     base_origins = list(options.pop("origins", ()) or ())

@@ -1,8 +1,5 @@
-"""The version chain of one memory, for `memcli show --history`: what it replaced, what replaced
-it, and the earlier texts each one kept in `history`, oldest first.
-
-A value that changed ("port 8080" -> "port 9090 now") is two memories linked by `supersedes` /
-`superseded_by`; a refinement is one memory whose old text went to `history`. This walks both.
+"""The version chain of one memory (`memcli show --history`), oldest first: the memories linked by
+`supersedes` / `superseded_by` (a changed value) and the earlier texts in each one's `history`.
 """
 
 from __future__ import annotations

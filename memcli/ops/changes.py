@@ -1,25 +1,9 @@
-"""The one write path: a planned set of typed changes, previewed or committed as one unit.
+"""The one write path: a planned set of typed changes, previewed (`--dry-run`) or committed as one unit.
 
-Every write command plans first — reads, embeddings and LLM calls, with no lock held — and gets
-a `ChangeSet`. `--dry-run` is `preview()` of that same plan; the real run is `commit()`:
-
-1. take the writer lock once;
-2. re-check the content hash of every file the plan read and will rewrite or trash. A file
-   changed meanwhile (a person's edit, another writer) is re-planned when every change to it is
-   a pure function of its current state (reinforce, link, supersede, detach an origin); any
-   other change to it stops the commit with `Conflict` before anything is written;
-3. write every file to a temporary name, durable before any rename (a few are fsynced one by one;
-   a batch of BATCH or more is written without fsyncs and flushed with one syncfs), then rename
-   them all into place and fsync each directory once: a failure before the renames leaves the
-   store as it was. What a batch trashes is moved (renamed) into `.trash/` as it is, its time and
-   reason noted in `.trash/trashed.jsonl`; a few trashed files are copied with that note in their
-   front matter instead;
-4. append the whole log in one write (the log is part of the commit);
-5. update the index once, for the files written and removed (no rescan of `facts/`). For a
-   batch, steps 3 (from the flush on) and 4 run in a thread while the index writes its rows; the
-   index commits its transaction only after the last rename, so the files are durable first.
-
-Nothing here calls a model: the lock is never held while an LLM thinks.
+Planning (reads, embeddings, LLM calls) holds no lock. `commit()` takes the writer lock, re-checks
+every file the plan read (a file changed meanwhile is re-planned when each change to it is a pure
+function of its state, else `Conflict`), stages every file durably before the first rename, logs and
+journals, renames, then updates the index once. The steps are in docs/how-it-works.md.
 """
 
 from __future__ import annotations
@@ -38,18 +22,17 @@ from typing import Any, NamedTuple, TypeVar
 
 from memcli.core.errors import Conflict, MemcliError, NotFound, StoreError
 from memcli.core.memory import Memory, now_iso
+from memcli.core.notices import notice
 from memcli.ops.handle import Store
 from memcli.services.embed import text_hash
 from memcli.services.threads import in_thread
 from memcli.storage import journal
 from memcli.storage.atomic import Staged, flush_files, fsync_dir, stage_file, stage_many
 
+# From this many texts to embed, a memory made from others (a merge, a distillation) is indexed with
+# its closest source's vector and a detached process embeds it exactly: the model would otherwise be
+# most of a bulk curation's time and memory. Fewer cost less than starting the model elsewhere.
 PROVISIONAL_MIN = 128
-# From this many texts to embed (not in the embedding cache), a new memory made from others (a
-# merge, a distillation) is indexed with a provisional vector, the source's it is most like, and a
-# detached process embeds it exactly (`Index.refresh_provisional`): the model would otherwise be
-# most of a bulk curation's time and memory (docs/how-it-works.md, docs/performance.md). Below
-# this, a commit embeds exactly: a few texts cost less than starting the model elsewhere.
 PUBLISH_ATTEMPTS = 20  # verify -> stage -> recheck rounds under the lock before a Conflict
 REINFORCE = 0.05
 CONFIDENCE_CAP = 0.95
@@ -60,9 +43,8 @@ PLAN_ATTEMPTS = 3  # plan -> commit rounds when a file changed between planning 
 
 
 def commit_planned(plan: Callable[[], tuple[ChangeSet, T]]) -> T:
-    """Plan (no lock, any LLM call), then commit; when a file the plan rewrites changed meanwhile
-    beyond what commit() re-plans itself, plan again from the new files, at most PLAN_ATTEMPTS
-    times, then let the `Conflict` reach the caller. Returns what the last plan returned."""
+    """Plan (no lock), then commit; on a `Conflict` plan again from the new files, at most
+    PLAN_ATTEMPTS times. Returns what the last plan returned."""
     for attempt in range(PLAN_ATTEMPTS):
         cs, result = plan()
         try:
@@ -84,16 +66,10 @@ RACY_NS = 2_000_000_000  # a file changed less than this before it was read is c
 
 
 class Seen(NamedTuple):
-    """A file's identity when it was read: enough to know later, with one `stat`, that it still
-    holds the bytes that were hashed, without reading and hashing it again (a prune of 7k
-    memories read each file three times: planning, the check under the lock, the recheck before
-    the renames).
-
-    Any write to a file sets its ctime to the (coarse) clock, which no user call can set back; an
-    editor's atomic save gives it a new inode too. So the same inode, size, mtime and ctime prove
-    the same bytes, provided the ctime was already older than the read by more than the clock's
-    granularity: a write landing in the same tick as the read could leave the times as they were
-    (git's "racy" files). Such a recent file is compared by content instead."""
+    """A file's identity when it was read, so that one `stat` later proves it unchanged without
+    hashing it again. Any write sets the ctime, which no user call can set back, so the same inode,
+    size, mtime and ctime prove the same bytes, unless the ctime was within the clock's granularity
+    of the read (git's "racy" files): those are compared by content."""
 
     ino: int
     size: int
@@ -111,12 +87,10 @@ class Seen(NamedTuple):
         return self.ctime_ns < self.read_ns - RACY_NS
 
     def same_file(self, other: Seen) -> bool:
-        """The same inode, size, mtime and ctime as `other` (when each was taken aside)."""
-        return (self.ino, self.size, self.mtime_ns, self.ctime_ns) == (other.ino, other.size, other.mtime_ns,
-                                                                       other.ctime_ns)
+        return self[:4] == other[:4]  # inode, size, mtime, ctime
 
     def still(self, st: os.stat_result) -> bool:
-        """`st` (a stat taken now) proves the file unchanged since it was read."""
+        """Whether `st`, a stat taken now, proves the file unchanged since it was read."""
         return self.settled and self.same_file(Seen.of(st, self.read_ns))
 
 
@@ -152,8 +126,7 @@ def read_seen(path: str) -> tuple[bytes, Seen]:
 
 
 def touch(m: Memory, when: str | None) -> None:
-    """`updated` is when the newest information about the memory was said: now, or the `created` of
-    an input from the past (a chat log replayed by `add --batch` must not look brand new)."""
+    """`updated` is now, or when an input from the past said it (a replayed chat log is not new)."""
     m.updated = max(m.updated, when) if when else now_iso()
 
 
@@ -216,8 +189,7 @@ class Link:
 
 @dataclass
 class Supersede:
-    """A newer memory replaces this one: it stays (history, restorable) but is marked
-    `superseded_by` the new id, so default results can hide it."""
+    """A newer memory replaces this one: it stays, marked `superseded_by`, hidden by default."""
 
     by: str
     event: str = "SUPERSEDE"
@@ -258,8 +230,7 @@ class Feedback:
 
 @dataclass
 class Retarget:
-    """git history was rewritten (amend, rebase): origins naming the old commits now name the new
-    ones (`mapping`: old origin -> new origin). A pure function of the memory, so rebasable."""
+    """git history was rewritten (amend, rebase): `mapping` renames old commit origins to new ones."""
 
     mapping: dict[str, str]
     event: str = "REMAP"
@@ -298,8 +269,7 @@ class _Trash:
 
 @dataclass
 class _Put:
-    """A whole memory written as given: new (`hash` None: the file must not exist) or replacing
-    the file whose hash was read at planning (import)."""
+    """A whole memory written as given: new (`hash` None) or replacing the file read at planning."""
 
     memory: Memory
     hash: str | None
@@ -318,12 +288,9 @@ class CommitReport:
 
 
 class ChangeSet:
-    """Planned changes to one store. Build it with the planning functions, then `preview()` or
-    `commit()`. Reading through the change set (`memory(id)`) sees the plan's own changes.
-
-    A `preview` change set is only ever shown (a dry run): a memory the catalog knows (`known`)
-    is taken from it without opening its file, since no commit will compare the file's hash, and
-    `commit()` refuses."""
+    """Planned changes to one store, then `preview()` or `commit()`; reading through it
+    (`memory(id)`) sees the plan's own changes. A `preview` one (a dry run) cannot commit, so it
+    takes what the catalog knows without opening the files."""
 
     def __init__(self, store: Store, *, preview: bool = False) -> None:
         self.store = store
@@ -341,18 +308,13 @@ class ChangeSet:
 
     # ------------------------------------------------------------ reading
     def known(self, entries: dict[str, tuple[Memory, tuple[int, int]]]) -> None:
-        """Memories from the catalog with the file signature (mtime_ns, size) they were read from: a
-        file whose signature still matches is taken from the catalog instead of parsing its YAML
-        again (what `Index.sync` trusts too). Its bytes are read and hashed for `commit()` unless
-        the file is settled (see `_read`). The memory is used as this plan's base copy (never
-        edited: edits go to a clone)."""
+        """Catalog memories with the file signature (mtime_ns, size) they were read from: a file
+        still matching is not parsed again (as `Index.sync` trusts). Edits go to a clone."""
         self._known.update(entries)
 
     def _read(self, mid: str) -> tuple[Memory, str, bytes, Seen | None]:
-        """(memory, file hash, bytes, identity). A file the catalog knows as it is now and that is
-        settled (`Seen`) is not even read: its identity proves at commit that it did not change
-        (no hash then: any sign of a change counts as one), and a trash copy reads it then. A
-        preview (dry run) takes what the catalog knows without a look at the file."""
+        """(memory, file hash, bytes, identity). A settled file the catalog knows as it is now is not
+        read: its identity proves at commit that it did not change (no hash: any change counts)."""
         if self.preview_only and mid in self._known:
             return self._known[mid][0], "", b"", None
         path = self._path(mid)
@@ -378,8 +340,7 @@ class ChangeSet:
         return m
 
     def peek(self, mid: str) -> Memory:
-        """The memory as this plan leaves it, to read only (never to modify): a memory the plan
-        has not edited is not copied (a merge reads its sources and trashes them as they are)."""
+        """`memory(mid)` to read only: not copied (a merge reads its sources and trashes them as is)."""
         if mid in self._puts:
             return self._puts[mid].memory
         if mid in self._trash:
@@ -393,9 +354,8 @@ class ChangeSet:
     # ------------------------------------------------------------ planning
     def add(self, memory: Memory, *, event: str = "ADD", sources: list[str] | None = None,
             like: str | None = None, **log: Any) -> Memory:
-        """A new memory file. `sources`: the memories it was made from (a merge's, oldest first;
-        logged). `like`: the source whose vector stands in for its own when a bulk commit gives it
-        a provisional one (see `PROVISIONAL_MIN`); by default the last source (a merge's newest)."""
+        """A new memory file. `sources`: what it was made from (logged); `like`: the source whose
+        vector stands in for its own in a bulk commit (PROVISIONAL_MIN), by default the newest."""
         like = like or (sources[-1] if sources else None)
         self._puts[memory.id] = _Put(memory, None, like=like)
         self._order.append((event, memory.id, memory.text))
@@ -430,8 +390,7 @@ class ChangeSet:
         return "updated"
 
     def edit(self, mid: str, change: Edit, *, quiet: bool = False, **log: Any) -> Memory:
-        """Apply one edit to an existing memory (or to a memory this plan adds). `quiet`: no
-        log line of its own (the change is part of one the caller logs)."""
+        """Apply one edit to a memory; `quiet`: no log line (it is part of one the caller logs)."""
         if mid in self._puts:
             change.apply(self._puts[mid].memory)
         else:
@@ -476,12 +435,11 @@ class ChangeSet:
         return memory
 
     def on_commit(self, action: Callable[[], None]) -> None:
-        """Run `action` after a successful commit, outside the lock (e.g. count a use in the
-        usage state, which is not a fact file)."""
+        """Run `action` after a successful commit, outside the lock."""
         self._after.append(action)
 
     def log(self, event: str, **fields: Any) -> None:
-        """A log line written with the commit (e.g. a refused DELETE, a flagged contradiction)."""
+        """A log line written with the commit (a refused DELETE, a flagged contradiction)."""
         self._log.append({"event": event, **fields})
 
     @property
@@ -489,13 +447,12 @@ class ChangeSet:
         return not (self._puts or any(t.edits for t in self._targets.values()) or self._trash or self._restore)
 
     def preview(self) -> list[dict[str, Any]]:
-        """What `commit()` would do, in planning order: one entry per change."""
+        """What `commit()` would do, one entry per change in planning order."""
         return [{"op": op, "id": mid, "detail": detail} for op, mid, detail in self._order]
 
     # ------------------------------------------------------------ commit
     def commit(self) -> CommitReport:
-        """Apply the plan under the writer lock; see the module docstring. Idempotent guard:
-        a change set commits once."""
+        """Apply the plan under the writer lock (see the module docstring), once."""
         if self.committed:
             raise StoreError("this change set was committed already")
         if self.preview_only:
@@ -506,8 +463,6 @@ class ChangeSet:
             self.committed = True
             return report
         store.ensure()
-        # Embeddings for the new texts now, outside the lock (the index update is handed them):
-        # the lock is held for file work only.
         vectors, provisional = self._vectors()
         report.provisional = len(provisional)
         with store.lock():
@@ -523,9 +478,8 @@ class ChangeSet:
             unlinks += [store.trash_dir / f"{mid}.md" for mid in self._restore]
 
             def publish(staged: list[tuple[str, Path]]) -> None:
-                # The log line goes out with the write, before the renames (issue 9): a commit
-                # killed after this point is logged; a full disk fails here with nothing applied.
-                # The journal lets the next writer finish the renames and unlinks if we are killed.
+                # logged before the renames: a commit killed after this is logged, and the journal
+                # lets the next writer finish it; a full disk fails here with nothing applied
                 if staged:  # else nothing happened since _verify: the files are as it found them
                     self._recheck()
                 store.log_many(self._log)
@@ -535,16 +489,11 @@ class ChangeSet:
                 journal.begin(store, [*staged, *moves], unlinks)
 
             def finish(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
-                """The renames into place and into the trash, the unlinks, each directory fsynced
-                once, the journal closed: after this the commit's files are all in place, durably."""
+                """The renames and unlinks, each directory fsynced once, the journal closed."""
                 _rename_all(staged, replaced)
                 for src, dst in moves:
                     os.replace(src, dst)
-                if not move:
-                    _unlink_all([self._path(mid) for mid in self._trash])
-                for mid in self._restore:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(store.trash_dir / f"{mid}.md")
+                _unlink_all(unlinks)
                 fsync_dir(store.facts_dir)
                 if self._trash or self._restore:
                     fsync_dir(store.trash_dir)
@@ -554,18 +503,14 @@ class ChangeSet:
             for attempt in range(PUBLISH_ATTEMPTS):
                 self._verify(report)  # re-plans what can be re-planned, else Conflict
                 writes, fresh = self._render(copy_trash=not move)
-                # A batch is published (flush, log, journal, renames) in a thread while the index
-                # writes its rows: see _publish_and_index.
                 overlap = bool(fresh or gone_names) and len(writes) + len(moves) >= BATCH
                 try:
-                    # overlap: the flush and the journal (`publish`) are left to the thread
-                    staged, written = _stage_all(writes, None if overlap else publish, flush=not overlap)
+                    staged, written = _stage_all(writes)
 
                     def publish_all(staged: list[tuple[str, Path]] = staged, written: Staged = written,
-                                    overlap: bool = overlap, flush: bool = len(writes) >= BATCH) -> None:
+                                    flush: bool = len(writes) >= BATCH) -> None:
                         # (this attempt's values bound as defaults: the loop rebinds the names)
-                        if overlap:  # a batch was staged unflushed; each of a few files was fsynced
-                            _publish_staged(staged, publish, flush=flush)
+                        _publish_staged(staged, publish, flush=flush)
                         finish(staged, written.replaced)
                     if not (fresh or gone_names):
                         publish_all()
@@ -592,9 +537,8 @@ class ChangeSet:
         return report
 
     def _vectors(self) -> tuple[dict[str, Any], dict[str, str]]:
-        """The new texts' vectors (text hash -> vector), found in the embedding cache or computed,
-        before the lock; and the new memories given a provisional vector instead (file name -> the
-        file name of the memory whose indexed vector stands in: see `PROVISIONAL_MIN`)."""
+        """The new texts' vectors by text hash (cached or computed, before the lock), and the new
+        memories given a provisional vector instead (file name -> the stand-in's file name)."""
         puts = self._puts.values()
         new_texts = [p.memory.text for p in puts]
         new_texts += [t.working.text for t in self._targets.values() if t.working.text != t.base.text]
@@ -618,14 +562,11 @@ class ChangeSet:
     def _publish_and_index(self, finish: Callable[[], None], overlap: bool, fresh: dict[str, Memory],
                            gone: list[str], signatures: dict[str, tuple[int, int]],
                            vectors: dict[str, Any], provisional: dict[str, str]) -> None:
-        """Run `finish` (publish the staged files: for a batch the flush, the recheck, the log and
-        the journal too, then the renames) and record the files in the index. For a batch
-        (`overlap`) `finish` runs in a thread — the flush and the renames are system calls that
-        release the GIL — while the index writes its rows in the main thread; the index commits its
-        transaction only once `finish` is done (`before_commit`), so the files are in place and
-        durable before the index says so, and a `Conflict` found by the recheck rolls the rows
-        back. An error of `finish` wins over anything the index reports; a failed index update does
-        not fail the commit: the files are written and logged, and the next command's sync catches up."""
+        """Run `finish` (publish the staged files) and record them in the index. For a batch
+        (`overlap`) `finish` runs in a thread (its system calls release the GIL) while the index
+        writes its rows, committing them only once `finish` is done: files are durable first, and
+        a `Conflict` rolls the rows back. A failed index update does not fail the commit: the next
+        command's sync catches up."""
         store = self.store
         if overlap:
             published = in_thread("memcli-publish", finish)
@@ -644,8 +585,6 @@ class ChangeSet:
                 if failed is not None:
                     raise failed from e
             if _failed_index(e):
-                from memcli.storage.safety import notice
-
                 store.index.close()
                 notice(f"written, but the index could not be updated ({e}); the next command will")
                 return
@@ -654,19 +593,14 @@ class ChangeSet:
             published.result()
 
     def _render(self, copy_trash: bool = True) -> tuple[list[tuple[Path, bytes]], dict[str, Memory]]:
-        """Every file the commit writes (facts, and the trash copies unless the trashed files are
-        moved), and the memories written to `facts/`."""
+        """Every file the commit writes (facts, and unless moved the trash copies), and the memories
+        written to `facts/`."""
         store = self.store
         writes: list[tuple[Path, bytes]] = []
         fresh: dict[str, Memory] = {}
-        for mid, put in self._puts.items():
-            writes.append((store.fact_path(mid), put.memory.to_markdown().encode("utf-8")))
-            fresh[f"{mid}.md"] = put.memory
-        for mid, t in self._targets.items():
-            if t.edits:
-                writes.append((store.fact_path(mid), t.working.to_markdown().encode("utf-8")))
-                fresh[f"{mid}.md"] = t.working
-        for mid, m in self._restore.items():
+        live = [(mid, p.memory) for mid, p in self._puts.items()]
+        live += [(mid, t.working) for mid, t in self._targets.items() if t.edits]
+        for mid, m in [*live, *self._restore.items()]:
             writes.append((store.fact_path(mid), m.to_markdown().encode("utf-8")))
             fresh[f"{mid}.md"] = m
         at = now_iso()
@@ -683,9 +617,7 @@ class ChangeSet:
         return writes, fresh
 
     def _recheck(self) -> None:
-        """Right before the renames: no file changed while the new ones were being staged (a
-        person's editor does not take the writer lock). Keeps the window for a lost edit to the
-        time it takes to rename."""
+        """Right before the renames: no file changed while staging (an editor takes no lock)."""
         for mid, expected, seen in self._expected():
             if not self._unchanged(mid, expected, seen)[0]:
                 raise _changed(mid)
@@ -701,9 +633,8 @@ class ChangeSet:
                 yield mid, put.hash, put.seen
 
     def _unchanged(self, mid: str, expected: str, seen: Seen | None) -> tuple[bool, bytes | None, Seen | None]:
-        """Whether `facts/<mid>.md` still holds the bytes hashed `expected`: proved by one stat
-        when `seen` can (`Seen.still`), else by reading and hashing it. Returns (unchanged, the
-        bytes if they were read (None: not read, or the file is gone), what this check saw)."""
+        """(whether `facts/<mid>.md` still holds the bytes hashed `expected`, its bytes if read
+        (None: not read, or gone), its identity now); one stat proves it when `seen` can."""
         path = self._path(mid)
         if seen is not None:
             try:
@@ -718,8 +649,7 @@ class ChangeSet:
         return file_hash(raw) == expected, raw, now
 
     def _verify(self, report: CommitReport) -> None:
-        """Under the lock: every file read at planning is as it was, or is re-planned, or the
-        commit stops before writing anything."""
+        """Under the lock: each file read at planning is as it was, or re-planned, or `Conflict`."""
         store = self.store
 
         for mid, t in self._targets.items():
@@ -764,13 +694,12 @@ _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 _.,/()'-]*\Z")
 
 
 def _trashed_bytes(tr: _Trash, at: str) -> bytes:
-    """The trash copy: the file as it was, plus a `trashed: {at, reason}` key at the end of its
-    front matter (no re-rendering: cheap, and a hand-written file keeps its own layout)."""
+    """The trash copy: the file as it was, with `trashed: {at, reason}` added to its front matter
+    (no re-rendering: cheap, and a hand-written file keeps its layout)."""
     text = tr.raw.decode("utf-8", "replace")
     end = text.find("\n---\n", 3)
     if text.startswith("---\n") and end != -1 and "\ntrashed:" not in text[:end]:
-        # written by hand in block style (the YAML emitter is slow in pure Python); a reason that
-        # is not a safe plain scalar is a JSON string, which YAML reads as a double-quoted one
+        # a reason that is not a safe plain scalar is a JSON string: YAML reads it double-quoted
         reason = tr.reason if _PLAIN.match(tr.reason) else json.dumps(tr.reason)
         extra = f"trashed:\n  at: {at}\n  reason: {reason}\n"
         return (text[: end + 1] + extra + text[end + 1 :]).encode("utf-8")
@@ -778,9 +707,8 @@ def _trashed_bytes(tr: _Trash, at: str) -> bytes:
     return gone.to_markdown().encode("utf-8")
 
 
-def _unlink_all(paths: list[Path]) -> None:
-    """Remove files (already copied to the trash). No threads: without an fsync each, an unlink
-    is a few microseconds and a thread pool costs more than it overlaps."""
+def _unlink_all(paths: list[str | Path]) -> None:
+    """Remove files (trashed by copy, restored); no threads: an unlink without fsync is microseconds."""
     for p in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)
@@ -806,15 +734,9 @@ def _detail(change: Edit) -> str:
 BATCH = 64  # from this many files a commit stages them without an fsync each, then flushes once
 
 
-def _stage_all(writes: Iterable[tuple[Path, bytes]],
-               before_publish: Callable[[list[tuple[str, Path]]], None] | None = None, *, flush: bool = True,
-               ) -> tuple[list[tuple[str, Path]], Staged]:
-    """Stage every file and call `before_publish`; returns the staged (temp, final) pairs for
-    `_rename_all` and what staging learnt (each file's signature; a batch: which files exist). A
-    few files are fsynced one by one; a batch is written without fsyncs and flushed once
-    (`stage_many`; with `flush` False the caller flushes, through `_publish_staged`): either way
-    every staged file is durable before the journal and the first rename. A failure while
-    staging, or raised by `before_publish`, removes the staged files: nothing was applied."""
+def _stage_all(writes: Iterable[tuple[Path, bytes]]) -> tuple[list[tuple[str, Path]], Staged]:
+    """Stage every file: a few fsynced one by one, a batch unflushed (`_publish_staged` flushes it);
+    returns the (temp, final) pairs and what staging learnt. A failure removes what was staged."""
     writes = list(writes)
     staged: list[tuple[str, Path]] = []
     written = Staged([], {})
@@ -824,9 +746,7 @@ def _stage_all(writes: Iterable[tuple[Path, bytes]],
                 tmp, written.signatures[path] = stage_file(path, data)
                 staged.append((tmp, path))
         else:
-            written = stage_many(writes, staged, flush=flush)
-        if before_publish is not None:
-            before_publish(staged)
+            written = stage_many(writes, staged)
     except BaseException:
         _discard(staged)
         raise
@@ -835,8 +755,8 @@ def _stage_all(writes: Iterable[tuple[Path, bytes]],
 
 def _publish_staged(staged: list[tuple[str, Path]], before_publish: Callable[[list[tuple[str, Path]]], None],
                     *, flush: bool) -> None:
-    """The rest of a `_stage_all(..., flush=False)`: flush the staged files (when a batch was
-    staged), then `before_publish`; a failure removes the staged files (nothing was applied)."""
+    """After `_stage_all`: flush a batch, then `before_publish`; a failure removes the staged files
+    (nothing was applied)."""
     try:
         if flush:
             flush_files(staged)
@@ -847,15 +767,13 @@ def _publish_staged(staged: list[tuple[str, Path]], before_publish: Callable[[li
 
 
 def _discard(staged: list[tuple[str, Path]]) -> None:
-    """Remove the staged temp files of a batch that will not be published."""
     for tmp, _ in staged:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
 
 def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
-    """Rename the staged files into place; the files they replace get a second name first (see
-    `_set_aside`)."""
+    """Rename the staged files into place, the replaced ones given a second name first (`_set_aside`)."""
     aside = _set_aside(replaced)
     try:
         for tmp, path in staged:
@@ -865,22 +783,17 @@ def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
 
 
 def _failed_index(e: BaseException) -> bool:
-    """An error of the index update (a full disk, a locked or broken catalog, hnswlib's own
-    RuntimeError), which a commit whose files are written reports as a notice, not as its own
-    failure: the files are the truth, and the next command's sync indexes them."""
-    # RuntimeError itself only (hnswlib's type): not its subclasses RecursionError,
-    # NotImplementedError or a broken executor, which are bugs to see, not a notice
+    """An index update's failure (full disk, broken catalog, hnswlib's RuntimeError), a notice once
+    the files are written: they are the truth, and the next sync indexes them."""
+    # RuntimeError itself only: its subclasses (RecursionError, NotImplementedError) are bugs
     return isinstance(e, (sqlite3.Error, OSError, MemcliError)) or type(e) is RuntimeError
 
 
 def _set_aside(paths: list[Path]) -> list[str]:
-    """A second name, `.<name>.<token>.old.tmp` beside it, for each existing file a batch is about
-    to replace (`paths`: `stage_many` knows which exist; a new file has nothing to free); returns
-    those names. Replacing a file frees the old one's blocks inside rename(2):
-    on ext4 that waits ~0.5 ms on the journal per file, one rename after the other (a consolidate
-    at 100k replaces ~26k files: most of its commit's wall time). With a second name the rename
-    only swaps names, and `_release` frees the old files afterwards, several at a time. A kill
-    leaves the second names behind as `.*.tmp` files, which the next sync removes under the lock."""
+    """A second name (`.<name>.<token>.old.tmp`) for each file a batch will replace; returns them.
+    Replacing a file frees its blocks inside rename(2), ~0.5 ms each on ext4, one after the other;
+    with a second name the rename only swaps names and `_release` frees the files in parallel. A
+    kill leaves the names as `.*.tmp` files, which the next sync removes."""
     token = f"{os.getpid():x}{os.urandom(3).hex()}"
     names = []
     for path in paths:
@@ -894,8 +807,7 @@ def _set_aside(paths: list[Path]) -> list[str]:
 
 
 def _release(names: list[str]) -> None:
-    """Unlink the second names of replaced files in parallel threads: each unlink frees a file's
-    blocks and mostly waits on the file system's journal, so the waits overlap."""
+    """Unlink the second names in parallel: each mostly waits on the file system's journal."""
     if not names:
         return
     from concurrent.futures import ThreadPoolExecutor

@@ -1,6 +1,4 @@
-"""Git conflict markers left in a store's files (a shared store after a pull): found by
-`memcli doctor` and refused by `memcli sync`, with advice on how to resolve them.
-"""
+"""Git conflict markers left in a shared store's files: found by `doctor`, refused by `sync`."""
 
 from __future__ import annotations
 

@@ -1,17 +1,13 @@
-"""`memcli context`: a compact Markdown block of what a coding agent should know at session start.
-
-The memories of the current project (and, with a query, the ones most relevant to it), rules
-and how-tos first, each on one line with its short id and date, cut to a token budget (about four
-characters a token, the usual rule of thumb for English and code). Showing a memory here does not
-count as using it: usage counts are left alone. What is shown follows search's visibility
-(memcli/ops/visible.py): nothing superseded, a flagged contradiction as one "unresolved" line.
-The ids are the short ids every other command shows and resolves (memcli/storage/ids.py).
+"""`memcli context`: a compact Markdown block of what a coding agent should know at session start:
+the project's memories (or those relevant to a query), rules and how-tos first, one line each, cut
+to a token budget. Showing a memory here does not count as using it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from memcli.core.text import clip
 from memcli.index import Filters
 from memcli.ops.visible import Item, visible
 from memcli.storage.ids import short_ids
@@ -19,20 +15,14 @@ from memcli.storage.ids import short_ids
 if TYPE_CHECKING:
     from memcli.ops.handle import Store
 
-CHARS_PER_TOKEN = 4
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for English and code
 MAX_ITEM_CHARS = 400
 _TYPE_ORDER = {"procedural": 0, "semantic": 1, "episodic": 2}
 
 
-def _one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def select(store: Store, query: str | None, project: str | None, limit: int = 60) -> list[Item]:
-    """Candidate memories, best first: search hits for a query, else the project's memories
-    (procedural first, then most recently updated). Falls back to the whole store when the
-    project has no memories (a global store used from a new repository)."""
+    """Candidates, best first: search hits for a query, else the project's memories (procedural
+    first, then the latest); the whole store when the project has none (a new repository)."""
     index = store.index
     index.sync()
     scopes = [Filters(project=project, current=True), Filters(current=True)] if project else [Filters(current=True)]
@@ -56,22 +46,21 @@ def select(store: Store, query: str | None, project: str | None, limit: int = 60
 def _line(item: Item, shorts: dict[str, str]) -> str:
     r = item.memory
     if not item.conflicts:
-        return f"- {_one_line(r.text)} ({r.type}, {str(r.created)[:10]}, `{shorts[r.id]}`)"
+        return f"- {clip(r.text, MAX_ITEM_CHARS)} ({r.type}, {str(r.created)[:10]}, `{shorts[r.id]}`)"
     sides = [r, *item.conflicts]
-    said = " — or — ".join(f"{_one_line(m.text, MAX_ITEM_CHARS // len(sides))} (`{shorts[m.id]}`)" for m in sides)
+    said = " — or — ".join(f"{clip(m.text, MAX_ITEM_CHARS // len(sides))} (`{shorts[m.id]}`)" for m in sides)
     return f"- UNRESOLVED, flagged as contradicting (ask which holds): {said}"
 
 
 def render(records: list[Item], *, project: str | None, query: str | None, budget: int,
            shorts: dict[str, str] | None = None) -> str:
-    """Markdown within `budget` tokens; empty when there is nothing to say. `shorts`: the short
-    id of every memory shown (default: the ids' first characters, for a store-less render)."""
+    """Markdown within `budget` tokens (empty when there is nothing to say); `shorts`: the ids shown."""
     if not records:
         return ""
     shorts = shorts or {m.id: m.id for it in records for m in (it.memory, *it.conflicts)}
     head = f"## What memcli remembers{f' about {project}' if project else ''}"
     if query:
-        head += f" (for: {_one_line(query, 80)})"
+        head += f" (for: {clip(query, 80)})"
     lines = [head, ""]
     used = len(head) + 2
     cap = max(budget, 0) * CHARS_PER_TOKEN

@@ -38,12 +38,8 @@ class MergeResult:
 
 
 def heuristic_merge(texts: list[str]) -> str:
-    """Keep the newest text whole, then add each older sentence it does not already contain.
-
-    Texts come oldest first; newer wording wins, and no unique sentence is dropped, except an
-    older code block that a newer one for the same command or config replaces ("line-length = 100"
-    then "line-length = 110": the old block would state the stale value as current).
-    """
+    """Keep the newest text whole (texts come oldest first), then add each older sentence it does not
+    contain; an older code block a newer one replaces is dropped (it would state a stale value)."""
     from memcli.services.llm.checks import without_superseded_code
 
     if any("`" in t or "~~~" in t for t in texts[1:]):  # (no newer code, no block to drop)
@@ -71,14 +67,8 @@ _WORD = re.compile(r"\w+")
 def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm_model: str | None = None,
                changes: ChangeSet | None = None) -> tuple[ChangeSet, MergeResult]:
     """Plan merging memories into a new one: the originals to the trash, their texts into history.
-
-    With an LLM (`use_llm` True, or None and a model configured; `llm_model` overrides the
-    configured one for this call) the merge prompt writes the text (every unique fact kept, newer
-    values win, the Markdown kept). The request is made here, while planning, never under the
-    writer lock; `commit()` then re-checks that no original changed meanwhile (else `Conflict`).
-    A reply that is unusable falls back to the heuristic merge, with a note; an unreachable LLM
-    raises LLMError and plans nothing.
-    """
+    With an LLM (`use_llm` True, or None and a model configured) the merge prompt writes the text,
+    here while planning, never under the lock; an unusable reply falls back to the heuristic merge."""
     if len(set(ids)) < 2:
         raise InvalidInput("merge needs at least two different memories")
     cs = changes if changes is not None else ChangeSet(store)
@@ -123,15 +113,14 @@ def plan_merge(store: Store, ids: list[str], *, use_llm: bool | None = None, llm
 
 
 def merged_at(mems: Iterable[Memory]) -> str:
-    """A merged memory's `updated` (and its history's MERGE time): its newest source's, not the
-    clock's, so that the same merge made in two clones writes the same file (see merged_id_for)."""
+    """A merged memory's `updated`: its newest source's, not the clock's, so that the same merge made
+    in two clones writes the same file."""
     return max((m.updated for m in mems if m.updated), default=None) or now_iso()
 
 
 def merged_id_for(store: Store, mems: list[Memory]) -> str:
-    """The id of the merge of `mems`: derived from their ids and `merged_at`, so two clones that
-    merge the same pair make the same memory and a sync converges (issue 24). A new ULID when
-    that id is taken already (the same sources restored and merged again)."""
+    """The id of the merge of `mems`, derived from their ids and `merged_at` so that two clones make
+    the same memory; a new ULID when that id is taken (the sources restored and merged again)."""
     ms = int(parse_time(merged_at(mems)).timestamp() * 1000)
     mid = derived_ulid(ms, [m.id for m in mems])
     if os.path.lexists(store.fact_file(mid)) or os.path.lexists(store.trash_dir / f"{mid}.md"):
@@ -162,8 +151,8 @@ def merge(store: Store, ids: list[str], *, use_llm: bool | None = None, dry_run:
 def merge_groups(store: Store, groups: list[list[str]], *, use_llm: bool | None = None, dry_run: bool = False,
                  llm_model: str | None = None,
                  known: dict[str, tuple[Memory, tuple[int, int]]] | None = None) -> list[MergeResult]:
-    """Merge each group into one memory; every merge is planned first, then one commit. `known`:
-    catalog entries already read for the members (see `similar_groups`), else they are read here."""
+    """Merge each group into one memory, all planned, then one commit. `known`: catalog entries
+    already read for the members (`similar_groups`)."""
     cs = ChangeSet(store, preview=dry_run)
     cs.known(store.index.catalog_entries(mid for g in groups for mid in g) if known is None else known)
     results = [plan_merge(store, g, use_llm=use_llm, llm_model=llm_model, changes=cs)[1] for g in groups]
@@ -173,25 +162,17 @@ def merge_groups(store: Store, groups: list[list[str]], *, use_llm: bool | None 
 
 
 def _close(nbr: np.ndarray, sims: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, columns) of the neighbour arrays' entries at >= `threshold`, row by row, nearest
-    first (a -1 position, no neighbour, never counts): the pairs every curation pass starts from."""
+    """(rows, columns) of the neighbour arrays' entries at >= `threshold`, row by row, nearest first
+    (-1: no neighbour): the pairs every curation pass starts from."""
     return np.nonzero((sims >= threshold) & (nbr >= 0))
-
-
-def _close_positions(nbr: np.ndarray, sims: np.ndarray, threshold: float) -> tuple[list[int], list[int]]:
-    """The pairs at >= `threshold` as two lists of positions in `ids` (row, neighbour), row by
-    row, nearest first (`_close`)."""
-    rows, cols = _close(nbr, sims, threshold)
-    return rows.tolist(), nbr[rows, cols].tolist()
 
 
 def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,
                    recs: dict[str, Memory] | None = None,
                    apart: Callable[[Memory, Memory], bool] | None = None) -> list[list[str]]:
-    """Single-linkage clusters (union-find) over the neighbour pairs at >= `threshold` (arrays of
-    `Index.neighbour_arrays`), taken row by row, nearest first; a pair for which
-    `apart(memory, memory)` is true (its memories in `recs`) is not linked. Groups come in the
-    order of their first member. `apart` is symmetric: a pair found from both ends is judged once."""
+    """Single-linkage clusters (union-find) over the neighbour pairs at >= `threshold`, nearest first;
+    a pair `apart(memory, memory)` (symmetric: judged once) is not linked. Groups come in the order
+    of their first member."""
     parent = list(range(len(ids)))
 
     def find(x: int) -> int:
@@ -201,7 +182,8 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
         return x
 
     kept_apart: set[tuple[int, int]] = set()
-    for i, j in zip(*_close_positions(nbr, sims, threshold)):
+    rows, cols = _close(nbr, sims, threshold)
+    for i, j in zip(rows.tolist(), nbr[rows, cols].tolist()):
         ri, rj = find(i), find(j)
         if ri == rj or (j, i) in kept_apart:  # linked already, or judged apart from the other end
             continue
@@ -217,10 +199,8 @@ def _linked_groups(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold:
 
 def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, Memory], bool] | None = None,
                    known: dict[str, tuple[Memory, tuple[int, int]]] | None = None) -> list[list[str]]:
-    """Clusters of memories whose pairwise links reach `threshold` (single linkage, union-find);
-    a pair for which `apart(memory, memory)` is true is not linked. Only the memories
-    with a neighbour that close are read; their catalog entries are added to `known` when given
-    (for `merge_groups`, which would otherwise read them again)."""
+    """`_linked_groups` of the whole index. Only memories with a neighbour that close are read; their
+    catalog entries are added to `known` (for `merge_groups`, which would read them again)."""
     ids, _, nbr, sims = store.index.neighbour_arrays(NEIGHBOURS, threshold=threshold)
     if len(ids) < 2:
         return []
@@ -236,10 +216,9 @@ def similar_groups(store: Store, threshold: float, *, apart: Callable[[Memory, M
 
 def _close_pairs(ids: list[str], nbr: np.ndarray, sims: np.ndarray, threshold: float,
                  survivor: dict[str, str]) -> list[tuple[str, str, float]]:
-    """Each pair (a, b), a < b, of neighbours at >= `threshold` once, with the similarity of its
-    first occurrence in the neighbour lists (row by row, nearest first). A merged memory stands for
-    its sources (`survivor`: source id -> merged id); a pair inside one merge is left out. Numpy
-    picks and de-duplicates the pairs; only the pairs themselves reach Python."""
+    """Each pair (a, b), a < b, of neighbours at >= `threshold` once, with its first similarity met.
+    A merged memory stands for its sources (`survivor`); a pair inside one merge is left out. Numpy
+    picks and de-duplicates them: only the pairs reach Python."""
     rows, cols = _close(nbr, sims, threshold)
     if not len(rows):
         return []
@@ -278,8 +257,8 @@ class PruneResult:
 
 def plan_prune(store: Store, *, older_than: str | None = None, unused: bool = False,
                min_confidence: float | None = None, type: str | None = None) -> tuple[ChangeSet, PruneResult]:
-    """Plan trashing stale memories: created before `older_than` (ISO), never returned by a
-    search (`unused`), or below `min_confidence`. Criteria combine with AND; at least one is needed."""
+    """Plan trashing memories created before `older_than` (ISO) AND never returned by a search
+    (`unused`) AND below `min_confidence`, of those criteria given (at least one)."""
     if not (older_than or unused or min_confidence is not None):
         raise StoreError("prune needs a criterion: older than a date, unused, or below a confidence")
     from memcli.ops.search import Usage
@@ -355,10 +334,8 @@ def rollback(store: Store, origin: str, *, dry_run: bool = False) -> RollbackRes
 
 # ---------------------------------------------------------------- consolidate
 def opposing(a: str, b: str, similarity: float = 0.9) -> str | None:
-    """Why two similar texts contradict, or None: only texts about the same subject whose value
-    differs ("100" vs "500 requests per minute") or whose predicate is negated ("always" vs
-    "never"), by the rules of `memcli.rules.relate`. Opposed words in unrelated sentences ("paying off"
-    vs "turn it on") are not a contradiction."""
+    """Why two similar texts contradict (the same subject with another value or a negated predicate,
+    by `memcli.rules.relate`), or None."""
     from memcli.rules.relate import relate
 
     rel = relate(a, b, similarity, threshold=0.0)
@@ -366,9 +343,7 @@ def opposing(a: str, b: str, similarity: float = 0.9) -> str | None:
 
 
 def mergeable(a: Memory, b: Memory) -> bool:
-    """May two memories be merged into one? Only the same fact (a rewording or a refinement) about
-    the same subject (`relate.texts_mergeable`); never a superseded memory, another subject or a
-    contradiction."""
+    """Only the same fact about the same subject is merged; never a superseded memory."""
     from memcli.rules.relate import texts_mergeable
 
     return not (a.superseded_by or b.superseded_by) and texts_mergeable(a.text, b.text)
@@ -394,16 +369,9 @@ class ConsolidateReport:
 def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: str | None = None,
                      supersede_older: bool = False, preview: bool = False,
                      sync: bool = True) -> tuple[ChangeSet, ConsolidateReport]:
-    """One maintenance pass, planned: merge near-duplicates, flag contradictions, distil
-    recurring episodes. One approximate kNN pass over the vector index feeds all three (no n x n
-    matrix); LLM merges happen here, with no lock held.
-
-    A contradiction (same subject, another value or a negated predicate) is never merged: it is
-    flagged to resolve (`contradicts` links both ways), or with `supersede_older` the older memory
-    is marked `superseded_by` the newer one (kept, hidden from default results).
-
-    `preview`: the plan is only shown (a dry run; see `ChangeSet`). `sync=False`: the caller has
-    just synced the index (the CLI does, with a progress bar)."""
+    """One maintenance pass, planned from one kNN pass (no n x n matrix): merge near-duplicates,
+    flag contradictions (`contradicts` links both ways; `supersede_older`: the newer supersedes the
+    older), distil recurring episodes. `sync=False`: the caller has just synced the index."""
     cfg = store.config
     report = ConsolidateReport()
     cs = ChangeSet(store, preview=preview)
@@ -452,7 +420,7 @@ def plan_consolidate(store: Store, *, use_llm: bool | None = None, llm_model: st
 
 
 def _may_contradict(a: str, b: str, ra: Memory, rb: Memory) -> bool:
-    """Is the similar pair (a, b) a contradiction candidate at all (before reading its words)?"""
+    """Whether the similar pair (a, b) may be a contradiction at all, before reading its words."""
     if ra.type == rb.type == "episodic":
         return False  # events recur (on other dates, with other numbers): they are distilled
     if any(lk.get("id") in (a, b) for r in (ra, rb) for lk in r.links):
@@ -474,11 +442,9 @@ def consolidate(store: Store, *, dry_run: bool = False, use_llm: bool | None = N
 
 def _plan_distil(store: Store, cs: ChangeSet, ids: list[str], nbr: np.ndarray, sims: np.ndarray,
                  recs: dict[str, Memory], merged: set[str]) -> list[dict[str, Any]]:
-    """Three or more similar episodic memories become one semantic memory linked to them.
-
-    Greedy over the neighbour lists: each unused episode with at least two unused episodic
-    neighbours at >= decide_threshold starts a group; the member most similar to the others
-    gives the text."""
+    """Three or more similar episodic memories become one semantic memory linked to them: each
+    unused episode with two unused episodic neighbours at >= decide_threshold starts a group, and
+    the member most similar to the others gives the text."""
     threshold = store.config.decide_threshold
     epi = {mid for mid in ids if recs[mid].type == "episodic" and mid not in merged}
     if len(epi) < 3:

@@ -1,11 +1,8 @@
-"""`memcli edit`: a memory's file opened in the user's editor, checked on save and committed.
-
-The editor works on a copy; a broken edit (bad YAML, empty body, a changed id) is kept aside in
-`<store>/.edits/` so nothing typed is lost, and the original stays untouched.
-"""
+"""`memcli edit`: a memory's file opened in the user's editor, checked on save and committed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -26,18 +23,9 @@ class EditFailed(InputRejected):
     """The edited file is not a valid memory; it was kept aside and the original left in place."""
 
 
-def editor_command() -> list[str]:
-    """$VISUAL, else $EDITOR, else vi (as git does); split like a shell would."""
-    value = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    return shlex.split(value)
-
-
 def edit(store: Store, mid: str) -> tuple[Memory, bool]:
-    """Open a memory's file in the editor on a copy; on save, validate and write it back
-    through one ChangeSet commit. Returns (memory, changed).
-
-    A broken edit (bad YAML, empty body, a changed id) raises EditFailed and the edited copy is
-    kept at `<store>/.edits/<id>.<time>.md` so nothing typed is lost; the original is untouched."""
+    """Open a copy of a memory's file in the editor; on save, validate and commit it. Returns
+    (memory, changed). A broken edit raises EditFailed and is kept in `<store>/.edits/`."""
     path = store.fact_path(mid)
     if not path.is_file():
         raise NotFound(f"no memory with id {mid}")
@@ -46,7 +34,7 @@ def edit(store: Store, mid: str) -> tuple[Memory, bool]:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(original)
-        cmd = editor_command()
+        cmd = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")  # as git does
         if not shutil.which(cmd[0]):
             raise InputRejected(f"editor {cmd[0]!r} not found", hint="set $EDITOR, e.g. export EDITOR=nano")
         rc = subprocess.call([*cmd, tmp])
@@ -69,17 +57,13 @@ def edit(store: Store, mid: str) -> tuple[Memory, bool]:
             kept = _keep(store, mid, edited)
             raise EditFailed(f"memory {mid} changed on disk while you edited it; not overwriting",
                              hint=f"your edit is kept in {kept}")
-        # one commit, like every change a user makes: the old text goes to history, the file is
-        # written atomically (a change on disk since it was read stops it), the index follows
         cs = ChangeSet(store)
         cs.put(memory, event="EDIT")
         cs.commit()
         return memory, True
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
 
 
 def _keep(store: Store, mid: str, data: bytes) -> Path:

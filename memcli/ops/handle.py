@@ -1,9 +1,5 @@
-"""The store handle: a store's files (`memcli.storage.files`) together with its sidecar index.
-
-The operations (add, curate, io, search, ask, ...) take this handle: it is what they read
-through (`store.index`, `store.read`) and what a `ChangeSet` commits to. The public API
-(`memcli.api.Store`, re-exported as `memcli.Store`) holds one and calls the operations with it;
-it is not one (no public `write` or `lock` there).
+"""The handle the operations take: a store's files (`memcli.storage.files`) and its sidecar index.
+The public `memcli.Store` holds one rather than being one (no public `write` or `lock`).
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ class Store(Files):
         return self._index
 
     def close(self) -> None:
-        """Close the index's connections (a long-lived process that is done with the store)."""
+        """Close the index's connections."""
         if self._index is not None:
             self._index.close()
             self._index = None

@@ -1,9 +1,4 @@
-"""The history of a store, from `log.jsonl`: what `memcli log [ID]` shows.
-
-The log is append-only JSON lines (`{"at", "event", "id", ...}`); this module reads it as a stream
-(a 100k-memory import logs 100k lines) and filters it by memory, event and time
-(memcli/cli/render.py shows each entry as one line).
-"""
+"""`memcli log [ID]`: the append-only `log.jsonl`, read as a stream and filtered by memory, event and time."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class LogFilter:
-    """Which entries to show: memory id prefix, events (upper-case), a time window (ISO strings)."""
+    """Which entries: memory id prefix, events (upper-case), a time window (ISO strings)."""
 
     id_prefix: str | None = None
     events: tuple[str, ...] = ()

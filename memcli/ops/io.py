@@ -1,9 +1,6 @@
-"""export / import: memories to and from json, jsonl, md and csv.
-
-`import` reads what `export` writes, in every format, and gives back the same files: ids,
-timestamps, history, links and unknown keys included (memcli.ops.records reads files as streams). It
-loads records as they are (no extraction, no dedup): it is the bulk path, and it validates every
-record before writing any, so a bad line leaves the store untouched.
+"""export / import: memories to and from json, jsonl, md and csv. `import` reads what `export` writes
+and gives back the same files; it loads records as they are (no extraction, no dedup) and validates
+every record before writing any, so a bad line leaves the store untouched.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from typing import Any
 from memcli.core.errors import InputRejected
 from memcli.core.memory import Memory
 from memcli.core.vocab import JSON_SCHEMA, ExportFormat
-from memcli.index import Filters, Index
 from memcli.ops.changes import ChangeSet
 from memcli.ops.handle import Store
 from memcli.ops.records import CSV_COLUMNS, Record, RecordError, detect_format, read_records, to_memory
@@ -45,18 +41,10 @@ class ImportReport:
 _JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder, not one per record (json.dumps)
 
 
-def export(memories: Iterable[Memory], fmt: str) -> str:
-    """Render memories in one of FORMATS, as one string."""
-    return "".join(export_chunks(memories, fmt))
-
-
 def export_chunks(memories: Iterable[Memory], fmt: str) -> Iterator[str]:
-    """The export, piece by piece (a 100k-memory store is written without holding it twice).
-
-    Every format imports back: json and jsonl are the records as they are; md puts each record
-    (without its text) as JSON in an HTML comment under a heading, invisible when rendered; csv
-    has one column per common field plus `more`, a JSON object with the rest (history, links,
-    code pattern, flags, your own keys). Each memory is written as `Memory.to_dict` gives it."""
+    """The export piece by piece, every format lossless: md puts each record (but its text) as JSON in
+    an HTML comment, invisible when rendered; csv has a column per common field and `more`, a JSON
+    object of the rest."""
     records = (m.to_dict() for m in memories)
     if fmt == "json":
         yield f'{{"schema": {JSON_SCHEMA}, "memories": ['
@@ -98,17 +86,9 @@ def export_chunks(memories: Iterable[Memory], fmt: str) -> Iterator[str]:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def iter_records(index: Index, filters: Filters) -> Iterator[Memory]:
-    """Memories matching `filters`, by id, from a cursor: an export of 100k memories never holds
-    them all."""
-    yield from index.iter_select(filters)
-
-
 def write_stream(path: Path, chunks: Iterable[str]) -> None:
-    """Write chunks to a temporary file beside `path`, fsync, rename: readers see the old file or
-    the whole new one, and nothing is held in memory. A `path` that is a device or a pipe
-    (`-o /dev/null`, `-o /dev/stdout`, a FIFO) is written to as it is: the rename would put a
-    regular file in its place (it did, for /dev/null, when run as root)."""
+    """Write chunks atomically to `path`; a device or a pipe (`-o /dev/null`, a FIFO) is written to as
+    it is (a rename would put a regular file in its place)."""
     import os
     import stat
 
@@ -128,9 +108,7 @@ def write_stream(path: Path, chunks: Iterable[str]) -> None:
 
 # ---------------------------------------------------------------- import
 def to_memories(records: list[Any], name: str, origin: str, *, redact: bool = True) -> list[Memory]:
-    """Validate every record first (the same check as a streamed import: `records.to_memory`):
-    nothing is written unless all of them are good. Texts are scrubbed of secrets like any added
-    text (`redact=False` keeps them verbatim)."""
+    """Every record validated (and redacted) by `records.to_memory`, before anything is written."""
     out = []
     seen: set[str] = set()
     for no, rec in enumerate(records, 1):
@@ -143,8 +121,8 @@ def to_memories(records: list[Any], name: str, origin: str, *, redact: bool = Tr
 
 
 def plan_import(store: Store, memories: list[Memory]) -> tuple[ChangeSet, ImportReport]:
-    """Plan writing validated memories; an existing id is updated (old text to history), an
-    identical one is left alone."""
+    """Plan writing validated memories: an existing id is updated (old text to history), an identical
+    one left alone."""
     report = ImportReport()
     cs = ChangeSet(store)
     for m in memories:
@@ -156,8 +134,7 @@ def plan_import(store: Store, memories: list[Memory]) -> tuple[ChangeSet, Import
 def import_memories(
     store: Store, memories: list[Memory], *, on_progress: Callable[[int, int], None] | None = None
 ) -> ImportReport:
-    """Write validated memories and index them (see `plan_import`): embeddings first (the slow
-    part, cached, no lock), then one commit."""
+    """Write validated memories: embeddings first (the slow part, cached, no lock), then one commit."""
     total = len(memories)
     done = [0]
 
@@ -179,8 +156,7 @@ MAX_NAMED = 10  # bad records named in the one error line; the rest are counted
 
 
 def _errors_line(name: str, errors: list[str]) -> str:
-    """One line for every bad record of an import (nothing was imported): the first error as it
-    is when it is the only one, else how many, then each, without repeating the file's name."""
+    """One line naming every bad record of an import (nothing was imported)."""
     if len(errors) == 1:
         return errors[0]
     named = [e.removeprefix(f"{name}: ").removeprefix(f"{name}:") for e in errors[:MAX_NAMED]]
@@ -193,15 +169,12 @@ def import_source(store: Store, path: Path, fmt: str | None, *, name: str, split
                   on_progress: Callable[[int, int], None] | None = None,
                   batch: int = BATCH) -> ImportReport:
     """Import every record of a file or folder: a first pass validates them all (nothing is written
-    if one is bad), a second writes them in batches (`io.import_memories`). Returns the ImportReport."""
+    if one is bad), a second writes them in batches."""
     if path.is_dir():
         fmt = "md"
     else:
         with path.open("rb") as f:
-            head = f.read(4096)
-        fmt = detect_format(path if name != "stdin" else None, head, fmt)
-        if fmt == "md" and name == "stdin":
-            fmt = "md"
+            fmt = detect_format(path if name != "stdin" else None, f.read(4096), fmt)
     origin = f"import:{name}"
     explicit: set[str] = set()
     total = 0

@@ -1,17 +1,13 @@
-"""Reading import files as a stream of records: json, jsonl, csv, memcli's Markdown export, and
-folders of Markdown notes, at any file size in bounded memory.
-
-A file is never read whole: JSON arrays are decoded one element at a time, JSON lines and CSV
-rows one at a time, Markdown files one file (or one exported section) at a time. The size limit
-applies to each record (its text), not to the file, so a large store's own export imports back.
-Every record comes with where it was found (file and line or record number) so an error can name
-it.
+"""Import files read as a stream of records (json, jsonl, csv, memcli's Markdown export, folders of
+notes), one record at a time: the size limit is each text's, so a large store's export imports back.
+Every record says where it was found, for an error to name it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import datetime as dt
 import io
 import json
 import os
@@ -35,6 +31,10 @@ IMPORT_FORMATS = ("json", "jsonl", "md", "csv")
 MD_MARKER = re.compile(r"^<!-- memcli (\{.*\})(?: lines=(\d+))? -->\s*$")
 
 
+_EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".md": "md",
+               ".markdown": "md", ".txt": "md"}
+
+
 class RecordError(InputRejected):
     """A record that cannot be imported; the message names the file and the line or record."""
 
@@ -52,16 +52,10 @@ def detect_format(path: Path | None, head: bytes, declared: str | None = None) -
         if declared not in IMPORT_FORMATS:
             raise RecordError(f"unknown import format {declared!r} (one of {', '.join(IMPORT_FORMATS)})")
         return declared
-    if path is not None:
-        if path.is_dir():
-            return "md"
-        ext = path.suffix.lower().lstrip(".")
-        if ext in ("json", "jsonl", "csv", "md"):
-            return ext
-        if ext in ("ndjson",):
-            return "jsonl"
-        if ext in ("markdown", "txt"):
-            return "md"
+    if path is not None and path.is_dir():
+        return "md"
+    if path is not None and path.suffix.lower() in _EXTENSIONS:
+        return _EXTENSIONS[path.suffix.lower()]
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     if text.startswith(b"["):
         return "json"
@@ -118,8 +112,7 @@ def jsonl_records(f: IO[bytes], name: str) -> Iterator[Record]:
 
 
 def _lines(f: IO[bytes], name: str) -> Iterator[bytes]:
-    """Lines of a binary stream, each bounded: a line longer than one record may be is an error
-    before it is read whole."""
+    """Lines of a binary stream; one longer than a record may be is an error before it is read whole."""
     no = 0
     while True:
         line = f.readline(MAX_RECORD_BYTES * 2 + 2)
@@ -137,8 +130,8 @@ _MEMORIES_KEY = re.compile(r'"memories"\s*:\s*\[')
 
 
 def json_records(f: IO[bytes], name: str) -> Iterator[Record]:
-    """Elements of a top-level JSON array (or of the `memories` array of an export document),
-    decoded one at a time from a sliding buffer."""
+    """Elements of a top-level JSON array (or an export document's `memories`), decoded one at a
+    time from a sliding buffer."""
     reader = io.TextIOWrapper(f, encoding="utf-8", errors="strict", newline="")
     decoder = json.JSONDecoder()
     buf = ""
@@ -232,8 +225,7 @@ CSV_COLUMNS = ["id", "type", "tags", "domain", "confidence", "source", "origins"
 
 
 def csv_records(f: IO[bytes], name: str) -> Iterator[Record]:
-    """Rows of memcli's CSV export: `tags` and `origins` are `;`-separated, `more` is a JSON object
-    with every other field (history, links, code_pattern, flags, your own keys)."""
+    """Rows of memcli's CSV export: `tags` and `origins` `;`-separated, `more` a JSON object of the rest."""
     reader = io.TextIOWrapper(f, encoding="utf-8-sig", errors="strict", newline="")
     csv.field_size_limit(MAX_RECORD_BYTES * 2)
     try:
@@ -273,8 +265,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def md_export_records(f: IO[bytes], name: str) -> Iterator[Record]:
-    """Sections of memcli's Markdown export: a heading, a `<!-- memcli {...} -->` line with the
-    record, then the text up to the next such heading. Read line by line."""
+    """Sections of memcli's Markdown export, line by line: a heading, a `<!-- memcli {...} -->` line
+    with the record, then the text."""
     pending: dict[str, Any] | None = None
     where = name
     body: list[str] = []
@@ -327,40 +319,30 @@ def md_export_records(f: IO[bytes], name: str) -> Iterator[Record]:
     yield from finish()
 
 
-def is_md_export(head: bytes) -> bool:
-    return b"<!-- memcli {" in head
-
-
 def note_records(path: Path, *, split: bool, root: Path | None = None) -> Iterator[Record]:
-    """Markdown notes: one memory per file (YAML front matter optional: tags, type, created...),
-    or with `split` one per heading section (the heading kept as the first line of its text)."""
+    """A Markdown note: one memory (YAML front matter optional), or with `split` one per heading
+    section (the heading kept as its first line)."""
     name = str(path.relative_to(root)) if root else str(path)
     size = path.stat().st_size
     if size > MAX_RECORD_BYTES and not split:
         raise RecordError(f"{name}: the note is {size / 1e6:.1f} MB; the limit for one memory is "
                           f"{MAX_RECORD_BYTES // 2**20} MB (split it by heading with --split)")
     with path.open("rb") as f:
-        head = f.read(4096)
-        if is_md_export(head):
-            f.seek(0)
+        exported = b"<!-- memcli {" in f.read(4096)
+        f.seek(0)
+        if exported:
             yield from md_export_records(f, name)
             return
-        f.seek(0)
         if split:
             yield from _split_note(f, name)
             return
         text = _decode(f.read(), name)
     meta, body = _front_matter(text, name)
-    meta.setdefault("created", iso(_mtime(path)))  # a note's date: ids sort like the notes
+    # a note's date: ids sort like the notes
+    meta.setdefault("created", iso(dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)))
     if body.strip():
         _check_size(body, name)
         yield Record({**meta, "text": body.strip("\n")}, name)
-
-
-def _mtime(path: Path) -> Any:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
 
 
 def _front_matter(text: str, name: str) -> tuple[dict[str, Any], str]:
@@ -388,8 +370,8 @@ _NOTE_KEYS = ("type", "tags", "domain", "confidence", "user", "project", "create
 
 
 def _split_note(f: IO[bytes], name: str) -> Iterator[Record]:
-    """One record per heading section of a note, read line by line; text before the first heading
-    is its own record; the front matter applies to every section."""
+    """One record per heading section of a note (and the text before the first), read line by line;
+    the front matter applies to every section."""
     meta: dict[str, Any] = {}
     section: list[str] = []
     start = 1
@@ -436,8 +418,8 @@ def _is_store(d: Path) -> bool:
 
 
 def note_files(directory: Path) -> Iterator[Path]:
-    """Markdown files under a folder, sorted; hidden files and folders (.git, .obsidian) and memcli
-    stores (their facts are memories already: `memcli export` them) are skipped."""
+    """Markdown files under a folder, sorted, skipping hidden ones (.git, .obsidian) and memcli
+    stores (their facts are memories already)."""
     if _is_store(directory):
         return
     for root, dirs, files in os.walk(directory):
@@ -451,9 +433,8 @@ def note_files(directory: Path) -> Iterator[Path]:
 
 # ---------------------------------------------------------------- one entry point
 def read_records(path: Path, fmt: str, *, split: bool = False) -> Iterator[Record]:
-    """Every record of an import source (a file or, for Markdown notes, a folder). json's two
-    failures outside JSONDecodeError (nesting past the interpreter's stack, integers too long to
-    convert) become one-line errors here, for every format at once."""
+    """Every record of an import source (a file, or a folder of notes); json's failures outside
+    JSONDecodeError (too deep, an integer too long) become one-line errors here."""
     try:
         yield from _read_records(path, fmt, split=split)
     except RecursionError:
@@ -486,8 +467,7 @@ def _read_records(path: Path, fmt: str, *, split: bool = False) -> Iterator[Reco
 
 # ---------------------------------------------------------------- import
 def to_memory(rec: Record, origin: str, *, redact: bool = True) -> Memory:
-    """A validated Memory from one record (text required; the rest optional), or RecordError.
-    Its text is scrubbed of secrets like any added text (`redact=False` keeps it verbatim)."""
+    """A validated, redacted Memory from one record (text required), or RecordError."""
     data = rec.data
     if not isinstance(data, dict):
         raise RecordError(f"{rec.where}: not an object")
@@ -512,8 +492,7 @@ def to_memory(rec: Record, origin: str, *, redact: bool = True) -> Memory:
 
 @contextlib.contextmanager
 def spool_stdin(stream: IO[bytes]) -> Iterator[Path]:
-    """Standard input copied to a temporary file in chunks: an import reads its source twice
-    (validate everything, then write), in bounded memory."""
+    """Standard input copied to a temporary file: an import reads its source twice (validate, write)."""
     fd, tmp = tempfile.mkstemp(prefix="memcli-import-", suffix=".stdin")
     try:
         with os.fdopen(fd, "wb") as f:

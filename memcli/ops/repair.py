@@ -1,9 +1,6 @@
-"""`doctor`'s checks of the parts of a store that can be damaged, and `doctor --fix`'s repairs.
-
-Every derived file heals by itself on the next command (a damaged catalog is rebuilt, a damaged
-usage file moved aside); these checks say so explicitly, find what no command trips over
-(entries in `facts/` that are not regular files, temp files left by a killed writer, a memory
-left both in `facts/` and in `.trash/`, links planted out of the store), and repair it when asked. Nothing here raises.
+"""`doctor`'s checks of the parts of a store that can be damaged, and `doctor --fix`'s repairs: what
+heals by itself anyway (a damaged catalog) and what no command trips over (temp files of a killed
+writer, a memory in both `facts/` and `.trash/`, planted links). Nothing here raises.
 """
 
 from __future__ import annotations
@@ -23,18 +20,6 @@ from memcli.storage.atomic import fsync_dir
 Check = dict[str, Any]
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def nonregular_entries(facts_dir: Path) -> list[tuple[str, str]]:
     """`*.md` entries of facts/ that are not regular files, with what they are (lstat: never followed)."""
     out = []
@@ -50,7 +35,7 @@ def nonregular_entries(facts_dir: Path) -> list[tuple[str, str]]:
         except OSError:
             continue
         if not stat.S_ISREG(mode):
-            out.append((e.name, _kind(mode)))
+            out.append((e.name, safety.file_kind(mode)))
     return sorted(out)
 
 
@@ -74,11 +59,9 @@ def in_both(store: Store) -> list[str]:
 
 
 def finish_trash_moves(store: Store, ids: list[str]) -> tuple[list[str], list[str]]:
-    """Settle the memories in both facts/ and .trash/. Where the live file is the trashed one
-    (same memory but the `trashed` stamp), a trash move was cut short: the live copy goes. Where
-    they differ, the live one came back another way (a `git pull` of a teammate's edit, a
-    conflict resolved by keeping it): it stays, and the stale trash copy moves to `.quarantine/`
-    (kept, never deleted). Returns (settled, left as they are: unreadable)."""
+    """Settle the memories in both facts/ and .trash/: the live copy goes where it is the trashed one
+    (a trash move cut short), else it came back another way (a `git pull`) and the trash copy moves
+    to `.quarantine/`. Returns (settled, left as they are: unreadable)."""
     from memcli.core.memory import MalformedMemory, Memory
 
     done, left = [], []
@@ -105,10 +88,9 @@ def finish_trash_moves(store: Store, ids: list[str]) -> tuple[list[str], list[st
 
 
 def containment(store: Store, *, fix: bool = False) -> Check | None:
-    """The `containment` check: entries that would lead a command out of the store (links planted
-    in a clone, see safety.unsafe_entries); None when there are none. `fix` moves each link into
-    `.quarantine/` (the link itself, renamed: its target is never touched) and recreates an empty
-    `facts/` when that was the link, so the store opens again."""
+    """The `containment` check (safety.unsafe_entries), None when there is nothing to say. `fix`
+    moves each link itself (never its target) into `.quarantine/`, and makes an empty `facts/` when
+    that was one."""
     bad = safety.unsafe_entries(store.path)
     if not bad:
         return None
@@ -130,10 +112,9 @@ def containment(store: Store, *, fix: bool = False) -> Check | None:
 
 
 def quarantine_links(root: Path, names: list[str]) -> list[str]:
-    """Rename each entry (relative to `root`) into `root/.quarantine/` under a name of its own;
-    returns the new names. No lock: the lock file itself may be one of them, and nothing else
-    opens a store holding them. `.quarantine` itself a link (or a file) is removed first: it is
-    the one place links are moved to, and removing a link loses nothing (its target stays)."""
+    """Rename each entry into `root/.quarantine/`; returns the new names. No lock: the lock file may
+    be one of them, and no other command opens such a store. A `.quarantine` that is itself a link
+    or a file is moved out of the way first."""
     stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     q = root / ".quarantine"
     if q.is_symlink():
@@ -188,15 +169,20 @@ def check(store: Store, *, fix: bool = False) -> list[Check]:
             return str(e).splitlines()[0] if str(e) else type(e).__name__
         return None
 
+    def fixable(name: str, problem: str, action: Any, done: str, advice: str) -> None:
+        """A failed check: with `fix`, repaired (or why not), else what `doctor --fix` would do."""
+        if fix:
+            err = repair(action)
+            add(name, err is None, f"{problem}: {err or done}")
+        else:
+            add(name, False, f"{problem} ({advice})")
+
     # .index must be a directory (never a file or a link)
     idx = store.index_dir
     if idx.is_symlink() or (idx.exists() and not idx.is_dir()):
         what = "a symbolic link" if idx.is_symlink() else "not a directory"
-        if fix:
-            err = repair(lambda: safety.move_aside(idx, ".index"))
-            add("index directory", err is None, f".index was {what}: " + (err or "moved aside"))
-        else:
-            add("index directory", False, f".index is {what} (doctor --fix moves it aside)")
+        fixable("index directory", f".index {'was' if fix else 'is'} {what}",
+                lambda: safety.move_aside(idx, ".index"), "moved aside", "doctor --fix moves it aside")
     # the catalog and the usage counts: derived, so a damaged one is rebuilt / restarted
     for name, path, what in (("index catalog", idx / "catalog.sqlite", "rebuilt from facts/"),
                              ("usage counts", store.path / ".state.sqlite", "moved aside, counts restart")):
@@ -205,41 +191,27 @@ def check(store: Store, *, fix: bool = False) -> list[Check]:
         problem = _sqlite_ok(path)
         if problem is None:
             add(name, True, "ok")
-        elif fix:
-            def drop(path: Path = path) -> None:
-                safety.move_aside(path, path.name)
-                for suffix in ("-wal", "-shm"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(f"{path}{suffix}")
-            err = repair(drop)
-            add(name, err is None, f"{problem}: " + (err or what))
-        else:
-            add(name, False, f"{problem} (doctor --fix: {what})")
+            continue
+
+        fixable(name, problem, lambda path=path: safety.move_aside(path, path.name), what, f"doctor --fix: {what}")
     # facts/ entries that are not regular files: never followed, never indexed
     odd = nonregular_entries(store.facts_dir)
     if odd:
-        listing = "; ".join(f"facts/{n} is {k}" for n, k in odd)
-        if fix:
-            quarantine = store.path / ".quarantine"
+        quarantine = store.path / ".quarantine"
 
-            def move() -> None:
-                quarantine.mkdir(mode=0o700, exist_ok=True)
-                for n, _k in odd:
-                    os.replace(store.facts_dir / n, quarantine / n)
-            err = repair(move)
-            add("facts entries", err is None, listing + (f": {err}" if err else ": moved to .quarantine/"))
-        else:
-            add("facts entries", False, listing + " (skipped, never followed; doctor --fix moves them to .quarantine/)")
+        def move() -> None:
+            quarantine.mkdir(mode=0o700, exist_ok=True)
+            for n, _k in odd:
+                os.replace(store.facts_dir / n, quarantine / n)
+        fixable("facts entries", "; ".join(f"facts/{n} is {k}" for n, k in odd), move, "moved to .quarantine/",
+                "skipped, never followed; doctor --fix moves them to .quarantine/")
     else:
         add("facts entries", True, "all regular files")
     # leftovers of a killed writer
     tmps = temp_files(store)
     if tmps:
-        if fix:
-            err = repair(lambda: [p.unlink(missing_ok=True) for p in tmps])
-            add("temp files", err is None, f"{len(tmps)} left by an interrupted write: " + (err or "removed"))
-        else:
-            add("temp files", False, f"{len(tmps)} left by an interrupted write (doctor --fix removes them)")
+        fixable("temp files", f"{len(tmps)} left by an interrupted write",
+                lambda: [p.unlink(missing_ok=True) for p in tmps], "removed", "doctor --fix removes them")
     # a store made by an older memcli: its .gitignore lacks what newer versions may leave behind
     missing = store.missing_ignores()
     if missing:

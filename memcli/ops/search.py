@@ -1,15 +1,11 @@
-"""Search: candidates (vector + keyword) -> one ranking function -> filters -> MMR -> results.
-
-`rank` is the only place that turns evidence into a score, so `search`, `ask`, `merge --auto`
-and the benchmarks all agree on what "best" means. A search never rewrites a fact file: usage
-counts go to `<store>/.state.sqlite`.
+"""Search: candidates (vector + keyword) -> one ranking function (`rank`) -> filters -> MMR -> results.
+A search never rewrites a fact file: usage counts go to `<store>/.state.sqlite`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import os
 import re
@@ -88,14 +84,9 @@ class SearchResponse:
 
 # ---------------------------------------------------------------- usage state
 class Usage:
-    """Per-memory state beside the index, never in the Markdown.
-
-    Two counts, kept apart on purpose: `usage` is how often a memory was *returned* by a search
-    (for `prune --unused` only), `uses` is how often it was *used*: explicit feedback
-    (`memcli feedback --useful`), an `ask` answer citing it, the fact being observed again (NONE).
-    Only `uses` feeds `reliability`, so being shown never changes a ranking: the same query on an
-    unchanged store scores the same every time.
-    """
+    """Per-memory counts beside the index: `usage`, how often a search *returned* a memory (for
+    `prune --unused` only), and `uses`, how often it was *used* (feedback, an `ask` citing it, the
+    fact observed again). Only `uses` ranks, so the same query on an unchanged store scores the same."""
 
     def __init__(self, store: Store) -> None:
         self.path = store.path / ".state.sqlite"
@@ -104,12 +95,8 @@ class Usage:
         self.immutable = False  # opened read-only (no lock, no journal): never kept open for reuse
 
     def _conn(self, create: bool) -> sqlite3.Connection | None:
-        """Reads only connect (WAL mode is a property of the file, set by the first write); the
-        journal-mode switch and table creation cost ~0.7 ms, so only a write pays for them.
-
-        On a store that cannot be written the file is opened immutable (no lock, no journal, no
-        wait) and nothing is counted. A damaged file is moved aside by `_heal`.
-        """
+        """A connection; only a write pays for WAL mode and the tables (~0.7 ms). On a store that
+        cannot be written the file is opened immutable (no lock, no wait) and nothing is counted."""
         if self._db is None:
             if not create and not self.path.exists():
                 return None
@@ -125,12 +112,9 @@ class Usage:
             self._db = sqlite3.connect(self.path, timeout=5, isolation_level=None)
         if create and not self._ready:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS usage (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_used TEXT)"
-            )
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS uses (id TEXT PRIMARY KEY, count INTEGER NOT NULL, last TEXT)"
-            )
+            for table, last in (("usage", "last_used"), ("uses", "last")):
+                self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (id TEXT PRIMARY KEY, count INTEGER NOT NULL, "
+                                 f"{last} TEXT)")
             self._ready = True
         return self._db
 
@@ -143,85 +127,61 @@ class Usage:
             return
         with contextlib.suppress(OSError):
             safety.move_aside(self.path, ".state.sqlite (usage counts; they start again)")
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"{self.path}{suffix}")
 
     def get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
-        try:
-            return self._get(ids)
-        except sqlite3.Error as e:
-            self._heal(e)
-            return {}
-
-    def _get(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
-        db = self._conn(create=False)
-        if db is None or not ids:
-            return {}
-        q = "SELECT id, count, last_used FROM usage WHERE id IN (SELECT value FROM json_each(?))"
-        try:
-            return {r[0]: (r[1], r[2]) for r in db.execute(q, (json.dumps(list(ids)),))}
-        except sqlite3.OperationalError:  # no table yet (a file from before any bump), or busy
-            return {}
-        except sqlite3.DatabaseError as e:
-            self._heal(e)
-            return {}
+        """How often each memory was returned by a search (for `prune --unused`)."""
+        return self._counts("SELECT id, count, last_used FROM usage", ids)
 
     def uses(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
         """How often each memory was used (feedback, citations, re-observation): what ranks."""
-        db = self._conn(create=False)
-        if db is None or not ids:
-            return {}
-        out: dict[str, tuple[int, str | None]] = {}
+        return self._counts("SELECT id, count, last FROM uses", ids)
+
+    def _counts(self, select: str, ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
         ids = list(ids)
+        out: dict[str, tuple[int, str | None]] = {}
         try:
-            # Most stores have a state file (every search counts) but no use recorded yet: one
-            # probe instead of a lookup of every candidate's id (~150 bound values, ~30 us a query).
-            if db.execute("SELECT 1 FROM uses LIMIT 1").fetchone() is None:
+            db = self._conn(create=False)
+            # most state files have no count of this kind yet: one probe instead of a lookup of
+            # every candidate (~30 us a query)
+            if db is None or not ids or db.execute(f"{select} LIMIT 1").fetchone() is None:
                 return out
             for i in range(0, len(ids), 900):
                 chunk = ids[i : i + 900]
-                q = f"SELECT id, count, last FROM uses WHERE id IN ({','.join('?' * len(chunk))})"
-                out.update({r[0]: (r[1], r[2]) for r in db.execute(q, chunk)})
-        except sqlite3.Error as e:  # a state file from before `uses` existed (read-only), or a damaged one
+                out.update({r[0]: (r[1], r[2]) for r in db.execute(
+                    f"{select} WHERE id IN ({','.join('?' * len(chunk))})", chunk)})
+        except sqlite3.Error as e:  # no table yet, busy, or damaged (moved aside)
             self._heal(e)
             return {}
         return out
 
     def use(self, ids: Sequence[str], delta: int = 1) -> None:
         """Count a use of each memory (never below zero)."""
-        if not ids:
-            return
+        at = now_iso()
         try:
-            db = self._conn(create=True)
-            if db is None:  # a store that cannot be written: the use is not counted
-                return
-            at = now_iso()
-            db.executemany(
-                "INSERT INTO uses VALUES (?, max(?, 0), ?) ON CONFLICT(id) DO UPDATE SET count=max(count+?, 0), last=?",
-                [(i, delta, at, delta, at) for i in ids],
-            )
-        except (sqlite3.Error, OSError) as e:
-            self._heal(e)  # a ranking hint; failing to count must not fail the command
+            self._add("INSERT INTO uses VALUES (?, max(?, 0), ?) ON CONFLICT(id) DO UPDATE "
+                      "SET count=max(count+?, 0), last=?", [(i, delta, at, delta, at) for i in ids])
         finally:
             self.close()
 
     def bump(self, ids: Sequence[str]) -> None:
-        if not ids:
+        """Count each memory as returned by a search."""
+        at = now_iso()
+        self._add("INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET count=count+1, last_used=?",
+                  [(i, at, at) for i in ids])
+
+    def _add(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """One transaction (row by row, a 200-query batch spent ~2 s committing). Counts are a
+        ranking hint: failing to count, or a store that cannot be written, never fails the command."""
+        if not rows:
             return
         try:
             db = self._conn(create=True)
-            if db is None:  # a store that cannot be written: counting is skipped, the search is not
-                return
-            at = now_iso()
-            with db:  # one transaction: row by row, a 200-query batch spent ~2 s committing
-                db.execute("BEGIN")
-                db.executemany(
-                    "INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET count=count+1, last_used=?",
-                    [(i, at, at) for i in ids],
-                )
+            if db is not None:
+                with db:
+                    db.execute("BEGIN")
+                    db.executemany(sql, rows)
         except (sqlite3.Error, OSError) as e:
-            self._heal(e)  # usage is a ranking hint; failing to count must not fail a search
+            self._heal(e)
 
     def close(self) -> None:
         if self._db is not None:
@@ -234,9 +194,8 @@ _READERS: dict[tuple[int, str], tuple[tuple[int, int, int], Usage]] = {}
 
 
 def _usage_reader(store: Any) -> Usage:
-    """A `Usage` kept open for this thread's searches of a store: opening the state file costs
-    ~0.5 ms, as much as ranking. Reopened when the file is replaced (moved aside, recreated); a
-    fresh one, not kept, while there is no file or it can only be opened immutable (read-only)."""
+    """A `Usage` kept open for this thread's searches of a store (opening it costs as much as
+    ranking), reopened when the file is replaced; not kept while there is none or it is read-only."""
     key = (threading.get_ident(), str(store.path))
     try:
         st = os.stat(store.path / ".state.sqlite")
@@ -284,9 +243,8 @@ def reliability(confidence: float, usage_count: int) -> float:
     return min(float(confidence) * math.sqrt(usage_count / 10.0), 1.0)
 
 
-#: what a superseded memory's score is multiplied by (`search --all`, `history`): the current value
-#: of a subject ranks above the values it replaced, which recency (30-day decay) cannot tell apart
-#: once both are older than a few months
+#: a superseded memory's score factor (`search --all`): the current value ranks above those it
+#: replaced, which recency cannot tell apart once both are months old
 SUPERSEDED_FACTOR = 0.5
 
 
@@ -325,11 +283,8 @@ def mmr_pool(scores: np.ndarray, k: int) -> list[int]:
 
 def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> tuple[list[int], list[float]]:
     """Maximal marginal relevance: trade a little score for not repeating what is already picked.
-
-    Returns the picks and, for each, the value it was picked with (lam * score - (1 - lam) *
-    similarity to what was already picked). Greedy picking makes those values non-increasing: each
-    remaining candidate's value can only drop as picks accumulate, and the best of them is taken.
-    So they are the order of the results, and what `search` shows as the score."""
+    Returns the picks and the values they were picked with (lam * score - (1 - lam) * similarity
+    to the picks before), which greedy picking makes non-increasing: what `search` shows."""
     order = list(np.argsort(-scores))
     if lam >= 1.0 or len(order) <= 1:
         return order[:k], [float(scores[i]) for i in order[:k]]
@@ -349,9 +304,8 @@ def mmr(scores: np.ndarray, vecs: np.ndarray, k: int, lam: float) -> tuple[list[
 
 
 def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> np.ndarray:
-    """Keyword evidence in [0, 1]: BM25 relative to the query's best hit, times the share of the
-    query (IDF-weighted) the memory contains. Relative BM25 alone gives full marks to the best of
-    a bad lot, e.g. a memory sharing only "kept" with "where should secrets be kept?"."""
+    """Keyword evidence in [0, 1]: BM25 relative to the query's best hit, times the (IDF-weighted)
+    share of the query the memory contains: relative BM25 alone gives the best of a bad lot full marks."""
     kmax = max((s for s, _ in kw.values()), default=0.0)
     if kmax <= 0:
         return np.zeros(len(labels))
@@ -359,9 +313,7 @@ def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> n
 
 
 # ---------------------------------------------------------------- search
-# Per-step timing for bench/search_latency.py: when set, called with each step's name as the step
-# ends (the bench takes the CPU time between calls), so the whole path a user's search takes is
-# broken down without a second copy of it to drift. None: a test per step, nothing else.
+# bench/search_latency.py times each step of the real path: called with each step's name as it ends
 STEP_HOOK: Callable[[str], None] | None = None
 
 
@@ -384,16 +336,9 @@ def search_many(
     filters: Filters | None = None, record_usage: bool = True, sync: bool = True,
     include_superseded: bool = False,
 ) -> list[SearchResponse]:
-    """Ranked memories for each query; queries are embedded in one batch.
-
-    `threshold` is the minimum cosine similarity (default from config, 0.3); a memory below it is
-    still returned when the query's keywords match it strongly (keyword evidence of 0.5 or more,
-    see `keyword_evidence`), because an exact identifier, error code or name is evidence a small
-    embedding model misses.
-    Memories replaced by a newer one (`superseded_by`) are left out unless `include_superseded`.
-    Being returned is recorded (for `prune --unused`) but never changes a ranking: reliability
-    counts uses (see `Usage`), so the same query on an unchanged store scores the same every time.
-    """
+    """Ranked memories for each query, embedded in one batch. A memory below `threshold` (cosine,
+    0.3 by default) is still returned when its keyword evidence is 0.5 or more: an exact identifier
+    is evidence a small embedding model misses. Superseded memories only with `include_superseded`."""
     _step("start")
     index = store.index
     if sync and not index.synced:
@@ -419,8 +364,7 @@ def search_many(
             kw = {lab: v for lab, v in kw.items() if lab in allowed_set}
         kws.append(kw)
     _step("Index.keyword")
-    # One read of every candidate's row: the ranking's fields and the vector (similarities are
-    # hnswlib's for its own candidates; the keyword-only ones, and MMR's pool, need the vector).
+    # one read of every candidate's ranking fields and vector (keyword-only ones and MMR need it)
     cands, sims_of = [], []
     for qi in range(len(queries)):
         known = dict(knn[qi])
@@ -458,8 +402,7 @@ def search_many(
         sub, values = mmr(scores[pool], vecs, k, weights.mmr_lambda)
         picked = [pool[i] for i in sub]
         for i, value in zip(picked, values):
-            # Shown score: the value the result was ordered by, scaled to [0, 1] by the best possible
-            # score; `relevance` (before the diversity penalty) and the penalty go in --explain.
+            # shown: the value it was ordered by, scaled by the best possible score; --explain splits it
             parts[i]["relevance"] = float(scores[i])
             parts[i]["diversity_penalty"] = float(scores[i]) - value
         picks.append([(labels[i], min(1.0, max(0.0, value / full)) if full > 0 else 0.0, float(sims[i]), parts[i])

@@ -1,19 +1,9 @@
 """Agent sessions and chat exports to memories: what a developer wants next week, not every sentence.
 
-A Claude Code transcript or a ChatGPT conversation is read as dated turns (memcli.services.transcripts).
-Each turn loses its injected blocks, is redacted, and is split into candidate memories by the
-heuristic extractor; the shared junk filter (memcli.services.filters) drops narration, tool output,
-requests and fragments; the rest is ranked by how much it says (`filters.substance`) and the weakest
-are left out. Every memory is dated with its own turn's time (never the time of the import) and has
-the origin `session:<id>`; one summary memory per session (tagged `summary`) says what was asked
-and the main points, dated at the session's last turn. A later capture of the same session updates
-that summary instead of adding another.
-
-With an LLM configured the filtered turns go to the model a chunk at a time (one extraction prompt
-per chunk, `add`'s own LLM path and checks), each chunk dated with its last turn's time.
-
-`import --from claude-code|chatgpt` and the worker that processes `capture claude-code` both come
-here, so the two paths keep the same memories.
+Both `import --from` and the worker behind `capture claude-code` come here, so the two keep the same
+memories: the turns' facts that pass the shared junk filter and say enough, each dated with its own
+turn, plus one summary per session (docs/sessions.md). With an LLM the filtered turns go to `add`'s
+LLM path a chunk at a time.
 """
 
 from __future__ import annotations
@@ -24,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memcli.core.memory import Memory
+from memcli.index import Filters
 from memcli.ops.changes import ChangeSet, Update, commit_planned
 from memcli.ops.handle import Store
 from memcli.services.extract import fact_from_text, heuristic_extract, normalise
@@ -54,8 +45,7 @@ class Candidate:
 
 
 def clean_turns(conv: Conversation, *, redact: bool = True) -> list[tuple[str, str, str | None]]:
-    """(role, text, time) of the turns worth reading: injected blocks removed, secrets redacted,
-    turns that are only injected text or an API error dropped."""
+    """(role, text, time) of the turns worth reading, injected blocks removed, secrets redacted."""
     out = []
     for role, text, at in conv.dated():
         text = strip_injected(text)
@@ -89,9 +79,9 @@ SMALL_SESSION = 8
 
 
 def select(cands: list[Candidate], *, whole: bool = True) -> list[Candidate]:
-    """The candidates that say enough, in session order: all of a short exchange, else those at
-    or above MIN_SUBSTANCE (the SMALL_SESSION best always). `whole=False` for a part of a session
-    (a hook's capture after each answer): a few turns are not a short exchange, the bar applies."""
+    """The candidates that say enough, in session order: all of a short exchange, else those at or
+    above MIN_SUBSTANCE and the SMALL_SESSION best. `whole=False`: a part of a session (a hook's
+    capture), whose few turns are not a short exchange."""
     if not whole:
         return [c for c in cands if c.score >= MIN_SUBSTANCE]
     if len(cands) <= SMALL_SESSION:
@@ -129,13 +119,8 @@ def summary_text(conv: Conversation, turns: list[tuple[str, str, str | None]], k
 
 
 def _existing_summary(store: Store, session: str) -> Memory | None:
-    from memcli.index import Filters
-
-    origin = f"session:{session}"
-    for m in store.index.iter_select(Filters(tags=(SUMMARY_TAG,))):
-        if origin in m.origins:
-            return m
-    return None
+    summaries = store.index.iter_select(Filters(tags=(SUMMARY_TAG,)))
+    return next((m for m in summaries if f"session:{session}" in m.origins), None)
 
 
 def _merge_summaries(old: str, new: str) -> str:
@@ -152,8 +137,8 @@ _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
 def without_chatter_paragraphs(text: str) -> str:
-    """A turn without its paragraphs of narration or pasted output (what the model need not read:
-    fewer tokens, and nothing to copy into a memory). Code blocks are kept whole."""
+    """A turn without its paragraphs of narration or pasted output (fewer tokens for the model, and
+    nothing for it to copy); a turn with code is kept whole."""
     if "```" in text:
         return text
     kept = [p for p in _PARAGRAPH.split(text) if p.strip() and junk_class(p) not in _CHATTER]
@@ -182,8 +167,8 @@ def _llm_items(turns: list[tuple[str, str, str | None]], base: dict[str, Any]) -
 
 def add_conversation(store: Store, conv: Conversation, *, origins: Iterable[str] = (), redact: bool = True,
                      llm: bool | None = None, whole: bool = True) -> dict[str, Any]:
-    """Write one conversation's memories and its summary; returns what was done (counts).
-    `whole=False`: `conv` is the part of a session one capture read (see `select`)."""
+    """Write one conversation's memories and its summary; returns the counts. `whole=False`: `conv`
+    is the part of a session one capture read."""
     from memcli.ops.batch import add_chunks
 
     turns = clean_turns(conv, redact=redact)
@@ -236,6 +221,5 @@ def _write_summary(store: Store, conv: Conversation, text: str, origins: list[st
 
 def import_conversations(store: Store, conversations: Iterable[Conversation], name: str,
                          **options: Any) -> list[dict[str, Any]]:
-    """`import --from`: each conversation (a stream is read one at a time) with origins
-    `import:<file>` and `session:<conversation id>`."""
+    """`import --from`: each conversation (streamed) with origins `import:<file>` and `session:<id>`."""
     return [add_conversation(store, conv, origins=[f"import:{name}"], **options) for conv in conversations]

@@ -1,10 +1,4 @@
-"""The trash as it is listed, and emptying it: memories deleted for good, chosen under the writer
-lock that deletes them.
-
-The trash is the one place a memory leaves for good, so the choice (all of it, or what was trashed
-before a time) is made under the lock: a memory restored and trashed again meanwhile is judged by
-its new trash time, never purged on the strength of its old one.
-"""
+"""The trash as it is listed, and emptying it for good."""
 
 from __future__ import annotations
 
@@ -42,9 +36,9 @@ def listing(store: Store) -> list[TrashItem]:
 
 
 def empty_trash(store: Store, *, older_than: str | None = None, dry_run: bool = False) -> list[Memory]:
-    """Delete trashed memories for good: all of them, or those trashed before `older_than` (ISO,
-    UTC; one whose trash time cannot be read is kept). Returns them as they were in the trash;
-    `dry_run` deletes nothing."""
+    """Delete trashed memories for good: all, or those trashed before `older_than` (ISO, UTC; an
+    unreadable trash time is kept). Chosen under the lock that deletes them: a memory restored and
+    trashed again meanwhile is judged by its new trash time."""
 
     def choose() -> list[Memory]:
         return [m for m in store.trashed() if older_than is None or _trashed_before(m, older_than)]
@@ -58,7 +52,7 @@ def empty_trash(store: Store, *, older_than: str | None = None, dry_run: bool = 
 
 
 def _trashed_before(memory: Memory, cutoff: str) -> bool:
-    """Whether a trashed memory (`Files.trashed`) went to the trash before `cutoff` (ISO, UTC)."""
+    """Whether a trashed memory went to the trash before `cutoff` (ISO, UTC)."""
     try:
         at = iso(str(memory.extra["trashed"].get("at") or ""))
     except ValueError:

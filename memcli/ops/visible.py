@@ -1,12 +1,6 @@
-"""What an agent is handed: the same visibility as `search`, for every agent-facing read.
-
-`memcli context`, MCP `recall` / `recent` / `list` and the MCP resources all go through here, so
-an agent never reads what a person's `search` would hide:
-
-- a memory replaced by a newer one (`superseded_by`) is left out;
-- two memories flagged as contradicting each other (`contradicts` links, from `consolidate`)
-  are one item: the first one met, with the other attached as its conflict, so the pair reads
-  as "unresolved: A or B" and never as two facts.
+"""What an agent is handed (`memcli context`, MCP reads): what `search` shows, no superseded memory,
+and a pair flagged as contradicting each other as one item with its conflict ("unresolved: A or B"),
+never as two facts.
 """
 
 from __future__ import annotations
@@ -41,9 +35,8 @@ def _contradicted(m: Memory) -> list[str]:
 
 
 def visible(store: Store, records: Iterable[Memory], scores: Iterable[float | None] | None = None) -> list[Item]:
-    """`records` (best first) as an agent may see them: superseded ones dropped, each flagged
-    contradiction folded into its first side. The other side is looked up when it is not among
-    `records` (a disputed memory is never handed over as settled)."""
+    """`records` (best first) as an agent may see them; the other side of a contradiction is looked
+    up when it is not among them (a disputed memory is never handed over as settled)."""
     recs = list(records)
     score_list = list(scores) if scores is not None else [None] * len(recs)
     current = [(m, s) for m, s in zip(recs, score_list) if not m.superseded_by]

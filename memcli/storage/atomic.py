@@ -1,8 +1,5 @@
-"""Atomic writes: a temp file in the same directory, fsynced, renamed into place, the directory
-fsynced. A reader (another memcli process, an editor, git) sees the old file or the new one, never
-half of one. The one home of this for every layer above core (the store, the journal, the inbox,
-hook and sharing files); a change set stages many files with `stage_many` before renaming any.
-Standard library only, and cheap to import: a git hook writes its inbox item with it.
+"""Atomic writes: a temp file beside the target, fsynced, renamed into place, the directory fsynced,
+so a reader sees the old file or the new one. Standard library only: a git hook imports it.
 """
 
 from __future__ import annotations
@@ -10,6 +7,10 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 __all__ = ["Staged", "atomic_write", "atomic_write_chunks", "file_mode", "flush_files", "fsync_dir", "stage_file",
            "stage_many"]
@@ -25,10 +26,8 @@ os.umask(_UMASK)
 
 
 def file_mode(path: Path, new_mode: dict[str, int] | None = None) -> tuple[int, bool]:
-    """(the mode `path` is written with, whether it exists). An existing file keeps its mode. A
-    new one is private (0600), or group-readable (0640) in a directory that is group-readable: a
-    store is private unless it was made shared (`shared = true` / MEMCLI_SHARED), which creates its
-    directories 0750. `new_mode` remembers a directory's answer for a batch."""
+    """(the mode `path` is written with, whether it exists). An existing file keeps its mode; a new
+    one is 0600, or 0640 in a group-readable (shared store's) directory. `new_mode` caches per directory."""
     try:
         return os.stat(path).st_mode & 0o7777, True
     except FileNotFoundError:
@@ -47,9 +46,8 @@ def file_mode(path: Path, new_mode: dict[str, int] | None = None) -> tuple[int, 
 
 
 def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> tuple[int, int]:
-    """Give a new temp file (created 0600) its final `mode` and write all of `data` (os.write may
-    write less than asked); fsync it when `sync`. Closes `fd`. Returns the file's (mtime_ns, size)
-    once written: what it keeps when it is renamed into place (its signature for the index)."""
+    """Write all of `data` to a new temp file with its final `mode`, and close it; returns its
+    (mtime_ns, size), which a rename keeps: the file's signature for the index."""
     try:
         if mode != 0o600:
             os.fchmod(fd, mode)
@@ -64,26 +62,33 @@ def _fill(fd: int, data: bytes, mode: int, *, sync: bool) -> tuple[int, int]:
         os.close(fd)
 
 
-def stage_file(path: Path, data: bytes) -> tuple[str, tuple[int, int]]:
-    """Write `data` to a temporary file next to `path`, fsynced, with the mode `path` will have;
-    return its name and its signature (mtime_ns, size: what it keeps when renamed into place).
-    `os.replace(tmp, path)` then publishes it atomically (a change set stages all its files
-    before it renames any)."""
-    mode = file_mode(path)[0]
-    tmp = f"{path.parent}/.{path.name}.{os.getpid():x}{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, _NEW_FILE, 0o600)
+def _temp_name(path: Path) -> str:
+    return f"{path.parent}/.{path.name}.{os.getpid():x}{os.urandom(4).hex()}.tmp"
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: str) -> Iterator[None]:
     try:
-        return tmp, _fill(fd, data, mode, sync=True)
+        yield
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
+def stage_file(path: Path, data: bytes) -> tuple[str, tuple[int, int]]:
+    """Write `data` to a fsynced temp file next to `path`; returns its name and signature, for a
+    later `os.replace(tmp, path)` (a change set stages all its files before renaming any)."""
+    mode = file_mode(path)[0]
+    tmp = _temp_name(path)
+    fd = os.open(tmp, _NEW_FILE, 0o600)
+    with _removed_on_failure(tmp):
+        return tmp, _fill(fd, data, mode, sync=True)
+
+
 class Staged:
-    """What staging learnt while writing: each path's signature (mtime_ns, size) once its temp
-    file is renamed there, and (`stage_many`, a batch) the paths that exist now (the files the
-    renames will replace). A plain class, not a NamedTuple: `typing` costs a hook ~10 ms."""
+    """What staging learnt: each path's signature once renamed there, and (a batch) the paths that
+    exist now, which the renames will replace. A plain class: `typing` costs a hook ~10 ms."""
 
     __slots__ = ("replaced", "signatures")
 
@@ -92,13 +97,10 @@ class Staged:
         self.signatures = signatures
 
 
-def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]], *, flush: bool = True) -> Staged:
-    """Stage many files at once: like `stage_file`, but without an fsync per file. Appends each
-    `(temp name, final path)` to `staged` as it goes (the caller removes them on failure) and
-    ends with one flush of their filesystems (`flush_files`), so that when this returns every
-    temp file is as durable as after its own fsync. Thousands of fsyncs (one journal commit
-    each) were most of a large curation's cost; one syncfs writes the same data back once.
-    With `flush` False the caller calls `flush_files(staged)` itself (before any rename)."""
+def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]]) -> Staged:
+    """`stage_file` for a batch without an fsync per file (thousands were most of a large curation's
+    cost): the caller makes them durable with one `flush_files` before renaming any. Appends each
+    (temp, final) pair to `staged` as it goes, for the caller to remove on failure."""
     token = f"{os.getpid():x}{os.urandom(3).hex()}"
     new_mode: dict[str, int] = {}  # per directory: the mode of a file that does not exist yet
     out = Staged([], {})
@@ -110,8 +112,6 @@ def stage_many(writes: list[tuple[Path, bytes]], staged: list[tuple[str, Path]],
         fd = os.open(tmp, _NEW_FILE, 0o600)
         staged.append((tmp, path))
         out.signatures[path] = _fill(fd, data, mode, sync=False)
-    if flush:
-        flush_files(staged)
     return out
 
 
@@ -161,12 +161,8 @@ def _syncfs(dirs: list[str]) -> bool:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a mix."""
     tmp, _ = stage_file(path, data)
-    try:
+    with _removed_on_failure(tmp):
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
     fsync_dir(path.parent)
 
 
@@ -179,20 +175,15 @@ def fsync_dir(path: Path) -> None:
             os.close(dfd)
 
 
-def atomic_write_chunks(path: Path, chunks: object) -> None:
-    """`atomic_write` for text produced in pieces (an iterable of str): an export of 100k memories
-    is never held whole. The file is private (0600): an export holds every memory."""
-    tmp = f"{path.parent}/.{path.name}.{os.getpid():x}{os.urandom(4).hex()}.tmp"
+def atomic_write_chunks(path: Path, chunks: Iterable[str]) -> None:
+    """`atomic_write` for text made in pieces (an export is never held whole); private (0600)."""
+    tmp = _temp_name(path)
     fd = os.open(tmp, _NEW_FILE, 0o600)
-    try:
+    with _removed_on_failure(tmp):
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            for chunk in chunks:  # type: ignore[attr-defined]
+            for chunk in chunks:
                 f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
     fsync_dir(path.parent)

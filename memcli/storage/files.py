@@ -1,11 +1,5 @@
-"""The files layer: a store on disk — `facts/` (the source of truth), `.trash/`, `log.jsonl`,
-`inbox/` and the writer lock. It imports only the record, the settings and the errors.
-
-Writes to `facts/` come from `memcli.ops.changes.ChangeSet.commit`, which uses the primitives here
-(`stage_file`, `fsync_dir`, `log_many`, the lock). Every write is atomic (temp file in the same directory,
-fsync, rename, fsync of the directory), so a reader — another memcli process, an editor, git —
-never sees half a file. Writers serialise on an exclusive `flock` of `<store>/.lock`, so two git
-hooks running `memcli add` at once both land.
+"""A store on disk: `facts/` (the source of truth), `.trash/`, `log.jsonl`, `inbox/` and the writer
+lock (an exclusive `flock` of `<store>/.lock`). Writes to `facts/` go through `ops.changes.ChangeSet`.
 """
 
 from __future__ import annotations
@@ -24,23 +18,18 @@ from memcli.core.errors import NotFound, StoreError
 from memcli.core.memory import Memory, now_iso, valid_id
 from memcli.storage import journal, safety
 from memcli.storage.atomic import atomic_write, file_mode, fsync_dir
-from memcli.storage.locks import flock_within
+from memcli.storage.locks import lock_fd
 
 GITIGNORE = (".index/\n.trash/\n.lock\n.state.sqlite*\ninbox/\n.capture/\n"
              ".*.tmp\n*.broken-*\n.quarantine/\n.journal.json\n.edits/\n")  # derived files and leftovers
 TRASH_NOTES = "trashed.jsonl"  # in .trash/: when and why each memory moved there by a bulk commit
-# one encoder for every log line, trash note and catalog record: json.dumps(..., ensure_ascii=False)
-# builds a new one per call, a third of the cost of a curation commit's ~6,600 short lines
+# one shared encoder: json.dumps builds a new one per call, a third of a bulk commit's log cost
 json_text = json.JSONEncoder(ensure_ascii=False).encode
 
 
-
 def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
-    """Append `data` (whole lines) to `path` in one write: never through a symlink planted in its
-    place, with the mode a new store file gets, whole even when os.write writes less than asked (a
-    bulk import logs megabytes); fsynced when `sync`. A file that does not end with a newline (a
-    line torn by a power loss mid-append) gets one first: the torn line stays unreadable alone
-    instead of swallowing the first line written after it."""
+    """Append whole lines to `path` in one write, never through a symlink. A file whose last line
+    was torn (power loss mid-append) gets a newline first, so the torn line cannot swallow ours."""
     fd = safety.open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, file_mode(path)[0])
     try:
         size = os.fstat(fd).st_size
@@ -89,8 +78,7 @@ class Files:
         return self._config
 
     def guard(self) -> None:
-        """Refuse a store holding a link out of it (safety.ensure_contained), once per handle:
-        every command reads the config and every write takes the lock, so both call this."""
+        """Refuse a store holding a link out of it, once per handle (config reads and the lock call this)."""
         if not self._contained and not self.allow_unsafe:
             safety.ensure_contained(self.path)
             self._contained = True
@@ -111,8 +99,7 @@ class Files:
         return new
 
     def missing_ignores(self) -> list[str]:
-        """GITIGNORE lines the store's `.gitignore` lacks: a store made by an older memcli does not
-        ignore the leftovers newer versions can write (temp files, quarantine, journal)."""
+        """GITIGNORE lines the store's `.gitignore` lacks (a store made by an older memcli)."""
         try:
             current = (self.path / ".gitignore").read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -122,7 +109,7 @@ class Files:
         return [line for line in GITIGNORE.splitlines() if line not in current]
 
     def ensure_gitignore(self) -> list[str]:
-        """Append the missing GITIGNORE lines, keeping the user's own lines; returns what was added."""
+        """Append the missing GITIGNORE lines to the user's own; returns what was added."""
         missing = self.missing_ignores()
         if missing:
             path = self.path / ".gitignore"
@@ -154,14 +141,8 @@ class Files:
         self.ensure()
         timeout = float(os.environ.get("MEMCLI_LOCK_TIMEOUT", "60")) if timeout is None else timeout
         # a read-only mount or no permission fails here, at once, with the system's reason
-        fd = safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            taken = flock_within(fd, timeout)
-        except OSError:
-            os.close(fd)
-            raise
-        if not taken:
-            os.close(fd)
+        fd = lock_fd(safety.open_no_follow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600), timeout)
+        if fd is None:
             raise StoreError(f"store {self.path} is locked by another memcli process") from None
         self._lock_fd, self._lock_depth = fd, 1
         try:
@@ -182,8 +163,7 @@ class Files:
         return Path(self.fact_file(mid))
 
     def fact_file(self, mid: str) -> str:
-        """`facts/<id>.md` as a string, after checking the id can be a file name (a `Path` per
-        memory cost more than its file work in a commit at 10k)."""
+        """`facts/<id>.md` as a string (a `Path` per memory costs more than a commit's file work)."""
         if not valid_id(mid):
             raise NotFound(f"invalid memory id {mid!r}")
         return f"{self._facts}/{mid}.md"
@@ -207,24 +187,20 @@ class Files:
         return path
 
     # ------------------------------------------------------------ trash
-    # The trash holds a memory in one of two forms: a copy with `trashed: {at, reason}` in its
-    # front matter (a small commit), or the file as it was with that note in `.trash/trashed.jsonl`
-    # (a bulk commit moves thousands of files; rewriting each would cost as much as the move).
-    # `trashed()` lists both, `restore` brings either back, `purge_trash` deletes either for good;
-    # a note lives as long as its file is in the trash (`compact_trash_notes`).
+    # A trashed memory is a copy with `trashed: {at, reason}` in its front matter (a small commit),
+    # or the file moved as it was with that note in `.trash/trashed.jsonl` (a bulk commit: rewriting
+    # thousands of files would cost as much as moving them).
     def trashed(self) -> list[Memory]:
         """The memories in `.trash/`, each with `extra["trashed"]` = {at, reason}: from its front
-        matter (a copy made by a small commit), else from `.trash/trashed.jsonl` (a file moved by
-        a bulk one, left as it was), else from the file itself (a move whose note was lost, a
-        file put there by hand): the time it entered the trash (its inode's change time, which a
-        rename sets), no reason. A note whose file is gone is not listed."""
+        matter, else its note, else its ctime (a rename sets it) and no reason."""
         out = []
         notes: dict[str, dict[str, str]] | None = None
         for p in sorted(self.trash_dir.glob("*.md")) if self.trash_dir.is_dir() else []:
             with contextlib.suppress(ValueError, OSError):
                 m = Memory.parse(safety.read_regular(p), file_id=p.stem)
                 if not isinstance(m.extra.get("trashed"), dict):
-                    notes = self.trash_notes() if notes is None else notes
+                    if notes is None:  # read once, and only for a file a bulk commit moved
+                        notes = {i: note for i, (note, _) in self._read_trash_notes()[0].items()}
                     m.extra["trashed"] = dict(notes.get(m.id) or {"at": _stamp(p.stat().st_ctime), "reason": ""})
                 out.append(m)
         return out
@@ -234,24 +210,16 @@ class Files:
         return self.trash_dir / TRASH_NOTES
 
     def note_trashed(self, entries: list[tuple[str, str, str]]) -> None:
-        """Record (id, at, reason) of memories a commit moves to the trash as they are, in one
-        fsynced append to `.trash/trashed.jsonl` before the moves (a line for a move that a kill
-        prevented is harmless: only ids in the trash are looked up, and the next compaction
-        drops it; the last line of an id wins)."""
+        """Record (id, at, reason) of memories moved to the trash, fsynced before the moves (a note
+        for a move a kill prevented is never looked up, and compaction drops it)."""
         if not entries:
             return
         data = "".join(json_text({"id": mid, "at": at, "reason": reason}) + "\n"
                        for mid, at, reason in entries).encode("utf-8")
         _append(self.trash_notes_path, data, sync=True)
 
-    def trash_notes(self) -> dict[str, dict[str, str]]:
-        """id -> {at, reason} from `.trash/trashed.jsonl` (the last line of each id); unreadable
-        lines are skipped: the notes describe the trash, they are not part of any memory."""
-        return {mid: note for mid, (note, _) in self._read_trash_notes()[0].items()}
-
     def _read_trash_notes(self) -> tuple[dict[str, tuple[dict[str, str], str]], int]:
-        """id -> ({at, reason}, its line) for the last line of each id, in the order of those
-        lines; and the number of lines the file has (0: no file, or not one memcli can read)."""
+        """id -> ({at, reason}, its line), the last line of each id; and the file's line count."""
         try:
             raw = safety.read_regular(self.trash_notes_path)
         except (OSError, safety.NotRegular):
@@ -269,41 +237,22 @@ class Files:
         return notes, len(lines)
 
     def compact_trash_notes(self) -> None:
-        """Keep in `.trash/trashed.jsonl` only the notes of files still in the trash: the lines of
-        memories restored or purged, of moves a kill prevented, earlier lines of an id and
-        unreadable lines go. Under the writer lock, written whole to a temporary file and renamed
-        over the old one (a kill leaves the old file or the new one, never a mix); removed when no
-        note is left. Best effort: a failed write leaves the old file, whose extra lines are never
-        listed (only ids in the trash are looked up). Another writer holding the lock: left for the
-        next compaction (a restore has already committed when it asks for one)."""
-        try:
-            with self.lock(timeout=0):
-                self._compact_trash_notes()
-        except StoreError:
-            return
-
-    def _compact_trash_notes(self) -> None:
-        notes, count = self._read_trash_notes()
-        try:
+        """Keep only the notes of files still in the trash. Best effort: stale notes are never looked
+        up, so a failed write or a lock held by another writer leaves them for the next compaction."""
+        path = self.trash_notes_path
+        with contextlib.suppress(StoreError, OSError), self.lock(timeout=0):
+            notes, count = self._read_trash_notes()  # under the lock: no note appended meanwhile is lost
             present = {n[:-3] for n in os.listdir(self.trash_dir) if n.endswith(".md")} if count else set()
-        except OSError:
-            return  # cannot tell which files are there: drop nothing
-        keep = [line for mid, (_, line) in notes.items() if mid in present]
-        if len(keep) == count:
-            return
-        with contextlib.suppress(OSError):
-            if keep:
-                atomic_write(self.trash_notes_path, "".join(line + "\n" for line in keep).encode("utf-8"))
-            else:
-                os.unlink(self.trash_notes_path)
+            keep = [line for mid, (_, line) in notes.items() if mid in present]
+            if keep and len(keep) < count:
+                atomic_write(path, "".join(line + "\n" for line in keep).encode("utf-8"))
+            elif not keep and count:
+                os.unlink(path)
                 fsync_dir(self.trash_dir)
 
     def purge_trash(self, ids: list[str]) -> list[str]:
-        """Delete trashed memories for good, whichever form they are in: logged (PURGE, before
-        anything is deleted, like every change), then their files removed from `.trash/`, then
-        their notes dropped from `trashed.jsonl`. A kill between the steps loses nothing that was
-        to stay: a note whose file is gone is never listed and goes at the next compaction.
-        Returns the ids purged (ids not in the trash are skipped)."""
+        """Delete trashed memories for good (logged first, like every change); returns the ids
+        purged, skipping those not in the trash."""
         with self.lock():
             gone = [mid for mid in ids if valid_id(mid) and (self.trash_dir / f"{mid}.md").is_file()]
             self.log_many([{"event": "PURGE", "id": mid} for mid in gone])
@@ -317,7 +266,7 @@ class Files:
 
     # ------------------------------------------------------------ log
     def log(self, event: str, **fields: Any) -> None:
-        """Append one line to `log.jsonl`: the history of every change, for humans and rollback."""
+        """Append one line to `log.jsonl`, the history of every change."""
         self.log_many([{"event": event, **fields}])
 
     def log_many(self, records: list[dict[str, Any]]) -> None:
@@ -325,7 +274,6 @@ class Files:
         if not records:
             return
         at = now_iso()
-        # (a record with no None value, the usual one, is written as it is: no filtered copy)
         data = "".join(
             json_text({"at": at, **(r if None not in r.values() else {k: v for k, v in r.items() if v is not None})})
             + "\n" for r in records

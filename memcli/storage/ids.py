@@ -1,28 +1,20 @@
 """Ids as people type them and as memcli shows them: short, unique, and always resolvable.
 
-A memory id is a ULID: 10 characters of millisecond clock, then 16 random ones. The clock part
-is what ids share (every memory of one second starts with the same 8 characters, and the facts of
-one `add` are monotonic ULIDs that share 25 of 26), so a short id is taken from the *random* end:
-the shortest tail, at least `MIN_ID_CHARS` long, that no other memory's id ends or starts with
-(git's abbreviated-sha habit, applied to the part of the id that is actually random). Eight
-characters are 40 random bits: unambiguous in any store a person keeps.
-
-What resolves: the full id, a unique prefix (the old habit, and ids that are not ULIDs), or a
-unique tail (what listings, search, context and MCP show), case-insensitively. An ambiguous one
-names its candidates; a trashed id is told apart from an unknown one, with the command that
-brings it back.
+A ULID's first 10 characters are its clock, which the ids of one second (and one `add`) share, so a
+short id is the shortest unique *tail*, at least `MIN_ID_CHARS` long (8 characters: 40 random bits).
+A reference resolves as the full id, a unique prefix or a unique tail, case-insensitively; an
+ambiguous one names its candidates, and a trashed one says how to bring it back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from memcli.core.errors import NotFound
 from memcli.core.shortid import is_ulid, shortest_tail
-from memcli.core.text import MIN_ID_CHARS, shortest_prefix
+from memcli.core.text import MIN_ID_CHARS, clip, shortest_prefix
 
-__all__ = ["MIN_ID_CHARS", "IdError", "is_ulid", "resolve", "resolve_trashed", "short_id", "short_ids"]
+__all__ = ["IdError", "resolve", "resolve_trashed", "short_ids"]
 MIN_TAIL_REF = 4  # a typed reference shorter than this is matched as a prefix only
 MAX_ID_CHARS = 128  # ids are file names of at most 128 characters (core.memory.valid_id)
 MAX_CANDIDATES = 10  # fetched to tell one match from several; the hint names five
@@ -32,65 +24,49 @@ class IdError(NotFound):
     """An id that does not resolve (unknown, ambiguous, trashed); `hint` says what to do."""
 
 
-@dataclass
-class Candidate:
-    id: str
-    text: str
-
-
-def _clip(text: str, width: int) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "…"
-
-
-def _candidates(index: object, ref: str, limit: int) -> tuple[list[Candidate], bool]:
-    """Memories whose id starts or ends with `ref`, and whether there may be more than `limit`."""
+def _candidates(index: object, ref: str, limit: int) -> tuple[list[tuple[str, str]], bool]:
+    """(id, text) of the memories whose id starts or ends with `ref`, and whether there may be more
+    than `limit`."""
     p = ref.strip().upper()
     if not p:
         return [], False
     heads = index.with_prefix(p, limit)  # type: ignore[attr-defined]
     tails = index.with_suffix(p, limit) if len(p) >= MIN_TAIL_REF else []  # type: ignore[attr-defined]
-    found = {mid: Candidate(mid, text) for mid, text in (*heads, *tails)}
-    return sorted(found.values(), key=lambda c: c.id), len(heads) >= limit or len(tails) >= limit
-
-
-def trashed_ids(store: object) -> list[str]:
-    trash = store.trash_dir  # type: ignore[attr-defined]
-    return sorted(p.stem for p in trash.glob("*.md")) if trash.is_dir() else []
+    return sorted(dict([*heads, *tails]).items()), len(heads) >= limit or len(tails) >= limit
 
 
 def _trash_matches(store: object, ref: str) -> list[str]:
     p = ref.strip().upper()
-    if not p:
+    trash = store.trash_dir  # type: ignore[attr-defined]
+    if not p or not trash.is_dir():
         return []
-    return [i for i in trashed_ids(store)
+    return [i for i in sorted(f.stem for f in trash.glob("*.md"))
             if i.upper().startswith(p) or (len(p) >= MIN_TAIL_REF and i.upper().endswith(p))]
 
 
 def _checked(ref: str) -> str:
-    """`ref` stripped; an empty or impossible one (longer than any id) is an IdError at once,
-    without a query: a 100,000-character id is answered as fast as a short one."""
+    """`ref` stripped; an empty or impossible one is an IdError at once, without a query (a
+    100,000-character id is answered as fast as a short one)."""
     r = ref.strip() if isinstance(ref, str) else ""
     if not r:
         raise IdError("no memory id given", hint="memcli list shows the ids")
     if len(r) > MAX_ID_CHARS:
-        raise IdError(f"no memory with id {_clip(r, 40)} (ids are at most {MAX_ID_CHARS} characters)")
+        raise IdError(f"no memory with id {clip(r, 40)} (ids are at most {MAX_ID_CHARS} characters)")
     return r
 
 
 def resolve(store: object, ref: str) -> str:
-    """The full id of a memory in the store from its id, a unique prefix or a unique tail;
-    IdError otherwise (ambiguous: the candidates; in the trash: how to restore it; unknown: say so)."""
+    """The full id of a memory from its id, a unique prefix or a unique tail; else IdError."""
     index = store.index  # type: ignore[attr-defined]
     r = _checked(ref)
     if index.has_id(r):
         return r
     found, more = _candidates(index, r, MAX_CANDIDATES + 1)
     if len(found) == 1:
-        return found[0].id
+        return found[0][0]
     if found:
         shown = found[:5]
-        listing = "; ".join(f"{c.id} {_clip(c.text, 30)}" for c in shown)
+        listing = "; ".join(f"{mid} {clip(text, 30)}" for mid, text in shown)
         n = f"more than {len(found) - 1}" if more else str(len(found))
         rest = f"; and {len(found) - len(shown)}{'+' if more else ''} more" if len(found) > len(shown) else ""
         raise IdError(f"id {r} is ambiguous: it matches {n} memories", hint=f"candidates: {listing}{rest}")
@@ -119,9 +95,8 @@ def resolve_trashed(store: object, ref: str) -> str:
 
 
 def short_ids(store: object, ids: Iterable[str], minimum: int = MIN_ID_CHARS) -> dict[str, str]:
-    """The short id of each of `ids` (see the module docstring): one scan of the catalog for the
-    ULIDs (the ids that share their last or first `minimum` characters with one of them), two
-    indexed lookups for any other id."""
+    """The short id of each of `ids`: one catalog scan for the ULIDs (the ids sharing their first or
+    last `minimum` characters with one of them), two indexed lookups for any other id."""
     index = store.index  # type: ignore[attr-defined]
     wanted = list(dict.fromkeys(ids))
     ulids = [i for i in wanted if is_ulid(i)]
@@ -138,7 +113,3 @@ def short_ids(store: object, ids: Iterable[str], minimum: int = MIN_ID_CHARS) ->
         if mid not in out:
             out[mid] = shortest_prefix(mid, index.id_neighbours(mid), minimum)
     return out
-
-
-def short_id(store: object, mid: str) -> str:
-    return short_ids(store, [mid])[mid]

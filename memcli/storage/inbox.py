@@ -1,13 +1,7 @@
-"""The inbox: `<store>/inbox/`, inputs waiting to go through the add pipeline.
-
-Two kinds of caller park an input here, in one format: a hook or an agent that must not wait for a
-model (`memcli.agents.spool.spool`, attempts 0), and an `add` whose LLM was unreachable
-(`memcli.ops.add.save_to_inbox`, attempts 1 and the error). One processor, `memcli.agents.spool`,
-replays them (`memcli inbox process` / the detached worker, and `memcli inbox retry`). An item is
-`<ULID>.json` (`.remap` for a git rewrite's origin remap, which `inbox` and `retry` never replay):
-`{"at", "kind", "source", "attempts", "options", "text"}`, plus `error` once it failed.
-
-Standard library only: a git hook spools an input with this on a < 100 ms budget.
+"""`<store>/inbox/`: inputs parked by a hook that must not wait for a model, or by an `add` whose LLM
+was unreachable; `memcli.agents.spool` replays them. An item is `<ULID>.json` (`.remap`: a git
+rewrite's origin remap) holding `{"at", "kind", "source", "attempts", "options", "text", "error"?}`.
+Standard library only: a git hook spools with it on a < 100 ms budget.
 """
 
 from __future__ import annotations
@@ -39,14 +33,13 @@ def now() -> str:
 
 
 def write_item(path: Path, item: dict[str, Any]) -> None:
-    """Write (or rewrite, after a failed attempt) one item, atomically: an input is never half on disk."""
+    """Write (or rewrite, after a failed attempt) one item atomically."""
     atomic_write(path, json.dumps(item, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
 def park(store_path: str | os.PathLike[str], text: str, options: dict[str, Any], *, kind: str = "add",
          source: str | None = None, error: str | None = None) -> Path:
-    """Park one input (already redacted, unless the user opted out); returns its path. `error`:
-    why it could not be processed now (its first attempt failed)."""
+    """Park one input (already redacted); returns its path. `error`: why its first attempt failed."""
     d = inbox_dir(store_path)
     d.mkdir(exist_ok=True)
     item: dict[str, Any] = {"at": now(), "kind": kind, "source": source, "attempts": 1 if error else 0,

@@ -1,11 +1,5 @@
-"""A commit's intent, written before its renames, so a commit cut short (kill -9, power loss) is
-completed by the next writer instead of leaving half of it applied.
-
-A change set stages every file (fsynced temp files), logs, then renames them into place and
-removes the files it trashes. Killed between the first rename and the last unlink, the store
-would hold a merged memory beside its sources, or an id both in `facts/` and `.trash/`. The
-journal lists the renames (temp -> final) and the unlinks; the next process that takes the
-writer lock rolls it forward (a rename whose temp file is gone was done already) and deletes it.
+"""A commit's remaining renames and unlinks, written before the first rename, so that the next
+writer rolls a commit killed half way forward (never a merged memory beside its sources).
 """
 
 from __future__ import annotations
@@ -39,9 +33,7 @@ def end(store: Any) -> None:
 
 
 def recover(store: Any) -> bool:
-    """Roll an interrupted commit forward (the caller holds the writer lock). Returns whether
-    there was one. Paths other than memory files (and their temp files) in facts/ and .trash/ are
-    ignored: the journal is a file like any other, and a clone may carry one."""
+    """Roll an interrupted commit forward (under the writer lock); returns whether there was one."""
     p = path_of(store)
     try:
         doc = json.loads(p.read_bytes())

@@ -1,9 +1,5 @@
-"""The one lock helper: exclusive `flock`s, taken without waiting (`try_flock`, `try_lock`,
-`item_lock`) or waiting up to a timeout (`flock_within`). The store's writer lock, the inbox
-worker's lock, each inbox item's lock (so the hooks' worker and `memcli inbox retry` never work on
-one item) and the locks of sidecars outside the store are all taken through it.
-
-Standard library only: the spooling side imports it on a hook's < 100 ms budget.
+"""Exclusive `flock`s, taken at once or within a timeout: the writer lock, the inbox worker's and
+each inbox item's. Standard library only: a hook imports it on a < 100 ms budget.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ if TYPE_CHECKING:
 
 
 def try_flock(fd: int) -> bool:
-    """Take an exclusive flock on `fd` without waiting: False if another process holds it; any
-    other failure (EBADF, ENOLCK...) raises, since it is not "someone else is working on it"."""
+    """An exclusive flock on `fd` without waiting: False if another process holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -34,8 +29,7 @@ def try_flock(fd: int) -> bool:
 
 
 def flock_within(fd: int, timeout: float) -> bool:
-    """Take an exclusive flock on `fd`, waiting up to `timeout` seconds: False if another process
-    still holds it then."""
+    """An exclusive flock on `fd` within `timeout` seconds: False if another still holds it."""
     deadline = time.monotonic() + timeout
     while not try_flock(fd):
         if time.monotonic() > deadline:
@@ -44,10 +38,8 @@ def flock_within(fd: int, timeout: float) -> bool:
     return True
 
 
-def try_lock(path: Path, wait: float = 0) -> int | None:
-    """An exclusive flock on `path` (created), waiting up to `wait` seconds (0: not at all): the
-    fd, or None if another still holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+def lock_fd(fd: int, wait: float = 0) -> int | None:
+    """`fd` once exclusively flocked within `wait` seconds (0: at once); else it is closed: None."""
     try:
         taken = flock_within(fd, wait) if wait > 0 else try_flock(fd)
     except OSError:
@@ -59,10 +51,14 @@ def try_lock(path: Path, wait: float = 0) -> int | None:
     return fd
 
 
+def try_lock(path: Path, wait: float = 0) -> int | None:
+    """The fd of an exclusive flock on `path` (created) within `wait` seconds, or None."""
+    return lock_fd(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), wait)
+
+
 @contextlib.contextmanager
 def item_lock(path: Path) -> Iterator[int | None]:
-    """An exclusive non-blocking lock on `path`: yields the fd, or None if someone else holds it
-    (or the file is gone). The lock is checked to be on the file still at `path`."""
+    """Yields the fd of a non-blocking lock on the file still at `path`, or None (held, or gone)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:

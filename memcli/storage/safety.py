@@ -1,10 +1,5 @@
-"""Safety nets for the parts of a store memcli derives or owns: read-only stores, damaged sidecar
-files, paths that are not what they should be.
-
-Why a module of its own: the index, the usage counts and the store all need the same few rules
-(never wait on a store that cannot be written, never trust a derived file that does not open,
-never write through a symlink), and a repair must be reported once, to the user, whichever layer
-made it. Layers call `notice()`; the CLI prints what `drain()` returns after each command.
+"""The rules the index, the usage counts and the store share: never wait on a store that cannot be
+written, never trust a derived file that does not open, never follow a link out of the store.
 """
 
 from __future__ import annotations
@@ -26,9 +21,8 @@ from memcli.storage.locks import flock_within
 
 
 def writable(path: Path) -> bool:
-    """Whether this process may create files in `path` (the nearest existing directory above it
-    when it does not exist yet). `os.access` reports a read-only mount (EROFS) and honours root's
-    override of permission bits, which is what a write would do."""
+    """Whether this process may create files in `path` (or the nearest existing directory above it);
+    `os.access` sees a read-only mount and root's override, as a write would."""
     p = path
     while not p.exists():
         if p.parent == p:
@@ -59,16 +53,19 @@ def is_corrupt(error: sqlite3.DatabaseError) -> bool:
 
 
 def move_aside(path: Path, what: str) -> Path:
-    """Rename a damaged derived file out of the way (kept for inspection), and say so."""
+    """Rename a damaged derived file out of the way (kept for inspection), and say so; an SQLite
+    file's `-wal` and `-shm` go with it (they belong to the old file)."""
     dest = path.with_name(f"{path.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     os.replace(path, dest)
     notice(f"{what} was unreadable: moved aside to {dest.name}")
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
     return dest
 
 
 def fallback_index_dir(store_path: Path) -> Path:
-    """Where the sidecar of a store that cannot be written lives: in the user's cache, keyed by the
-    store's path, so a read-only store still searches (and stays fast across runs)."""
+    """The sidecar of a store that cannot be written: in the user's cache, keyed by the store's path."""
     key = hashlib.sha256(str(store_path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return cache_dir() / "readonly-index" / key
 
@@ -86,8 +83,7 @@ def file_lock(path: Path, timeout: float = 60.0) -> Iterator[None]:
 
 
 def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> int:
-    """os.open that refuses a symlink at `path` (ELOOP becomes a clear message): the store's own
-    files are never written through a link someone planted."""
+    """os.open that refuses a symlink at `path`, with a clear message."""
     try:
         return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     except OSError as e:
@@ -96,13 +92,20 @@ def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> int:
         raise
 
 
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, for a message."""
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
 class NotRegular(OSError):
     """A path that is a symlink, directory, FIFO or device where a regular file was expected."""
 
 
 def read_regular(path: Path) -> bytes:
-    """The bytes of a regular file, refusing anything else without following or blocking on it:
-    a symlink planted in facts/ (`passwd.md -> /etc/passwd`) is not read, a FIFO does not hang."""
+    """The bytes of a regular file; a symlink (`passwd.md -> /etc/passwd`) is not followed, a FIFO
+    does not hang."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -112,8 +115,7 @@ def read_regular(path: Path) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
-            raise NotRegular(errno.EINVAL, kind, str(path))
+            raise NotRegular(errno.EINVAL, file_kind(mode), str(path))
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -124,19 +126,9 @@ def read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
-def regular_file(path: Path) -> bool:
-    """True for a regular file that is not a symlink (lstat: the link itself, never its target)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 # ------------------------------------------------------------------ containment
-# A store travels with a repository: a clone may hold links someone planted (`facts -> ~/notes`,
-# `config.toml -> ~/.aws/credentials`, `inbox -> /tmp/x`). Every command reads and writes inside
-# the store only, so a store holding such a link is refused whole, with one line naming it, until
-# `memcli doctor --fix` moves the link aside (doctor is the one command that opens it anyway).
+# A clone may hold planted links (`facts -> ~/notes`, `config.toml -> ~/.aws/credentials`): such a
+# store is refused whole until `memcli doctor --fix` moves them aside.
 STORE_DIRS = ("facts", ".trash", ".index", "inbox", ".capture", ".quarantine")
 _SCANNED = (".index", "inbox", ".capture")  # small directories whose entries memcli opens by name
 
@@ -146,21 +138,19 @@ class UnsafeStore(StoreError):
 
 
 def unsafe_entries(store: Path) -> list[tuple[str, str]]:
-    """(path relative to the store, what it is) for each entry a command would follow out of the
-    store: a symbolic link among the store's own entries or in `.index/`, `inbox/`, `.capture/`,
-    and a store directory that is not a directory. `facts/*.md` and `.trash/*.md` links are
-    skipped where they are read (`read_regular`), so they are doctor's `facts entries` check.
-    lstat only: nothing is followed. A few dozen entries: cheap enough for every command."""
+    """(path in the store, what it is) for each link among the store's entries or in `.index/`,
+    `inbox/`, `.capture/`, and each store directory that is not one (`facts/*.md` links are
+    refused where they are read). lstat only, a few dozen entries: cheap for every command."""
     out: list[tuple[str, str]] = []
 
-    def scan(d: Path, prefix: str) -> list[os.DirEntry[str]]:
+    def scan(d: Path) -> list[os.DirEntry[str]]:
         try:
             with os.scandir(d) as it:
                 return list(it)
         except OSError:
             return []
 
-    for e in scan(store, ""):
+    for e in scan(store):
         if e.is_symlink():
             out.append((e.name, _link_kind(e.path)))
         elif e.name in STORE_DIRS and not e.is_dir(follow_symlinks=False):
@@ -168,7 +158,7 @@ def unsafe_entries(store: Path) -> list[tuple[str, str]]:
     for sub in _SCANNED:
         if any(name == sub for name, _ in out):
             continue
-        for e in scan(store / sub, sub):
+        for e in scan(store / sub):
             if e.is_symlink():
                 out.append((f"{sub}/{e.name}", _link_kind(e.path)))
     return sorted(out)
@@ -192,12 +182,14 @@ def ensure_contained(store: Path) -> None:
 
 
 def own_file(directory: Path, name: object, pattern: str) -> Path | None:
-    """`directory/name` when `name` is a plain file name matching `pattern` (a regex, whole) and
-    that entry is a regular file, not a link; else None. For names a derived file records (a
-    catalog's `hnsw_file`): a crafted catalog must not open `/etc/passwd` or `../../x`."""
+    """`directory/name` when `name` fully matches `pattern` and is a regular file (not a link), else
+    None: a crafted catalog's `hnsw_file` must not open `/etc/passwd` or `../../x`."""
     import re
 
     if not isinstance(name, str) or not re.fullmatch(pattern, name):
         return None
     path = directory / name
-    return path if regular_file(path) else None
+    try:
+        return path if stat.S_ISREG(os.lstat(path).st_mode) else None
+    except OSError:
+        return None

@@ -18,7 +18,6 @@ from typing import Any
 import frontmatter
 import yaml
 
-from memcli.core import yaml_fast
 from memcli.core.facts import MEMORY_TYPES
 from memcli.core.ulid import new_ulid  # memories are named by it (callers import it from here too)
 
@@ -136,11 +135,8 @@ class Memory:
 
     # -- serialisation
     def _fields(self) -> dict[str, Any]:
-        """The record's fields in their one order (the front matter's and the JSON record's),
-        unset (None) optional fields left out, values as the record holds them. `front_matter` and
-        `to_dict` start from this and only convert values (assigning an existing key keeps its
-        place), so the file and the export cannot list the fields differently; `extra` follows,
-        in its own order."""
+        """The fields in their one order, unset optional ones left out: `front_matter` and `to_dict`
+        only convert values, so the file and the export cannot list the fields differently."""
         d: dict[str, Any] = {"id": self.id, "type": self.type, "tags": self.tags}
         if self.domain is not None:
             d["domain"] = self.domain
@@ -164,8 +160,7 @@ class Memory:
         return d
 
     def front_matter(self) -> dict[str, Any]:
-        """Front-matter mapping in canonical key order (`_fields`), with the YAML wrappers that
-        keep timestamps as written."""
+        """The front-matter mapping, with the YAML wrappers that keep timestamps as written."""
         fm = self._fields()
         fm["tags"], fm["origins"] = list(self.tags), list(self.origins)
         fm["created"], fm["updated"] = _Stamp(self.created), _Stamp(self.updated)
@@ -181,21 +176,15 @@ class Memory:
 
     def to_markdown(self) -> str:
         fm = self.front_matter()
-        # the usual shapes are written by memcli's own writer, byte for byte what libyaml writes
-        head = yaml_fast.dump(fm, stamp=_Stamp, block=_Block)
-        if head is None:
-            head = _dump(fm, _Dumper)
-            if "\\U" in head:  # libyaml escapes characters beyond the BMP (emoji): keep them readable
-                head = _dump(fm, _PyDumper)
+        head = _dump(fm, _Dumper)
+        if "\\U" in head:  # libyaml escapes characters beyond the BMP (emoji): keep them readable
+            head = _dump(fm, _PyDumper)
         body = self.text.strip("\n")
         return f"---\n{head}---\n{body}\n"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready record: the export / `--json` shape (text plus every front-matter field).
-
-        The same mapping as `_jsonable({**front_matter(), "text": text})` (tests/test_memory.py
-        checks it), built from `_fields` directly: export and `list --json` call this once per
-        memory, and the front matter's YAML wrappers cost three times as much."""
+        """The export / `--json` record: `_jsonable({**front_matter(), "text": text})`, built without
+        the YAML wrappers (they cost three times as much on an export)."""
         d = self._fields()
         d["tags"], d["origins"] = _jsonable(self.tags), _jsonable(self.origins)
         d["created"], d["updated"] = str(self.created), str(self.updated)
@@ -218,9 +207,7 @@ class Memory:
         return str(newer) if newer else None
 
     def clone(self) -> Memory:
-        """An independent copy: the lists and mappings inside are copied too, so editing the copy
-        never touches the original. The values are plain data (strings, numbers, lists, mappings),
-        so this is a fraction of `copy.deepcopy`'s cost (a curation plan copies thousands)."""
+        """A copy whose lists and mappings are copied too (plain data: cheaper than `copy.deepcopy`)."""
         return dataclasses.replace(
             self, tags=list(self.tags), origins=list(self.origins), flags=dict(self.flags),
             history=_clone(self.history), links=_clone(self.links), extra=_clone(self.extra),
@@ -228,13 +215,9 @@ class Memory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None) -> Memory:
-        """Build from a front-matter mapping (or an export record with `text`).
-
-        Every field is checked for its type here, because both hand-edited front matter and
-        import records reach this point: a wrong type is a `MalformedMemory` naming the field,
-        never an AttributeError deep in a later command (one bad record must not poison a store).
-        A catalog row, validated when its file was indexed, is read with `from_catalog` instead.
-        """
+        """Build from a front-matter mapping (or an export record with `text`), checking every
+        field's type: hand-edited files and imports get here, and a wrong type must be a
+        `MalformedMemory` naming the field, not an AttributeError in a later command."""
         check_value(data, "record")
         d = dict(data)
         text = d.pop("text", None)
@@ -304,13 +287,8 @@ class Memory:
 
     @classmethod
     def from_catalog(cls, rec: dict[str, Any]) -> Memory:
-        """A memory from its catalog record (`to_dict` of a memory that `from_dict` validated when
-        its file was indexed), without validating it again: ~10x cheaper than `from_dict`, which
-        matters when a command reads thousands of rows (list, export, curation).
-
-        `rec` is consumed (its keys are popped): pass a fresh mapping, e.g. from `json.loads`.
-        Gives the memory `Memory.parse` gives for the file, on every field the catalog keeps
-        (tests/test_memory.py and tests/test_index.py check it)."""
+        """A memory from its catalog record (validated when its file was indexed), not validated
+        again: list, export and curation read thousands. `rec` is consumed (its keys are popped)."""
         pop = rec.pop
         flags = {name: True for name, key in FLAG_KEYS.items() if pop(key, False)}
         return cls(
@@ -360,9 +338,8 @@ class Memory:
         return cls.from_dict(meta)
 
 
-# A front matter is parsed by YAML at ~30 us a line: a clone's fact file with a million-line
-# front matter made `list` run for minutes. memcli writes a few lines per memory (a history
-# entry is 3): these bounds are far above any store's and keep one file's parse under ~0.3 s.
+# YAML parses ~30 us a line: a million-line front matter in a clone made `list` run for minutes.
+# These bounds are far above what memcli writes and keep one file's parse under ~0.3 s.
 MAX_FRONT_MATTER_LINES = 10_000
 MAX_FRONT_MATTER_BYTES = 8 << 20
 
@@ -418,12 +395,8 @@ def _str_list(v: object, name: str) -> list[str]:
 
 
 def check_value(value: Any, name: str = "value") -> None:
-    """Refuse what could not be written back as UTF-8 YAML, or costs more than a record should.
-
-    Lone surrogates (from JSON `\\ud800` or undecodable argv) cannot be encoded; a tree deeper than
-    MAX_DEPTH or larger than MAX_NODES is an alias bomb or a hostile record. The walk stops at the
-    bound, so a billion-laughs value costs MAX_NODES steps, not its expanded size.
-    """
+    """Refuse lone surrogates (they cannot be written as UTF-8) and trees deeper than MAX_DEPTH or
+    larger than MAX_NODES (an alias bomb: the walk stops at the bound, not at its expanded size)."""
     budget = [MAX_NODES]
 
     def walk(v: Any, depth: int, where: str) -> None:
@@ -449,8 +422,7 @@ def check_value(value: Any, name: str = "value") -> None:
 
 
 def _clone(v: Any) -> Any:
-    """A copy of plain data: new lists and mappings all the way down; strings and numbers are
-    immutable and shared (a `_Stamp` stays a `_Stamp`)."""
+    """Plain data with new lists and mappings all the way down (a `_Stamp` stays a `_Stamp`)."""
     if isinstance(v, dict):
         out = {k: _clone(x) for k, x in v.items()}
         return out if type(v) is dict else type(v)(out)
@@ -485,11 +457,8 @@ def _jsonable(v: Any) -> Any:
 
 
 class _Stamp(str):
-    """A timestamp kept in its original spelling, written as a plain YAML scalar, unquoted.
-
-    YAML would otherwise turn `2026-02-01T10:00:00Z` into a datetime and write it back as
-    `2026-02-01 10:00:00+00:00`: a hand-written value must come back the way it was written.
-    """
+    """A timestamp kept as spelled, written plain: YAML would read `2026-02-01T10:00:00Z` as a
+    datetime and write it back as `2026-02-01 10:00:00+00:00`."""
 
 
 class _Block(dict):  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ coverage: the IDF-weighted share of the query's words it contains.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -47,6 +48,12 @@ CREATE TABLE IF NOT EXISTS kw_tail_doc (label INTEGER PRIMARY KEY);  -- document
 CREATE TABLE IF NOT EXISTS kw_gone (label INTEGER PRIMARY KEY, terms TEXT NOT NULL);
 """
 TABLES = ("kw_term", "kw_doc", "kw_stat", "kw_tail", "kw_tail_doc", "kw_gone")
+_IN = "IN (SELECT value FROM json_each(?))"  # with `_json(values)`: any number of values, one parameter
+
+
+def _json(values: Iterable[Any]) -> str:
+    return json.dumps(list(values), default=int)  # default: numpy integers
+
 
 # ---------------------------------------------------------------- tokenizer
 # Units: runs of anything but ASCII punctuation and white space. unicode61 treats every ASCII
@@ -234,10 +241,8 @@ class KeywordIndex:
         docs = dict(docs)
         gone = set(removed) | set(docs)
         old: dict[int, tuple[int, list[str]]] = {}
-        for chunk in _chunks(list(gone)):
-            q = f"SELECT label, dl, terms FROM kw_doc WHERE label IN ({','.join('?' * len(chunk))})"
-            for label, dl, terms in db.execute(q, chunk):
-                old[label] = (dl, terms.split(" ") if terms else [])
+        for label, dl, terms in db.execute(f"SELECT label, dl, terms FROM kw_doc WHERE label {_IN}", (_json(gone),)):
+            old[label] = (dl, terms.split(" ") if terms else [])
         doc_rows, new, add_tokens = _postings(docs)
         n_docs, n_tokens = self.stats()
         n_docs += len(doc_rows) - len(old)
@@ -255,8 +260,7 @@ class KeywordIndex:
             self._merge_all(old, new)
         else:
             self._update_delta(old, in_tail, to_gone, new, [lab for lab, _, _ in doc_rows])
-        for chunk in _chunks(list(old)):
-            db.execute(f"DELETE FROM kw_doc WHERE label IN ({','.join('?' * len(chunk))})", chunk)
+        db.execute(f"DELETE FROM kw_doc WHERE label {_IN}", (_json(old),))
         if n_docs > 0:
             db.executemany("INSERT INTO kw_doc VALUES (?,?,?)", doc_rows)
         db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)", [("docs", max(n_docs, 0)),
@@ -272,19 +276,11 @@ class KeywordIndex:
         return int(rows.get("tail", 0)), int(rows.get("gone", 0))
 
     def _labels_in(self, labels: list[int], table: str) -> set[int]:
-        out: set[int] = set()
-        for chunk in _chunks(labels):
-            q = f"SELECT label FROM {table} WHERE label IN ({','.join('?' * len(chunk))})"
-            out.update(r[0] for r in self.db.execute(q, chunk))
-        return out
+        return {r[0] for r in self.db.execute(f"SELECT label FROM {table} WHERE label {_IN}", (_json(labels),))}
 
     def _rows(self, table: str, terms: list[str]) -> dict[str, tuple[bytes, bytes, bytes, bytes]]:
-        out: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
-        for chunk in _chunks(terms):
-            q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term IN ({','.join('?' * len(chunk))})"
-            for term, *blobs in self.db.execute(q, chunk):
-                out[term] = tuple(blobs)  # type: ignore[assignment]
-        return out
+        q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term {_IN}"
+        return {term: tuple(blobs) for term, *blobs in self.db.execute(q, (_json(terms),))}  # type: ignore[misc]
 
     def _update_delta(self, old: dict[int, tuple[int, list[str]]], in_tail: set[int], to_gone: list[int],
                       new: dict[str, tuple[np.ndarray, ...]], new_labels: list[int]) -> None:
@@ -365,18 +361,16 @@ class KeywordIndex:
             return
         delta = self._delta(cache)
         tail = self._rows("kw_tail", need) if delta is not None else {}
-        for chunk in _chunks(need):
-            q = ("SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term"
-                 f" WHERE term IN ({','.join('?' * len(chunk))})")
-            for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, chunk):
-                if delta is not None and (term in tail or term in delta[1]):
-                    cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
-                else:
-                    # labels as intp: numpy converts int32 indices on every use (2x the scoring cost)
-                    cache[term] = Posting(_i32(labs).astype(np.intp), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
-                if cache is self._shared:
-                    # labels (intp), tfs, dls (int32), impacts (float64); a long list's bitmap (`holds`)
-                    self._shared_bytes += len(labs) * 6 + cache[term].dense_bytes()
+        q = f"SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term WHERE term {_IN}"
+        for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, (_json(need),)):
+            if delta is not None and (term in tail or term in delta[1]):
+                cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
+            else:
+                # labels as intp: numpy converts int32 indices on every use (2x the scoring cost)
+                cache[term] = Posting(_i32(labs).astype(np.intp), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
+            if cache is self._shared:
+                # labels (intp), tfs, dls (int32), impacts (float64); a long list's bitmap (`holds`)
+                self._shared_bytes += len(labs) * 6 + cache[term].dense_bytes()
         for t in need:
             if t not in cache and t in tail:  # a word only the delta holds
                 assert delta is not None
@@ -543,7 +537,7 @@ def _combined(main: Any, delta: tuple[np.ndarray, set[str]], tail: Any, term: st
 
 
 def _chunks(items: list[Any], size: int = 900) -> Iterator[list[Any]]:
-    """SQLite caps bound parameters: `IN (...)` lists go in chunks."""
+    """A bulk merge reads the main posting lists `size` words at a time (its memory stays bounded)."""
     for i in range(0, len(items), size):
         yield items[i : i + size]
 

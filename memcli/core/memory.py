@@ -226,14 +226,8 @@ class Memory:
         text = text or ""
         if "\x00" in text:
             raise MalformedMemory("text contains a NUL byte")
-        try:
-            created = iso(d.pop("created", None)) or now_iso()
-        except ValueError as e:
-            raise MalformedMemory(f"created: {e}") from None
-        try:
-            updated = iso(d.pop("updated", None)) or created
-        except ValueError as e:
-            raise MalformedMemory(f"updated: {e}") from None
+        created = _time_field(d, "created") or now_iso()
+        updated = _time_field(d, "updated") or created
         raw_id = d.pop("id", None)
         if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
             raise MalformedMemory(f"id must be a string, got {_kind(raw_id)}")
@@ -351,26 +345,25 @@ def _bound_front_matter(fm: str) -> None:
         raise MalformedMemory(f"front matter is too large (over {MAX_FRONT_MATTER_LINES} lines)")
 
 
+def _time_field(d: dict[str, Any], key: str) -> str | None:
+    try:
+        return iso(d.pop(key, None))
+    except ValueError as e:
+        raise MalformedMemory(f"{key}: {e}") from None
+
+
 def _at(v: object) -> object:
     """A history entry's time: strings stay as written; anything else must be a date."""
     return v if v is None or isinstance(v, str) else iso(v)  # type: ignore[arg-type]
 
 
+_KINDS = ((type(None), "null"), (bool, "a boolean"), ((int, float), "a number"), ((list, tuple), "a list"),
+          (dict, "a mapping"), (dt.date, "a date"), (str, "a string"))
+
+
 def _kind(v: object) -> str:
     """A value's type as a user reads it in an error line (JSON/YAML words, not Python's)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, (int, float)):
-        return "a number"
-    if isinstance(v, (list, tuple)):
-        return "a list"
-    if isinstance(v, dict):
-        return "a mapping"
-    if isinstance(v, (dt.date, dt.datetime)):
-        return "a date"
-    return "a string" if isinstance(v, str) else type(v).__name__
+    return next((word for types, word in _KINDS if isinstance(v, types)), type(v).__name__)
 
 
 def _opt_str(v: object, name: str = "value") -> str | None:

@@ -134,41 +134,27 @@ class Memory:
     extra: dict[str, Any] = field(default_factory=dict)
 
     # -- serialisation
-    def _fields(self) -> dict[str, Any]:
-        """The fields in their one order, unset optional ones left out: `front_matter` and `to_dict`
-        only convert values, so the file and the export cannot list the fields differently."""
-        d: dict[str, Any] = {"id": self.id, "type": self.type, "tags": self.tags}
-        if self.domain is not None:
-            d["domain"] = self.domain
-        d["confidence"] = round(float(self.confidence), 4)
-        d["source"] = self.source
-        d["origins"] = self.origins
-        d["user"] = self.user
-        if self.project is not None:
-            d["project"] = self.project
-        d["created"], d["updated"] = self.created, self.updated
-        if self.code_pattern is not None:
-            d["code_pattern"] = self.code_pattern
-        if self.flags:
-            for name, key in FLAG_KEYS.items():  # snake_case on disk and in JSON, like every other key
-                if self.flags.get(name):
-                    d[key] = True
-        if self.history:
-            d["history"] = self.history
-        if self.links:
-            d["links"] = self.links
-        return d
-
     def front_matter(self) -> dict[str, Any]:
-        """The front-matter mapping, with the YAML wrappers that keep timestamps as written."""
-        fm = self._fields()
-        fm["tags"], fm["origins"] = list(self.tags), list(self.origins)
+        """The front matter in its one key order (the export's too), unset optional fields left
+        out, with the YAML wrappers that keep timestamps as written."""
+        fm: dict[str, Any] = {"id": self.id, "type": self.type, "tags": list(self.tags)}
+        if self.domain is not None:
+            fm["domain"] = self.domain
+        fm["confidence"] = round(float(self.confidence), 4)
+        fm["source"] = self.source
+        fm["origins"] = list(self.origins)
+        fm["user"] = self.user
+        if self.project is not None:
+            fm["project"] = self.project
         fm["created"], fm["updated"] = _Stamp(self.created), _Stamp(self.updated)
+        if self.code_pattern is not None:
+            fm["code_pattern"] = self.code_pattern
+        for name, key in FLAG_KEYS.items():  # snake_case on disk and in JSON, like every other key
+            if self.flags.get(name):
+                fm[key] = True
         if self.history:
-            fm["history"] = [
-                _Block({k: (_Stamp(v) if k == "at" and v else v) for k, v in h.items()}) if isinstance(h, dict) else h
-                for h in self.history
-            ]
+            fm["history"] = [_Block({k: (_Stamp(v) if k == "at" and v else v) for k, v in h.items()})
+                             if isinstance(h, dict) else h for h in self.history]
         if self.links:
             fm["links"] = list(self.links)
         fm.update({k: _blockify(v) for k, v in self.extra.items()})
@@ -183,22 +169,8 @@ class Memory:
         return f"---\n{head}---\n{body}\n"
 
     def to_dict(self) -> dict[str, Any]:
-        """The export / `--json` record: `_jsonable({**front_matter(), "text": text})`, built without
-        the YAML wrappers (they cost three times as much on an export)."""
-        d = self._fields()
-        d["tags"], d["origins"] = _jsonable(self.tags), _jsonable(self.origins)
-        d["created"], d["updated"] = str(self.created), str(self.updated)
-        if self.history:
-            d["history"] = [
-                {str(k): (str(v) if k == "at" and v else _jsonable(v)) for k, v in h.items()}
-                if isinstance(h, dict) else _jsonable(h) for h in self.history
-            ]
-        if self.links:
-            d["links"] = _jsonable(self.links)
-        for k, v in self.extra.items():
-            d[str(k)] = _jsonable(v)
-        d["text"] = str(self.text)
-        return d
+        """The export / `--json` record: the front matter as JSON, and the text."""
+        return {**_jsonable(self.front_matter()), "text": str(self.text)}
 
     @property
     def superseded_by(self) -> str | None:
@@ -432,18 +404,14 @@ def encodable(text: str) -> bool:
     return True
 
 
-_PLAIN = frozenset({str, int, float, bool, type(None)})  # JSON values as they are
-
-
 def _jsonable(v: Any) -> Any:
-    if type(v) in _PLAIN:  # the common case first: `to_dict` runs this over every list of every record
-        return v
+    """Plain JSON data: strings (a `_Stamp` too) as `str`, keys as strings, dates in ISO 8601."""
     if isinstance(v, str):
         return str(v)
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [x if type(x) is str else _jsonable(x) for x in v]
+        return [_jsonable(x) for x in v]
     if isinstance(v, (dt.datetime, dt.date)):
         return iso(v) if isinstance(v, dt.datetime) else v.isoformat()
     return v

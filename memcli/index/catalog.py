@@ -393,8 +393,7 @@ class Catalog:
         where, args = (filters or Filters()).sql()
         if order not in SORT_KEYS:
             raise ValueError(f"cannot sort by {order!r}; use one of {', '.join(SORT_KEYS)}")
-        col = order
-        q = f"SELECT record FROM mem WHERE {where} ORDER BY {col} {'DESC' if desc else 'ASC'}, id"
+        q = f"SELECT record FROM mem WHERE {where} ORDER BY {order} {'DESC' if desc else 'ASC'}, id"
         if limit:
             q += f" LIMIT {min(int(limit), 2**63 - 1)}"  # SQLite's integers are 64-bit
         return [_memory(r[0]) for r in self.db.execute(q, args)]

@@ -89,12 +89,6 @@ class Sync:
         in flight, so every one found then is stale."""
         if self.catalog.readonly:
             return
-        try:
-            names = [n for n in os.listdir(self.store.facts_dir) if n.startswith(".") and n.endswith(".tmp")]
-        except OSError:
-            return
-        if not names:
-            return
         # never wait: a writer holding the lock may own these; the next command cleans them
         with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
             for n in os.listdir(self.store.facts_dir):

@@ -215,18 +215,19 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return None  # a statement with the code or output it introduces
 
     first_line = prose.split("\n", 1)[0]
-    if _NARRATION.match(prose.replace("**", "")) and not _worth_despite_narration(prose, body):
+    unbold = prose.replace("**", "")
+    if _NARRATION.match(unbold) and not _worth_despite_narration(prose, body):
         return "narration"
     if _CJK_NARRATION.search(first_line):
         return "narration"
     if (_FIRST_PERSON_PLAN.search(prose) and not _REASON.search(prose) and len(_WORD.findall(prose)) < 30
             and "```" not in body):
         return "narration"
-    if len(prose) < 160 and _STATUS.match(prose.replace("**", "")) and not re.search(r"`|https?://", prose):
+    if len(prose) < 160 and _STATUS.match(unbold) and not re.search(r"`|https?://", prose):
         return "narration"
     if _OFFER.search(prose):
         return "narration"
-    if role == "assistant" and _GERUND_LEAD.match(prose.replace("**", "")) and (
+    if role == "assistant" and _GERUND_LEAD.match(unbold) and (
             re.match(r"^(?:now|also|still|first|then|next)\b", prose, re.I)
             or (len(_WORD.findall(prose)) < 14 and not _REASON.search(prose))):
         return "narration"
@@ -241,7 +242,7 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return "narration"  # an offer inside a closing line: "정리 요약: 원하시면 ... 알려드릴까요?"
     if role == "user" and (is_request(prose) or _CJK_QUESTION.search(prose)):
         return "request"
-    if _CJK_LABEL.match(prose.replace("**", "")):
+    if _CJK_LABEL.match(unbold):
         return "fragment"
     if _TOC_LINE.match(flat.lstrip("\"'“ ")) or _TOC_LINE.match(body):
         return "pasted_code"  # a pasted table of contents ("__04-3 ...", "03장 ...")

@@ -59,10 +59,8 @@ class Config:
     decider: str | None = None
     consolidate_threshold: float = 0.95
     contradiction_threshold: float = 0.8
-    # Commits the git hook does not remember (a Python regex searched in the subject line);
-    # merges and fixup!/squash!/amend! commits are always skipped.
-    # memcli's own sync commits only: a conventional prefix says nothing ("docs: upload progress",
-    # "chore(deps): bump x from 1 to 2" carry knowledge); the commit rules judge what follows it
+    # commits the git hook skips (a regex searched in the subject; merges and fixup!/squash! always):
+    # memcli's own only, since a conventional prefix ("docs: upload progress") can carry knowledge
     git_skip: str = r"^memcli: "
     # after a bulk curation commit, make its provisional vectors exact in a detached process
     # (memcli/services/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too

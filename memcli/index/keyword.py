@@ -56,9 +56,8 @@ def _json(values: Iterable[Any]) -> str:
 
 
 # ---------------------------------------------------------------- tokenizer
-# Units: runs of anything but ASCII punctuation and white space. unicode61 treats every ASCII
-# character but [0-9A-Za-z] as a separator, so a unit is never finer than FTS5's tokens; SQLite
-# then splits and stems each distinct unit (non-ASCII separators included) exactly as FTS5 did.
+# Units: runs of anything but ASCII punctuation and white space, never finer than unicode61's
+# tokens; SQLite then splits and stems each distinct unit exactly as FTS5 did.
 _UNIT = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\s]+")
 _STEM_CACHE_MAX = 1_000_000
 

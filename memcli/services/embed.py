@@ -27,8 +27,7 @@ HASH_MODEL_PREFIX = "hash:"  # "hash:256": deterministic, meaningless vectors fo
 DEFAULT_DIM = 384
 BATCH_SIZE = 64
 # batch x tokens^2 per model call: attention buffers grow with the square of the padded length and
-# onnxruntime keeps its largest call's buffers: 57 Korean chat lines (161 characters, ~256 tokens
-# each) took one call from 605 to 1,281 MB. A batch of long texts is therefore small.
+# onnxruntime keeps its largest call's (57 long Korean lines took one call from 605 to 1,281 MB)
 TOKEN_BUDGET = BATCH_SIZE * 64 * 64
 
 

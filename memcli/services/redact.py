@@ -134,9 +134,8 @@ _FLAG = re.compile(
 )
 
 # -- credentials in words ----------------------------------------------------------------------
-# "the admin password is letmein", "the wifi password was changed to hunter2", "log in as admin
-# with s3cret": no key=value shape, so the rules above miss them. The value must not be an
-# ordinary word ("the password is stored in Vault", "log in as deploy with your SSH key").
+# "the admin password is letmein", "log in as admin with s3cret": no key=value shape. The value
+# must not be an ordinary word ("the password is stored in Vault").
 _IN_WORDS = re.compile(
     r"\b(?P<key>pass(?:word|wd|phrase|code)|pwd|pin(?:\s+code)?)"
     r"(?:\s+(?:for|of|on|to)\s+(?:the\s+)?[\w.@-]+(?:\s+(?:account|user|server|box|db|database))?)?"
@@ -186,9 +185,8 @@ def _in_words(m: re.Match[str]) -> Replacement:
     return None
 
 
-# "The script now sets the password to "Snoppy23"", "changed the admin password to Hunter2!", an
-# assistant echoing it back ("your password "Snoppy23" works", "the password Snoppy23 is set"):
-# a password in a sentence, quoted, or shaped like one (a digit or a symbol in it).
+# "sets the password to "Snoppy23"", "your password "Snoppy23" works": a password in a sentence,
+# quoted, or shaped like one (a digit or a symbol in it).
 _PASSWORD_IN_PROSE = re.compile(
     r"\b(?:set|sets|setting|change[sd]?|changing|reset|resets|resetting|update[sd]?|updating|use[sd]?|using)\s+"
     r"(?:the\s+|a\s+|an\s+|its\s+|their\s+|his\s+|her\s+|my\s+|our\s+|your\s+)?(?:[\w-]+\s+){0,2}?"

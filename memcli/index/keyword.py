@@ -418,12 +418,8 @@ class KeywordIndex:
             gather = np.repeat(starts - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(int(counts.sum()))
             # (label, start of the phrase) as one sorted int64 per occurrence of this token
             k = np.repeat(common.astype(np.int64), counts) * (1 << 32) + (pos[gather].astype(np.int64) - j)
-            if keys is None:
-                keys = k
-            elif len(k):
-                keys = keys[_member(k, keys)[0]]
-            else:
-                keys = k
+            # the starts every token so far has (none once a token has no occurrence left)
+            keys = k if keys is None or not len(k) else keys[_member(k, keys)[0]]
         assert keys is not None
         if not len(keys):
             return Posting.empty()

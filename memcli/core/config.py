@@ -22,7 +22,6 @@ from memcli.core.trust import DESTINATION_KEYS, is_trusted
 __all__ = ["Config", "ConfigError", "Ranking", "load_config"]
 
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-PROJECT_STORE_DIR = ".memcli"
 
 
 @dataclass(frozen=True)
@@ -60,10 +59,8 @@ class Config:
     decider: str | None = None
     consolidate_threshold: float = 0.95
     contradiction_threshold: float = 0.8
-    # Commits the git hook does not remember (a Python regex searched in the subject line);
-    # merges and fixup!/squash!/amend! commits are always skipped.
-    # memcli's own sync commits only: a conventional prefix says nothing ("docs: upload progress",
-    # "chore(deps): bump x from 1 to 2" carry knowledge); the commit rules judge what follows it
+    # commits the git hook skips (a regex searched in the subject; merges and fixup!/squash! always):
+    # memcli's own only, since a conventional prefix ("docs: upload progress") can carry knowledge
     git_skip: str = r"^memcli: "
     # after a bulk curation commit, make its provisional vectors exact in a detached process
     # (memcli/services/detached.py); MEMCLI_NO_BACKGROUND=1 turns it off too
@@ -156,11 +153,8 @@ def _read_config(path: Path) -> str | None:
 
 
 def load_config(store: Path) -> Config:
-    """Read `<store>/config.toml` and the MEMCLI_* environment into a Config.
-
-    The file may hold top-level keys (embed_model, llm_model, api_base, user, thresholds, ...) and
-    a `[ranking]` table; `[llm]` and `[embedding]` tables with `model` keys are accepted too.
-    """
+    """Read `<store>/config.toml` (top-level keys, a `[ranking]` table; `[llm]` and `[embedding]`
+    tables too) and the MEMCLI_* environment into a Config."""
     data: dict[str, object] = {}
     path = store / "config.toml"
     text = _read_config(path)
@@ -184,18 +178,8 @@ def load_config(store: Path) -> Config:
     for env, key in _ENV.items():
         if os.environ.get(env):
             data[key] = os.environ[env]
-    types = {f.name: f.type for f in fields(Config)}
-    kwargs = {}
-    for key, value in data.items():
-        if key not in types or key in ("ranking", "redact"):
-            raise ConfigError(f"{path}: unknown setting {key!r}")
-        kwargs[key] = _coerce(key, value, types[key])
-    rtypes = {f.name: f for f in fields(Ranking)}
-    rk = {}
-    for key, value in ranking_raw.items():
-        if key not in rtypes:
-            raise ConfigError(f"{path}: unknown ranking setting {key!r}")
-        rk[key] = _coerce(f"ranking.{key}", value, rtypes[key].type)
+    kwargs = _typed(Config, data, "", path)
+    rk = _typed(Ranking, ranking_raw, "ranking.", path)
     for key, value in [*kwargs.items(), *((f"ranking.{k}", v) for k, v in rk.items())]:
         problem = _out_of_range(key, value)
         if problem:
@@ -203,6 +187,18 @@ def load_config(store: Path) -> Config:
             where = f"${env}" if env else path
             raise ConfigError(f"{where}: {key} {problem}, got {value!r}")
     return Config(**kwargs, ranking=Ranking(**rk))
+
+
+def _typed(cls: type, raw: dict[str, object], prefix: str, path: Path) -> dict[str, object]:
+    """`raw`'s values coerced to the types of `cls`'s fields; an unknown key is an error
+    (`ranking` is a table and `redact` is never read from a file)."""
+    types = {f.name: f.type for f in fields(cls) if f.name not in ("ranking", "redact")}
+    out = {}
+    for key, value in raw.items():
+        if key not in types:
+            raise ConfigError(f"{path}: unknown {'ranking ' if prefix else ''}setting {key!r}")
+        out[key] = _coerce(prefix + key, value, types[key])
+    return out
 
 
 # What each numeric setting may be: (low, high, low excluded). A value outside is an error naming
@@ -258,25 +254,14 @@ def _drop_untrusted(store: Path, path: Path, data: dict[str, object]) -> None:
            f"(if you trust it: memcli trust {store})")
 
 
-def _xdg(var: str, fallback: str) -> Path:
-    value = os.environ.get(var)
-    return Path(value) if value else Path.home() / fallback
-
-
-def global_store() -> Path:
-    return discovery.global_store()
-
-
 def cache_dir() -> Path:
     """Embedding cache and model files: outside the store so deleting `.index/` costs nothing."""
-    explicit = os.environ.get("MEMCLI_CACHE_DIR")
-    return Path(explicit) if explicit else _xdg("XDG_CACHE_HOME", ".cache") / "memcli"
+    explicit, xdg = os.environ.get("MEMCLI_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME")
+    return Path(explicit) if explicit else (Path(xdg) if xdg else Path.home() / ".cache") / "memcli"
 
 
 def git_project(cwd: Path | None = None) -> str | None:
-    """The default project: the normalised origin remote (github.com/acme/ledger), else the
-    repository's common-dir name, so every clone and worktree of a repository is one project.
-    Returns None outside a repository or without git."""
+    """The default project (see `discovery.project_identity`)."""
     return discovery.project_identity(cwd)
 
 

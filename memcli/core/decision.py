@@ -1,13 +1,8 @@
 """The decision vocabulary: what to do with one new fact, and what then happened to it.
 
-A `Decision` is made either by the rules (`memcli.rules.decide.heuristic_decision`, reading
-`memcli.rules.relate`)
-or by the model (`llm.LLM.decide`); ingest takes either kind through the same checks and plans
-the same changes from it, so both deciders speak this one type. An `Event` is the outcome the
-user sees (`add --json` prints `Event.to_dict()`), one per extracted fact.
-
-Here, below both deciders and ingest, so that the LLM client does not import the planning layer
-and the planning layer does not import the LLM client to name a type.
+A `Decision` is made by the rules (`memcli.rules.decide`) or the model (`llm.LLM.decide`) and
+planned the same way either way; an `Event` is the outcome the user sees (`add --json`). Here in
+core so that neither the LLM client nor the planning layer imports the other to name a type.
 """
 
 from __future__ import annotations
@@ -63,18 +58,8 @@ class Event:
             "id": self.id, "text": self.text, "event": self.event, "verdict": self.verdict, "type": self.type,
             "tags": self.tags, "confidence": self.confidence, "source": self.source, "reasoning": self.reasoning,
         }
-        if self.old_memory is not None:
-            d["old_memory"] = self.old_memory
-        if self.refused:
-            d["refused"] = True
-        if self.decided_by is not None:
-            d["decided_by"] = self.decided_by
-        if self.decision_confidence is not None:
-            d["decision_confidence"] = self.decision_confidence
-        if self.matched is not None:
-            d["matched"] = self.matched
-        if self.supersedes is not None:
-            d["supersedes"] = self.supersedes
-        if self.related is not None:
-            d["related"] = self.related
+        for key in ("old_memory", "refused", "decided_by", "decision_confidence", "matched", "supersedes", "related"):
+            value = getattr(self, key)
+            if value is not None and value is not False:  # optional keys only when set
+                d[key] = value
         return d

@@ -1,15 +1,9 @@
-"""Which store, which project, which user: found from where the command runs, and why.
+"""Which store and which project, found from where the command runs, and why.
 
-Stdlib only and cheap to import: git hooks and `memcli capture` resolve the store through this
-module on a < 100 ms budget.
-
-- Store: `--store DIR` > `$MEMCLI_STORE` > the nearest `.memcli/` in the working directory or its
-  parents > the main worktree's `.memcli/` (so a `git worktree` elsewhere on disk uses its
-  repository's store) > the global store (`$XDG_DATA_HOME/memcli`).
-- Project: the normalised `origin` remote (`github.com/acme/ledger` from the https, ssh and scp
-  forms alike), else the name of the repository's common dir; so every clone and every worktree
-  of one repository is one project.
-- User: `$MEMCLI_USER` or config.toml, else `git config user.email`, else `default`.
+Stdlib only: git hooks and `memcli capture` resolve the store through here on a < 100 ms budget.
+The store: `--store DIR` > `$MEMCLI_STORE` > the nearest `.memcli/` > the main worktree's
+`.memcli/` (a `git worktree` elsewhere uses its repository's) > the global store. The project: the
+normalised `origin` remote, else the common dir's name, so every clone and worktree is one project.
 """
 
 from __future__ import annotations
@@ -21,8 +15,6 @@ import subprocess
 from pathlib import Path
 
 PROJECT_STORE_DIR = ".memcli"
-
-
 HOOK_LOG = "memcli-hook.log"  # in the git common dir: what the hooks' background work reports
 
 
@@ -72,10 +64,8 @@ _SCP = re.compile(r"^(?:[\w.+-]+@)?([\w.-]+):(?!//)(.+)$")
 
 
 def normalise_remote(url: str) -> str | None:
-    """`host/owner/name` from any spelling of a remote URL, lower-cased host, no `.git`, no user,
-    no port, no scheme: https://github.com/acme/ledger.git, git@github.com:acme/ledger and
-    ssh://git@github.com:22/acme/ledger all give `github.com/acme/ledger`. A local path gives its
-    last component (the repository's name)."""
+    """`host/owner/name` from any spelling of a remote URL (https, ssh, scp: lower-cased host, no
+    `.git`, user, port or scheme); a local path gives its last component."""
     u = url.strip()
     if not u:
         return None
@@ -99,8 +89,7 @@ def normalise_remote(url: str) -> str | None:
 
 
 def project_identity(cwd: Path | None = None) -> str | None:
-    """The default project: the normalised origin remote, else the common dir's repository name.
-    None outside a repository (or without git)."""
+    """The normalised origin remote, else the common dir's repository name; None outside a repository."""
     r = repo(cwd)
     if r is None:
         return None

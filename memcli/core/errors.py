@@ -1,11 +1,8 @@
 """The one error family of memcli, and the exit statuses the CLI maps it to.
 
-Every error the library raises on purpose is a `MemcliError`: the CLI catches that one root at
-its boundary, prints `str(error)` as one line and exits with `error.exit_status`. Library
-messages say what is wrong in the library's own terms (a setting, a value, a memory id); advice
-that names a command-line flag is the CLI's to add, because the Python API has no flags.
-
-This module imports nothing from memcli: every layer may raise these.
+Every error the library raises on purpose is a `MemcliError`: the CLI prints `str(error)` as one
+line and exits with `error.exit_status`. Messages speak the library's terms (a setting, an id):
+advice naming a flag is the CLI's to add. Imports nothing from memcli: every layer raises these.
 """
 
 from __future__ import annotations
@@ -23,11 +20,8 @@ class ExitStatus(IntEnum):
 
 
 class MemcliError(Exception):
-    """Root of every expected memcli failure. `str()` is one line meant for a person.
-
-    `hint` is an optional second line (what to do next) in the library's terms; the CLI may
-    render it under the message.
-    """
+    """Root of every expected memcli failure: `str()` is one line for a person, `hint` an optional
+    second one (what to do next)."""
 
     exit_status: ExitStatus = ExitStatus.ERROR
 

@@ -11,11 +11,7 @@ MEMORY_TYPES = MemoryType.values()
 
 @dataclass
 class Fact:
-    """One candidate memory produced from input text.
-
-    `flags` carries boolean hints the extractor noticed (``hasCodeBlock``, ``hasCommand``); they
-    are stored in the front matter only when true.
-    """
+    """One candidate memory; `flags` are the extractor's hints (``hasCodeBlock``, ``hasCommand``)."""
 
     text: str
     type: str = "semantic"
@@ -27,13 +23,9 @@ class Fact:
 
 @dataclass
 class Extraction:
-    """What an extractor made of one input.
-
-    `skipped` counts pieces judged not worth keeping (questions, greetings, filler, too short);
-    `invalid` holds items an extractor produced but that failed validation (LLM path), each a
-    short description; `method` says which extractor ran ("heuristic", "llm", "raw") and `note`
-    any fallback explanation shown to the user.
-    """
+    """What an extractor made of one input: `skipped` counts pieces not worth keeping, `invalid`
+    describes items that failed validation (LLM path), `method` names the extractor ("heuristic",
+    "llm", "raw") and `note` any fallback shown to the user."""
 
     facts: list[Fact]
     skipped: int = 0

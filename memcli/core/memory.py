@@ -18,7 +18,6 @@ from typing import Any
 import frontmatter
 import yaml
 
-from memcli.core import yaml_fast
 from memcli.core.facts import MEMORY_TYPES
 from memcli.core.ulid import new_ulid  # memories are named by it (callers import it from here too)
 
@@ -135,45 +134,27 @@ class Memory:
     extra: dict[str, Any] = field(default_factory=dict)
 
     # -- serialisation
-    def _fields(self) -> dict[str, Any]:
-        """The record's fields in their one order (the front matter's and the JSON record's),
-        unset (None) optional fields left out, values as the record holds them. `front_matter` and
-        `to_dict` start from this and only convert values (assigning an existing key keeps its
-        place), so the file and the export cannot list the fields differently; `extra` follows,
-        in its own order."""
-        d: dict[str, Any] = {"id": self.id, "type": self.type, "tags": self.tags}
-        if self.domain is not None:
-            d["domain"] = self.domain
-        d["confidence"] = round(float(self.confidence), 4)
-        d["source"] = self.source
-        d["origins"] = self.origins
-        d["user"] = self.user
-        if self.project is not None:
-            d["project"] = self.project
-        d["created"], d["updated"] = self.created, self.updated
-        if self.code_pattern is not None:
-            d["code_pattern"] = self.code_pattern
-        if self.flags:
-            for name, key in FLAG_KEYS.items():  # snake_case on disk and in JSON, like every other key
-                if self.flags.get(name):
-                    d[key] = True
-        if self.history:
-            d["history"] = self.history
-        if self.links:
-            d["links"] = self.links
-        return d
-
     def front_matter(self) -> dict[str, Any]:
-        """Front-matter mapping in canonical key order (`_fields`), with the YAML wrappers that
-        keep timestamps as written."""
-        fm = self._fields()
-        fm["tags"], fm["origins"] = list(self.tags), list(self.origins)
+        """The front matter in its one key order (the export's too), unset optional fields left
+        out, with the YAML wrappers that keep timestamps as written."""
+        fm: dict[str, Any] = {"id": self.id, "type": self.type, "tags": list(self.tags)}
+        if self.domain is not None:
+            fm["domain"] = self.domain
+        fm["confidence"] = round(float(self.confidence), 4)
+        fm["source"] = self.source
+        fm["origins"] = list(self.origins)
+        fm["user"] = self.user
+        if self.project is not None:
+            fm["project"] = self.project
         fm["created"], fm["updated"] = _Stamp(self.created), _Stamp(self.updated)
+        if self.code_pattern is not None:
+            fm["code_pattern"] = self.code_pattern
+        for name, key in FLAG_KEYS.items():  # snake_case on disk and in JSON, like every other key
+            if self.flags.get(name):
+                fm[key] = True
         if self.history:
-            fm["history"] = [
-                _Block({k: (_Stamp(v) if k == "at" and v else v) for k, v in h.items()}) if isinstance(h, dict) else h
-                for h in self.history
-            ]
+            fm["history"] = [_Block({k: (_Stamp(v) if k == "at" and v else v) for k, v in h.items()})
+                             if isinstance(h, dict) else h for h in self.history]
         if self.links:
             fm["links"] = list(self.links)
         fm.update({k: _blockify(v) for k, v in self.extra.items()})
@@ -181,35 +162,15 @@ class Memory:
 
     def to_markdown(self) -> str:
         fm = self.front_matter()
-        # the usual shapes are written by memcli's own writer, byte for byte what libyaml writes
-        head = yaml_fast.dump(fm, stamp=_Stamp, block=_Block)
-        if head is None:
-            head = _dump(fm, _Dumper)
-            if "\\U" in head:  # libyaml escapes characters beyond the BMP (emoji): keep them readable
-                head = _dump(fm, _PyDumper)
+        head = _dump(fm, _Dumper)
+        if "\\U" in head:  # libyaml escapes characters beyond the BMP (emoji): keep them readable
+            head = _dump(fm, _PyDumper)
         body = self.text.strip("\n")
         return f"---\n{head}---\n{body}\n"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready record: the export / `--json` shape (text plus every front-matter field).
-
-        The same mapping as `_jsonable({**front_matter(), "text": text})` (tests/test_memory.py
-        checks it), built from `_fields` directly: export and `list --json` call this once per
-        memory, and the front matter's YAML wrappers cost three times as much."""
-        d = self._fields()
-        d["tags"], d["origins"] = _jsonable(self.tags), _jsonable(self.origins)
-        d["created"], d["updated"] = str(self.created), str(self.updated)
-        if self.history:
-            d["history"] = [
-                {str(k): (str(v) if k == "at" and v else _jsonable(v)) for k, v in h.items()}
-                if isinstance(h, dict) else _jsonable(h) for h in self.history
-            ]
-        if self.links:
-            d["links"] = _jsonable(self.links)
-        for k, v in self.extra.items():
-            d[str(k)] = _jsonable(v)
-        d["text"] = str(self.text)
-        return d
+        """The export / `--json` record: the front matter as JSON, and the text."""
+        return {**_jsonable(self.front_matter()), "text": str(self.text)}
 
     @property
     def superseded_by(self) -> str | None:
@@ -218,9 +179,7 @@ class Memory:
         return str(newer) if newer else None
 
     def clone(self) -> Memory:
-        """An independent copy: the lists and mappings inside are copied too, so editing the copy
-        never touches the original. The values are plain data (strings, numbers, lists, mappings),
-        so this is a fraction of `copy.deepcopy`'s cost (a curation plan copies thousands)."""
+        """A copy whose lists and mappings are copied too (plain data: cheaper than `copy.deepcopy`)."""
         return dataclasses.replace(
             self, tags=list(self.tags), origins=list(self.origins), flags=dict(self.flags),
             history=_clone(self.history), links=_clone(self.links), extra=_clone(self.extra),
@@ -228,13 +187,9 @@ class Memory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, default_id: str | None = None) -> Memory:
-        """Build from a front-matter mapping (or an export record with `text`).
-
-        Every field is checked for its type here, because both hand-edited front matter and
-        import records reach this point: a wrong type is a `MalformedMemory` naming the field,
-        never an AttributeError deep in a later command (one bad record must not poison a store).
-        A catalog row, validated when its file was indexed, is read with `from_catalog` instead.
-        """
+        """Build from a front-matter mapping (or an export record with `text`), checking every
+        field's type: hand-edited files and imports get here, and a wrong type must be a
+        `MalformedMemory` naming the field, not an AttributeError in a later command."""
         check_value(data, "record")
         d = dict(data)
         text = d.pop("text", None)
@@ -243,14 +198,8 @@ class Memory:
         text = text or ""
         if "\x00" in text:
             raise MalformedMemory("text contains a NUL byte")
-        try:
-            created = iso(d.pop("created", None)) or now_iso()
-        except ValueError as e:
-            raise MalformedMemory(f"created: {e}") from None
-        try:
-            updated = iso(d.pop("updated", None)) or created
-        except ValueError as e:
-            raise MalformedMemory(f"updated: {e}") from None
+        created = _time_field(d, "created") or now_iso()
+        updated = _time_field(d, "updated") or created
         raw_id = d.pop("id", None)
         if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
             raise MalformedMemory(f"id must be a string, got {_kind(raw_id)}")
@@ -304,13 +253,8 @@ class Memory:
 
     @classmethod
     def from_catalog(cls, rec: dict[str, Any]) -> Memory:
-        """A memory from its catalog record (`to_dict` of a memory that `from_dict` validated when
-        its file was indexed), without validating it again: ~10x cheaper than `from_dict`, which
-        matters when a command reads thousands of rows (list, export, curation).
-
-        `rec` is consumed (its keys are popped): pass a fresh mapping, e.g. from `json.loads`.
-        Gives the memory `Memory.parse` gives for the file, on every field the catalog keeps
-        (tests/test_memory.py and tests/test_index.py check it)."""
+        """A memory from its catalog record (validated when its file was indexed), not validated
+        again: list, export and curation read thousands. `rec` is consumed (its keys are popped)."""
         pop = rec.pop
         flags = {name: True for name, key in FLAG_KEYS.items() if pop(key, False)}
         return cls(
@@ -360,9 +304,8 @@ class Memory:
         return cls.from_dict(meta)
 
 
-# A front matter is parsed by YAML at ~30 us a line: a clone's fact file with a million-line
-# front matter made `list` run for minutes. memcli writes a few lines per memory (a history
-# entry is 3): these bounds are far above any store's and keep one file's parse under ~0.3 s.
+# YAML parses ~30 us a line: a million-line front matter in a clone made `list` run for minutes.
+# These bounds are far above what memcli writes and keep one file's parse under ~0.3 s.
 MAX_FRONT_MATTER_LINES = 10_000
 MAX_FRONT_MATTER_BYTES = 8 << 20
 
@@ -374,26 +317,25 @@ def _bound_front_matter(fm: str) -> None:
         raise MalformedMemory(f"front matter is too large (over {MAX_FRONT_MATTER_LINES} lines)")
 
 
+def _time_field(d: dict[str, Any], key: str) -> str | None:
+    try:
+        return iso(d.pop(key, None))
+    except ValueError as e:
+        raise MalformedMemory(f"{key}: {e}") from None
+
+
 def _at(v: object) -> object:
     """A history entry's time: strings stay as written; anything else must be a date."""
     return v if v is None or isinstance(v, str) else iso(v)  # type: ignore[arg-type]
 
 
+_KINDS = ((type(None), "null"), (bool, "a boolean"), ((int, float), "a number"), ((list, tuple), "a list"),
+          (dict, "a mapping"), (dt.date, "a date"), (str, "a string"))
+
+
 def _kind(v: object) -> str:
     """A value's type as a user reads it in an error line (JSON/YAML words, not Python's)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, (int, float)):
-        return "a number"
-    if isinstance(v, (list, tuple)):
-        return "a list"
-    if isinstance(v, dict):
-        return "a mapping"
-    if isinstance(v, (dt.date, dt.datetime)):
-        return "a date"
-    return "a string" if isinstance(v, str) else type(v).__name__
+    return next((word for types, word in _KINDS if isinstance(v, types)), type(v).__name__)
 
 
 def _opt_str(v: object, name: str = "value") -> str | None:
@@ -418,12 +360,8 @@ def _str_list(v: object, name: str) -> list[str]:
 
 
 def check_value(value: Any, name: str = "value") -> None:
-    """Refuse what could not be written back as UTF-8 YAML, or costs more than a record should.
-
-    Lone surrogates (from JSON `\\ud800` or undecodable argv) cannot be encoded; a tree deeper than
-    MAX_DEPTH or larger than MAX_NODES is an alias bomb or a hostile record. The walk stops at the
-    bound, so a billion-laughs value costs MAX_NODES steps, not its expanded size.
-    """
+    """Refuse lone surrogates (they cannot be written as UTF-8) and trees deeper than MAX_DEPTH or
+    larger than MAX_NODES (an alias bomb: the walk stops at the bound, not at its expanded size)."""
     budget = [MAX_NODES]
 
     def walk(v: Any, depth: int, where: str) -> None:
@@ -449,8 +387,7 @@ def check_value(value: Any, name: str = "value") -> None:
 
 
 def _clone(v: Any) -> Any:
-    """A copy of plain data: new lists and mappings all the way down; strings and numbers are
-    immutable and shared (a `_Stamp` stays a `_Stamp`)."""
+    """Plain data with new lists and mappings all the way down (a `_Stamp` stays a `_Stamp`)."""
     if isinstance(v, dict):
         out = {k: _clone(x) for k, x in v.items()}
         return out if type(v) is dict else type(v)(out)
@@ -467,29 +404,22 @@ def encodable(text: str) -> bool:
     return True
 
 
-_PLAIN = frozenset({str, int, float, bool, type(None)})  # JSON values as they are
-
-
 def _jsonable(v: Any) -> Any:
-    if type(v) in _PLAIN:  # the common case first: `to_dict` runs this over every list of every record
-        return v
+    """Plain JSON data: strings (a `_Stamp` too) as `str`, keys as strings, dates in ISO 8601."""
     if isinstance(v, str):
         return str(v)
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [x if type(x) is str else _jsonable(x) for x in v]
+        return [_jsonable(x) for x in v]
     if isinstance(v, (dt.datetime, dt.date)):
         return iso(v) if isinstance(v, dt.datetime) else v.isoformat()
     return v
 
 
 class _Stamp(str):
-    """A timestamp kept in its original spelling, written as a plain YAML scalar, unquoted.
-
-    YAML would otherwise turn `2026-02-01T10:00:00Z` into a datetime and write it back as
-    `2026-02-01 10:00:00+00:00`: a hand-written value must come back the way it was written.
-    """
+    """A timestamp kept as spelled, written plain: YAML would read `2026-02-01T10:00:00Z` as a
+    datetime and write it back as `2026-02-01 10:00:00+00:00`."""
 
 
 class _Block(dict):  # type: ignore[type-arg]

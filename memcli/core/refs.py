@@ -1,12 +1,8 @@
 """Reference numbers and links in developer text: provenance, never a value.
 
-`#382`, `(#693)`, `GH-12`, "closes #382", PR/issue/commit links and bare commit shas say where a
-statement came from. Compared as words they look like values ("#381 -> #382"), so every pair of
-commit subjects of one shape would "change a value". `strip_refs` removes them before texts are
-compared (memcli.rules.subjects, memcli.services.commits); the stored text keeps them.
-
-Here in core (pure string work, no imports above the standard library) because both the
-extraction services and the decision rules read it.
+`#382`, `GH-12`, "closes #382", PR/issue/commit links and bare shas say where a statement came from;
+compared as words they look like changed values ("#381 -> #382"). `strip_refs` removes them before
+texts are compared (the stored text keeps them); in core because extraction and the rules read it.
 """
 
 from __future__ import annotations
@@ -16,8 +12,6 @@ import re
 
 from memcli.core.lazy_re import lazy_compile
 
-# `#123`, `(#693)`, `GH-12`, "closes #382", "refs: #12, #13", PR / issue / commit links, and
-# bare shas (7-40 hex digits holding both a digit and a letter)
 _REF_WORDS = (r"(?:(?:closes|closed|close|fixes|fixed|fix|resolves|resolved|resolve|refs?|see|issue|pr|pull"
              r"|pull request)\s*:?\s*)")
 _REF_RE = lazy_compile(

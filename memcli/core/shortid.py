@@ -1,8 +1,7 @@
-"""Short ids of ULIDs, as pure string functions (the store-aware part is memcli/storage/ids.py;
-`shortest_prefix`, for other ids, is in memcli/core/text.py).
+"""Short ids of ULIDs, as pure string functions (the store-aware part is memcli/storage/ids.py).
 
-A ULID's first 10 characters are a millisecond clock that ids share; its last 16 are random. A
-short id is the shortest tail (at least `MIN_ID_CHARS`) that no other id ends or starts with.
+A ULID's first 10 characters are a clock that ids share, its last 16 random: a short id is the
+shortest tail (at least `MIN_ID_CHARS`) that no other id ends or starts with.
 """
 
 from __future__ import annotations

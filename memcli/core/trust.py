@@ -1,12 +1,10 @@
 """Which stores may choose where data is sent.
 
-A store's `config.toml` travels with a repository: anyone who can commit to it could set
-`api_base` to their own server and collect the API key, the text added and the memories `ask`
-sends. So the settings that pick a destination or a credential (LLM model, api_base, api_key) are
-read from a store's config only when the user trusts that store: it is their own global store, it
-is listed in `$XDG_CONFIG_HOME/memcli/trusted` (what `memcli trust DIR` writes), or
-`MEMCLI_TRUST_STORE_CONFIG=1` is set. Otherwise they are ignored with one warning line, and the
-LLM path stays off unless the user's own environment or flags configure it.
+A store's `config.toml` travels with a repository: anyone who can commit could point `api_base` at
+their server and collect the key and the texts. So the settings that pick a destination or a
+credential are read from a store's config only when the user trusts the store: their global store,
+one listed in `$XDG_CONFIG_HOME/memcli/trusted` (`memcli trust DIR`), or any with
+`MEMCLI_TRUST_STORE_CONFIG=1`. Otherwise they are ignored with one warning line.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from pathlib import Path
 
 from memcli.core.discovery import global_store
 
-# The settings that decide where data goes and with which credential.
 DESTINATION_KEYS = ("llm_model", "api_base", "api_key")
 
 

@@ -1,7 +1,5 @@
-"""The one id generator: ULIDs (a 48-bit millisecond timestamp + 80 random bits, Crockford base32).
-
-Memories, inbox items and anything else memcli names by time use it, so every name sorts in
-creation order. Standard library only: a git hook spools an input with it on a < 100 ms budget.
+"""The one id generator: ULIDs (48-bit milliseconds + 80 random bits, Crockford base32), so every
+name sorts in creation order. Standard library only: a git hook spools with it on a < 100 ms budget.
 """
 
 from __future__ import annotations
@@ -27,16 +25,16 @@ def new_ulid(at: float | None = None) -> str:
         else:
             rand = int.from_bytes(os.urandom(10), "big")
         _last[:] = [ms, rand]
-    value = (ms << 80) | (rand & ((1 << 80) - 1))
-    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+    return _encode((ms << 80) | (rand & ((1 << 80) - 1)))
 
 
 def derived_ulid(ms: int, sources: Iterable[str]) -> str:
-    """A ULID that is a function of its inputs: the millisecond time `ms` and 80 bits of the
-    SHA-256 of the sorted `sources`. A merge of the same memories made in two clones of one
-    repository then gets the same id (and, merged heuristically, the same file), so syncing them
-    converges instead of leaving two copies (issue 24)."""
+    """A ULID of `ms` and 80 bits of the SHA-256 of the sorted `sources`: a merge of the same
+    memories in two clones gets the same id, so syncing them converges (issue 24)."""
     ms = max(0, ms) & ((1 << 48) - 1)
     digest = hashlib.sha256("\n".join(sorted(set(sources))).encode("utf-8", "surrogateescape")).digest()
-    value = (ms << 80) | int.from_bytes(digest[:10], "big")
+    return _encode((ms << 80) | int.from_bytes(digest[:10], "big"))
+
+
+def _encode(value: int) -> str:
     return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))

@@ -1,18 +1,9 @@
 """The index: the sidecar in `.index/`, derived from `facts/` and rebuildable at any time.
 
-Four modules, one job each:
-
-- `catalog`  the SQLite catalog: one row per memory file, the connection, every query, `Filters`;
-- `vectors`  the hnswlib graph over the catalog's vectors, saved in generations (kNN);
-- `keyword`  the BM25 keyword index, kept in the catalog;
-- `sync`     brings catalog and graph in step with `facts/` (or with what a commit just wrote).
-
-`Index` puts them together for the rest of memcli. What crosses this package's boundary is memory
-ids, labels, `Memory` objects (and `RankFields`, search's narrow view for ranking) and vectors;
-nobody outside it runs SQL against the catalog or sees its JSON records (tests/test_layering.py).
-Writes take the store's writer lock; the vector file is written under a new generation name and
-switched in the same SQLite transaction that records it, so readers never load a vector file that
-disagrees with the catalog.
+`catalog` (the SQLite rows and every query), `vectors` (the hnswlib graph, saved in generations),
+`keyword` (BM25, kept in the catalog) and `sync` (in step with `facts/`), put together by `Index`.
+Only ids, labels, `Memory` objects, `RankFields` and vectors cross this package's boundary: nobody
+outside runs SQL against the catalog (tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -74,7 +65,7 @@ class Index(Catalog):
         self, on_progress: Callable[[int, int], None] | None = None, *, force: bool = False,
         fresh: dict[str, Memory] | None = None,
     ) -> SyncReport:
-        """Bring the sidecar in step with `facts/`; cheap when nothing changed (see `Sync.sync`)."""
+        """See `Sync.sync`."""
         return self._sync.sync(on_progress, force=force, fresh=fresh)
 
     def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str], *,
@@ -82,33 +73,25 @@ class Index(Catalog):
                     vectors: Mapping[str, np.ndarray] | None = None,
                     provisional: Mapping[str, str] | None = None,
                     before_commit: Callable[[], object] | None = None) -> SyncReport:
-        """Record what a commit has just written and removed, without a scan (see `Sync.apply_files`)."""
+        """See `Sync.apply_files`."""
         return self._sync.apply_files(fresh, gone, signatures=signatures, vectors=vectors,
                                       provisional=provisional, before_commit=before_commit)
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None) -> int:
-        """Make every provisional vector exact (see `Sync.refresh_provisional`); returns how many."""
+        """See `Sync.refresh_provisional`."""
         return self._sync.refresh_provisional(on_progress)
 
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          threshold: float | None = None) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        """Every memory's `k` nearest others as arrays: (ids, vectors, neighbour positions in ids
-        (-1: none, or below `threshold`), similarities); see `Vectors.neighbour_arrays`."""
+        """See `Vectors.neighbour_arrays`."""
         return self.vec.neighbour_arrays(k, ef=ef, batch=batch, threshold=threshold)
 
     def knn(self, qvecs: np.ndarray, k: int, allowed: list[int] | None = None) -> list[list[tuple[int, float]]]:
-        """Nearest neighbours by cosine for each query row; exact over `allowed` when given."""
+        """See `Vectors.knn`."""
         return self.vec.knn(qvecs, k, allowed)
 
     def keyword(
         self, terms: list[str], k: int, postings: dict[str, Any] | None = None
     ) -> list[tuple[int, float, float]]:
-        """BM25 of the OR of the terms, top `k`, plus each hit's share of the query.
-
-        Returns (label, bm25, coverage): bm25 higher is better; coverage is the IDF-weighted share
-        of the query's terms the memory contains (0-1), so that a memory sharing one incidental
-        word with a long question does not pass for a keyword match. Decoded posting lists are
-        kept for the next query (until the catalog changes); `postings`, if given, holds them
-        instead. See memcli/index/keyword.py.
-        """
+        """See `KeywordIndex.search`: (label, bm25, coverage) of the top `k`."""
         return self.kw.search(terms, k, postings)

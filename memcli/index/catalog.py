@@ -1,11 +1,9 @@
 """The catalog: the SQLite half of the sidecar in `.index/` (`catalog.sqlite`).
 
-One row per memory file (id, the file's signature, its text hash, the columns filters read, the
-whole record as JSON, its vector), the files that could not be read (`bad`) and `meta` (schema,
-model, dimension, the current vector file). The connection, the directory it lives in (the store's
-own `.index/`, or a fallback in the user's cache for a store that cannot be written) and every read
-are here. The other modules of this package (sync, vectors, keyword) write through `Catalog.db` in
-their own transactions; nothing outside `memcli.index` runs SQL against it (tests/test_layering.py).
+One row per memory file (id, file signature, text hash, the columns filters read, the record as
+JSON, its vector), the unreadable files (`bad`) and `meta`. The connection, its directory (the
+store's `.index/`, or a fallback in the user's cache for a store that cannot be written) and every
+read are here; sync, vectors and keyword write through `Catalog.db` in their own transactions.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from memcli.storage import safety
 from memcli.storage.files import Files
 
 SCHEMA_VERSION = "2"  # 2: the keyword index of memcli/index/keyword.py replaced FTS5
+VECTOR_FILE = r"vectors-\d+\.hnsw"  # the only names a catalog's hnsw_file may give (see safety.own_file)
 SORT_KEYS = SortKey.values()
 
 SCHEMA = """
@@ -59,7 +58,6 @@ CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size I
 -- PROVISIONAL_MIN): an entry means something only while its label's row still has that text hash
 CREATE TABLE IF NOT EXISTS provisional (label INTEGER PRIMARY KEY, hash TEXT NOT NULL);
 """
-
 
 
 @dataclass(frozen=True)
@@ -113,13 +111,9 @@ def fts_body(m: Memory) -> str:
     return "\n".join(parts)
 
 
-
 class RankFields(NamedTuple):
-    """What `search.rank` reads of a candidate: the id, the times, the confidence, whether it was
-    replaced. A search ranks ~100-200 candidates to return a handful, so these five columns are
-    read without parsing whole records (a `Memory` would cost a JSON parse and a construction per
-    candidate, ~10 us each, on the latency bench/search_latency.py measures). The names are
-    `Memory`'s, so `rank` reads either."""
+    """What `search.rank` reads of a candidate, named as `Memory`'s fields: a search ranks ~100-200
+    candidates, and a `Memory` each would cost a JSON parse (~10 us) for five columns."""
 
     id: str
     created: str | None
@@ -129,11 +123,8 @@ class RankFields(NamedTuple):
 
 
 class Catalog:
-    """The catalog of one store. Opened lazily, on the first query.
-
-    Its reads of memories return `Memory` (built by `Memory.from_catalog`, without validating a row
-    again: it was validated when its file was indexed); nothing outside `memcli.index` sees the
-    JSON records the rows keep."""
+    """The catalog of one store, opened on the first query; its reads return `Memory` objects, never
+    the JSON records."""
 
     def __init__(self, store: Files, dim: Callable[[], int]) -> None:
         self.store = store
@@ -158,11 +149,9 @@ class Catalog:
                 try:
                     db.execute("PRAGMA journal_mode=WAL")
                     db.execute("PRAGMA synchronous=NORMAL")
-                    # Reads through a memory map: a search touches ~200 scattered rows and a few
-                    # posting lists; mapped, that is half the time of one read() per page at 100k.
+                    # mapped reads: a search touches ~200 scattered rows, half the time of read()s at 100k
                     db.execute("PRAGMA mmap_size=1073741824")
-                    # (built with secure_delete on, SQLite zeroed every freed page: a prune wrote 4x
-                    # the pages it changed, to protect a derived copy of what facts/ holds anyway)
+                    # zeroing freed pages made a prune write 4x its pages, for a copy of facts/
                     db.execute("PRAGMA secure_delete=0")
                     db.executescript(SCHEMA)
                     break
@@ -170,8 +159,7 @@ class Catalog:
                     db.close()
                     if not safety.is_busy(e):  # read-only, full, cannot open: waiting will not help
                         raise IndexUnavailable(f"cannot open the index {path}: {e}") from None
-                    # Another process is creating or switching the catalog (locked / busy): wait,
-                    # never mistake a busy catalog for a corrupt one.
+                    # another process is creating or switching it: wait, it is not corrupt
                     if time.monotonic() > deadline:
                         raise IndexUnavailable(f"the index {path} stayed busy for 60 s") from None
                     time.sleep(0.05)
@@ -190,12 +178,9 @@ class Catalog:
         return self._kw
 
     def _prepare_dir(self) -> None:
-        """Make sure `.index/` is a directory this process can write, or use the fallback.
-
-        A store that cannot be written (read-only mount, no permission) keeps working for reads:
-        its sidecar is built in the user's cache instead (seeded from the store's own catalog), and
-        nothing is written to the store. A `.index` that is a file or a link is moved aside.
-        """
+        """Make sure `.index/` is a directory this process can write (a file or link there is moved
+        aside), else use a fallback in the user's cache, seeded from the store's catalog: a store
+        that cannot be written keeps working for reads."""
         store_dir = self.store.path
         if not self.readonly and not (
             safety.writable(store_dir) and (not self.dir.is_dir() or safety.writable(self.dir))
@@ -220,20 +205,12 @@ class Catalog:
         return self.store.lock()
 
     def on_drop(self, forget: Callable[[], None]) -> None:
-        """Call `forget` whenever the catalog is dropped or emptied: state derived from it is stale."""
+        """Call `forget` whenever the catalog is closed or emptied: state derived from it is stale."""
         self._on_drop.append(forget)
-
-    def _dropped(self) -> None:
-        for forget in self._on_drop:
-            forget()
 
     def drop(self) -> None:
         """Delete an unreadable catalog (and its WAL); the next sync rebuilds it from `facts/`."""
-        self._kw, self._count = None, None
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-        self._dropped()
+        Catalog.close(self)  # the connection only (an `Index` keeps its embedder)
         path = self.dir / "catalog.sqlite"
         with self.writer_lock():
             for suffix in ("", "-wal", "-shm"):
@@ -245,7 +222,8 @@ class Catalog:
         if self._db is not None:
             self._db.close()
             self._db = None
-        self._dropped()
+        for forget in self._on_drop:
+            forget()
 
     def meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
@@ -278,7 +256,8 @@ class Catalog:
         kw.reset()
         db.execute("DELETE FROM sqlite_sequence WHERE name='mem'")
         db.execute("COMMIT")
-        self._dropped()
+        for forget in self._on_drop:
+            forget()
 
     # ------------------------------------------------------------ reads
     def signatures(self) -> dict[str, tuple[int, int]]:
@@ -308,26 +287,21 @@ class Catalog:
 
     def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, str]]:
         """(id, text) of the memories whose id starts with `prefix` (upper-cased), in id order."""
-        rows = self.db.execute(
-            "SELECT id, record FROM mem WHERE upper(id) >= ? AND upper(id) < ? ORDER BY id LIMIT ?",
-            (prefix, prefix + "\uffff", limit),
-        ).fetchall()
-        return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
+        return self._id_texts("upper(id) >= ? AND upper(id) < ?", (prefix, prefix + "\uffff", limit))
 
     def with_suffix(self, suffix: str, limit: int) -> list[tuple[str, str]]:
-        """(id, text) of the memories whose id ends with `suffix` (upper-cased): short ids are
-        tails of the ULID's random part (memcli/storage/ids.py). A scan, on a narrow column."""
+        """(id, text) of the memories whose id ends with `suffix` (upper-cased): short ids are tails
+        of the ULID's random part (memcli/storage/ids.py)."""
         if not suffix:
             return []
         if len(suffix) >= 8:  # through the index on the last 8 characters, then the whole tail
-            rows = self.db.execute(
-                "SELECT id, record FROM mem WHERE substr(upper(id), -8) = ? AND substr(upper(id), -?) = ? "
-                "ORDER BY id LIMIT ?", (suffix[-8:], len(suffix), suffix, limit)).fetchall()
-        else:
-            rows = self.db.execute(
-                "SELECT id, record FROM mem WHERE substr(upper(id), -?) = ? ORDER BY id LIMIT ?",
-                (len(suffix), suffix, limit)).fetchall()
-        return [(str(r[0]), str(json.loads(r[1]).get("text") or "")) for r in rows]
+            return self._id_texts("substr(upper(id), -8) = ? AND substr(upper(id), -?) = ?",
+                                  (suffix[-8:], len(suffix), suffix, limit))
+        return self._id_texts("substr(upper(id), -?) = ?", (len(suffix), suffix, limit))
+
+    def _id_texts(self, where: str, args: tuple[Any, ...]) -> list[tuple[str, str]]:
+        rows = self.db.execute(f"SELECT id, record FROM mem WHERE {where} ORDER BY id LIMIT ?", args)
+        return [(str(mid), str(json.loads(rec).get("text") or "")) for mid, rec in rows]
 
     def ids_sharing(self, heads_or_tails: Iterable[str], n: int) -> list[str]:
         """Every id whose first or last `n` characters (upper-cased) are one of `heads_or_tails`:
@@ -388,13 +362,8 @@ class Catalog:
 
     def rank_fields(self, labels: Iterable[int], vectors: dict[int, np.ndarray] | None = None
                     ) -> dict[int, RankFields]:
-        """What `search.rank` reads of each memory (`RankFields`), by label, in one query and
-        without parsing whole records: a search ranks ~100-200 candidates to return a handful.
-
-        `vectors`, if given, receives each memory's vector from the same rows (zeros if it has
-        none): a search needs those of its keyword-only candidates and of MMR's pool, and reading
-        them apart cost two more lookups of the same rows (~0.2 ms a query at 100k memories, where
-        rows are spread over a 500 MB catalog)."""
+        """`RankFields` by label, in one query. `vectors`, if given, receives each memory's vector
+        from the same rows (zeros if none): reading them apart cost two more lookups (~0.2 ms at 100k)."""
         q = ("SELECT label, id, created, updated, confidence, json_extract(record, '$.superseded_by') IS NOT NULL, "
              + ("vec" if vectors is not None else "NULL") + " FROM mem WHERE label IN (SELECT value FROM json_each(?))")
         out: dict[int, RankFields] = {}
@@ -424,23 +393,20 @@ class Catalog:
         where, args = (filters or Filters()).sql()
         if order not in SORT_KEYS:
             raise ValueError(f"cannot sort by {order!r}; use one of {', '.join(SORT_KEYS)}")
-        col = order
-        q = f"SELECT record FROM mem WHERE {where} ORDER BY {col} {'DESC' if desc else 'ASC'}, id"
+        q = f"SELECT record FROM mem WHERE {where} ORDER BY {order} {'DESC' if desc else 'ASC'}, id"
         if limit:
             q += f" LIMIT {min(int(limit), 2**63 - 1)}"  # SQLite's integers are 64-bit
         return [_memory(r[0]) for r in self.db.execute(q, args)]
 
     def select_entries(self, filters: Filters | None = None) -> dict[str, tuple[Memory, tuple[int, int]]]:
-        """`select(filters)` (in created order) by id, each with the file signature it was read
-        from, as `catalog_entries` gives them: what a plan that trashes or edits most of what it
-        selects (prune) hands to its change set, from one query instead of two."""
+        """`select(filters)` by id with each file signature, as `catalog_entries` gives them, in one
+        query (prune hands them to its change set)."""
         where, args = (filters or Filters()).sql()
         q = f"SELECT id, record, mtime_ns, size FROM mem WHERE {where} ORDER BY created ASC, id"
         return {str(mid): (_memory(rec), (int(mtime), int(size))) for mid, rec, mtime, size in self.db.execute(q, args)}
 
     def iter_select(self, filters: Filters | None = None) -> Iterator[Memory]:
-        """Memories matching `filters`, by id, from a cursor: an export of 100k memories never
-        holds them all (`select` returns a list)."""
+        """Memories matching `filters`, by id, from a cursor (an export never holds them all)."""
         where, args = (filters or Filters()).sql()
         for (rec,) in self.db.execute(f"SELECT record FROM mem WHERE {where} ORDER BY id", args):
             yield _memory(rec)
@@ -450,13 +416,8 @@ class Catalog:
         return [r[0] for r in self.db.execute(f"SELECT label FROM mem WHERE {where}", args)]
 
     def labels_of(self, ids: Iterable[str]) -> dict[str, int]:
-        ids = list(ids)
-        out = {}
-        for i in range(0, len(ids), 900):
-            chunk = ids[i : i + 900]
-            q = f"SELECT id, label FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
-            out.update(self.db.execute(q, chunk).fetchall())
-        return out
+        q = "SELECT id, label FROM mem WHERE id IN (SELECT value FROM json_each(?))"
+        return dict(self.db.execute(q, (json.dumps(list(ids)),)).fetchall())
 
     def find_exact(self, text: str) -> str | None:
         """The id of a memory whose normalised text equals this text's."""
@@ -465,14 +426,9 @@ class Catalog:
 
     def catalog_entries(self, ids: Iterable[str]) -> dict[str, tuple[Memory, tuple[int, int]]]:
         """Memories by id with the file signature (mtime_ns, size) they were read from."""
-        ids = list(ids)
-        out: dict[str, tuple[Memory, tuple[int, int]]] = {}
-        for i in range(0, len(ids), 900):
-            chunk = ids[i : i + 900]
-            q = f"SELECT id, record, mtime_ns, size FROM mem WHERE id IN ({','.join('?' * len(chunk))})"
-            for mid, rec, mtime, size in self.db.execute(q, chunk):
-                out[str(mid)] = (_memory(rec), (int(mtime), int(size)))
-        return out
+        q = "SELECT id, record, mtime_ns, size FROM mem WHERE id IN (SELECT value FROM json_each(?))"
+        return {str(mid): (_memory(rec), (int(mtime), int(size)))
+                for mid, rec, mtime, size in self.db.execute(q, (json.dumps(list(ids)),))}
 
     def records_of(self, ids: Iterable[str]) -> dict[str, Memory]:
         """Memories by id (`catalog_entries` without the file signatures)."""
@@ -485,14 +441,14 @@ def _memory(rec: str) -> Memory:
 
 
 def _json_ints(labels: Iterable[int]) -> str:
-    """Labels as one JSON array: a single bound parameter for `IN (SELECT value FROM json_each(?))`,
-    whatever the number of labels (SQLite caps bound parameters, so no chunking either)."""
+    """Labels as one JSON array: one bound parameter for `IN (SELECT value FROM json_each(?))`,
+    however many (SQLite caps bound parameters)."""
     return json.dumps(list(labels), default=int)  # default: numpy integers
 
 
 def _seed_catalog(src: Path, dst: Path) -> None:
-    """Copy a read-only store's catalog (and its vector file) into the fallback sidecar, so the
-    first read costs a copy, not a re-index. Best effort: anything missing is rebuilt by sync."""
+    """Copy a read-only store's catalog and vector file into the fallback sidecar: the first read
+    costs a copy, not a re-index (best effort: sync rebuilds what is missing)."""
     try:
         source = sqlite3.connect(f"file:{src / 'catalog.sqlite'}?immutable=1", uri=True)
         try:
@@ -504,7 +460,7 @@ def _seed_catalog(src: Path, dst: Path) -> None:
                 target.close()
         finally:
             source.close()
-        vec = safety.own_file(src, row[0], r"vectors-\d+\.hnsw") if row and row[0] else None
+        vec = safety.own_file(src, row[0], VECTOR_FILE) if row and row[0] else None
         if vec is not None:
             shutil.copyfile(vec, dst / vec.name)
     except (sqlite3.Error, OSError):

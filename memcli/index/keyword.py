@@ -1,26 +1,17 @@
 """The keyword (BM25) index: an inverted index in the catalog, scored in numpy (one dense sum a query).
 
-Not SQLite FTS5: its `ORDER BY bm25() LIMIT k` scores every row holding any query word, one call
-per row, a cost that grew with the store (figures: docs/performance.md, "Search, import, sync").
-Here each term's posting list is a few numpy arrays (labels, term frequencies, document lengths,
-positions) stored as blobs in the catalog, so they change in the same SQLite transaction as the
-rest of `.index/`. A query sums its words' per-memory BM25 impacts into one accumulator and takes
-the top k; a word held by a large share of the memories is only looked up for the candidates when
-it cannot matter (`_top`). A change goes to a small delta, merged into the main lists in bulk (`update`).
-
-Same results as the FTS5 index it replaces (tests/test_keyword_index.py checks it against FTS5
-itself): words are split and Porter-stemmed by SQLite's own `porter unicode61` tokenizer (called on
-each distinct word once, then cached), a query word with inner punctuation (`node.js`, `self-care`)
-is a phrase, and the score is FTS5's BM25 (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)),
-floored at 1e-6). Alongside BM25 each hit gets its coverage: the IDF-weighted share of the query's
-words it contains (see `search.keyword_evidence`).
-
-Only memory labels (the catalog's integer keys) and texts cross this module's boundary.
+Not SQLite FTS5: its `ORDER BY bm25() LIMIT k` scores every row holding any query word, a cost that
+grew with the store (docs/performance.md). Each term's posting list is a few numpy arrays stored as
+blobs in the catalog, changed in the same transaction as the rest of `.index/`; a change goes to a
+small delta, merged into the main lists in bulk (`update`). The results are FTS5's (tests check it
+against FTS5): SQLite's own `porter unicode61` tokenizer, a word with inner punctuation (`node.js`)
+is a phrase, and FTS5's BM25 (k1 = 1.2, b = 0.75, idf floored at 1e-6). Each hit also gets its
+coverage: the IDF-weighted share of the query's words it contains.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
 import math
 import re
 import sqlite3
@@ -57,11 +48,16 @@ CREATE TABLE IF NOT EXISTS kw_tail_doc (label INTEGER PRIMARY KEY);  -- document
 CREATE TABLE IF NOT EXISTS kw_gone (label INTEGER PRIMARY KEY, terms TEXT NOT NULL);
 """
 TABLES = ("kw_term", "kw_doc", "kw_stat", "kw_tail", "kw_tail_doc", "kw_gone")
+_IN = "IN (SELECT value FROM json_each(?))"  # with `_json(values)`: any number of values, one parameter
+
+
+def _json(values: Iterable[Any]) -> str:
+    return json.dumps(list(values), default=int)  # default: numpy integers
+
 
 # ---------------------------------------------------------------- tokenizer
-# Units: runs of anything but ASCII punctuation and white space. unicode61 treats every ASCII
-# character but [0-9A-Za-z] as a separator, so a unit is never finer than FTS5's tokens; SQLite
-# then splits and stems each distinct unit (non-ASCII separators included) exactly as FTS5 did.
+# Units: runs of anything but ASCII punctuation and white space, never finer than unicode61's
+# tokens; SQLite then splits and stems each distinct unit exactly as FTS5 did.
 _UNIT = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\s]+")
 _STEM_CACHE_MAX = 1_000_000
 
@@ -105,8 +101,7 @@ class _Stemmer:
         return cache
 
     def tokens_many(self, texts: Iterable[str]) -> list[list[str]]:
-        """The tokens of each text, the words not seen before stemmed in one round trip for all
-        of them (a commit indexing 1,891 memories made 433 round trips, one per text with a new word)."""
+        """The tokens of each text, the words not seen before stemmed in one round trip for all."""
         unit_lists = [_UNIT.findall(text) for text in texts]
         cache = self.units(u for units in unit_lists for u in units)
         return [[t for u in units for t in cache[u]] for units in unit_lists]
@@ -143,14 +138,10 @@ class Posting:
     _lookups: int = 0  # membership lookups before `_dense` was built
 
     def holds(self, cand: np.ndarray) -> np.ndarray:
-        """For each candidate label: does this list hold it.
-
-        A binary search of each candidate in a long list costs a cache miss a step, so it grows
-        with the store (~20 us for 100 candidates in a list of 30k at 100k memories, ~7 us at 10k);
-        a long list (a word in more than 1/DENSE_SHARE of the labels) looked up a second time (a
-        batch, a server: the list is cached) gets a dense bitmap instead, one read per candidate
-        whatever the store's size. The first lookup stays a binary search: a one-query process
-        would pay the bitmap's build (a write per posting) for one use."""
+        """For each candidate label: does this list hold it. A long list (a word in more than
+        1/DENSE_SHARE of the labels) looked up a second time (a batch, a server) gets a dense bitmap,
+        one read a candidate instead of a binary search that grows with the store; a one-query
+        process would pay the bitmap's build for one use."""
         if not len(self.labels):
             return np.zeros(len(cand), bool)
         if self._dense is None:
@@ -169,8 +160,7 @@ class Posting:
         return last + 2 if len(self.labels) * DENSE_SHARE > last else 0
 
     def impact(self, idf: float, avgdl: float) -> np.ndarray:
-        """Each document's BM25 score for this term; kept, as idf and avgdl stay the same until
-        the catalog changes (and then the cached posting list is dropped anyway)."""
+        """Each document's BM25 score for this term, kept while idf and avgdl stay the same."""
         if self._impact is None or self._impact[:2] != (idf, avgdl):
             self._impact = (idf, avgdl, idf * _bm25_tf(self.tfs, self.dls, avgdl))
         return self._impact[2]
@@ -204,11 +194,8 @@ def coverage_idf(n: int, df: int) -> float:
 
 
 class KeywordIndex:
-    """BM25 over an inverted index kept in the catalog's connection `db`.
-
-    Writes happen inside the caller's transaction (`Index._apply`), so the keyword index always
-    agrees with the rest of the catalog.
-    """
+    """BM25 over an inverted index kept in the catalog's connection `db`, written inside the
+    caller's transaction (so it always agrees with the rest of the catalog)."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
@@ -242,24 +229,19 @@ class KeywordIndex:
         return int(rows.get("docs", 0)), int(rows.get("tokens", 0))
 
     def update(self, removed: Iterable[int], docs: Mapping[int, str]) -> None:
-        """Remove `removed` labels and (re)index `docs` (label -> text). A label in `docs` that is
-        already indexed is replaced.
+        """Remove `removed` labels and (re)index `docs` (label -> text), replacing what is there.
 
-        A few changes (an add, an edit, a trash) go to the delta, so a common word's long posting
-        list is not rewritten per note: the new postings into the small `kw_tail` lists, the labels
-        whose main postings no longer count into `kw_gone`. Past the delta's limits, or for a bulk
-        change, everything is merged into the main lists (`kw_term`) in the same transaction.
-        Searches read main + tail - gone: the same results merged or not (tests check it).
-        """
+        A few changes go to the delta, so a common word's long list is not rewritten per note: new
+        postings into the small `kw_tail` lists, labels whose main postings no longer count into
+        `kw_gone`. Past the delta's limits everything is merged into `kw_term`. Searches read
+        main + tail - gone: the same results merged or not."""
         db = self.db
         self._drop_cache()
         docs = dict(docs)
         gone = set(removed) | set(docs)
         old: dict[int, tuple[int, list[str]]] = {}
-        for chunk in _chunks(list(gone)):
-            q = f"SELECT label, dl, terms FROM kw_doc WHERE label IN ({','.join('?' * len(chunk))})"
-            for label, dl, terms in db.execute(q, chunk):
-                old[label] = (dl, terms.split(" ") if terms else [])
+        for label, dl, terms in db.execute(f"SELECT label, dl, terms FROM kw_doc WHERE label {_IN}", (_json(gone),)):
+            old[label] = (dl, terms.split(" ") if terms else [])
         doc_rows, new, add_tokens = _postings(docs)
         n_docs, n_tokens = self.stats()
         n_docs += len(doc_rows) - len(old)
@@ -277,8 +259,7 @@ class KeywordIndex:
             self._merge_all(old, new)
         else:
             self._update_delta(old, in_tail, to_gone, new, [lab for lab, _, _ in doc_rows])
-        for chunk in _chunks(list(old)):
-            db.execute(f"DELETE FROM kw_doc WHERE label IN ({','.join('?' * len(chunk))})", chunk)
+        db.execute(f"DELETE FROM kw_doc WHERE label {_IN}", (_json(old),))
         if n_docs > 0:
             db.executemany("INSERT INTO kw_doc VALUES (?,?,?)", doc_rows)
         db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)", [("docs", max(n_docs, 0)),
@@ -294,19 +275,11 @@ class KeywordIndex:
         return int(rows.get("tail", 0)), int(rows.get("gone", 0))
 
     def _labels_in(self, labels: list[int], table: str) -> set[int]:
-        out: set[int] = set()
-        for chunk in _chunks(labels):
-            q = f"SELECT label FROM {table} WHERE label IN ({','.join('?' * len(chunk))})"
-            out.update(r[0] for r in self.db.execute(q, chunk))
-        return out
+        return {r[0] for r in self.db.execute(f"SELECT label FROM {table} WHERE label {_IN}", (_json(labels),))}
 
     def _rows(self, table: str, terms: list[str]) -> dict[str, tuple[bytes, bytes, bytes, bytes]]:
-        out: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
-        for chunk in _chunks(terms):
-            q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term IN ({','.join('?' * len(chunk))})"
-            for term, *blobs in self.db.execute(q, chunk):
-                out[term] = tuple(blobs)  # type: ignore[assignment]
-        return out
+        q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term {_IN}"
+        return {term: tuple(blobs) for term, *blobs in self.db.execute(q, (_json(terms),))}  # type: ignore[misc]
 
     def _update_delta(self, old: dict[int, tuple[int, list[str]]], in_tail: set[int], to_gone: list[int],
                       new: dict[str, tuple[np.ndarray, ...]], new_labels: list[int]) -> None:
@@ -370,8 +343,7 @@ class KeywordIndex:
 
     # ------------------------------------------------------------ reads
     def _delta(self, cache: dict[str, Any]) -> tuple[np.ndarray, set[str]] | None:
-        """The delta as the readers need it: the hidden labels (sorted) and the words they held;
-        None when the delta is empty (right after a merge: nothing to combine)."""
+        """The delta as readers need it: the hidden labels (sorted) and their words; None when empty."""
         if "\0delta" not in cache:
             tail, gone = self._delta_size()
             if not tail and not gone:
@@ -388,19 +360,16 @@ class KeywordIndex:
             return
         delta = self._delta(cache)
         tail = self._rows("kw_tail", need) if delta is not None else {}
-        for chunk in _chunks(need):
-            q = ("SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term"
-                 f" WHERE term IN ({','.join('?' * len(chunk))})")
-            for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, chunk):
-                if delta is not None and (term in tail or term in delta[1]):
-                    cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
-                else:
-                    # Labels as the platform's index type: numpy converts int32 indices on every
-                    # use, which doubled the cost of scoring a posting list.
-                    cache[term] = Posting(_i32(labs).astype(np.intp), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
-                if cache is self._shared:
-                    # labels (intp), tfs, dls (int32), impacts (float64); a long list's bitmap (`holds`)
-                    self._shared_bytes += len(labs) * 6 + cache[term].dense_bytes()
+        q = f"SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term WHERE term {_IN}"
+        for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, (_json(need),)):
+            if delta is not None and (term in tail or term in delta[1]):
+                cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
+            else:
+                # labels as intp: numpy converts int32 indices on every use (2x the scoring cost)
+                cache[term] = Posting(_i32(labs).astype(np.intp), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
+            if cache is self._shared:
+                # labels (intp), tfs, dls (int32), impacts (float64); a long list's bitmap (`holds`)
+                self._shared_bytes += len(labs) * 6 + cache[term].dense_bytes()
         for t in need:
             if t not in cache and t in tail:  # a word only the delta holds
                 assert delta is not None
@@ -449,12 +418,8 @@ class KeywordIndex:
             gather = np.repeat(starts - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(int(counts.sum()))
             # (label, start of the phrase) as one sorted int64 per occurrence of this token
             k = np.repeat(common.astype(np.int64), counts) * (1 << 32) + (pos[gather].astype(np.int64) - j)
-            if keys is None:
-                keys = k
-            elif len(k):
-                keys = keys[_member(k, keys)[0]]
-            else:
-                keys = k
+            # the starts every token so far has (none once a token has no occurrence left)
+            keys = k if keys is None or not len(k) else keys[_member(k, keys)[0]]
         assert keys is not None
         if not len(keys):
             return Posting.empty()
@@ -467,15 +432,10 @@ class KeywordIndex:
         self, terms: list[str], k: int, cache: dict[str, Any] | None = None
     ) -> list[tuple[int, float, float]]:
         """Top `k` labels by BM25 for the OR of `terms` (each a word or, with inner punctuation, a
-        phrase), with each hit's coverage of the query. Returns (label, bm25, coverage), best first
-        (ties: lower label first). `cache`, if given, holds the decoded posting lists instead of
-        the process's shared cache.
-
-        Scoring: every word's per-memory BM25 impacts added into one accumulator, in a fixed word
-        order so a memory's score is the same float whatever else the query holds; then the top k
-        of that. Words held by more than a quarter of the memories (a
-        project's name, say) are deferred when they cannot matter: see `_top`.
-        """
+        phrase), as (label, bm25, coverage), best first (ties: lower label first). Coverage is the
+        IDF-weighted share of the query the memory holds, so one incidental shared word does not
+        pass for a match. `cache`, if given, holds the decoded posting lists instead of the
+        process's shared cache (kept until the catalog changes)."""
         cache = self._shared_cache() if cache is None else cache
         phrases = [toks for toks in (tokenize(t) for t in terms) if toks]
         if not phrases or k <= 0:
@@ -514,66 +474,31 @@ DEFER_SHARE = 4  # a word in more than 1/DEFER_SHARE of the memories may be defe
 DENSE_SHARE = 32  # a posting list of more than 1/DENSE_SHARE of the labels: dense membership (`Posting.holds`)
 
 
-class _Scratch:
-    """A zeroed float array kept between searches and zeroed again after each: the sum's
-    accumulator (a fresh 800 KB array a query at 100k is memory traffic for nothing). A second
-    thread searching at the same time gets a fresh one."""
-
-    def __init__(self) -> None:
-        self._buf = np.zeros(0)
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def zeros(self, size: int) -> Iterator[np.ndarray]:
-        if not self._lock.acquire(blocking=False):
-            yield np.zeros(size)
-            return
-        try:
-            if len(self._buf) < size:
-                self._buf = np.zeros(size + size // 4)
-            acc = self._buf[:size]
-            try:
-                yield acc
-            finally:
-                acc.fill(0.0)
-        finally:
-            self._lock.release()
-
-
-_SCRATCH = _Scratch()
-
-
 def _top(posts: list[Posting], idfs: list[float], ubs: list[float], order: list[int], k: int, avgdl: float,
          n_docs: int) -> tuple[np.ndarray, np.ndarray]:
     """The candidates for the top k (every memory that could tie the k-th) and their BM25 scores.
 
-    Every posting list of the query's words is added, in `order`, into one dense accumulator
-    (`np.add.at`), so each memory's impacts are summed in that order, bit for bit whatever else
-    the query holds. (A plain sum: MaxScore pruned little on notes sharing a few hundred words and
-    cost more than it saved, docs/performance.md; `np.bincount` over the concatenated lists is slower.)
-
-    A word held by more than 1/DEFER_SHARE of the memories has a long list and a low weight: it
-    is left out of the sum when the others' k-th best partial score (a lower bound of the k-th
-    best score: scores only grow) exceeds the most all such words together could add, so no
-    memory holding only them can reach the top k; they are then looked up for the candidates only.
+    The posting lists are added in `order` into one dense accumulator, so a memory's score is the
+    same float whatever else the query holds. A word held by more than 1/DEFER_SHARE of the
+    memories (long list, low weight) is left out of the sum when the others' k-th best partial
+    score exceeds the most all such words could add: they are then looked up for the candidates only.
     """
     deferred = [i for i in order if len(posts[i]) * DEFER_SHARE > n_docs]
     summed = [i for i in order if i not in deferred] or order
     deferred = [i for i in deferred if i not in summed]
-    with _SCRATCH.zeros(max(int(posts[i].labels[-1]) for i in order) + 1) as acc:
-        for i in summed:
+    acc = np.zeros(max(int(posts[i].labels[-1]) for i in order) + 1)
+    for i in summed:
+        np.add.at(acc, posts[i].labels, posts[i].impact(idfs[i], avgdl))
+    # a lower bound of the k-th best score: the k-th best among the shortest list with k memories
+    probe = min((posts[i].labels for i in summed if len(posts[i]) >= k), key=len, default=None)
+    theta = float(np.partition(acc[probe], len(probe) - k)[len(probe) - k]) if probe is not None else 0.0
+    lift = sum(ubs[i] for i in deferred)
+    if deferred and theta <= lift:  # the deferred words could matter: sum them too
+        for i in deferred:
             np.add.at(acc, posts[i].labels, posts[i].impact(idfs[i], avgdl))
-        # A lower bound of the k-th best score: the k-th best (partial) score among the memories
-        # of the shortest list with k of them (the rarest word's: the likeliest top hits), cheap.
-        probe = min((posts[i].labels for i in summed if len(posts[i]) >= k), key=len, default=None)
-        theta = float(np.partition(acc[probe], len(probe) - k)[len(probe) - k]) if probe is not None else 0.0
-        lift = sum(ubs[i] for i in deferred)
-        if deferred and theta <= lift:  # the deferred words could matter: sum them too
-            for i in deferred:
-                np.add.at(acc, posts[i].labels, posts[i].impact(idfs[i], avgdl))
-            deferred, lift = [], 0.0
-        cand = np.flatnonzero(acc >= theta - lift) if theta > lift else np.flatnonzero(acc)
-        score = acc[cand]  # a copy: the accumulator is zeroed on the way out
+        deferred, lift = [], 0.0
+    cand = np.flatnonzero(acc >= theta - lift) if theta > lift else np.flatnonzero(acc)
+    score = acc[cand]
     for i in deferred:
         p = posts[i]
         hit, at = _member(p.labels, cand)
@@ -607,7 +532,7 @@ def _combined(main: Any, delta: tuple[np.ndarray, set[str]], tail: Any, term: st
 
 
 def _chunks(items: list[Any], size: int = 900) -> Iterator[list[Any]]:
-    """SQLite caps bound parameters: `IN (...)` lists go in chunks."""
+    """A bulk merge reads the main posting lists `size` words at a time (its memory stays bounded)."""
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
@@ -659,8 +584,8 @@ def _arrays(row: Any) -> tuple[np.ndarray, ...]:
 
 
 class _Table:
-    """A set of labels as a boolean table indexed by label: membership of a whole posting list in
-    one gather (np.isin sorted the set again for each of the ~650 words of a bulk merge)."""
+    """A set of labels as a boolean table: a whole posting list's membership in one gather (np.isin
+    sorted the set again for each word of a bulk merge)."""
 
     def __init__(self, labels: Iterable[int]) -> None:
         labs = np.fromiter(labels, np.int64)

@@ -1,10 +1,9 @@
 """Sync: keep the catalog and the vector file in step with `facts/`.
 
-`sync()` compares the directory listing (name, mtime, size) with the catalog, re-reads only the
-files that changed, re-embeds only text whose hash is not in the embedding cache, and updates the
-vector graph in place (replace / `mark_deleted`, resize when full), all in one catalog transaction
-that also records the new vector file. When nothing changed it costs one `scandir` and one query.
-`apply_files()` is the same for a commit that knows exactly which files it wrote or removed.
+`sync()` compares the directory listing (name, mtime, size) with the catalog and re-reads, embeds
+and indexes only what changed, in one catalog transaction that also records the new vector file:
+when nothing changed it costs one `scandir` and one query. `apply_files()` is the same for a
+commit that knows which files it wrote or removed.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ from memcli.services.threads import in_thread
 from memcli.storage import safety
 from memcli.storage.files import Files, json_text
 
-REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long (less padding,
-# a smaller peak RSS than 64; docs/performance.md)
+REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long (docs/performance.md)
 
 
 @dataclass
@@ -63,7 +61,6 @@ class Sync:
     def embedder(self) -> Embedder:
         return self._embedder()
 
-
     # ------------------------------------------------------------ sync
     def _scan(self) -> dict[str, tuple[int, int]]:
         out = {}
@@ -91,12 +88,6 @@ class Sync:
         """Remove `.*.tmp` files a killed writer left in facts/: under the writer lock no write is
         in flight, so every one found then is stale."""
         if self.catalog.readonly:
-            return
-        try:
-            names = [n for n in os.listdir(self.store.facts_dir) if n.startswith(".") and n.endswith(".tmp")]
-        except OSError:
-            return
-        if not names:
             return
         # never wait: a writer holding the lock may own these; the next command cleans them
         with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
@@ -134,18 +125,14 @@ class Sync:
                     vectors: Mapping[str, np.ndarray] | None = None,
                     provisional: Mapping[str, str] | None = None,
                     before_commit: Callable[[], object] | None = None) -> SyncReport:
-        """Record what a commit has just written (`fresh`: file name -> memory) and removed
-        (`gone`: file names), without scanning `facts/`: one catalog transaction and one vector
-        file for the whole commit. When the sidecar needs a rebuild anyway this is a full sync.
-        Files changed by others meanwhile are left to the next `sync()` (their signatures differ).
+        """Record what a commit has just written (`fresh`: file name -> memory) and removed (`gone`)
+        without scanning `facts/`, in one transaction (a full sync when a rebuild is due anyway).
 
-        `signatures` (file name -> (mtime_ns, size)) are the written files' as the commit staged
-        them (else each is stat'ed); `vectors` (text hash -> vector) the embeddings the commit
-        computed before it took the lock. `provisional` (file name -> a source's file name) names
-        the new memories whose vector is provisional: the source's stands in (`_stand_ins`).
-        `before_commit` is called once before the transaction
-        commits (and before a full sync reads `facts/`): a commit whose renames are still running
-        waits for them there."""
+        `signatures` (file name -> (mtime_ns, size)) are the files' as staged (else each is
+        stat'ed); `vectors` (text hash -> vector) what the commit embedded before the lock;
+        `provisional` (file name -> a source's file name) the new memories the source's vector
+        stands in for (`_stand_ins`). `before_commit` is called once before the transaction commits
+        (or a full sync reads `facts/`): a commit whose renames are still running waits there."""
         with self.store.lock():
             if self._rebuild_reason(bool(self.catalog.count())):
                 if before_commit is not None:
@@ -167,12 +154,8 @@ class Sync:
         self, on_progress: Callable[[int, int], None] | None = None, *, force: bool = False,
         fresh: dict[str, Memory] | None = None,
     ) -> SyncReport:
-        """Bring the sidecar in step with `facts/`; cheap when nothing changed.
-
-        `fresh` maps file names to the memories the caller has just written, so a bulk import
-        does not parse back the thousands of files it wrote a moment ago. A catalog that turns out
-        to be corrupt past its header ("malformed") is dropped and rebuilt.
-        """
+        """Bring the sidecar in step with `facts/`; cheap when nothing changed. `fresh` maps file names
+        to memories the caller just wrote (not parsed back); a corrupt catalog is dropped and rebuilt."""
         if not self.catalog.readonly and (self.store.path / ".journal.json").exists() and not self.store.locked:
             # a commit was cut short: the writer lock finishes it (memcli/storage/journal.py); never wait
             with contextlib.suppress(MemcliError, OSError), self.store.lock(timeout=0):
@@ -278,8 +261,8 @@ class Sync:
         self.vec.cleanup()
 
     def _rows_of(self, wanted: list[str]) -> dict[str, tuple[int, str]]:
-        """(label, text hash) by file name of the catalog rows among `wanted`: a commit at 100k
-        touches a few thousand of them, so those are asked for by name unless that is most rows."""
+        """(label, text hash) by file name of the catalog rows among `wanted` (asked for by name
+        unless that is most rows)."""
         db = self.catalog.db
         if len(wanted) * 4 < self.catalog.count():
             q = "SELECT fname, label, hash FROM mem WHERE fname IN (SELECT value FROM json_each(?))"
@@ -290,8 +273,8 @@ class Sync:
 
     def _read(self, todo: list[str], fresh: dict[str, Memory],
               ) -> tuple[list[tuple[str, Memory]], list[tuple[str, str]]]:
-        """The memories of `todo` (from `fresh`, else parsed from their files), by file name
-        order, and the files that could not be read, with why."""
+        """The memories of `todo` (from `fresh`, else parsed), in file name order, and the unreadable
+        files, with why."""
         parsed: list[tuple[str, Memory]] = []
         bad: list[tuple[str, str]] = []
         for fname in sorted(todo):
@@ -313,8 +296,7 @@ class Sync:
     def _embed(self, parsed: list[tuple[str, Memory]], existing: dict[str, tuple[int, str]],
                known: Mapping[str, np.ndarray], report: SyncReport,
                on_progress: Callable[[int, int], None] | None) -> dict[str, np.ndarray]:
-        """The vectors (by text hash) of the parsed texts the catalog does not have yet: those the
-        caller has (`known`), the rest embedded (the model's cache first)."""
+        """The vectors (by text hash) of the parsed texts the catalog lacks: `known`, else embedded."""
         need = [m.text for f, m in parsed if f not in existing or existing[f][1] != text_hash(m.text)]
         vectors = {h: known[h] for h in map(text_hash, need) if h in known}
         need = [t for t in need if text_hash(t) not in vectors]
@@ -333,8 +315,8 @@ class Sync:
 
     def _remove(self, gone: list[str], existing: dict[str, tuple[int, str]], reused: set[int], hnsw: Any,
                 report: SyncReport) -> list[int]:
-        """Delete the rows of the files `gone` (one statement: a prune removes thousands) and
-        their graph nodes, but for the rows a new file took over (`reused`); their labels."""
+        """Delete the rows and graph nodes of the files `gone` but those a new file took over
+        (`reused`), in one statement; returns their labels."""
         dead: list[int] = []
         for fname in gone:
             row = existing.get(fname)
@@ -353,8 +335,8 @@ class Sync:
     def _record_bad(self, bad: list[tuple[str, str]], disk: dict[str, tuple[int, int]],
                     existing: dict[str, tuple[int, str]], old_bad: dict[str, str], hnsw: Any,
                     report: SyncReport) -> list[int]:
-        """Record the unreadable files; a good file turned bad leaves the index until it is fixed
-        (its label is returned). A file newly bad, or bad in a new way, is reported."""
+        """Record the unreadable files; a good file turned bad leaves the index (its label is
+        returned). A file newly bad, or bad in a new way, is reported."""
         db = self.catalog.db
         dropped: list[int] = []
         for fname, error in bad:
@@ -375,10 +357,9 @@ class Sync:
                     existing: dict[str, tuple[int, str]], vectors: dict[str, np.ndarray], taken: set[str],
                     borrowed: dict[str, np.ndarray], report: SyncReport,
                     ) -> tuple[list[int], np.ndarray, dict[int, str], list[tuple[int, str]]]:
-        """Insert or update the rows of `parsed` in bulk (one statement per kind of change).
-        Returns the labels whose vector is new or changed with those vectors (for the graph),
-        every written row's keyword document by label, and the (label, text hash) of the rows
-        given a provisional vector (`taken` over with theirs, or `borrowed`)."""
+        """Insert or update the rows of `parsed` in bulk. Returns the labels whose vector is new or
+        changed with those vectors, each row's keyword document by label, and the (label, text
+        hash) of the rows given a provisional vector (`taken` over, or `borrowed`)."""
         next_label = self.catalog.next_label()  # AUTOINCREMENT's, known before the rows are written
         labels: list[int] = []
         vecs: list[np.ndarray] = []
@@ -428,11 +409,10 @@ class Sync:
     def _stand_ins(self, parsed: list[tuple[str, Memory]], existing: dict[str, tuple[int, str]], gone: list[str],
                    reused: set[int], known: Mapping[str, np.ndarray], provisional: Mapping[str, str],
                    ) -> tuple[set[str], dict[str, np.ndarray]]:
-        """The new memories given a provisional vector (`provisional`: file -> the source whose
-        vector stands in, see memcli/ops/changes.py PROVISIONAL_MIN): those that take over the
-        source's row, vector and graph node, when the source leaves in this batch (a merge; the
-        takeover recorded in `existing`), and the others' copies of the source's vector (a
-        distillation: the sources stay). `refresh_provisional` makes them exact later."""
+        """The new memories given a provisional vector (`provisional`: file -> the source whose vector
+        stands in, memcli/ops/changes.py): those taking over the row and graph node of a source that
+        leaves in this batch (a merge; recorded in `existing`), and the others' copies of the
+        source's vector (a distillation). `refresh_provisional` makes them exact later."""
         taken: set[str] = set()
         lend: dict[str, str] = {}
         leaving = set(gone)
@@ -454,9 +434,8 @@ class Sync:
         return taken, {f: np.frombuffer(have[src], dtype=np.float32) for f, src in lend.items() if src in have}
 
     def _note_provisional(self, stand_ins: list[tuple[int, str]], exact: list[int]) -> None:
-        """Record the rows given a provisional vector, and forget the entries of rows that left
-        or were given an exact vector (an entry whose row has another text means nothing anyway:
-        this only keeps the table small)."""
+        """Record the rows given a provisional vector; forget those of rows that left or got an exact
+        one (a stale entry means nothing anyway: this keeps the table small)."""
         db = self.catalog.db
         if exact and db.execute("SELECT 1 FROM provisional LIMIT 1").fetchone():
             db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(exact),))
@@ -465,14 +444,11 @@ class Sync:
 
     def refresh_provisional(self, on_progress: Callable[[int, int], None] | None = None, *,
                             batch: int = 256) -> int:
-        """Give every memory whose vector is provisional its exact one; returns how many were made
-        exact. The texts are embedded first, with no lock held, `batch` at a time (the model's
-        memory stays bounded whatever the count); then, under the writer lock, in one transaction,
-        only the rows that still have the text that was embedded are updated (a commit that
-        rewrote or removed one meanwhile wins), the graph takes the new vectors under their labels
-        and is saved as a new generation, and the entries are cleared (stale ones too). A refresh
-        killed before its transaction changes nothing; the vectors it computed are in the
-        embedding cache, so the next one is quick."""
+        """Give every memory whose vector is provisional its exact one; returns how many. The texts
+        are embedded first, with no lock held, `batch` at a time; then, under the writer lock in one
+        transaction, only rows that still have the embedded text are updated (a commit meanwhile
+        wins) and the graph is saved anew. Killed before that, it changes nothing (the vectors are
+        in the embedding cache)."""
         self.sync()
         rows = self.catalog.provisional_texts()
         computed: dict[int, tuple[str, np.ndarray]] = {}
@@ -511,10 +487,8 @@ class Sync:
 
 
 def _take_over(existing: dict[str, tuple[int, str]], gone: list[str], parsed: list[tuple[str, Memory]]) -> set[int]:
-    """A new file whose text is that of a file removed in the same batch (a merge keeps the newest
-    wording; a restore brings back a text) takes over that row and its vector: no embedding, no
-    graph insertion, most of a curation commit's index cost. Records the takeovers in `existing`;
-    returns the labels taken over."""
+    """A new file with the text of a file removed in the same batch (a merge, a restore) takes over
+    its row and vector: no embedding, no graph insertion. Recorded in `existing`; returns the labels."""
     free: dict[str, list[int]] = {}
     for fname in gone:
         row = existing.get(fname)

@@ -1,11 +1,9 @@
 """The vector half of the sidecar: an hnswlib graph over the catalog's vectors, saved in generations.
 
-The catalog holds every vector (the truth); the graph is a file derived from it. Each save writes
-`vectors-<gen>.hnsw` under a new name and records it in the catalog's `meta` in the same SQLite
-transaction as the rows it indexes, so a reader never loads a vector file that disagrees with the
-catalog; the file before the current one is kept for a reader that is still opening it. A missing
-or unreadable file is rebuilt from the catalog's vectors. Labels (the catalog's integer keys) are
-the graph's ids; only ids and scores leave this module.
+The catalog holds every vector; the graph is derived. Each save writes `vectors-<gen>.hnsw` under
+a new name, recorded in the same SQLite transaction as the rows it indexes, so a reader never loads
+a file that disagrees with the catalog (the one before is kept for a reader still opening it). A
+missing or unreadable file is rebuilt from the catalog. The graph's ids are the catalog's labels.
 """
 
 from __future__ import annotations
@@ -17,11 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from memcli.index.catalog import Catalog
+from memcli.index.catalog import VECTOR_FILE, Catalog
 from memcli.storage import safety
 
 HNSW_M = 16
-VECTOR_FILE = r"vectors-\d+\.hnsw"  # the only names a catalog's hnsw_file may give (see safety.own_file)
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 512  # at least (max(this, 2k) for k neighbours): recall@10 0.987 at 100k (docs/performance.md)
 CURATION_EF = 48  # curation's kNN pass: at >= 0.8 cosine it finds an exact kNN's pairs (docs/performance.md)
@@ -88,8 +85,8 @@ class Vectors:
         return h
 
     def compacts(self, h: Any, live: int) -> bool:
-        """Whether the graph has more tombstones than is worth keeping, with `live` vectors in
-        the catalog once the caller's rows are written (then `rebuild` rather than `insert`)."""
+        """Whether the graph holds more tombstones than worth keeping beside `live` vectors (then
+        `rebuild` rather than `insert`)."""
         deleted = h.element_count - live
         return bool(deleted > max(1000, h.element_count // 2))
 
@@ -100,8 +97,8 @@ class Vectors:
         return self.load(create=True)
 
     def insert(self, h: Any, vecs: np.ndarray, labels: list[int]) -> None:
-        """Put `vecs` under `labels` into `h` (a label already there is replaced). No catalog
-        access: a commit runs this in a thread while it writes its rows (hnswlib releases the GIL)."""
+        """Put `vecs` under `labels` into `h`, replacing a label already there. No catalog access: a
+        commit runs this in a thread while it writes its rows (hnswlib releases the GIL)."""
         need = h.element_count + len(labels)
         if need > h.get_max_elements():
             h.resize_index(max(need, h.get_max_elements() * 2))
@@ -138,14 +135,10 @@ class Vectors:
     # ------------------------------------------------------------ queries
     def neighbour_arrays(self, k: int, *, ef: int | None = None, batch: int = 1024,
                          threshold: float | None = None) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        """Every memory's `k` nearest others as arrays: (ids, their vectors, nbr, sims).
-
-        `nbr[i]` holds the positions in `ids` of row i's neighbours, nearest first, -1 where a slot
-        is empty (the memory itself, a label the catalog no longer has, or, with `threshold`, a
-        neighbour less similar than that); `sims[i]` their cosine similarities (float64 holding the
-        graph's float32 values, so a threshold compares as it would on Python floats). Curation's
-        one approximate kNN pass, `batch` rows per query: never an n x n matrix, and the callers
-        pick the pairs above a threshold with numpy. `ef` defaults to `CURATION_EF`."""
+        """Curation's one approximate kNN pass, `batch` rows a query (never an n x n matrix): every
+        memory's `k` nearest others as (ids, vectors, nbr, sims). `nbr[i]` holds the positions in
+        `ids` of row i's neighbours, nearest first, -1 for an empty slot (itself, a label gone, below
+        `threshold`); `sims[i]` their cosines (float64 holding the graph's float32 values)."""
         rows = self.catalog.vector_ids()  # in label order
         labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         ids = [r[1] for r in rows]
@@ -199,8 +192,7 @@ class Vectors:
 
 def _to_positions(labels: np.ndarray, found: np.ndarray, dists: np.ndarray, threshold: float | None,
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """The graph's answer (`found` labels, `dists`) as positions in the sorted `labels` (-1: the row
-    itself, a label no longer in the catalog, or below `threshold`) and cosine similarities."""
+    """The graph's answer as positions in the sorted `labels` (-1 as in `neighbour_arrays`) and cosines."""
     at, known = positions(labels, found)
     known &= found != labels[:, None]
     sims = (1.0 - dists).astype(np.float64)  # float32 arithmetic, held as float64

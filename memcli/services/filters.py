@@ -1,20 +1,11 @@
 """One junk filter for every path that turns conversation text into memories.
 
-`add`, `import --from claude-code|chatgpt` and `capture claude-code` all ask `junk_class` whether
-a candidate memory is worth keeping, so the same sentence is never filler on one path and a
-memory on another. What it rejects is what a developer would not want to find next week, by
-class (the classes of bench/realdata/sessions/README.md):
-
-- narration: an agent saying what it is doing or did ("Let me check...", "Now I have a complete
-  picture.", "All 31 tests pass.", "Phase 4 is complete.", offers such as "If you want, I can...");
-- injected: text a harness put in a turn (`<task-notification>`, system reminders, monitor events);
-- tool_output / git_output: command output pasted into a turn ("Enumerating objects: 33, done.");
-- ui_chatter: what a chart or a form shows ("The red dashed line represents ...");
-- api_error: the model's error replies ("API Error: 500 ...");
-- fragment: a heading, a label or a half sentence that means nothing alone.
-
-`strip_injected` removes injected blocks from a turn before anything else reads it. Regexes
-only: this runs on every sentence of a 2 MB transcript.
+`add`, `import --from claude-code|chatgpt` and `capture claude-code` all ask `junk_class` whether a
+candidate is worth keeping, so a sentence is never filler on one path and a memory on another. The
+classes (bench/realdata/sessions/README.md): narration (an agent saying what it does or did),
+injected (harness text), tool_output / git_output, ui_chatter, api_error, filler, request and
+fragment. `strip_injected` removes injected blocks from a turn first. Regexes only: this runs on
+every sentence of a 2 MB transcript.
 """
 
 from __future__ import annotations
@@ -108,7 +99,6 @@ _GERUND_LEAD = re.compile(
 # "I'll drop the nested block and declare the route explicitly instead, which keeps ...": a decision.
 _FIRST_PERSON_DECISION = re.compile(
     r"^(?:i(?:'ll| will)|we(?:'ll| will)) (?!continue|wait|check|look|start|keep going)", re.I)
-_CJK_PLAN = re.compile(r"^我.{0,12}(?:會|会|來|来|先|再|拿到)|(?:停 ?timer|可以提交了|已更新|已 ?push|收尾)")
 # "Models and migrations are written and lint-clean.", "README is updated with the live URL."
 _STATUS = re.compile(
     r"^[^.!?]{0,80}?\b(?:is|are|was|were|has been|have been|now)\s+(?:now\s+|all\s+|fully\s+)?"
@@ -124,6 +114,7 @@ _CJK_NARRATION = re.compile(
     # offers: "필요하시면 ... 만들어드릴 수 있습니다", "원하면 ... 정리해줄게"
     r"|^(?:필요하시면|필요하면|원하시면|원하면|원한다면|궁금하시면)"
     r"|(?:드릴 수 있습니다|드릴까요|해줄게|줄게요?|할까요|볼까요)\W*$"
+    r"|^我.{0,12}(?:會|会|來|来|先|再|拿到)|(?:停 ?timer|可以提交了|已更新|已 ?push|收尾)"
 )
 # Chat filler of a chatty assistant: jokes, coaching, one-line morals ("유머 한 스푼", "코치의 조언").
 _FILLER = re.compile(
@@ -185,8 +176,7 @@ _REQUEST = re.compile(
 
 
 def strip_injected(text: str) -> str:
-    """A turn without the blocks its harness or IDE added (system reminders, task notifications,
-    opened-file notes, command wrappers); an IDE selection keeps its text, not its wrapper."""
+    """A turn without the blocks its harness or IDE added; an IDE selection keeps its text, not its wrapper."""
     text = _PRIVATE_USE.sub("", text)
     if "<" in text:
         text = _INJECTED_BLOCK.sub(" ", text)
@@ -199,14 +189,13 @@ def strip_injected(text: str) -> str:
 
 
 def is_request(text: str) -> bool:
-    """A user's instruction to the agent ("fix this ui", "explain what each fix does", "...해줘"):
-    what was asked, not what was found; the answer is what is kept."""
+    """A user's instruction to the agent ("fix this ui", "...해줘"): the answer is what is kept."""
     return bool(_REQUEST.search(_LEAD.sub("", text).strip()))
 
 
 def junk_class(text: str, *, role: str | None = None) -> str | None:
-    """Why `text` is not worth a memory (a class name), or None to keep it. `role` "user" adds
-    the request rule (a transient instruction to the agent)."""
+    """Why `text` is not worth a memory (a class name), or None to keep it; `role` "user" adds the
+    request rule, "assistant" the progress-line rule."""
     flat = " ".join(_PRIVATE_USE.sub("", text).split())
     if not flat:
         return "fragment"
@@ -228,18 +217,19 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return None  # a statement with the code or output it introduces
 
     first_line = prose.split("\n", 1)[0]
-    if _NARRATION.match(prose.replace("**", "")) and not _worth_despite_narration(prose, body):
+    unbold = prose.replace("**", "")
+    if _NARRATION.match(unbold) and not _worth_despite_narration(prose, body):
         return "narration"
-    if _CJK_NARRATION.search(first_line) or _CJK_PLAN.search(first_line):
+    if _CJK_NARRATION.search(first_line):
         return "narration"
     if (_FIRST_PERSON_PLAN.search(prose) and not _REASON.search(prose) and len(_WORD.findall(prose)) < 30
             and "```" not in body):
         return "narration"
-    if len(prose) < 160 and _STATUS.match(prose.replace("**", "")) and not re.search(r"`|https?://", prose):
+    if len(prose) < 160 and _STATUS.match(unbold) and not re.search(r"`|https?://", prose):
         return "narration"
     if _OFFER.search(prose):
         return "narration"
-    if role == "assistant" and _GERUND_LEAD.match(prose.replace("**", "")) and (
+    if role == "assistant" and _GERUND_LEAD.match(unbold) and (
             re.match(r"^(?:now|also|still|first|then|next)\b", prose, re.I)
             or (len(_WORD.findall(prose)) < 14 and not _REASON.search(prose))):
         return "narration"
@@ -254,7 +244,7 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return "narration"  # an offer inside a closing line: "정리 요약: 원하시면 ... 알려드릴까요?"
     if role == "user" and (is_request(prose) or _CJK_QUESTION.search(prose)):
         return "request"
-    if _CJK_LABEL.match(prose.replace("**", "")):
+    if _CJK_LABEL.match(unbold):
         return "fragment"
     if _TOC_LINE.match(flat.lstrip("\"'“ ")) or _TOC_LINE.match(body):
         return "pasted_code"  # a pasted table of contents ("__04-3 ...", "03장 ...")
@@ -264,9 +254,8 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
 
 
 def _worth_despite_narration(prose: str, body: str) -> bool:
-    """An agent's report that still carries a finding: a reason, or a shown result (a code block),
-    or a long sentence dense with specifics ("Phase 1 is done: Tailwind installed, Kamal
-    scaffolding removed, baseline linted clean.")."""
+    """An agent's report that still carries a finding: a reason, a shown result (a code block), or
+    a long list of what was done ("Phase 1 is done: Tailwind installed, baseline linted clean.")."""
     if _REASON.search(prose) and len(_WORD.findall(prose)) >= 10 and _FIRST_PERSON_DECISION.match(prose):
         return True
     if "```" in body and body.count("```") >= 2 and len(body) - len(prose) > 60:
@@ -304,9 +293,8 @@ _SPECIFIC_ALL = re.compile(r"`[^`\n]+`|https?://\S+|\b\w+\.\w{1,5}\b|\b\w+_\w+\b
 
 
 def substance(text: str) -> float:
-    """How much a candidate memory says, for ranking the candidates of one session: specifics
-    (code, names, paths, numbers, URLs) and finding words (a cause, a fix, a rule, a decision)
-    count; length helps up to a paragraph."""
+    """How much a candidate says, to rank one session's candidates: specifics (code, names, numbers)
+    and finding words (a cause, a fix, a decision) count; length helps up to a paragraph."""
     flat = " ".join(text.split())
     prose = flat.split("```", 1)[0]
     words = len(_WORD.findall(prose)) + len(_CJK.findall(prose)) / 2

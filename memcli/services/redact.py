@@ -1,30 +1,16 @@
 """Scrub secrets and personal data from text before it is stored or sent to an LLM.
 
 ``redact(text)`` returns the scrubbed text and the sorted kinds found; each secret becomes a
-placeholder such as ``[REDACTED:email]``, so a memory still reads naturally and says what was
-there.
+placeholder such as ``[REDACTED:email]``, so a memory still reads naturally and says what was there.
 
-Design choices, because memories are developer notes full of things that *look* like secrets:
-
-* Precision first. Version numbers, dates, times, ports, file paths, git SHAs and other hashes
-  must survive untouched, so every pattern is anchored on something distinctive (a provider
-  prefix, a key name, an ``@``, a ``+``, separators in the right places) and the ambiguous ones
-  are checked further in code (Luhn for cards, digit counts for phones, octet ranges for IPs).
-  A bare 40-character base64 string is *not* redacted as an AWS secret (a git SHA is 40 hex
-  characters): only after a key name such as ``aws_secret_access_key=``.
-* Loopback ``127.x.x.x``, ``0.0.0.0`` and netmasks ``255.x.x.x`` are kept: they are the same on
-  every machine, so they identify nothing, and "bind 0.0.0.0:8080" or "127.0.0.1:5432" are
-  everyday notes that would lose their meaning. Every other valid IPv4 address (private ranges
-  included: they reveal a network's layout) is redacted.
-* Names that tell where a secret was are kept and only the secret goes: ``password=[REDACTED:
-  password]``, ``postgres://app:[REDACTED:url_password]@db:5432``, ``Authorization: Bearer
-  [REDACTED:auth_header]``. Placeholders and code (``$DB_PASSWORD``, ``${TOKEN}``, ``<token>``,
-  ``password: str``, ``token=settings.TOKEN``) are not secrets and are left alone.
-* Emails at file-like "domains" (``logo@2x.png``) and SSH remotes (``git@github.com:org/repo``)
-  are not emails. Phone numbers need a leading ``+`` (international, 8 to 15 digits) or the US
-  shape ``(555) 123-4567`` / ``555-123-4567``; bare digit runs are too ambiguous (IDs, counts).
-* Speed: each rule is one linear regex pass, skipped outright when a cheap substring test shows
-  it cannot match, so a megabyte of notes takes a fraction of a second.
+Precision first, because developer notes are full of things that *look* like secrets: versions,
+dates, ports, paths and hashes must survive, so every pattern is anchored on something distinctive
+(a provider prefix, a key name, an ``@``, a ``+``) and the ambiguous ones are checked in code (Luhn
+for cards, digit counts for phones, octets for IPs). Names that tell where a secret was stay
+(``password=[REDACTED:password]``); placeholders and code (``$DB_PASSWORD``, ``password: str``) are
+left alone. Loopback, ``0.0.0.0`` and netmasks identify nothing and stay; every other IPv4 goes.
+Each rule is one linear regex pass, skipped when a substring test shows it cannot match: hooks
+redact on a < 100 ms budget.
 """
 
 from __future__ import annotations
@@ -35,22 +21,8 @@ from collections.abc import Callable
 __all__ = ["KINDS", "placeholder", "redact"]
 
 KINDS = (
-    "anthropic_key",
-    "auth_header",
-    "aws_access_key",
-    "aws_secret",
-    "credit_card",
-    "email",
-    "github_token",
-    "gitlab_token",
-    "ipv4",
-    "jwt",
-    "openai_key",
-    "password",
-    "phone",
-    "private_key",
-    "secret",
-    "slack_token",
+    "anthropic_key", "auth_header", "aws_access_key", "aws_secret", "credit_card", "email", "github_token",
+    "gitlab_token", "ipv4", "jwt", "openai_key", "password", "phone", "private_key", "secret", "slack_token",
     "url_password",
 )
 
@@ -90,22 +62,7 @@ def _is_placeholder(value: str) -> bool:
     return not value.strip() or _PLACEHOLDER_VALUE.fullmatch(value.strip()) is not None
 
 
-class _Rule:
-    """One kind of secret. A plain class, not a dataclass: hooks redact before they spool, and
-    importing `dataclasses` costs a < 100 ms hook ~7 ms."""
-
-    __slots__ = ("hints", "kind", "pattern", "replace")
-
-    def __init__(self, kind: str, pattern: re.Pattern[str],
-                 replace: Callable[[re.Match[str]], tuple[str, str] | None], hints: tuple[str, ...] = ()) -> None:
-        self.kind = kind
-        self.pattern = pattern
-        # Returns (replacement, kind) for a match, or None to leave it unchanged (a false positive).
-        self.replace = replace
-        # Cheap necessary condition: the rule is skipped when none of these occur (lowercased text).
-        self.hints = hints
-
-
+# (replacement, kind) for a match, or None to leave it unchanged (a false positive)
 Replacement = tuple[str, str] | None
 
 
@@ -113,17 +70,15 @@ def _whole(kind: str) -> Callable[[re.Match[str]], Replacement]:
     return lambda m: (placeholder(kind), kind)
 
 
-def _swap(m: re.Match[str], kind: str, group: str = "value") -> Replacement:
-    """Replace only the named group, keeping what surrounds it (key names, schemes, users)."""
-    if _is_placeholder(m.group(group)):
-        return None
-    start, end = m.span(group)
+def _replaced(m: re.Match[str], start: int, end: int, kind: str) -> Replacement:
+    """The match with only `start:end` (positions in the text) replaced, keeping what surrounds it."""
     base, whole = m.start(), m.group(0)
     return whole[: start - base] + placeholder(kind) + whole[end - base :], kind
 
 
-def _keep_prefix(kind: str) -> Callable[[re.Match[str]], Replacement]:
-    return lambda m: _swap(m, kind)
+def _swap(m: re.Match[str], kind: str, group: str = "value") -> Replacement:
+    """Replace only the named group (key names, schemes, users stay)."""
+    return None if _is_placeholder(m.group(group)) else _replaced(m, *m.span(group), kind)
 
 
 # -- provider tokens ---------------------------------------------------------------------------
@@ -179,9 +134,8 @@ _FLAG = re.compile(
 )
 
 # -- credentials in words ----------------------------------------------------------------------
-# "the admin password is letmein", "the wifi password was changed to hunter2", "log in as admin
-# with s3cret": no key=value shape, so the rules above miss them. The value must not be an
-# ordinary word ("the password is stored in Vault", "log in as deploy with your SSH key").
+# "the admin password is letmein", "log in as admin with s3cret": no key=value shape. The value
+# must not be an ordinary word ("the password is stored in Vault").
 _IN_WORDS = re.compile(
     r"\b(?P<key>pass(?:word|wd|phrase|code)|pwd|pin(?:\s+code)?)"
     r"(?:\s+(?:for|of|on|to)\s+(?:the\s+)?[\w.@-]+(?:\s+(?:account|user|server|box|db|database))?)?"
@@ -226,17 +180,13 @@ def _in_words(m: re.Match[str]) -> Replacement:
             return None  # "password: see the vault": prose goes on after the "value"
         if group == "token" and not (re.search(r"[\d_\-/+=]", core) and re.search(r"[A-Za-z]", core)):
             return None  # "the token is refreshed hourly": a token needs the shape of one
-        start, end = m.span(group)
-        end = start + len(core)
-        base, whole = m.start(), m.group(0)
-        kind = "secret" if group == "token" else "password"
-        return whole[: start - base] + placeholder(kind) + whole[end - base :], kind
+        start = m.start(group)
+        return _replaced(m, start, start + len(core), "secret" if group == "token" else "password")
     return None
 
 
-# "The script now sets the password to "Snoppy23"", "changed the admin password to Hunter2!", an
-# assistant echoing it back ("your password "Snoppy23" works", "the password Snoppy23 is set"):
-# a password in a sentence, quoted, or shaped like one (a digit or a symbol in it).
+# "sets the password to "Snoppy23"", "your password "Snoppy23" works": a password in a sentence,
+# quoted, or shaped like one (a digit or a symbol in it).
 _PASSWORD_IN_PROSE = re.compile(
     r"\b(?:set|sets|setting|change[sd]?|changing|reset|resets|resetting|update[sd]?|updating|use[sd]?|using)\s+"
     r"(?:the\s+|a\s+|an\s+|its\s+|their\s+|his\s+|her\s+|my\s+|our\s+|your\s+)?(?:[\w-]+\s+){0,2}?"
@@ -260,8 +210,7 @@ def _password_in_prose(m: re.Match[str]) -> Replacement:
     if group == "value" and _code_like(core, ":") and not re.search(r"\d", core):
         return None
     start = m.start(group)
-    base, whole = m.start(), m.group(0)
-    return whole[: start - base] + placeholder("password") + whole[start - base + len(core):], "password"
+    return _replaced(m, start, start + len(core), "password")
 
 
 # -- personal data -----------------------------------------------------------------------------
@@ -375,15 +324,7 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-_CARD_GROUPS = {
-    (4, 4, 4, 4),
-    (4, 4, 4, 4, 3),
-    (4, 4, 4, 4, 2),
-    (4, 4, 4, 4, 1),
-    (4, 6, 5),
-    (4, 6, 4),
-    (4, 4, 5),
-}
+_CARD_GROUPS = {(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 4, 4, 4, 2), (4, 4, 4, 4, 1), (4, 6, 5), (4, 6, 4), (4, 4, 5)}
 
 
 def _card(m: re.Match[str]) -> Replacement:
@@ -418,56 +359,49 @@ def _ipv4(m: re.Match[str]) -> Replacement:
     return placeholder("ipv4"), "ipv4"
 
 
-# Order matters: specific, prefixed tokens first (so `api_key=sk-...` is reported as an OpenAI
-# key), then credentials found by their names, then personal data.
-_RULES: tuple[_Rule, ...] = (
-    _Rule("private_key", _PRIVATE_KEY, _whole("private_key"), ("private key-----",)),
-    _Rule("jwt", _JWT, _whole("jwt"), ("eyj",)),
-    _Rule("anthropic_key", _ANTHROPIC, _whole("anthropic_key"), ("sk-ant-",)),
-    _Rule("openai_key", _OPENAI, _whole("openai_key"), ("sk-",)),
-    _Rule(
-        "github_token",
-        _GITHUB,
-        _whole("github_token"),
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    _Rule("gitlab_token", _GITLAB, _whole("gitlab_token"), ("gl",)),
-    _Rule("slack_token", _SLACK, _whole("slack_token"), ("xox", "xapp-")),
-    _Rule("aws_access_key", _AWS_KEY, _whole("aws_access_key"), ("akia", "asia", "abia", "acca")),
-    _Rule("aws_secret", _AWS_SECRET, _aws_secret, ("secret",)),
-    _Rule("url_password", _URL_PASSWORD, _keep_prefix("url_password"), ("://",)),
-    _Rule("auth_header", _AUTH_HEADER, _auth_header, ("authorization", "bearer", "basic")),
-    _Rule("secret", _ASSIGNMENT, _assignment, ("pass", "pwd", "secret", "token", "key")),
-    _Rule("secret", _FLAG, _flag, ("--",)),
-    _Rule("password", _IN_WORDS, _in_words, ("pass", "pwd", "pin", "log", "token", "key")),
-    _Rule("password", _PASSWORD_IN_PROSE, _password_in_prose, ("pass", "pwd")),
-    _Rule("email", _EMAIL, _email, ("@",)),
-    _Rule("credit_card", _CARD, _card),
-    _Rule("phone", _PHONE_INTL, _phone_intl, ("+",)),
-    _Rule("phone", _PHONE_US, _whole("phone")),
-    _Rule("ipv4", _IPV4, _ipv4, (".",)),
+# (pattern, replace, hints): a rule is skipped when none of its hints occurs in the lowercased
+# text (no hints: always run). Order matters: prefixed tokens first (so `api_key=sk-...` is an
+# OpenAI key), then credentials found by their names, then personal data.
+_RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Replacement], tuple[str, ...]], ...] = (
+    (_PRIVATE_KEY, _whole("private_key"), ("private key-----",)),
+    (_JWT, _whole("jwt"), ("eyj",)),
+    (_ANTHROPIC, _whole("anthropic_key"), ("sk-ant-",)),
+    (_OPENAI, _whole("openai_key"), ("sk-",)),
+    (_GITHUB, _whole("github_token"), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    (_GITLAB, _whole("gitlab_token"), ("gl",)),
+    (_SLACK, _whole("slack_token"), ("xox", "xapp-")),
+    (_AWS_KEY, _whole("aws_access_key"), ("akia", "asia", "abia", "acca")),
+    (_AWS_SECRET, _aws_secret, ("secret",)),
+    (_URL_PASSWORD, lambda m: _swap(m, "url_password"), ("://",)),
+    (_AUTH_HEADER, _auth_header, ("authorization", "bearer", "basic")),
+    (_ASSIGNMENT, _assignment, ("pass", "pwd", "secret", "token", "key")),
+    (_FLAG, _flag, ("--",)),
+    (_IN_WORDS, _in_words, ("pass", "pwd", "pin", "log", "token", "key")),
+    (_PASSWORD_IN_PROSE, _password_in_prose, ("pass", "pwd")),
+    (_EMAIL, _email, ("@",)),
+    (_CARD, _card, ()),
+    (_PHONE_INTL, _phone_intl, ("+",)),
+    (_PHONE_US, _whole("phone"), ()),
+    (_IPV4, _ipv4, (".",)),
 )
 
 
 def redact(text: str) -> tuple[str, list[str]]:
-    """Replace secrets and personal data in ``text`` with ``[REDACTED:<kind>]`` placeholders.
-
-    Returns the scrubbed text and the sorted, de-duplicated list of kinds that were found.
-    """
+    """``text`` with secrets and personal data replaced by ``[REDACTED:<kind>]``, and the sorted kinds found."""
     if not text:
         return text, []
     found: set[str] = set()
     low = text.lower()
-    for rule in _RULES:
-        if rule.hints and not any(h in low for h in rule.hints):
+    for pattern, replace, hints in _RULES:
+        if hints and not any(h in low for h in hints):
             continue
 
-        def sub(m: re.Match[str], rule: _Rule = rule) -> str:
-            out = rule.replace(m)
+        def sub(m: re.Match[str], replace: Callable[[re.Match[str]], Replacement] = replace) -> str:
+            out = replace(m)
             if out is None:
                 return m.group(0)
             found.add(out[1])
             return out[0]
 
-        text = rule.pattern.sub(sub, text)
+        text = pattern.sub(sub, text)
     return text, sorted(found)

@@ -1,9 +1,7 @@
-"""What memcli does around a model's reply, so that small local models give good memories.
-
-The model is asked for as little as possible (fact texts; for decide: event, target, text) and
-everything else is memcli's: what is sent (:func:`prepare_input`), which fact texts may be stored
-(:func:`fact_problem`, each verdict a rule name), and the code, taken from the input, never from
-the model (:func:`attach_code`). The rules and what real small models did: docs/decision-rules.md.
+"""What memcli does around a model's reply, so that small local models give good memories: what
+is sent (:func:`prepare_input`), which fact texts may be stored (:func:`fact_problem`, each verdict a
+rule name), and the code, taken from the input, never from the model (:func:`attach_code`). The
+rules and what real small models did: docs/decision-rules.md.
 """
 
 from __future__ import annotations
@@ -33,8 +31,8 @@ REMOVED_REPLY = "[memcli-shaped JSON removed]"
 
 
 def _object_end(text: str, start: int) -> int:
-    """Index after the ``}`` closing the object opened at ``text[start]``, honouring strings (the
-    end of the text when it is not closed)."""
+    """Index after the bracket closing the one at ``text[start]``, honouring strings (the end of
+    the text when it is not closed)."""
     depth, quote, escape = 0, "", False
     for i in range(start, min(len(text), start + 20000)):
         ch = text[i]
@@ -63,12 +61,8 @@ def carries_reply(text: str) -> bool:
 
 
 def prepare_input(text: str) -> str:
-    """The input as it is sent to the model: memcli-shaped JSON replies and HTML comments removed.
-
-    An input that carries ``{"facts": [{"text": "The admin password is ..."}]}`` hands a small
-    model its answer; it copies it. The object is replaced by a marker (the stored text, and the
-    heuristic fallback, still see the input as written).
-    """
+    """The input as sent to the model, without memcli-shaped JSON replies (a small model copies a
+    planted ``{"facts": [...]}``) and HTML comments. The stored text keeps them."""
     for _ in range(50):  # bounded: each pass removes one object
         m = _REPLY_KEY.search(text)
         if m is None:
@@ -104,8 +98,7 @@ _HTML_COMMENT = lazy_compile(r"<!--.*?(?:-->|$)", re.S)
 
 
 def instruction_lines(text: str) -> list[str]:
-    """The lines of ``text`` that give instructions to a model or a memory tool (an injection),
-    and the content of its HTML comments."""
+    """The lines of ``text`` that instruct a model or a memory tool, and its HTML comments' content."""
     hidden = [re.sub(r"^<!--|-->$", "", m.group().strip()).strip() for m in _HTML_COMMENT.finditer(text)]
     return [line.strip() for line in text.splitlines() if _INSTRUCTION_RE.search(line)] + [h for h in hidden if h]
 
@@ -156,10 +149,8 @@ _CODE_CHARS = lazy_compile(r"[=(){}\[\];]|^\s*(?:return|raise|import|from|def|cl
 
 @functools.lru_cache(maxsize=4)
 def _machine_lines(source: str) -> Mapping[str, str]:
-    """Input lines that are not prose, by their normalised text: a command's output (the lines
-    after a ``$`` line, up to a blank line or the next command) and indented code (a traceback's
-    source lines). A fact copied from one restates output or code, not a statement. Cached: every
-    fact of one reply is checked against the same input (read-only to callers)."""
+    """Input lines that are not prose, by normalised text: a command's output (after a ``$`` line,
+    up to a blank line) and indented code. Cached: every fact of a reply is checked against one input."""
     out: dict[str, str] = {}
     after_command = False
     for raw in source.splitlines():
@@ -179,8 +170,7 @@ def _machine_lines(source: str) -> Mapping[str, str]:
 
 @functools.lru_cache(maxsize=4)
 def _source_pieces(source: str) -> list[tuple[str, str | None]]:
-    """Each sentence of the input with the junk rule it trips (None for a plain statement).
-    Cached like :func:`_machine_lines`: every fact of one reply is checked against it."""
+    """Each sentence of the input with the junk rule it trips (None for a statement); cached likewise."""
     pieces: list[tuple[str, str | None]] = []
     machine = _machine_lines(source)
     for line in source.splitlines():
@@ -203,11 +193,8 @@ def fact_problem(
     prompt: str = "",
     instructions: Iterable[str] = (),
 ) -> str | None:
-    """Why a fact text from a model must not be stored (a rule name), or None when it may be.
-
-    ``source`` is the input the fact was extracted from (as sent), ``prompt`` the instructions
-    and worked example the model was given, ``instructions`` the input's instruction lines.
-    """
+    """Why a model's fact text must not be stored (a rule name), or None. ``source`` is the input as
+    sent, ``prompt`` the model's instructions and example, ``instructions`` the input's instruction lines."""
     if _PLACEHOLDER_RE.search(text):
         return "placeholder"
     if _KEY_LIKE_RE.search(text):
@@ -238,8 +225,7 @@ def fact_problem(
     if machine:
         return machine  # "Error response from daemon: ...", "payload = json.loads(msg.body)"
     if words and len(words) >= 2:
-        # The fact's only source is a sentence the gates reject (a question restated as a fact,
-        # a pasted search result): the same verdict as that sentence.
+        # the fact's only source is a sentence the gates reject (a question restated): its verdict
         pieces = _source_pieces(source)
         best_good, best_junk, junk_rule = 0.0, 0.0, None
         for sentence, rule in pieces:
@@ -250,8 +236,7 @@ def fact_problem(
                 best_junk, junk_rule = cov, rule
         if junk_rule and best_junk >= 0.6 and best_good < 0.34:
             return junk_rule
-        # The fact's specific values (8000, redis:7.2) occur only in sentences the gates reject (a
-        # pasted search result, a tool's status output): it restates them, whatever else it shares.
+        # its specific values (8000, redis:7.2) occur only in rejected sentences: it restates them
         specifics = _specifics(text)
         if specifics:
             homes = [rule for sentence, rule in pieces if specifics & _specifics(sentence)]
@@ -261,20 +246,18 @@ def fact_problem(
     return None
 
 
-# The rules a model's fact and the heuristic fallback share (one table, so the two gates cannot
-# drift apart). An agent's tool call restated ("Bash(pytest -q) passed with 12 tests"):
+# The rules a model's fact and the heuristic fallback share (one table: the gates cannot drift
+# apart). An agent's tool call restated ("Bash(pytest -q) passed with 12 tests"):
 _TOOL_CALL_RE = lazy_compile(r"\b(?:Bash|Read|Update|Edit|MultiEdit|Write|Grep|Glob|LS|WebFetch|WebSearch|Task"
                              r"|TodoWrite|NotebookEdit)\([^)\n]*\)")
-# "Reviewers: @maria @tom", "Co-authored-by: Dana <dana@x>", "Fixes #412": who/what metadata of a
-# PR or commit, not a statement.
+# "Reviewers: @maria @tom", "Co-authored-by: Dana <dana@x>", "Fixes #412": metadata, not a statement
 _METADATA_RE = lazy_compile(
     r"^\s*(?:[\w -]{1,30}:\s*(?:[@#][\w./-]+[\s,]*(?:and\s+)?)+$"
     r"|(?:co-authored-by|signed-off-by|reviewed-by|acked-by|reported-by|cc)\s*:"
     r"|(?:fixes|closes|resolves|refs?)\s+#\d+\W*$)",
     re.I,
 )
-# A model's report of a conversational act rather than a fact: "Tom asked if anyone wanted lunch",
-# "Maria thanked Priya", "Ana is still blocked on the SSO ticket", "Ben will look into it".
+# A conversational act reported as a fact: "Tom asked if anyone wanted lunch", "Maria thanked Priya"
 _REPORTED_CHATTER_RE = lazy_compile(
     r"^\s*(?:[Tt]he\s+)?[\w'-]+(?:\s+[A-Z][\w'-]+)?\s+(?:"
     r"ask(?:ed|s)\s+(?:if|whether|about|why|how|what|when|where|who|anyone|someone|everyone)"
@@ -282,8 +265,7 @@ _REPORTED_CHATTER_RE = lazy_compile(
     r"|(?:is|was)\s+(?:still\s+)?blocked|will\s+look\s+into|(?:is|was)\s+looking\s+into|offered\s+to"
     r"|(?:completed|finished|started)\s+\w+ing|confirmed\s+(?:that\s+)?(?:it|the\s+change)\s+(?:is|was)\s+done)\b",
 )
-# ... and chat lines the shared gates let through, seen on the round-2 cases: thanks to someone
-# ("🙏 thanks priya", "Thanks everyone who jumped in!"), an agent announcing its next step ("I'll
+# ... and chat the other gates let through: thanks ("🙏 thanks priya"), an agent's next step ("I'll
 # look at the test first."), a speaker's status ("still blocked on ..."), a traceback frame.
 _CHAT_RULES = (
     (_TOOL_CALL_RE, "tool_output"),
@@ -300,8 +282,7 @@ _CHAT_RULES = (
 
 
 def _chat_rule(text: str) -> str | None:
-    """The shared chat rule ``text`` trips: a tool call, metadata, reported chatter or chit-chat is no
-    memory whichever extractor produced it."""
+    """The shared chat rule ``text`` trips, whichever extractor produced it."""
     return next((rule for pattern, rule in _CHAT_RULES if pattern.search(text)), None)
 
 
@@ -318,9 +299,8 @@ def _english_share(text: str) -> float:
 
 
 def translated(text: str, source: str) -> bool:
-    """Whether a fact is the model's English translation of an input in another language (a German
-    note came back in English: its own words, "Montag", were lost). The input's prose must have
-    almost no English function words, the fact many, and the two few content words in common."""
+    """Whether a fact is the model's English translation of an input in another language (its own
+    words are lost): the input has almost no English function words, the fact many, few words shared."""
     prose = _strip_fences(source)
     if len(_WORDS_RE.findall(prose)) < 6 or _english_share(prose) >= 0.06 or _english_share(text) < 0.15:
         return False
@@ -328,9 +308,8 @@ def translated(text: str, source: str) -> bool:
     return bool(words) and _coverage(words, prose) < 0.5
 
 
-# A "specific" token: a number, version, path, identifier or command word (has a digit or one
-# of - _ . / : = inside). A fact carrying one the input does not have was made up by the model
-# (measured: the 0.5B answered a question with an invented `npm run generate-schema`).
+# A "specific" token: a number, version, path or identifier (a digit, or one of - _ . / : = inside).
+# A fact carrying one the input does not have was made up (the 0.5B invented `npm run generate-schema`).
 _SPECIFIC = lazy_compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]*\w|\b\d\b")
 _QUOTED = lazy_compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
 
@@ -340,10 +319,8 @@ def _specifics(text: str) -> set[str]:
 
 
 def novel_specifics(text: str, source: str, *, small_numbers: bool = False) -> list[str]:
-    """Specific tokens of ``text`` (numbers, versions, names with - _ . /) absent from ``source``.
-
-    Numbers of one or two digits count only with ``small_numbers`` (a model writes "2" for "two";
-    for a decision, "16" against "15" is the whole point)."""
+    """Specific tokens of ``text`` absent from ``source``; one- and two-digit numbers only with
+    ``small_numbers`` (a model writes "2" for "two"; in a decision "16" against "15" is the point)."""
     low = source.lower()
     compact = re.sub(r"\s+", "", low)
     out = []
@@ -362,10 +339,8 @@ _NAME = lazy_compile(r"(?<=[\w,;:)] )[A-Z][\w.+#-]*[\w+#]|(?<=[\w,;:)] )[A-Z]")
 
 
 def news(fact: str, memory: str) -> list[str]:
-    """What ``fact`` says that ``memory`` does not: specific tokens (numbers, versions, paths) and
-    names (capitalised words inside a sentence) absent from it. Used to overrule a decision that
-    would lose them: NONE ("already known") for a fact with news, DELETE of a memory whose
-    replacement the fact names, UPDATE text that drops the fact's new value."""
+    """What ``fact`` says that ``memory`` does not (specific tokens, capitalised names): a decision
+    that would lose them (NONE, DELETE, an UPDATE text without them) is overruled."""
     low = memory.lower()
     found = [t for t in novel_specifics(fact, memory, small_numbers=True)
              if not re.search(rf"(?<![\w.]){re.escape(t.lower())}(?![\w])", low)]
@@ -385,9 +360,8 @@ _DISCOURSE = frozenset("reminder remind note fyi btw remember again heads ps nb 
 
 
 def says_nothing_new(fact: str, memory: str) -> bool:
-    """Whether (nearly) every content word of ``fact`` is already in ``memory`` (a paraphrase);
-    framing words ("Reminder:", "FYI") do not count as content (measured: the 1.5B model
-    "updated" a memory with "Reminder: port 8443 is where the admin dashboard listens")."""
+    """Whether (nearly) every content word of ``fact`` is in ``memory`` (a paraphrase); framing words
+    ("Reminder:", "FYI") do not count."""
     words = _stems(fact) - _DISCOURSE
     return bool(words) and len(words & _stems(memory)) / len(words) >= 0.75
 
@@ -396,9 +370,8 @@ _SENTENCE_JUNK = ("question", "pleasantry", "request", "filler", "status")
 
 
 def trim_junk_sentences(text: str) -> tuple[str, str | None]:
-    """``text`` without the sentences the gates reject ("How do I run the tests? Run make test."
-    -> "Run make test."), and the rule of the first one dropped; ("", rule) when every sentence is
-    junk ("Hey! How's it going? Thanks again, have a nice weekend!")."""
+    """``text`` without the sentences the gates reject ("How do I run the tests? Run make test." ->
+    "Run make test.") and the first one's rule; ("", rule) when every sentence is junk."""
     parts = [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p.strip()]
     if len(parts) < 2:
         return text, None
@@ -457,8 +430,8 @@ def _mark_command_lines(source: str) -> str:
 
 
 def _identifier_parts(text: str) -> set[str]:
-    """Content words with identifiers split ("PRICING_TIMEOUT_S", "pricing/client.py" -> pricing,
-    timeout, client, py), so code and prose about it can be matched."""
+    """Content words with identifiers split ("PRICING_TIMEOUT_S" -> pricing, timeout), so code and
+    prose about it can be matched."""
     return {p for w in _content_words(text) for p in re.split(r"[_./:=-]+", w) if len(p) >= 3 and p not in _STOP}
 
 
@@ -490,12 +463,9 @@ def _says_something(prose: str, code: str) -> bool:
 
 
 def orphan_blocks(texts: list[str], source: str, carried: str) -> list[tuple[int, str, str]]:
-    """(index of the text it goes with, code, rendered block) for each fenced block of ``source``
-    that no sentence introduces (not in ``carried``) and that one of ``texts`` is about.
-
-    A block after a heading ("## Diff") gets no fact from the heuristic, yet it is the substance
-    of a PR. It goes with the text that names what it touches (identifier parts shared, at least
-    two: "PRICING_TIMEOUT_S" and "the pricing timeout")."""
+    """(index of its text, code, rendered block) for each fenced block of ``source`` that no sentence
+    introduces (not in ``carried``; a block after "## Diff") and that a text names two identifier
+    parts of ("PRICING_TIMEOUT_S" and "the pricing timeout")."""
     out = []
     for lang, code in _fenced_blocks(source):
         if not code.strip() or code in carried:
@@ -518,13 +488,9 @@ def with_orphan_blocks(facts: list[Fact], source: str) -> list[Fact]:
 
 
 def attach_code(texts: list[str], source: str) -> list[Fact]:
-    """Facts for the model's ``texts`` with the input's code attached, and the heuristic facts that
-    carry a piece of code no text of the model's claimed.
-
-    Which sentence introduces which block is the heuristic extractor's job already: its facts
-    that carry code are matched to the model's texts by shared words (a text that refers to code,
-    "the following commands", needs fewer), and the code goes with the best match.
-    """
+    """Facts for the model's ``texts`` with the input's code attached, plus the heuristic facts whose
+    code no text claimed. The heuristic extractor knows which sentence introduces which block: its
+    code carriers go to the model's text sharing most words ("the following commands" needs fewer)."""
     carriers = [f for f in heuristic_extract(_mark_command_lines(source)).facts if f.code_pattern]
     machine = _machine_lines(source)
     code_of: dict[int, list[tuple[str, str]]] = {}
@@ -550,8 +516,7 @@ def attach_code(texts: list[str], source: str) -> list[Fact]:
             code_of.setdefault(best, []).append((code, rendered))
         elif _says_something(prose, code) and normalise(prose.strip().rstrip(".")) not in machine:
             extra.append(carrier)
-        # else: a command line no sentence introduces (shell history: "$ docker compose up -d db"):
-        # alone it is no statement, and the model's facts did not claim it
+        # else: a command line no sentence introduces (shell history) is no statement alone
     facts: list[Fact] = []
     for i, text in enumerate(texts):
         codes = code_of.get(i, [])
@@ -563,9 +528,8 @@ def attach_code(texts: list[str], source: str) -> list[Fact]:
 
 
 def fallback_problem(fact: Fact, source: str = "") -> str | None:
-    """Why a heuristic fact must not be stored when it stands in for a model's unusable reply, or
-    None. The LLM path stores nothing that fails the gates its own facts pass: the heuristic keeps
-    a chat turn whole ("priya: done, updated etl/config.py."), an agent's tool lines, metadata."""
+    """Why a heuristic fact standing in for an unusable reply must not be stored, or None: the LLM
+    path stores nothing that fails its own gates (a whole chat turn, tool lines, metadata)."""
     prose = fact.text.split("\n```")[0].split("\n$ ")[0].strip()
     if fact.code_pattern and prose.rstrip().endswith(":"):
         return None  # an intro with its code: the code is the fact
@@ -604,8 +568,7 @@ def _first_word(code: str) -> str:
 
 
 def without_superseded_code(texts: list[str]) -> list[str]:
-    """``texts`` (oldest first) without each older fenced block that a newer version replaces (a
-    block or span of a later text starts with the same command or config word)."""
+    """``texts`` (oldest first) without each older block a newer one replaces (same first word)."""
     out = []
     for i, text in enumerate(texts):
         newer = {_first_word(c) for n in texts[i + 1:] for c in _code_spans(n)}
@@ -626,29 +589,23 @@ _VERSION_MARK = lazy_compile(r"^\s*---(?:\s*version\s+\d+.*?---)?\s*$", re.M | r
 
 
 def strip_version_marks(merged: str, texts: list[str]) -> str:
-    """The merged text without the "--- version n of N ---" separators of the prompt (copied by
-    the 1.5B model as bare "---" lines), unless a version has such a line itself."""
+    """The merged text without the prompt's "--- version n of N ---" separators (small models copy
+    them), unless a version has such a line itself."""
     if any(_VERSION_MARK.search(t) for t in texts):
         return merged
     return re.sub(r"\n{3,}", "\n\n", _VERSION_MARK.sub("", merged)).strip()
 
 
 def merge_problem(merged: str, texts: list[str]) -> str | None:
-    """Why a model's merge of ``texts`` (oldest first) must not replace them, or None.
-
-    Measured: the 0.5B model returned the OLDEST version and dropped a code block. The merged
-    text must keep the newest version's code verbatim (and an older version's code when no newer
-    version has any), carry the newest version's new values (numbers, versions, names with - _ .
-    / that no older version has), and invent no value found in none of the versions.
-    """
+    """Why a model's merge of ``texts`` (oldest first) must not replace them, or None: it must keep
+    every code span no newer one replaces, the prose, older names, the newest values, and invent none."""
     if not merged.strip() or _PLACEHOLDER_RE.search(merged.strip()):
         return "placeholder"
     newest, older = texts[-1], texts[:-1]
     code_needed = list(_code_spans(newest))
     for i, t in enumerate(older):
-        # An older span is superseded by a newer one for the same command ("make test" -> "make
-        # test -j4"); any other older code must survive the merge. A superseded block must not come
-        # back ("line-length = 100" beside "line-length = 110": the 0.5B model kept both).
+        # an older span is superseded by a newer one of the same command ("make test -j4"); a
+        # superseded block must not come back ("line-length = 100" beside "= 110")
         newer_spans = [c for n in texts[i + 1:] for c in _code_spans(n)]
         newer = {_first_word(c) for c in newer_spans}
         for c in _code_spans(t):
@@ -662,9 +619,9 @@ def merge_problem(merged: str, texts: list[str]) -> str | None:
             return "code_lost"
     prose_words = set().union(*(_content_words(_strip_fences(t)) for t in texts))
     if prose_words and _coverage(prose_words, _strip_fences(merged)) < 0.5:
-        return "prose_lost"  # measured: the 1.5B answered a merge with the code block alone
+        return "prose_lost"  # the code block alone
     for i, t in enumerate(older):
-        # An older name, host or path (db-billing-1) no newer version replaces is a unique fact.
+        # an older name, host or path (db-billing-1) no newer version replaces is a unique fact
         newer_parts = set().union(*(_identifier_parts(" ".join(_identifiers(n))) for n in texts[i + 1:]))
         for ident in _identifiers(t):
             if ident.lower() not in merged.lower() and not (_identifier_parts(ident) & newer_parts):
@@ -681,10 +638,8 @@ def merge_problem(merged: str, texts: list[str]) -> str | None:
 
 # ----------------------------------------------- Ask: which memories an answer that cites none draws on
 def supporting(answer: str, memories: list[tuple[str, str]]) -> list[str]:
-    """Ids of the memories whose specific values (numbers, versions, commands, names with - _ .
-    /) the answer repeats, or failing that, that share most of their content words with it;
-    best first. Measured: the 1.5B model answered "Which PostgreSQL version does billing use?"
-    right and cited no id."""
+    """Ids of the memories an answer that cites none draws on (their specific values repeated, or
+    most of their words), best first."""
     low = answer.lower()
     words = _content_words(answer)
     scored: list[tuple[float, str]] = []

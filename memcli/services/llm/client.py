@@ -1,9 +1,8 @@
 """The one place that talks to an LLM (through litellm): extract, decide, merge, answer.
 
-litellm is slow to import (~3 s) and fetches a price list at import unless told not to, so it is
-imported lazily, only by a request. User text travels inside ``<data>`` with the delimiter
-escaped, and every reply is validated (:mod:`memcli.services.llm.checks`): an injection can at
-worst give wrong-but-well-formed facts. Why, and what small models do: docs/decision-rules.md.
+litellm is slow to import (~3 s), so only a request imports it. User text travels inside
+``<data>`` with the delimiter escaped, and every reply is validated (:mod:`memcli.services.llm.checks`):
+an injection can at worst give wrong-but-well-formed facts. Why: docs/decision-rules.md.
 """
 
 from __future__ import annotations
@@ -35,9 +34,8 @@ _DATA_RULE = (
     'data, &lt; stands for "<".'
 )
 
-# One realistic worked example per prompt, not a shape line: small models copy a shape line's
-# "..." literally (measured: the 0.5B answered text "..." for every decision); a real example shows
-# what a good fact looks like, and a fact copied from it is caught (``copied_prompt``).
+# A realistic worked example, not a shape line: small models copy a shape line's "..." literally;
+# a fact copied from the example is caught (``copied_prompt``).
 EXTRACT_EXAMPLE_DATA = """user: staging deploy failed again, why?
 assistant: The runner ran out of disk, so I added a cleanup step before the build.
 user: thanks! From now on we pin Node to 20.11 in .nvmrc. Maria owns the release checklist."""
@@ -116,9 +114,8 @@ _log = logging.getLogger(__name__)
 # ---------------------------------------------------------------- Settings and usage
 @dataclass
 class LLMSettings:
-    """How to reach the model. ``model`` is any litellm model string ("openai/qwen",
-    "ollama/llama3.1", "gpt-4o-mini"); ``api_key=None`` lets litellm read the provider's usual
-    environment variable."""
+    """``model`` is any litellm model string; ``api_key=None`` lets litellm read the provider's
+    usual environment variable."""
 
     model: str
     api_base: str | None = None
@@ -149,8 +146,8 @@ def default_timeout(api_base: str | None, model: str = "") -> float:
 
 @dataclass
 class Usage:
-    """Accumulated over every call of one :class:`LLM` client. ``requests`` counts HTTP attempts
-    (retries hit the server too); ``llm_seconds`` is time inside requests, backoff sleeps excluded."""
+    """Over every call of one :class:`LLM` client: ``requests`` counts HTTP attempts (retries
+    included); ``llm_seconds`` is time inside requests, backoff sleeps excluded."""
 
     requests: int = 0
     prompt_tokens: int = 0
@@ -164,8 +161,8 @@ _LITELLM: Any = None
 
 
 def _litellm() -> Any:
-    """Import and quieten litellm once. ``LITELLM_LOCAL_MODEL_COST_MAP`` must be set before the
-    import, or litellm fetches the model price list from the internet at import time."""
+    """Import and quieten litellm once (``LITELLM_LOCAL_MODEL_COST_MAP`` first, or the import
+    fetches a price list from the internet)."""
     global _LITELLM
     if _LITELLM is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -217,11 +214,8 @@ def _clean(message: str, limit: int = 200) -> str:
 
 
 def _classify(exc: BaseException, endpoint: str, timeout: float | None = None) -> _Failure:
-    """Whether ``exc`` is worth retrying, and what happened in one line.
-
-    litellm's outer type does not say (a refused connection, a missing API key and a non-JSON body
-    all arrive as ``InternalServerError`` 500), so the chain of causes decides, innermost facts first.
-    """
+    """Whether ``exc`` is worth retrying, and what happened in one line. litellm's outer type does
+    not say (a refused connection and a missing key both arrive as a 500): the chain of causes does."""
     import httpx
     import openai
 
@@ -279,13 +273,12 @@ _DATA_TAG_ESCAPED = re.compile(r"&lt;(\s*/?\s*data\b)", re.I)
 
 
 def escape_data(text: str) -> str:
-    """Neutralise ``<data>``/``</data>`` inside untrusted text so it cannot close the data block
-    early and smuggle text into the instruction part of the prompt."""
+    """Neutralise ``<data>``/``</data>`` in untrusted text: it cannot close the data block early."""
     return _DATA_TAG.sub(r"&lt;\1", text)
 
 
 def _unescape_data(text: str) -> str:
-    """Undo :func:`escape_data` in model output, so stored text reads as the user wrote it."""
+    """Undo :func:`escape_data` in model output."""
     return _DATA_TAG_ESCAPED.sub(r"<\1", text)
 
 
@@ -327,7 +320,7 @@ def _messages(system: str, user: str) -> list[dict[str, str]]:
 
 
 def _usable(value: Any) -> bool:
-    """A non-empty object, or a non-empty list of objects (a bare list of items)."""
+    """A non-empty object, or a non-empty list of objects."""
     if isinstance(value, dict):
         return bool(value)
     return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
@@ -347,9 +340,8 @@ def _with_key(value: Any, key: str) -> Any:
 
 
 def parse_json_reply(content: str | None, key: str) -> Any:
-    """The JSON payload of a model reply, however it came: fenced, inside prose, with single
-    quotes or trailing commas, truncated (``json_repair`` copes with all of these). The object
-    with ``key`` wins; else any object or list of objects. Raises :class:`LLMFormatError`."""
+    """The JSON payload of a reply however it came (fenced, in prose, truncated: ``json_repair``
+    copes): the object with ``key``, else any object or list of objects; else :class:`LLMFormatError`."""
     import json_repair
 
     text = _strip_think(content or "")
@@ -407,11 +399,8 @@ def _confidence(value: Any, default: float = 0.8) -> float:
 
 
 def _cut_off(raw: str, value: str | None) -> bool:
-    """Whether ``value`` (a string the repair recovered) ends where the reply was truncated.
-
-    A complete JSON string is followed by its closing quote; a truncated reply ends inside it (the
-    repair closes it). Unknown (the tail is not found verbatim) counts as complete.
-    """
+    """Whether ``value`` (a string the repair recovered) ends where the reply was truncated: a
+    complete JSON string is followed by its closing quote. A tail not found verbatim counts as complete."""
     if not value:
         return False
     found = False
@@ -424,8 +413,8 @@ def _cut_off(raw: str, value: str | None) -> bool:
 
 
 def _fact_texts(items: list[Any]) -> tuple[list[str], list[str]]:
-    """The fact sentences of an extract reply (strings, or objects with a "text"), de-duplicated;
-    anything else goes to the invalid list with its position."""
+    """The fact sentences of an extract reply (strings, or objects with a "text"), de-duplicated,
+    and what is invalid, by position."""
     texts: list[str] = []
     invalid: list[str] = []
     seen: set[str] = set()
@@ -463,8 +452,8 @@ def _as_int(value: Any) -> int | None:
 
 
 def _resolve_target(raw: Any, neighbours: list[dict]) -> str | None | bool:
-    """The neighbour id the model's target means: the id itself (also in brackets) or the
-    neighbour's number in the prompt. None for an empty target, False for one that names none."""
+    """The neighbour id the model's target means (the id, or its number in the prompt); None for an
+    empty target, False for one that names none."""
     if raw is None or (isinstance(raw, str) and not raw.strip()) or raw in ("null", "None"):
         return None
     ids = [str(n.get("id")) for n in neighbours]
@@ -478,8 +467,7 @@ def _resolve_target(raw: Any, neighbours: list[dict]) -> str | None | bool:
 
 
 def _neighbour_block(i: int, fact: Fact, neighbours: list[dict]) -> dict[str, Any]:
-    """A fact and its numbered memories: the model answers with a number (a 26-character id is one
-    more thing for a small model to get wrong); similarity is memcli's and is not shown."""
+    """A fact and its numbered memories: a number is easier for a small model than a 26-character id."""
     return {
         "fact": i,
         "text": fact.text,
@@ -495,66 +483,23 @@ EXTRACT_SCHEMA: dict[str, Any] = {
 }
 DECIDE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "decisions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "fact": {"type": "integer"},
-                    "event": {"type": "string", "enum": list(EVENTS)},
-                    "target": {"type": "integer"},
-                    "text": {"type": "string"},
-                },
-                "required": ["fact", "event", "target", "text"],
-            },
-        }
-    },
+    "properties": {"decisions": {"type": "array", "items": {
+        "type": "object",
+        "properties": {"fact": {"type": "integer"}, "event": {"type": "string", "enum": list(EVENTS)},
+                       "target": {"type": "integer"}, "text": {"type": "string"}},
+        "required": ["fact", "event", "target", "text"],
+    }}},
     "required": ["decisions"],
 }
 
 # Tried in this order; a server that rejects one form (HTTP 400/422 naming response_format or the
-# schema) gets the next. "json_object_schema" is llama-cpp-python's server's own form.
+# schema) gets the next, remembered per api_base|model for the process (a rejection costs one fast
+# request). "json_object_schema" is llama-cpp-python's server's own form.
 FORMAT_MODES = ("json_schema", "json_object_schema", "json_object", "none")
-_FORMATS: dict[str, str] | None = None  # api_base|model -> the form that works, once read
-
-
-def _formats() -> dict[str, str]:
-    """The remembered forms (in-process, and in the cache dir across commands)."""
-    global _FORMATS
-    if _FORMATS is None:
-        _FORMATS = {}
-        try:
-            data = json.loads(_formats_file().read_text(encoding="utf-8"))
-            _FORMATS.update({k: v for k, v in data.items() if v in FORMAT_MODES})
-        except (OSError, ValueError, AttributeError):
-            pass
-    return _FORMATS
-
-
-def _formats_file() -> Any:
-    from memcli.core.config import cache_dir
-
-    return cache_dir() / "llm_formats.json"
-
-
-def next_format_mode(key: str) -> None:
-    """Step ``key`` down to the next form and remember it, so the next command does not spend a
-    rejected request finding out again."""
-    formats = _formats()
-    formats[key] = FORMAT_MODES[min(FORMAT_MODES.index(formats.get(key, FORMAT_MODES[0])) + 1, 3)]
-    try:
-        path = _formats_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(formats, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # remembering is an optimisation
+_FORMATS: dict[str, str] = {}
 
 
 def response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``response_format`` request field for ``mode``."""
     if mode == "json_schema":
         name = "memcli_" + "_".join(schema.get("required", ["reply"]))
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
@@ -566,12 +511,12 @@ def response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _tokens(text: str) -> int:
-    """A rough token count (~3.5 characters a token for English and code; more for other scripts)."""
+    """A rough token count (~3.5 characters a token)."""
     return int(len(text) / 3.5) + 1
 
 
 def extract_budget(text: str) -> int:
-    """max_tokens for an extract reply: the facts are shorter than the input (code is not copied)."""
+    """max_tokens for an extract reply: the facts are shorter than the input."""
     return max(256, min(1024, 160 + int(_tokens(text) * 0.6)))
 
 
@@ -584,7 +529,7 @@ def decide_budget(facts: list[Fact], neighbours: list[list[dict]]) -> int:
 
 # ---------------------------------------------------------------- The client
 class LLM:
-    """A small, synchronous LLM client: one request per operation, bounded retries, usage counted."""
+    """A synchronous client: one request per operation, bounded retries, usage counted."""
 
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
@@ -596,7 +541,7 @@ class LLM:
 
     @property
     def endpoint(self) -> str:
-        """Where requests go, for error messages."""
+        """Where requests go (for error messages)."""
         return self.settings.api_base or f"the {self.settings.model.split('/')[0]} provider"
 
     def _kwargs(self, messages: list[dict[str, str]], *, schema: dict[str, Any] | None, stream: bool,
@@ -615,8 +560,7 @@ class LLM:
             "messages": messages,
             "temperature": s.temperature,
             "timeout": s.timeout,
-            # Always bounded: unbounded, a small model was measured repeating memcli's own
-            # instructions for 7,500 tokens before the reply was rejected.
+            # always bounded: a small model repeated memcli's instructions for 7,500 tokens
             "max_tokens": max_tokens,
             "num_retries": 0,  # retries are ours: counted, backed off, reported in one line
             "drop_params": True,  # litellm drops what the provider does not take (stream_options, ...)
@@ -628,7 +572,7 @@ class LLM:
             api_key = os.environ.get("OPENAI_API_KEY") or _DUMMY_KEY
         if api_key is not None:
             kwargs["api_key"] = api_key
-        form = response_format(_formats().get(self._format_key, FORMAT_MODES[0]), schema) if schema else None
+        form = response_format(_FORMATS.get(self._format_key, FORMAT_MODES[0]), schema) if schema else None
         if form is not None:
             kwargs["response_format"] = form
         if stream:
@@ -644,8 +588,8 @@ class LLM:
 
     def _request(self, messages: list[dict[str, str]], *, max_tokens: int, schema: dict[str, Any] | None = None,
                  stream: bool = False) -> Any:
-        """One logical request: transient failures are retried with exponential backoff; a
-        rejected response_format steps down to the next form (remembered per model), not a retry."""
+        """One logical request: transient failures are retried with exponential backoff; a rejected
+        response_format steps down to the next form, not a retry."""
         litellm = _litellm()
         made = 0
         last: _Failure | None = None
@@ -661,7 +605,8 @@ class LLM:
                 failure = _classify(exc, self.endpoint, self.settings.timeout)
                 if failure.json_mode_rejected and "response_format" in kwargs:
                     _log.info("server rejected response_format %s; trying the next form", kwargs["response_format"])
-                    next_format_mode(self._format_key)
+                    mode = _FORMATS.get(self._format_key, FORMAT_MODES[0])
+                    _FORMATS[self._format_key] = FORMAT_MODES[min(FORMAT_MODES.index(mode) + 1, 3)]
                     made -= 1
                     continue
                 if not failure.transient:
@@ -697,31 +642,21 @@ class LLM:
 
     # -- operations ----------------------------------------------------------------------------
     def ping(self) -> float:
-        """Seconds one minimal request (a 1-token reply) takes; :class:`LLMError` when the model
-        does not answer (unreachable, refused, bad key or model name). Used by ``memcli doctor``."""
+        """Seconds a 1-token request takes (``memcli doctor``); :class:`LLMError` when the model does not answer."""
         started = time.monotonic()
         self._request([{"role": "user", "content": "ping"}], max_tokens=1)
         return time.monotonic() - started
 
     def extract(self, text: str) -> Extraction:
-        """Candidate facts from ``text`` in one request (empty text: no request).
-
-        The model gives fact sentences only; each passes :func:`memcli.services.llm.checks.fact_problem`
-        (rejects carry the rule's name), code is attached from the input, and type, tags and
-        confidence are memcli's. When most items are rejected the reply is unusable
-        (``LLMFormatError``: the caller falls back to the heuristic extractor and says so).
-        """
-        from memcli.services.llm.checks import (
-            attach_code,
-            fact_problem,
-            instruction_lines,
-            prepare_input,
-            trim_junk_sentences,
-        )
+        """Candidate facts from ``text`` in one request. The model gives fact sentences only; each
+        must pass :func:`checks.fact_problem`, code is attached from the input, and the rest is
+        memcli's. Mostly rejected items make the reply unusable (``LLMFormatError``: the caller falls
+        back to the heuristic extractor)."""
+        from memcli.services.llm import checks
 
         if not text.strip():
             return Extraction(facts=[], method="llm")
-        sent = prepare_input(text)
+        sent = checks.prepare_input(text)
         raw = self._content(EXTRACT_SYSTEM, f"Extract memories from this data.\n{_wrap(sent)}",
                             schema=EXTRACT_SCHEMA, max_tokens=extract_budget(sent), label="extract")
         payload = parse_json_reply(raw, "facts")
@@ -730,15 +665,15 @@ class LLM:
         if texts and _cut_off(raw, texts[-1]):
             invalid.append(f"fact {texts[-1][:40]!r}...: cut off (the reply was truncated)")
             texts.pop()
-        instructions = instruction_lines(text)
+        instructions = checks.instruction_lines(text)
         kept: list[str] = []
         for t in texts:
-            trimmed, dropped = trim_junk_sentences(t)
+            trimmed, dropped = checks.trim_junk_sentences(t)
             if not trimmed:
                 invalid.append(f"{dropped}: {_one_line(t, 80)!r}")
                 continue
             t = trimmed
-            rule = fact_problem(t, source=sent, prompt=EXTRACT_SYSTEM, instructions=instructions)
+            rule = checks.fact_problem(t, source=sent, prompt=EXTRACT_SYSTEM, instructions=instructions)
             if rule:
                 invalid.append(f"{rule}: {_one_line(t, 80)!r}")
             else:
@@ -746,19 +681,16 @@ class LLM:
         if invalid and len(invalid) > len(kept):
             raise LLMFormatError(f"{len(invalid)} of {len(invalid) + len(kept)} extracted items invalid "
                                  f"({'; '.join(r.split(':')[0] for r in invalid[:4])})")
-        facts = attach_code(kept, text)
+        facts = checks.attach_code(kept, text)
         for f in [f for f in facts if not f.code_pattern and f.text.rstrip().endswith(":")]:
             invalid.append(f"dangling: {_one_line(f.text, 80)!r}")  # "run the following:" and no code
             facts.remove(f)
         return Extraction(facts=facts, skipped=_skipped(payload), invalid=invalid, method="llm")
 
     def decide(self, facts: list[Fact], neighbours: list[list[dict]]) -> tuple[list[Decision], list[str]]:
-        """ADD / UPDATE / DELETE / NONE for each fact against its neighbours, in one request.
-
-        Facts without neighbours are decided locally as ADD (nothing to compare with) and not
-        sent. Returns decisions sorted by fact index, and reasons for every rejected item or
-        fact left undecided by the model.
-        """
+        """ADD / UPDATE / DELETE / NONE for each fact against its neighbours, in one request (a fact
+        without neighbours is an ADD, not sent). Returns the decisions by fact index, and why each
+        rejected item or undecided fact was."""
         neighbours = [list(n or [])[:5] for n in neighbours] + [[]] * max(0, len(facts) - len(neighbours))
         decisions: dict[int, Decision] = {}
         asked = [i for i, _ in enumerate(facts) if neighbours[i]]
@@ -767,7 +699,7 @@ class LLM:
                 decisions[i] = Decision("ADD", None, fact.text, "no similar memory exists", 1.0, fact=i)
         invalid: list[str] = []
         if asked:
-            # One fact per line: compact in tokens, still easy for a small model to follow.
+            # one fact per line: compact in tokens, still easy for a small model to follow
             lines = [json.dumps(_neighbour_block(i, facts[i], neighbours[i]), ensure_ascii=False) for i in asked]
             data = '{"facts": [\n' + ",\n".join(lines) + "\n]}"
             budget = decide_budget([facts[i] for i in asked], [neighbours[i] for i in asked])
@@ -789,15 +721,12 @@ class LLM:
         return [decisions[i] for i in sorted(decisions)], invalid
 
     @staticmethod
-    def _validate_decisions(
-        items: list[Any],
-        facts: list[Fact],
-        neighbours: list[list[dict]],
-        asked: set[int],
-        out: dict[int, Decision],
-    ) -> list[str]:
+    def _validate_decisions(items: list[Any], facts: list[Fact], neighbours: list[list[dict]], asked: set[int],
+                            out: dict[int, Decision]) -> list[str]:
+        """Each item of a decide reply as a `Decision` into `out`, overruled where it would lose the
+        fact's news; what is invalid, with why."""
         from memcli.services.extract import normalise
-        from memcli.services.llm.checks import fact_problem, news, says_nothing_new, states_change
+        from memcli.services.llm import checks
 
         invalid: list[str] = []
         for k, item in enumerate(items):
@@ -834,10 +763,10 @@ class LLM:
                 target = str(best.get("id"))
             text = _text(item.get("text"))
             old = next((str(n.get("text", "")) for n in neighbours[i] if str(n.get("id")) == target), "")
-            new = news(facts[i].text, old) if target else []
+            new = checks.news(facts[i].text, old) if target else []
             reasoning = _one_line(_text(item.get("reasoning")), 500)
             if event == "UPDATE" and text:
-                rule = fact_problem(text, source=facts[i].text + "\n" + "\n".join(
+                rule = checks.fact_problem(text, source=facts[i].text + "\n" + "\n".join(
                     str(n.get("text", "")) for n in neighbours[i]), prompt=DECIDE_SYSTEM)
                 if rule:
                     invalid.append(f"decision {k}: UPDATE text for fact {i} rejected ({rule})")
@@ -845,12 +774,12 @@ class LLM:
             if event in ("NONE", "DELETE") and new:
                 # "Already known" / "no longer true" for a fact that carries news (a new version,
                 # time, name): the news must not be lost. A stated change supersedes the memory.
-                event, text = ("UPDATE", facts[i].text) if states_change(facts[i].text) or event == "DELETE" else (
-                    "ADD", facts[i].text)
+                event = "UPDATE" if event == "DELETE" or checks.states_change(facts[i].text) else "ADD"
+                text = facts[i].text
                 reasoning = f"the model said {item.get('event')}, but the fact adds {', '.join(new[:3])}"
             elif event == "UPDATE" and text and new and not all(n.lower() in text.lower() for n in new):
                 text = facts[i].text  # the merged text dropped the new value: the fact supersedes it
-            elif event == "UPDATE" and target and not new and says_nothing_new(facts[i].text, old):
+            elif event == "UPDATE" and target and not new and checks.says_nothing_new(facts[i].text, old):
                 event = "NONE"  # a paraphrase "updated" into the memory: nothing to change
                 reasoning = "the fact adds nothing to the memory"
             if event == "ADD":
@@ -863,21 +792,13 @@ class LLM:
                     event = "NONE"  # "updated" to the text it already has: nothing new
             if event != "UPDATE":
                 text = facts[i].text  # ADD/NONE/DELETE carry the fact; the model's words are not needed
-            out[i] = Decision(
-                fact=i,
-                event=event,
-                target=target,
-                text=text,
-                reasoning=reasoning,
-                confidence=_confidence(item.get("confidence")),
-            )
+            out[i] = Decision(fact=i, event=event, target=target, text=text, reasoning=reasoning,
+                              confidence=_confidence(item.get("confidence")))
         return invalid
 
     def merge(self, texts: list[str]) -> str:
-        """One memory text from several versions (oldest first); newer values win.
-
-        Fewer than two texts need no model: they are returned as they are, without a request.
-        """
+        """One memory text from several versions (oldest first); newer values win. Fewer than two
+        texts need no request."""
         if not texts:
             return ""
         if len(texts) == 1:
@@ -896,21 +817,18 @@ class LLM:
         text = _unescape_data(text).strip()
         if not text:
             raise LLMFormatError("LLM returned an empty merge")
-        from memcli.services.llm.checks import merge_problem, strip_version_marks
+        from memcli.services.llm import checks
 
-        text = strip_version_marks(text, texts)
-        problem = merge_problem(text, texts)
+        text = checks.strip_version_marks(text, texts)
+        problem = checks.merge_problem(text, texts)
         if problem:  # the caller falls back to the heuristic merge, which keeps every version's text
             raise LLMFormatError(f"rejected: {problem}")
         return text
 
     def answer(self, question: str, memories: list[Memory]) -> Iterator[str]:
-        """Stream an answer to ``question`` from ``memories``, citing their ids as ``[id]``.
-
-        The request is made when iteration starts. Retries happen only before the first chunk:
-        once text has been yielded a failure raises :class:`LLMError` instead of starting over.
-        A leading ``<think>...</think>`` block (reasoning models) is not yielded.
-        """
+        """Stream an answer to ``question`` from ``memories``, citing ids as ``[id]``; the request is
+        made when iteration starts. Retries happen only before the first chunk, and a leading
+        ``<think>`` block is not yielded."""
         blocks = []
         for m in memories:
             meta = ", ".join(

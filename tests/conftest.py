@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 from typer.testing import CliRunner
 
 from memcli.api import Store
@@ -65,6 +67,29 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+_COMMANDS: dict[int, tuple[typer.Typer, object]] = {}
+
+
+def _command_of(typer_app: typer.Typer) -> object:
+    """The click command of `typer_app`, built on its first use in this process: what a real
+    `memcli` process does once (it runs one command), instead of once per CliRunner call.
+    Building memcli's command is ~90% of an in-process `memcli list` (the global options are made
+    from a template Typer app for each of its ~30 subcommands)."""
+    key = id(typer_app)
+    if key not in _COMMANDS:
+        _COMMANDS[key] = (typer_app, typer.main.get_command(typer_app))  # the app kept: its id stays its own
+    return _COMMANDS[key][1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _command_built_once():
+    """Every CliRunner.invoke of the session reuses the command built for its app (a click
+    command is made to be invoked again: memcli resets its per-command state in Group.main)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.testing, "_get_command", _command_of)
+        yield
 
 
 def files(store: Store) -> _handle.Store:

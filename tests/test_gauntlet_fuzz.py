@@ -14,15 +14,11 @@ import os
 from typing import Any
 
 import pytest
-import typer
-import typer.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from memcli.cli.app import app
-
-COMMAND = typer.main.get_command(app)  # built once: Typer's per-call build is half of a call's cost
 
 EXAMPLES = int(os.environ.get("MEMCLI_GAUNTLET_EXAMPLES") or 0) or None
 
@@ -38,13 +34,6 @@ WORDS = st.sampled_from(["deploy", "postgres", "make release", "fridays", "api",
                          "\x00", "\udcff", "é", "🦀", "0001-01-01T00:00:00+14:00", "99999999999d", "-1"])
 TEXT = st.one_of(st.text(ANY_CHAR, max_size=40), WORDS, st.lists(WORDS, max_size=5).map(" ".join))
 NUMBER = st.one_of(st.integers(-10**30, 10**30).map(str), st.floats(allow_nan=True).map(str), TEXT)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _command_built_once():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(typer.testing, "_get_command", lambda _app: COMMAND)
-        yield
 
 
 @pytest.fixture(scope="module")

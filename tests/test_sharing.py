@@ -1,4 +1,7 @@
-"""A store committed to git and shared by two clones: git pull merges, `sync`, doctor on conflicts."""
+"""A store committed to git and shared by two clones: git pull merges, `sync`, doctor on conflicts.
+
+Git runs for real; memcli runs in-process in the clone (Typer's runner, as `cd clone && memcli`),
+except in the sync round trip, which runs every memcli as a real process."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import HASH, run_memcli
+from conftest import HASH, invoke_memcli, run_memcli
 
 ENV = {"MEMCLI_EMBED_MODEL": HASH, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
        "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
@@ -17,8 +20,8 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
                           capture_output=True, text=True, check=check)
 
 
-def memcli(cwd: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-    r = run_memcli(*args, env=ENV, cwd=cwd)
+def memcli(cwd: Path, *args: str, ok: bool = True, real: bool = False) -> subprocess.CompletedProcess:
+    r = (run_memcli if real else invoke_memcli)(*args, env=ENV, cwd=cwd)
     if ok:
         assert r.returncode == 0, (args, r.stderr)
     return r
@@ -82,17 +85,17 @@ def test_without_the_union_rule_doctor_finds_the_conflict_and_says_how_to_fix_it
 
 def test_sync_commits_pulls_reindexes_and_pushes(tmp_path):
     a, b = two_clones(tmp_path)
-    memcli(a, "add", "--raw", "Invoices are numbered per tenant.")
-    r = memcli(a, "sync", "--json")
+    memcli(a, "add", "--raw", "Invoices are numbered per tenant.", real=True)
+    r = memcli(a, "sync", "--json", real=True)
     report = json.loads(r.stdout)
     assert report["committed"] and report["pushed"] and report["memories"] == 2
-    memcli(b, "add", "--raw", "Refunds go through the payments service only.")
-    assert json.loads(memcli(b, "sync", "--json").stdout)["memories"] == 3
-    memcli(a, "sync")
+    memcli(b, "add", "--raw", "Refunds go through the payments service only.", real=True)
+    assert json.loads(memcli(b, "sync", "--json", real=True).stdout)["memories"] == 3
+    memcli(a, "sync", real=True)
     assert texts(a) == texts(b) and len(texts(a)) == 3
     # only the store was committed: other work in the clone is left alone
     (a / "notes.txt").write_text("draft\n")
-    memcli(a, "sync")
+    memcli(a, "sync", real=True)
     assert "notes.txt" in git(a, "status", "--porcelain").stdout
 
 

@@ -117,3 +117,20 @@ def test_repeats_within_one_input_are_still_found(tmp_path: Path, monkeypatch: p
     assert all(e.reasoning.startswith("repeats a fact of this input") for e in repeats)
     assert calls[0] <= 2 * 40  # the repeats, not every similar earlier fact
     store.close()
+
+
+def test_in_batch_dedup_work_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `relate` calls of one add grow linearly with its facts (they were quadratic: every fact
+    against every earlier one)."""
+    calls = _counting(monkeypatch)
+    counts = {}
+    for n in (300, 1200):
+        store = Store(tmp_path / f"s{n}", Config(embed_model="hash:256"))
+        store.init()
+        calls[0] = 0
+        text = "\n".join(f"The deploy script uses port {i} for the staging server." for i in range(n))
+        result = store.add(text, llm=False)
+        counts[n] = calls[0]
+        assert result.summary()["ADD"] == n
+        store.close()
+    assert counts[1200] <= 4.5 * counts[300], counts

@@ -541,35 +541,6 @@ def test_huge_commit_message_is_kept_truncated(tmp_path: Path) -> None:
     assert "vendored parser" in run(s, "list").stdout
 
 
-# ------------------------------------------------------------------ add in linear time
-def test_in_batch_dedup_work_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The `relate` calls of one add grow linearly with its facts (they were quadratic: every fact
-    against every earlier one). Counted, not timed: the same on a loaded machine."""
-    import memcli.rules.relate as rel
-    from memcli.api import Store
-    from memcli.core.config import Config
-
-    calls = [0]
-    real = rel.relate
-
-    def counting(*a, **k):
-        calls[0] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr(rel, "relate", counting)
-    counts = {}
-    for n in (300, 1200):
-        store = Store(tmp_path / f"s{n}", Config(embed_model="hash:256"))
-        store.init()
-        calls[0] = 0
-        text = "\n".join(f"The deploy script uses port {i} for the staging server." for i in range(n))
-        result = store.add(text, llm=False)
-        counts[n] = calls[0]
-        assert result.summary()["ADD"] == n
-        store.close()
-    assert counts[1200] <= 4.5 * counts[300], counts
-
-
 def test_hook_failure_on_a_store_that_cannot_take_it_is_recorded(tmp_path: Path) -> None:
     """A hook never prints into its host; when the store cannot hold its error log (read-only,
     full, a planted link), the line goes to the user's own cache, naming the store."""

@@ -4,8 +4,9 @@ A commit message is not a chat: "Delete setup.py", "pin httpcore==1.*" and "use 
 are facts (a removal, a pin, a tooling switch), so the sentence gates of the extractor (too short,
 reads like a request) do not apply. What is skipped is skipped by a *named* rule, reported as the
 skip reason (`add --json`: `extraction.skipped_pieces`): merge commits, typo and formatter runs,
-review-suggestion commits, release / version / development-cycle commits, "wip", a subject that
-names only a file ("Update _client.py"), dependency updates that name no package.
+review-suggestion commits, release / version / development-cycle commits, "wip", experiments
+("Try ..."), a subject that names only a file ("Update _client.py"), dependency updates that name
+no package, and work on the project's docs, tests, annotations or linters that states no value.
 
 One memory per commit (the subject, with the body's prose: the body often holds the cause),
 except grouped bumps: a dependabot group, a pre-commit autoupdate or "Bump a from 1 to 2 and b
@@ -82,7 +83,7 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
                   r"|^(?:docs?|documentation) (?:restructur\w*|clean ?up|fix(?:es)?|updates?|improvements?|tweaks?"
                   r"|wording)$|^(?:mention|describe|document|cross[- ]?link|clarif(?:y|ies|ied))\b(?!.*\bthat\b)"
                   r"|^add(?:s|ed)? (?:a |an |some )?(?:\w+ )?(?:doc )?notes? (?:about|on|for|to)\b|\(documentation\)"
-                  r"|^(?!revert)(?:.*)\b(?:docstrings?|docs? (?:page|section|title|build)s?|examples?|headings?"
+                  r"|^(?!revert).*\b(?:docstrings?|docs? (?:page|section|title|build)s?|examples?|headings?"
                   r"|sections?|cross[- ]?(?:links?|references?)|wording|markup|myst|rst|directives?|code[- ]blocks?"
                   r"|toc|logos?|icons?|badges?|edit button|house style)\b"),
     ("links_only", r"^(?:add|fix|update|remove|get rid of|avoid|correct)\w*\b(?: (?:a|the|missing|bad|broken|dead"
@@ -214,10 +215,10 @@ def _is_prose(line: str) -> bool:
 
 
 def _bare_reason(subject: str, raw: str, low: str, message: str) -> str | None:
-    """The `_BARE_RULES` rule for a subject that states no value and a body with no prose, else
-    None. A name in the subject keeps a commit, except where the work itself is the test suite,
-    type annotations or comments: `test_x` or `KeepOpenFile` there names what was annotated or
-    tested, no behaviour."""
+    """The `_BARE_RULES` rule for a subject that states no value, else None. A name in the subject
+    or prose in the body keeps a commit, except where the work itself is the test suite, type
+    annotations, comments or linters (`_WORK_ONLY`): `test_x` or `KeepOpenFile` there names what
+    was annotated or tested, and the body says how, no behaviour."""
     if _STATES_RE.search(low):
         return None
     body = "\n".join(_body_paragraphs(message.partition("\n")[2]))

@@ -17,8 +17,8 @@ from conftest import HASH
 
 from memcli.api import Store
 from memcli.core.config import Config
-from memcli.ops.add import _may_be_same, _most_similar, _Said
-from memcli.rules.relate import SAME, relate
+from memcli.ops.add import _most_similar
+from memcli.rules.relate import SAME, Said, may_be_same, relate
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parent / "data" / "decision_pairs.jsonl").open()]
 
@@ -39,8 +39,8 @@ def _texts() -> list[str]:
     return list(dict.fromkeys([t for p in PAIRS for t in (p["old"], p["new"])] + REFS))
 
 
-def test_may_be_same_never_hides_a_same() -> None:
-    """Wherever `relate` says SAME, `_may_be_same` lets the pair through: every judged pair both
+def testmay_be_same_never_hides_a_same() -> None:
+    """Wherever `relate` says SAME, `may_be_same` lets the pair through: every judged pair both
     ways, every pair of the reference texts, and a seeded sample of the pairs across the file,
     at similarities around each floor relate reads (and at two thresholds)."""
     texts = _texts()
@@ -48,12 +48,12 @@ def test_may_be_same_never_hides_a_same() -> None:
     pairs += list(itertools.permutations(REFS, 2))
     rnd = random.Random(24)
     pairs += [(rnd.choice(texts), rnd.choice(texts)) for _ in range(2000)]
-    said = {t: _Said(t) for t in texts}
+    said = {t: Said(t) for t in texts}
     sames = refused = 0
     for old, new in pairs:
         for sim in SIMILARITIES:
             for threshold in (0.85, 0.7):
-                may = _may_be_same(said[old], said[new], sim, threshold)
+                may = may_be_same(said[old], said[new], sim, threshold)
                 if relate(old, new, sim, threshold=threshold).kind == SAME:
                     sames += 1
                     assert may, (old, new, sim, threshold)

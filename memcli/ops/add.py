@@ -36,6 +36,7 @@ from memcli.ops.handle import Store
 from memcli.rules.decide import bears_on
 from memcli.rules.decide import matched as _matched
 from memcli.rules.deciders import NEIGHBOUR_FLOOR, Decider, LLMDecider, load_decider
+from memcli.rules.relate import CANDIDATE_FLOOR, SAME, Said, _normal, may_be_same, relate
 from memcli.rules.subjects import headline, subject_keys
 from memcli.services.changelog import is_section, section_facts
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
@@ -402,7 +403,6 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     on), to the store's decider (`memcli.rules.deciders`: the rules alone, or the LLM checked
     against them).
     """
-    from memcli.rules.relate import CANDIDATE_FLOOR
     from memcli.services.llm.checks import states_change
 
     index = store.index if view is None else view
@@ -485,7 +485,7 @@ class ThisInput:
     input cost ~8x the CPU of 25 KB. Now their vectors are one growing matrix (one product per
     fact) and only the few that `relate` could call the same are candidates: the same normalised
     text, or the `MAX_COMPARED` most similar at or above relate's similarity floor (below it
-    relate says DISTINCT without looking). Of those, `relate` reads only the ones `_may_be_same`
+    relate says DISTINCT without looking). Of those, `relate` reads only the ones `may_be_same`
     lets through: a similar input (a changelog, a chat log, commit messages) has up to
     `MAX_COMPARED` candidates for every fact, nearly all of them another value or another
     subject, and a `relate` call costs as much as planning the fact itself."""
@@ -496,11 +496,9 @@ class ThisInput:
         self.memories: list[Memory] = []
         self._vecs: np.ndarray | None = None
         self._normal: dict[str, int] = {}
-        self._said: list[_Said | None] = []  # worked out when the memory is first compared
+        self._said: list[Said | None] = []  # worked out when the memory is first compared
 
-    def append(self, item: tuple[np.ndarray, Memory], said: _Said | None = None) -> None:
-        from memcli.rules.relate import _normal
-
+    def append(self, item: tuple[np.ndarray, Memory], said: Said | None = None) -> None:
         vec, memory = item
         n = len(self.memories)
         if self._vecs is None or n == len(self._vecs):
@@ -516,8 +514,6 @@ class ThisInput:
     def candidates(self, text: str, vec: np.ndarray, threshold: float) -> list[tuple[float, int]]:
         """(similarity, i) of the earlier memories (`memories[i]`) worth relating to `text`, in
         the order they were planned."""
-        from memcli.rules.relate import CANDIDATE_FLOOR, _normal
-
         n = len(self.memories)
         if not n or self._vecs is None:
             return []
@@ -533,11 +529,11 @@ class ThisInput:
             picked.add(same)
         return [(float(sims[i]), i) for i in sorted(picked)]
 
-    def said(self, i: int) -> _Said:
-        """What `_may_be_same` reads of the text of the `i`-th planned memory (once per text)."""
+    def said(self, i: int) -> Said:
+        """What `may_be_same` reads of the text of the `i`-th planned memory (once per text)."""
         said = self._said[i]
         if said is None or said.text != self.memories[i].text:  # (or rewritten since it was planned)
-            said = self._said[i] = _Said(self.memories[i].text)
+            said = self._said[i] = Said(self.memories[i].text)
         return said
 
 
@@ -550,89 +546,6 @@ def _most_similar(idx: np.ndarray, sims: np.ndarray, k: int) -> np.ndarray:
     return np.concatenate([above, idx[sims == kth][:k - len(above)]])
 
 
-class _Said:
-    """What `relate` can answer SAME from, of one text, worked out when first asked: its
-    normalised text, and the words of the text as written and without its references and call
-    parentheses (relate reads the latter when both texts keep two words or more without them)."""
-
-    __slots__ = ("text", "normal", "_plain", "_bare", "_counted")
-
-    def __init__(self, text: str) -> None:
-        from memcli.rules.relate import _CALLED_RE, _normal
-        from memcli.rules.subjects import strip_refs
-
-        self.text = text
-        self.normal = _normal(text)
-        self._plain: _Words | None = None
-        bare = _CALLED_RE.sub(r"\1", strip_refs(text))
-        self._bare = None if bare == text else bare  # None: the text has nothing to drop
-        self._counted: bool | None = None
-
-    @property
-    def stripped(self) -> bool:
-        """Whether dropping the references and call parentheses changes the text."""
-        return self._bare is not None
-
-    @property
-    def counted(self) -> bool:
-        """At least two words without the references (relate's `_content_count(...) >= 2`)."""
-        if self._counted is None:
-            from memcli.rules.relate import _content_count
-
-            self._counted = _content_count(self._bare if self._bare is not None else self.text) >= 2
-        return self._counted
-
-    @property
-    def bare_normal(self) -> str:
-        from memcli.rules.relate import _normal
-
-        return self.normal if self._bare is None else _normal(self._bare)
-
-    def words(self, bare: bool) -> _Words:
-        """(content stems, content stems and identifier parts, specific stems) of the text, or
-        of the text without its references."""
-        if bare and self._bare is not None:
-            return _words(self._bare)
-        if self._plain is None:
-            self._plain = _words(self.text)
-        return self._plain
-
-
-_Words = tuple[frozenset[str], frozenset[str], frozenset[str]]
-
-
-def _words(text: str) -> _Words:
-    """`_Said.words` of one text. Parsed past relate's cache (`__wrapped__`): an input of 1,800
-    facts would leave 1,800 parses in it (~12 objects each) that nothing reads again but the few
-    `relate` is called on; every full pass of the garbage collector walks them (one pass mid-add
-    cost ~0.1-0.3 s CPU at 100 KB), and each add's leftovers make the next pass come sooner."""
-    from memcli.rules.relate import parse
-
-    p = parse.__wrapped__(text)
-    return p.keys, p.keys | p.parts, p.specific_keys
-
-
-def _may_be_same(old: _Said, new: _Said, similarity: float, threshold: float) -> bool:
-    """False when `relate(old, new, similarity, threshold=threshold)` cannot be SAME, read from
-    what relate's SAME answers need (memcli/rules/relate.py): the same normalised text, with or
-    without references; else `_by_words`'s novelty step, which is reached only when the texts do
-    not both change a specific word (a new value), and which says SAME only when the new text
-    adds no word (every stem of it a stem or an identifier part of the old one), or when it drops
-    no specific one at `threshold - 0.05` or closer. True is no verdict: `relate` decides.
-    tests/test_add_linear.py checks this against `relate` itself."""
-    if old.normal == new.normal:
-        return True
-    # relate reads both texts without their references when both keep two words without them
-    both = (old.stripped or new.stripped) and old.counted and new.counted
-    if both and old.bare_normal == new.bare_normal:
-        return True
-    _, old_known, old_specific = old.words(both)
-    new_keys, new_known, _ = new.words(both)
-    if new_keys <= old_known:  # nothing added
-        return True
-    return similarity >= threshold - 0.05 and old_specific <= new_known  # ... or no specific word removed
-
-
 def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: ThisInput,
               origins: list[str], user: str, project: str | None, src: str, threshold: float, *,
               created: str | None = None, no_dedup: bool = False) -> Event:
@@ -642,11 +555,9 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: Th
     # in-batch dedup: a later fact that says the same as one this call already added
     said = None
     if d.event == "ADD" and not no_dedup:
-        from memcli.rules.relate import SAME, relate
-
         for s, i in batch.candidates(fact.text, vec, threshold):
-            said = said or _Said(fact.text)
-            if not _may_be_same(batch.said(i), said, s, threshold):
+            said = said or Said(fact.text)
+            if not may_be_same(batch.said(i), said, s, threshold):
                 continue  # relate would not call it the same: another value, another subject
             bmem = batch.memories[i]
             rel = relate(bmem.text, fact.text, s, threshold=threshold)

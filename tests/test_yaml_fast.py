@@ -7,6 +7,7 @@ libyaml folds, line breaks, control and non-BMP characters."""
 
 from __future__ import annotations
 
+from conftest import STRESS_LONG
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -56,7 +57,9 @@ def memories(draw: st.DrawFn) -> Memory:
     )
 
 
-@settings(max_examples=600, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+# a fixed, seeded set of 300 memories (MEMCLI_STRESS=long: 600)
+@settings(max_examples=600 if STRESS_LONG else 300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
 @given(memories())
 def test_the_writer_writes_what_yaml_dump_writes_or_declines(m: Memory) -> None:
     fm = m.front_matter()

@@ -96,7 +96,7 @@ def test_a_commit_into_a_read_only_store_leaves_a_trace_doctor_shows(tmp_path):
         git(repo, "add", "a.txt")
         git(repo, "commit", "-q", "-m", "Pin httpcore==1.* because 0.18 broke proxies")  # the commit succeeds
         log = repo / ".git" / "memcli-hook.log"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a poll, left as soon as the line is there
         while time.monotonic() < deadline and not (log.exists() and log.read_text().strip()):
             time.sleep(0.2)
     finally:

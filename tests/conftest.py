@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from memcli.api import Store
 from memcli.cli.app import app
+from memcli.core import discovery
 from memcli.core.config import Config
 from memcli.core.memory import Memory
 from memcli.ops import handle as _handle
@@ -161,6 +162,9 @@ def invoke_memcli(*args: str, input: str | bytes | None = None, env: dict[str, s
     (~0.05 s CPU against ~0.7 s for a new Python importing memcli). For tests of what a command
     does; what only a real process shows (the console script, pipes, signals, imports, detached
     workers, a hook run by git) keeps run_memcli."""
+    # what a real process starts without: the git lookups memcli keeps for its one command
+    discovery._repo_at.cache_clear()
+    discovery.git_user_email.cache_clear()
     before = os.getcwd()
     if cwd is not None:
         os.chdir(cwd)

@@ -1,5 +1,7 @@
-"""Store discovery, project identity, `where`, and no store created by accident (real git, real
-processes; a store named by --store is read back in-process)."""
+"""Store discovery, project identity, `where`, and no store created by accident (real git; memcli
+run in the directory under test: in-process through Typer's runner, and as real processes in the
+clones-and-worktrees test and for a store created by accident; a store named by --store is read
+back in-process)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import HASH, listed, run_memcli
+from conftest import HASH, invoke_memcli, listed, run_memcli
 
 from memcli.core.discovery import normalise_remote
 
@@ -41,8 +43,8 @@ def test_local_remotes_give_the_repository_name():
     assert normalise_remote("../ledger") == "ledger"
 
 
-def _where(cwd: Path, *args: str) -> dict:
-    r = run_memcli(*args, "where", "--json", env=ENV, cwd=cwd)
+def _where(cwd: Path, *args: str, real: bool = False) -> dict:
+    r = (run_memcli if real else invoke_memcli)(*args, "where", "--json", env=ENV, cwd=cwd)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -63,7 +65,7 @@ def test_clones_and_worktrees_share_a_project_and_the_main_worktrees_store(tmp_p
     r = run_memcli("init", env=ENV, cwd=a)
     assert r.returncode == 0, r.stderr
     # the worktree lives outside the main worktree: the store is found through git's common dir
-    info = _where(wt / "")
+    info = _where(wt / "", real=True)
     assert info["store"] == str((a / ".memcli").absolute())
     assert "worktree" in info["store_why"]
     assert info["project"] == "github.com/acme/ledger"
@@ -96,12 +98,12 @@ def test_user_defaults_to_the_git_email(tmp_path):
     info = _where(repo)
     assert info["user"] == "ana@acme.dev" and info["user_why"] == "git config user.email"
     store = tmp_path / "s"
-    assert run_memcli("init", str(store), env=ENV, cwd=repo).returncode == 0
-    r = run_memcli("--store", str(store), "add", "--raw", "Invoices are numbered per tenant.", env=ENV, cwd=repo)
+    assert invoke_memcli("init", str(store), env=ENV, cwd=repo).returncode == 0
+    r = invoke_memcli("--store", str(store), "add", "--raw", "Invoices are numbered per tenant.", env=ENV, cwd=repo)
     assert r.returncode == 0, r.stderr
     assert listed(store)[0]["user"] == "ana@acme.dev"
     assert _where(repo, "--store", str(store))["user"] == "ana@acme.dev"
-    info = json.loads(run_memcli("where", "--json", env={**ENV, "MEMCLI_USER": "bo"}, cwd=repo).stdout)
+    info = json.loads(invoke_memcli("where", "--json", env={**ENV, "MEMCLI_USER": "bo"}, cwd=repo).stdout)
     assert info["user"] == "bo"
 
 
@@ -109,11 +111,11 @@ def test_a_typoed_store_is_an_error_for_every_command_and_creates_nothing(tmp_pa
     typo = tmp_path / "stor"
     for args in (("add", "We tag releases with vX.Y.Z."), ("search", "x"), ("list",),
                  ("stats",), ("doctor",), ("inbox",)):
-        r = run_memcli("--store", str(typo), *args, input="{\"text\": \"a\"}\n", env=ENV, cwd=tmp_path)
+        r = invoke_memcli("--store", str(typo), *args, input="{\"text\": \"a\"}\n", env=ENV, cwd=tmp_path)
         assert r.returncode == 1, (args, r.stderr)
         assert r.stderr.startswith("memcli: error: no store at") and "Traceback" not in r.stderr, args
         assert not typo.exists(), args
-    r = run_memcli("--store", str(typo), "add", "--create", "--raw", "We tag releases with vX.Y.Z.", env=ENV)
+    r = invoke_memcli("--store", str(typo), "add", "--create", "--raw", "We tag releases with vX.Y.Z.", env=ENV)
     assert r.returncode == 0, r.stderr
     assert (typo / "facts").is_dir()
 
@@ -125,12 +127,12 @@ def test_a_bulk_load_fills_a_new_store_and_says_so(tmp_path):
     records.write_text('{"text": "We tag releases with vX.Y.Z.", "origins": ["t:1"]}\n')
     for args in (("import", str(records)), ("add", "--no-llm", "--batch", str(records))):
         new = tmp_path / f"new-{args[0]}"
-        r = run_memcli("--store", str(new), *args, env=ENV, cwd=tmp_path)
+        r = invoke_memcli("--store", str(new), *args, env=ENV, cwd=tmp_path)
         assert r.returncode == 0, (args, r.stderr)
         assert f"creating a new store at {new}" in r.stderr, args
         assert [m["text"] for m in listed(new)] == ["We tag releases with vX.Y.Z."], args
     missing = tmp_path / "never"
-    r = run_memcli("--store", str(missing), "import", str(tmp_path / "nope.jsonl"), env=ENV, cwd=tmp_path)
+    r = invoke_memcli("--store", str(missing), "import", str(tmp_path / "nope.jsonl"), env=ENV, cwd=tmp_path)
     assert r.returncode != 0 and not missing.exists()  # a failed load creates nothing
 
 

@@ -1,4 +1,6 @@
-"""doctor warns about memories whose git: origins name commits this repository does not have."""
+"""doctor warns about memories whose git: origins name commits this repository does not have.
+
+The first test runs memcli as real processes in the repository; the others in-process there."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import HASH, run_memcli
+from conftest import HASH, invoke_memcli, run_memcli
 
 ENV = {"MEMCLI_EMBED_MODEL": HASH}
 
@@ -31,8 +33,7 @@ def test_doctor_names_memories_from_commits_the_repository_lacks(tmp_path):
         r = run_memcli("--store", str(store), "add", "--create", text, "--origin", f"git:{sha}", "--json",
                        env=ENV, cwd=repo)
         assert r.returncode == 0, r.stderr
-    r = run_memcli("--store", str(store), "doctor", "--json",
-                       env=ENV, cwd=repo)
+    r = run_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=repo)
     assert r.returncode == 0, r.stdout  # a warning, never a failure
     checks = {c["check"]: c for c in json.loads(r.stdout)["checks"]}
     origins = checks["git origins"]
@@ -46,15 +47,15 @@ def test_doctor_names_memories_from_commits_the_repository_lacks(tmp_path):
 
 def test_doctor_is_quiet_about_origins_outside_a_repository(tmp_path):
     store = tmp_path / "store"
-    r = run_memcli("--store", str(store), "add", "--create", "x uses y", "--origin", "git:deadbee",
+    r = invoke_memcli("--store", str(store), "add", "--create", "x uses y", "--origin", "git:deadbee",
                    env=ENV, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    r = run_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=tmp_path)
+    r = invoke_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=tmp_path)
     assert "git origins" not in {c["check"] for c in json.loads(r.stdout)["checks"]}
 
 
 def _doctor_checks(store: Path, repo: Path) -> dict[str, dict]:
-    r = run_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=repo)
+    r = invoke_memcli("--store", str(store), "doctor", "--json", env=ENV, cwd=repo)
     assert r.returncode == 0, r.stdout
     return {c["check"]: c for c in json.loads(r.stdout)["checks"]}
 
@@ -65,7 +66,7 @@ def _repo_with_store(tmp_path: Path) -> tuple[Path, Path]:
     repo.mkdir()
     git(repo, "init", "-q")
     store = repo / ".memcli"
-    assert run_memcli("--store", str(store), "init", env=ENV, cwd=repo).returncode == 0
+    assert invoke_memcli("--store", str(store), "init", env=ENV, cwd=repo).returncode == 0
     return repo, store
 
 
@@ -84,7 +85,7 @@ def test_a_commit_into_a_read_only_store_leaves_a_trace_doctor_shows(tmp_path):
     import pytest
 
     repo, store = _repo_with_store(tmp_path)
-    assert run_memcli("hooks", "install", "git", env=ENV, cwd=repo).returncode == 0
+    assert invoke_memcli("hooks", "install", "git", env=ENV, cwd=repo).returncode == 0
     if os.geteuid() != 0 or subprocess.run(["mount", "--bind", str(store), str(store)],
                                            capture_output=True).returncode != 0:
         pytest.skip("cannot bind-mount here (needs root and mount permission)")
@@ -95,7 +96,7 @@ def test_a_commit_into_a_read_only_store_leaves_a_trace_doctor_shows(tmp_path):
         git(repo, "add", "a.txt")
         git(repo, "commit", "-q", "-m", "Pin httpcore==1.* because 0.18 broke proxies")  # the commit succeeds
         log = repo / ".git" / "memcli-hook.log"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a poll, left as soon as the line is there
         while time.monotonic() < deadline and not (log.exists() and log.read_text().strip()):
             time.sleep(0.2)
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from conftest import STRESS_LONG
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,7 +56,9 @@ def memories(draw: st.DrawFn) -> Memory:
     )
 
 
-@settings(max_examples=600, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+# a fixed, seeded set of 300 memories (MEMCLI_STRESS=long: 600)
+@settings(max_examples=600 if STRESS_LONG else 300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
 @given(memories())
 def test_every_front_matter_reads_back_as_written(m: Memory) -> None:
     if not all(_PRINTABLE.match(x) for x in _strings(m.front_matter())):

@@ -1,4 +1,6 @@
-"""`memcli mcp` driven by the official SDK's own client over real stdio (a subprocess)."""
+"""`memcli mcp` driven by the official SDK's own client over real stdio (a subprocess), and, where
+a test reads what the tools answer and nothing of the process, over the SDK's in-memory transport
+to the same server built in this process (`_in_process`: no new Python and model load, ~3 s CPU)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,35 @@ async def _session(store: Path, steps):
 
     async with Client(_params(store), read_timeout_seconds=120) as client:
         return await steps(client)
+
+
+def _in_process(store: Path):
+    """An MCP client connected in memory to `build_server` on `store`, as `memcli --store STORE mcp`
+    builds it; on leaving, the store is closed on its thread, the server's pool shut down and the
+    root logger as it was (the SDK's server may configure it: this process runs other tests)."""
+    import contextlib
+    import logging
+
+    from mcp import Client
+
+    from memcli.agents.mcp import build_server
+
+    @contextlib.asynccontextmanager
+    async def connected():
+        root = logging.getLogger()
+        saved = root.level, list(root.handlers)
+        handle = Store(store)
+        server = build_server(handle)
+        try:
+            async with Client(server, read_timeout_seconds=120) as client:
+                yield client
+        finally:
+            server._memcli_pool.submit(handle.close).result(timeout=60)
+            server._memcli_pool.shutdown(wait=True)
+            root.setLevel(saved[0])
+            root.handlers[:] = saved[1]
+
+    return connected()
 
 
 def test_remember_then_recall_over_stdio_with_the_real_model(tmp_path):
@@ -169,14 +200,12 @@ def test_user_errors_carry_the_cli_message_and_no_traceback_is_logged(tmp_path):
 
 
 def test_tools_are_annotated_and_resources_and_prompts_are_real(tmp_path):
-    from mcp import Client
-
     store = tmp_path / "store"
     Store(store).init()
     _write(store, Memory(id=A_ID, text="Releases are cut from the main branch every Tuesday.", origins=["manual"]))
 
     async def steps():
-        async with Client(_params(store), read_timeout_seconds=120) as client:
+        async with _in_process(store) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             resources = (await client.list_resources()).resources
             templates = (await client.list_resource_templates()).resource_templates
@@ -199,8 +228,6 @@ def test_tools_are_annotated_and_resources_and_prompts_are_real(tmp_path):
 
 
 def test_agent_reads_hide_superseded_and_show_a_contradiction_as_one(tmp_path):
-    from mcp import Client
-
     store = tmp_path / "store"
     Store(store).init()
     old, new = "01JDQ8ZK4M6V3XW7T2B9C5N1R0", "01JDQ8ZK4M6V3XW7T2B9C5N1R1"
@@ -214,7 +241,7 @@ def test_agent_reads_hide_superseded_and_show_a_contradiction_as_one(tmp_path):
                          links=[{"rel": "contradicts", "id": A_ID}]))
 
     async def steps():
-        async with Client(_params(store), read_timeout_seconds=120) as client:
+        async with _in_process(store) as client:
             recent = _data(await client.call_tool("recent", {"n": 100}))["results"]
             listed = _data(await client.call_tool("list", {"n": 100}))["results"]
             docs = _data(await client.call_tool("recall", {"query": "where are the docs deployed?", "k": 10}))
@@ -237,15 +264,13 @@ def test_agent_reads_hide_superseded_and_show_a_contradiction_as_one(tmp_path):
 
 
 def test_update_and_list_tools(tmp_path):
-    from mcp import Client
-
     store = tmp_path / "store"
     Store(store).init()
     _write(store, Memory(id=A_ID, text="CI runs on Python 3.10.", tags=["ci"], origins=["manual"]))
     _write(store, Memory(id=B_ID, text="The API listens on port 8080.", tags=["api"], origins=["manual"]))
 
     async def steps():
-        async with Client(_params(store), read_timeout_seconds=120) as client:
+        async with _in_process(store) as client:
             upd = _data(await client.call_tool("update", {"id": A_ID[-8:], "text": "CI runs on Python 3.12.",
                                                           "tags": ["python"]}))
             ci = _data(await client.call_tool("list", {"tags": ["ci"]}))["results"]

@@ -166,7 +166,8 @@ def _fast_spool(py: str, store: Path, log: str) -> str:
     return (
         f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && command -v flock >/dev/null 2>&1 && '
         f'{{ [ ! -d "$PWD/.memcli" ] || [ "$PWD/.memcli" = {here} ]; }}; then\n'
-        f'    if {{ {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha; }} 2>>{log}; }} 2>/dev/null; then\n'
+        f'    if {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha; }} 2>/dev/null || '
+        f'{{ {{ echo "memcli: commit $_memcli_sha not handed over" >> {log}; }} 2>/dev/null; false; }}; then\n'
         f'      _memcli_w= _memcli_f=\n'
         f'      {{ read -r _memcli_w _memcli_f < {inbox}/{WORKER_PID}; }} 2>/dev/null\n'
         '      case $_memcli_w.$_memcli_f in *[!0-9.]*|.*|*.) _memcli_w= ;; esac\n'

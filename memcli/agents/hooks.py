@@ -163,8 +163,13 @@ def _fast_spool(py: str, store: Path, log: str) -> str:
     one small write and a stat, never for a process."""
     inbox = shlex.quote(str(store / "inbox"))
     here = shlex.quote(str(store))
+    # flock(1) as found at install, by absolute path: one stat per commit instead of a walk of $PATH
+    # (not found at install: looked up on $PATH at each commit; gone since: the Python capture)
+    found = shutil.which("flock")
+    flock = shlex.quote(found) if found and os.path.isabs(found) else "flock"
+    has_flock = f"[ -x {flock} ]" if flock != "flock" else "command -v flock >/dev/null 2>&1"
     return (
-        f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && command -v flock >/dev/null 2>&1 && '
+        f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && {has_flock} && '
         f'{{ [ ! -d "$PWD/.memcli" ] || [ "$PWD/.memcli" = {here} ]; }}; then\n'
         f'    if {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha; }} 2>/dev/null || '
         f'{{ {{ echo "memcli: commit $_memcli_sha not handed over" >> {log}; }} 2>/dev/null; false; }}; then\n'
@@ -172,7 +177,7 @@ def _fast_spool(py: str, store: Path, log: str) -> str:
         f'      {{ read -r _memcli_w _memcli_f < {inbox}/{WORKER_PID}; }} 2>/dev/null\n'
         '      case $_memcli_w.$_memcli_f in *[!0-9.]*|.*|*.) _memcli_w= ;; esac\n'
         f'      if [ -z "$_memcli_w" ] || ! [ "/proc/$_memcli_w/fd/$_memcli_f" -ef {inbox}/{WORKER_LOCK} ]; then\n'
-        f'        {{ flock -n {inbox}/{WORKER_LOCK} true && '
+        f'        {{ {flock} -n {inbox}/{WORKER_LOCK} true && '
         f'exec nice -n 10 {py} -m memcli.agents.spool --store {here}; }} </dev/null >/dev/null 2>>{log} &\n'
         '      fi\n'
         '    fi\n'

@@ -117,3 +117,45 @@ def test_repeats_within_one_input_are_still_found(tmp_path: Path, monkeypatch: p
     assert all(e.reasoning.startswith("repeats a fact of this input") for e in repeats)
     assert calls[0] <= 2 * 40  # the repeats, not every similar earlier fact
     store.close()
+
+
+def test_the_words_index_finds_what_the_similarities_find() -> None:
+    """From INDEXED_FROM planned memories on, a fact's words are looked up first and the
+    similarities computed only if need be: the memories worth relating are the same as the full
+    product and `_may_be_same` find (texts of the judged pairs, their rewordings, alike facts and
+    exact repeats, with the test embedder's vectors)."""
+    from memcli.core.memory import Memory
+    from memcli.ops.add import ThisInput
+    from memcli.services.embed import Embedder
+
+    judged = [t for p in PAIRS for t in (p["old"], p["new"])]
+    texts = list(dict.fromkeys(judged[::2] + REFS[::2]
+                               + [f"The deploy script uses port {i} for the staging server." for i in range(300)]))
+    rnd = random.Random(22)
+    queries = (judged[1::2] + REFS[1::2] + rnd.sample(texts, 20) + [t + " now" for t in rnd.sample(texts, 20)]
+               + [f"The deploy script uses port {i} for the staging server" for i in (5, 7, 999, 1000, 1001)])
+    vecs = Embedder(HASH).embed(texts + queries)
+    indexed, plain = ThisInput(), ThisInput()
+    plain.INDEXED_FROM = 10**9
+    indexed.INDEXED_FROM = 256
+    for n, (text, vec) in enumerate(zip(texts, vecs)):
+        for batch in (indexed, plain):
+            batch.append((vec, Memory(id=f"m{n}", text=text)))
+    assert indexed.indexed and not plain.indexed
+    products = [0]
+    full = indexed.candidates
+
+    def counted(*a):
+        products[0] += 1
+        return full(*a)
+
+    indexed.candidates = counted  # type: ignore[method-assign]
+    found = asked = 0
+    for q, vec in zip(queries, vecs[len(texts):]):
+        for threshold in (0.85, 0.7):
+            got, _ = indexed.worth_relating(q, vec, threshold)
+            want, _ = plain.worth_relating(q, vec, threshold)
+            assert got == want, q
+            found += bool(want)
+            asked += 1
+    assert found > 20 and products[0] < asked / 2  # most facts ruled out without the full product

@@ -488,7 +488,9 @@ class ThisInput:
     relate says DISTINCT without looking). Of those, `relate` reads only the ones `_may_be_same`
     lets through: a similar input (a changelog, a chat log, commit messages) has up to
     `MAX_COMPARED` candidates for every fact, nearly all of them another value or another
-    subject, and a `relate` call costs as much as planning the fact itself."""
+    subject, and a `relate` call costs as much as planning the fact itself. From INDEXED_FROM
+    planned memories on, the fact's words are looked up first (`worth_relating`), so that the
+    product with every earlier fact, the last n^2 of an add, is computed only when it can matter."""
 
     MAX_COMPARED = 24
     #: from this many planned memories on, a fact's words are looked up first (`worth_relating`):

@@ -20,7 +20,11 @@ Burst (`--burst 30`): 30 back-to-back commits (a rebase, a scripted series) in c
 repository with no hook, an empty hook and memcli's, in rotating order, in one run, with the store on the REAL embedding
 model: the commit-time ratio (target <= 1.2x), how many memcli processes for the store and how
 many model-loaded workers (RSS > 60 MB) were alive at once (target: one worker), and, after it
-drained, how long a quiet commit's memory takes to appear (target <= 5 s).
+drained, how long a quiet commit's memory takes to appear (target <= 5 s). Beside the median
+wall ratio it prints the median of each round's ratio (the three commits of a round are made
+back to back, so a moment of load from other jobs moves all three: the paired figure is the
+steadier one on a shared machine) and the ratio of the commits' CPU (git and the hook it waits
+for, not the detached worker).
 
 Claude Code: the installed Stop command (`python -S -c ... claude-code`: it redacts, then spools)
 on a transcript that grew by a few turns, beside a bare `python -S -c pass`. Target: < 100 ms.
@@ -214,15 +218,19 @@ def bench_burst(work: Path, commits: int) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
     t_burst = time.perf_counter()
     for i in range(commits):
         for v in VARIANTS[i % 3:] + VARIANTS[: i % 3]:
             (repos[v] / f"f{i}.txt").write_text(f"{i}\n")
             p = subprocess.run(["git", "add", f"f{i}.txt"], cwd=repos[v], env=env_model, capture_output=True)
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             p = subprocess.run(["git", "commit", "-q", "-m", f"Use connection pool size {i} for the billing "
                                 f"service (burst commit {i})"], cwd=repos[v], env=env_model, capture_output=True)
             wall[v].append((time.perf_counter() - t0) * 1000)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[v].append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000)
             assert p.returncode == 0, p.stderr
     burst_s = time.perf_counter() - t_burst
     idle(store, quiet=1.0, timeout=600)
@@ -246,14 +254,20 @@ def bench_burst(work: Path, commits: int) -> None:
     b, h = statistics.median(wall["no hook"]), statistics.median(wall["memcli hook"])
     e = statistics.median(wall["empty hook"])
     mean_ratio = statistics.mean(wall["memcli hook"]) / statistics.mean(wall["no hook"])
+    # each round commits once in every copy, back to back: the ratio within a round cancels the
+    # load that other jobs put on the machine for a moment, which moves every commit of the round
+    paired = statistics.median(h / b for h, b in zip(wall["memcli hook"], wall["no hook"]))
+    cpu_ratio = statistics.median(cpu["memcli hook"]) / statistics.median(cpu["no hook"])
     print()
-    print(table(["burst of back-to-back commits", "median ms", "mean ms", "p95 ms", "runs"], [
-        [v, f"{statistics.median(w):.1f}", f"{statistics.mean(w):.1f}", f"{pct(w, 0.95):.1f}", len(w)]
-        for v, w in wall.items()]))
+    print(table(["burst of back-to-back commits", "median ms", "mean ms", "p95 ms", "CPU ms (median)", "runs"], [
+        [v, f"{statistics.median(w):.1f}", f"{statistics.mean(w):.1f}", f"{pct(w, 0.95):.1f}",
+         f"{statistics.median(cpu[v]):.1f}", len(w)] for v, w in wall.items()]))
     print()
     print(table(["metric", "value", "target", "verdict"], [
         ["burst: commit with memcli's hook / no hook (median wall)", f"{h / b:.2f}", "<= 1.2", verdict(h / b <= 1.2)],
         ["burst: the same, mean wall", f"{mean_ratio:.2f}", "<= 1.2", verdict(mean_ratio <= 1.2)],
+        ["burst: the same, median of the rounds' ratios (paired)", f"{paired:.2f}", "<= 1.2", verdict(paired <= 1.2)],
+        ["burst: the same, CPU of the commit and its hook (median)", f"{cpu_ratio:.2f}", "", ""],
         ["burst: an empty hook / no hook (the floor of any hook)", f"{e / b:.2f}", "", ""],
         ["burst: memcli's hook / an empty hook (median wall)", f"{h / e:.2f}", "", ""],
         ["memcli processes for the store alive at once (peak)", str(peak["procs"]), "", ""],

@@ -7,7 +7,9 @@ a hook in another language is moved aside to `<name>.memcli-chained` and called 
 block reads the commit id synchronously (shell built-ins reading the ref git just wrote) and hands
 everything else to ONE background process (a single fork, no subshell), so a commit waits for
 memcli no longer than for an empty hook plus one fork: that process spools the message and runs
-the worker. What it prints goes to `<common dir>/memcli-hook.log`, never to git's output.
+the worker. While the store's worker runs (a burst: a rebase, a script), the block only writes the
+commit's id into the inbox, with built-ins, and starts no process at all (`_fast_spool`). What it
+prints goes to `<common dir>/memcli-hook.log`, never to git's output.
 Uninstall removes exactly the block (and restores a moved hook).
 
 Claude Code: entries are merged into `.claude/settings.json` (project), `.claude/settings.local.json`
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcli.agents.spool import WORKER_LOCK
+from memcli.agents.spool import WORKER_LOCK, WORKER_PID
 from memcli.core.discovery import HOOK_LOG
 from memcli.core.errors import MemcliError
 from memcli.storage.atomic import atomic_write
@@ -149,19 +151,36 @@ def _fast_spool(py: str, store: Path, log: str) -> str:
     """The post-commit fast path (the first half of an if/else whose else is the Python capture).
 
     When flock(1) exists and the store is the one found at install time, the hook writes
-    `inbox/git-<sha>.sha` (the commit and the directory, with shell built-ins) and only then
-    checks the worker lock: held, the running worker takes the commit (it looks for `.sha` items
-    again after releasing the lock, and the file was written before the check); free, the worker
-    starts and takes it. The commit's message, skip rules and redaction are read by the worker,
-    so a burst of commits runs one Python process, not one per commit. One background fork, as
-    ever; nothing here is waited for."""
+    `inbox/git-<sha>.sha` (the commit and the directory, with shell built-ins); the commit's
+    message, skip rules and redaction are read by the worker. Then, when `inbox/.worker.pid`
+    names a live worker of this store ("<pid> <fd>": `/proc/<pid>/fd/<fd>` is the worker lock's
+    file, one `test -ef`), nothing more: that worker looks for hand-overs again after removing
+    the file (memcli/agents/spool.py `main`), and this hook read it before, so a burst of commits
+    (a rebase, a script) costs no process at all past the first. Otherwise (no /proc, no worker,
+    a stale pid) one background fork checks the worker lock: held, the running worker takes the
+    commit (it looks for `.sha` items again after releasing the lock, and the file was written
+    before the check); free, the worker starts and takes it. The commit waits for a few reads,
+    one small write and a stat, never for a process."""
     inbox = shlex.quote(str(store / "inbox"))
     here = shlex.quote(str(store))
+    # flock(1) as found at install, by absolute path: one stat per commit instead of a walk of $PATH
+    # (not found at install: looked up on $PATH at each commit; gone since: the Python capture)
+    found = shutil.which("flock")
+    flock = shlex.quote(found) if found and os.path.isabs(found) else "flock"
+    has_flock = f"[ -x {flock} ]" if flock != "flock" else "command -v flock >/dev/null 2>&1"
     return (
-        f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && command -v flock >/dev/null 2>&1 && '
+        f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && {has_flock} && '
         f'{{ [ ! -d "$PWD/.memcli" ] || [ "$PWD/.memcli" = {here} ]; }}; then\n'
-        f'    {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha && flock -n {inbox}/{WORKER_LOCK} true && '
+        f'    if {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha; }} 2>/dev/null || '
+        f'{{ {{ echo "memcli: commit $_memcli_sha not handed over" >> {log}; }} 2>/dev/null; false; }}; then\n'
+        f'      _memcli_w= _memcli_f=\n'
+        f'      {{ read -r _memcli_w _memcli_f < {inbox}/{WORKER_PID}; }} 2>/dev/null\n'
+        '      case $_memcli_w.$_memcli_f in *[!0-9.]*|.*|*.) _memcli_w= ;; esac\n'
+        f'      if [ -z "$_memcli_w" ] || ! [ "/proc/$_memcli_w/fd/$_memcli_f" -ef {inbox}/{WORKER_LOCK} ]; then\n'
+        f'        {{ {flock} -n {inbox}/{WORKER_LOCK} true && '
         f'exec nice -n 10 {py} -m memcli.agents.spool --store {here}; }} </dev/null >/dev/null 2>>{log} &\n'
+        '      fi\n'
+        '    fi\n'
         '  else\n'
     )
 

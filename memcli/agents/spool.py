@@ -751,7 +751,12 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m memcli.agents.spool --store STORE`: the detached worker. Exits at once (before loading
-    the model) when another worker holds the lock."""
+    the model) when another worker holds the lock.
+
+    While it runs, `inbox/.worker.pid` names it: a post-commit hook that finds this worker alive
+    there only writes its `git-<sha>.sha` (memcli/agents/hooks.py `_fast_spool`), starting no
+    process at all. The file goes before the worker's last look for hand-overs, so a commit whose
+    hook read it is always taken."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m memcli.agents.spool")
@@ -762,8 +767,27 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError):  # started by hand on a store that never spooled anything
         d.mkdir(exist_ok=True)
     held = _try_lock(d / WORKER_LOCK)  # kept from here: a hook that sees it held knows work is under way
-    if held is None:
-        return 0
+    for _ in range(5):  # bounded: a hook that keeps committing is served by the next worker
+        if held is None:
+            return 0
+        tag = _mark_alive(d)
+        try:
+            rc = _work(store_path, held)
+        finally:
+            _unmark_alive(d, tag)
+        # a hook that read the pid file before it went started nothing: its commit is taken now
+        if rc or not commits_waiting(store_path):
+            return rc
+        held = _try_lock(d / WORKER_LOCK)  # (held: another worker runs, and looks again as this one did)
+    return 0
+
+
+def _work(store_path: Path, held: int) -> int:
+    """The worker's run, under the worker lock (`held`, released by `process`): the inbox, the
+    provisional vectors, and whatever was spooled meanwhile."""
+    d = inbox_dir(store_path)
+    if _burst_under_way(d):  # before anything is imported or loaded: the burst's CPU is the commits'
+        _settle(d)
     from memcli.ops.handle import Store
 
     store = Store(store_path)
@@ -775,7 +799,9 @@ def main(argv: list[str] | None = None) -> int:
                     or any(p.name not in report_files(report) for p in pending(store_path))):
                 break
             # spooled, or handed over, while this worker refreshed or released its lock (their
-            # hooks found the lock held: they wrote first and looked second, so this look sees them)
+            # hooks found the lock held: they wrote first and looked second, so this look sees them).
+            # More came while it worked: a burst (a rebase, a script); the rest of it is taken at once
+            _settle(d)
             again = process(store, force=False)
             report.done += again.done
             report.waiting += again.waiting
@@ -789,6 +815,80 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         store.close()
     return 0
+
+
+WORKER_PID = ".worker.pid"  # inbox/: "<pid> <fd>" of the worker that runs (see `main`, `_mark_alive`)
+
+#: a burst (a rebase, a scripted series, commits back to back) is over when no input was handed
+#: over for this long; the worker waits for that, at most SETTLE_MAX, rather than embed and write
+#: between the commits on a CPU they want: the burst is then one round (one commit of the store)
+QUIET = 0.4
+SETTLE_MAX = 30.0
+
+
+def _mark_alive(d: Path) -> int | None:
+    """Name this worker in `inbox/.worker.pid`: "<pid> <fd>", the fd one it keeps open on the
+    worker lock's file (the fd returned, closed by `_unmark_alive`). A hook checks it with one
+    `stat`: `/proc/<pid>/fd/<fd>` is that file only in a live process that opened it, whatever
+    process a stale pid names now. The file is replaced, never written through (a planted link
+    stays a link nobody follows), and not synced: lost in a crash, it costs the next hook a look."""
+    try:
+        tag = os.open(d / WORKER_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    tmp = d / f".worker.pid.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            os.write(fd, f"{os.getpid()} {tag}\n".encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, d / WORKER_PID)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return tag
+
+
+def _unmark_alive(d: Path, tag: int | None) -> None:
+    """Remove `inbox/.worker.pid` when it names this worker (another's is its own to remove), then
+    close the fd it names."""
+    if tag is None:
+        return
+    path = d / WORKER_PID
+    with contextlib.suppress(OSError):
+        if not path.is_symlink() and path.read_text(encoding="ascii").split() == [str(os.getpid()), str(tag)]:
+            path.unlink()
+    os.close(tag)
+
+
+def _handed_over(d: Path) -> list[int]:
+    """The modification times (ns) of the inputs waiting in the inbox: commits handed over and items spooled."""
+    times = []
+    for pattern in ("git-*.sha", "*.json"):
+        for p in d.glob(pattern):
+            with contextlib.suppress(OSError):
+                times.append(p.stat().st_mtime_ns)
+    return times
+
+
+def _burst_under_way(d: Path, quiet: float = QUIET) -> bool:
+    """More than the one input that started this worker arrived within the last `quiet` seconds:
+    commits are coming back to back. (A single commit is taken at once: its memory is due in a
+    few seconds.)"""
+    since = time.time_ns() - int(quiet * 1e9)
+    return sum(t >= since for t in _handed_over(d)) > 1
+
+
+def _settle(d: Path, quiet: float = QUIET, most: float = SETTLE_MAX) -> None:
+    """Wait until no input was handed over for `quiet` seconds (at most `most` in all), sleeping:
+    the commits of a burst are taken in one round once it is over."""
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        age = (time.time_ns() - max(_handed_over(d), default=0)) / 1e9
+        if age >= quiet:
+            return
+        time.sleep(min(quiet - age, 0.1) + 0.005)
 
 
 def report_files(report: ProcessReport) -> set[str]:

@@ -847,7 +847,7 @@ class Said:
     normalised text, and the words of the text as written and without its references and call
     parentheses (relate reads the latter when both texts keep two words or more without them)."""
 
-    __slots__ = ("text", "normal", "_plain", "_bare", "_counted")
+    __slots__ = ("text", "normal", "_plain", "_bare", "_bare_words", "_counted")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -855,6 +855,7 @@ class Said:
         self._plain: _Words | None = None
         bare = _CALLED_RE.sub(r"\1", strip_refs(text))
         self._bare = None if bare == text else bare  # None: the text has nothing to drop
+        self._bare_words: _Words | None = None
         self._counted: bool | None = None
 
     @property
@@ -877,7 +878,9 @@ class Said:
         """(content stems, content stems and identifier parts, specific stems) of the text, or
         of the text without its references."""
         if bare and self._bare is not None:
-            return _words(self._bare)
+            if self._bare_words is None:
+                self._bare_words = _words(self._bare)
+            return self._bare_words
         if self._plain is None:
             self._plain = _words(self.text)
         return self._plain

@@ -246,6 +246,13 @@ def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
     "Add thread-safety note on the `Client` docstring (#2380)",  # encode/httpx: a code name
     "Test for insert CLI with multiple --pk, refs #621",  # simonw/sqlite-utils: a test of a feature
     "Fix docs build\n\nSphinx 7 no longer accepts the html_theme_path setting, so it is dropped.",  # a cause
+    # a rule's keyword inside what is really a package, a packaging step, CI work or changelog tooling
+    "Add missing dependency on typing-extensions",  # jazzband/pip-tools: a package, not typing work
+    "Add tests and requirements.txt to sdist (#2927)",  # encode/httpx: what the sdist ships
+    "Update CI to test both Intel and ARM macOS",  # jazzband/pip-tools: what CI runs on
+    "Add script to make sure CHANGELOG is always in sync with `__version__` (#2297)",  # encode/httpx: a check
+    "Add a pre-commit hook for changelog filenames",  # jazzband/pip-tools: a hook the project runs
+    "Bump docs constraints pip-tools runtime to 3.13",  # jazzband/pip-tools: names the value it bumps to
 ])
 def test_the_same_kinds_of_work_that_name_or_explain_something_are_kept(message):
     texts, why = commit_facts(message)

@@ -50,12 +50,15 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                            r"|^(?:\w+ ){0,2}(?:adjustments|changes|fixes|tweaks) (?:from|per"
                            r"|after) (?:the )?(?:code |pr )?"
                            r"(?:review|feedback)\b"),
-    ("changelog_edit", r"^(?:further |also )?(?:add|adds|added|update|updated|adjust|polish|fix|fixes|tidy"
+    ("changelog_edit", r"^(?!.*\b(?:scripts?|hooks?|ci|jobs?|workflows?|gitignore)\b)"
+                       r"(?:further |also )?(?:add|adds|added|update|updated|adjust|polish|fix|fixes|tidy"
                        r"|tidy up|refine|improve|sharpen|sharper|link|edit|reword|normalize)\b"
                        r"(?:(?! markdown| myst| rename| convert| sdist).)*\b(?:changelogs?|"
                        r"change ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)(?: entry| entries)?\b"),
     ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b(?!:)"
-                   r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)(?: \w+){0,2} tests?\b"),
+                   r"(?!.*\bto (?:the )?(?:sdist|wheels?|manifest|package|distribution|tarball)\b)"
+                   r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)"
+                   r"(?: \w+){0,2}(?<! to) tests?\b"),
     ("release", r"^(?:release|releasing|release version|prepare(?: for)? release|preparing release|prepare|version|"
                 r"bump version|"
                 r"bump to version|tag|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
@@ -91,7 +94,7 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
                    r"(?: (?:to|in|on|for)"
                    r" \S+)?(?:,? and (?:update|fix) (?:the )?style)?$"),
     ("typing_only", r"^(?:add|fix|improve|apply|update|expand)\w*\b[^;]{0,40}\b(?:type[- ]?(?:annotations?|hints?"
-                    r"|check(?:ing|s)?)|annotations?|typing)\b|^type[- ]hint"),
+                    r"|check(?:ing|s)?)|annotations?|typing)\b(?![-.])|^type[- ]hint"),
     ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}\bcomments?\b"),
     ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
                  r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"),
@@ -99,7 +102,7 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
     ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"
                    r"|^test `|^(?:restore[sd]?|improve[sd]?|expand|extend|use|ensure|check|verify|describe|skip"
                    r"|parametrize|rename|split|update|refactor|rewrite|simplify)\b"
-                   r"[^;]{0,60}(?:\btests?\b|\btest suite\b|\btest[- ]cases?\b|\btest_\w+|\bfixtures?\b"
+                   r"[^;]{0,60}(?:(?<!\bto )\btests?\b|\btest suite\b|\btest[- ]cases?\b|\btest_\w+|\bfixtures?\b"
                    r"|\bedge[- ]cases?\b|\bpytest\b|\btmp_path\b|\bconftest\b)"
                    r"|^add\w*\b[^;]{0,60}\b(?:edge[- ]cases?|fixtures?|test_\w+)"),
     ("lint_only", r"^make (?:\S+ ){0,2}happy$|^(?:adjust|fix|silence)\w* (?:for |a )?(?:mypy|pyright|flake8|pylint|"
@@ -177,7 +180,7 @@ def junk_reason(message: str) -> str | None:
     bare = _bare_reason(subject, raw, low, message)
     if bare:
         return bare
-    if _GROUP_RE.search(subject) and not bumps(message):
+    if _GROUP_RE.search(subject) and not bumps(message) and not re.search(r"\bto v?\d", low):
         return "no_values"  # "Bump the python-packages group with 11 updates" and no package named
     words = re.findall(r"[\w'.\-/]+", low)
     if len(words) <= 3 and all(w.strip(".") in _VAGUE_WORDS for w in words):

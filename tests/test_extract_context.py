@@ -4,6 +4,8 @@ still skipped."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memcli.services.extract import heuristic_extract
@@ -108,3 +110,18 @@ def test_a_secret_is_redacted_in_place_and_the_rest_of_the_line_kept(hash_cli, l
     hash_cli("add", "-", input=line)
     (m,) = json.loads(hash_cli("list", "--json").stdout)["memories"]
     assert kept in m["text"] and secret not in m["text"] and "[REDACTED:" in m["text"]
+
+
+def test_a_section_whose_heading_is_a_gerund_is_kept_by_add(hash_cli):
+    """A runbook section titled "Deploying to staging" reads like an agent's progress line once its
+    heading is joined ("Deploying to staging: Build ..."): `add` keeps it, while a bare progress line
+    or a status after a gerund title is still skipped as narration."""
+    section = ("## Deploying to staging\n\nBuild the image with `make image`. Push it with `make push`. "
+               "Then run `./deploy.sh staging` and watch the logs in Grafana.")
+    out = json.loads(hash_cli("add", "--no-llm", "--json", section).output)
+    assert [m["text"] for m in out["memory"]] == [
+        "Deploying to staging: Build the image with `make image`. Push it with `make push`. "
+        "Then run `./deploy.sh staging` and watch the logs in Grafana."]
+    for said in ("Writing the analyzer in parallel now.", "Checking the tests: All 31 tests pass."):
+        out = json.loads(hash_cli("add", "--no-llm", "--json", said).output)
+        assert out["memory"] == [] and out["extraction"]["skipped_pieces"][0]["rule"] == "narration"

@@ -90,6 +90,9 @@ _OFFER = re.compile(
 )
 # An assistant's sentence that opens with a gerund is a progress line ("Now updating PLAN.md so ...",
 # "Deriving `complete` from the scan ..."), unless the gerund is the subject ("Running X prints Y").
+#: a section heading joined to its paragraph ("Deploying to staging: Build the image ..."): a runbook
+#: step, not an agent's progress line; what follows the title is judged instead
+_GERUND_TITLE = re.compile(r"^[A-Z][a-z]+ing\b[^:.!?\n]{0,60}:\s+(?=(?:\S+\s+){5})")
 _GERUND_LEAD = re.compile(
     r"^(?:now |also |still |first |then |next,? )?(?!using\b)[a-z]+ing\b"
     r"(?! (?:is|are|was|were|has|makes|requires|needs|means|keeps|breaks|fails|works|takes|returns|prints|gives"
@@ -218,6 +221,9 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
 
     first_line = prose.split("\n", 1)[0]
     unbold = prose.replace("**", "")
+    titled = _GERUND_TITLE.match(unbold)
+    if titled:
+        unbold = unbold[titled.end():]
     if _NARRATION.match(unbold) and not _worth_despite_narration(prose, body):
         return "narration"
     if _CJK_NARRATION.search(first_line):

@@ -125,3 +125,26 @@ def test_a_section_whose_heading_is_a_gerund_is_kept_by_add(hash_cli):
     for said in ("Writing the analyzer in parallel now.", "Checking the tests: All 31 tests pass."):
         out = json.loads(hash_cli("add", "--no-llm", "--json", said).output)
         assert out["memory"] == [] and out["extraction"]["skipped_pieces"][0]["rule"] == "narration"
+
+
+def test_a_decision_records_one_word_sections_keep_the_records_title():
+    """An ADR's "Context" / "Decision" / "Consequences" sections: one memory each, prefixed with the
+    record's title, since "One fewer service to operate." alone says nothing."""
+    adr = ("# Use PostgreSQL for the job queue\n\nDate: 2024-05-02\n\n## Context\n\nWe ran the job queue on "
+           "Redis with RQ. Jobs were lost twice when Redis restarted without persistence.\n\n## Decision\n\n"
+           "We will move the job queue to PostgreSQL using procrastinate.\n\n## Consequences\n\n"
+           "One fewer service to operate. Throughput is capped at roughly 500 jobs/s.\n")
+    assert texts(adr) == [
+        "Use PostgreSQL for the job queue — Context: We ran the job queue on Redis with RQ. Jobs were lost "
+        "twice when Redis restarted without persistence.",
+        "Use PostgreSQL for the job queue — Decision: We will move the job queue to PostgreSQL using procrastinate.",
+        "Use PostgreSQL for the job queue — Consequences: One fewer service to operate. Throughput is capped "
+        "at roughly 500 jobs/s.",
+    ]
+
+
+def test_speaker_headings_of_an_exported_chat_are_not_sections():
+    chat = ("# Chat about the deploy\n\n## User\n\nHow do we deploy the API to staging these days?\n\n"
+            "## Assistant\n\nWe deploy the API with Kamal now. The staging host is api-staging.internal.\n")
+    got = texts(chat)
+    assert "We deploy the API with Kamal now." in got and not any("Assistant:" in t for t in got)

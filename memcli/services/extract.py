@@ -838,6 +838,7 @@ class _Scanner:
         self.commit = False
         self.gap = False  # a blank line separates attach_to from what follows
         self.heading: str | None = None  # a heading whose first paragraph has not been read yet
+        self.title: str | None = None  # the document's title (its first heading), for one-word sections
         self.cause: _Cand | None = None  # a stack trace's cause line, waiting for the sentence explaining it
 
     # -- paragraph handling -------------------------------------------------------------------
@@ -912,6 +913,18 @@ class _Scanner:
         self.flush()
         self.attach_to = None
 
+    def _section(self, title: str) -> str | None:
+        """What a section's paragraph is prefixed with: its heading ("Deploying to staging"); a
+        one-word heading with the document's title ("Use PostgreSQL for jobs — Decision"), since
+        "Consequences: One fewer service to operate." says nothing alone (a decision record)."""
+        if not title or title.endswith(":") or title.lower() in _SPEAKER_HEADINGS:
+            return None  # "## User" / "## Assistant" in an exported chat names a speaker, not a section
+        if self.title is None and not self.cands and self.para_id == 0:  # the text opens with it
+            self.title = title if len(title.split()) >= 2 else None
+        if len(title.split()) >= 2:
+            return title
+        return f"{self.title} — {title}" if self.title else title
+
     # -- main loop ----------------------------------------------------------------------------
     def run(self, text: str) -> None:
         lines = text.split("\n")
@@ -965,7 +978,7 @@ class _Scanner:
                     if not self.commit:
                         self.heading_tags = _tags_in_order(heading.group(1))
                         title = heading.group(1).strip().strip("*_").strip()
-                        self.heading = title if len(title.split()) >= 2 and not title.endswith(":") else None
+                        self.heading = self._section(title)
                     self.prompt_turn = None
                     continue
             if c0 in "-*_<" and (_HRULE_RE.match(line) or _TAG_ONLY_RE.match(line)):
@@ -1068,6 +1081,8 @@ _URL_RE = lazy_compile(r"\bhttps?://[\w.-]+\.[a-z]{2,}\S*")
 _TRACEBACK_RE = lazy_compile(r"^\s*Traceback \(most recent call last\):\s*$")
 _FRAME_RE = lazy_compile(r"^\s*(?:File \".*\", line \d+|at [\w.$<>]+[ (]|\.\.\.\s*\d* more|\^+\s*$)")
 _HEADED_PARAGRAPH_MAX = 1200
+_SPEAKER_HEADINGS = frozenset("user assistant human ai system claude chatgpt gpt you me bot model question answer q a"
+                              .split())
 
 
 _NAMED_SPEAKER_RE = lazy_compile(r"^\s*([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}):\s+(?=\S)")

@@ -172,7 +172,10 @@ def _fast_spool(py: str, store: Path, log: str) -> str:
         f'  if [ -z "${{MEMCLI_STORE-}}" ] && [ -d {inbox} ] && {has_flock} && '
         f'{{ [ ! -d "$PWD/.memcli" ] || [ "$PWD/.memcli" = {here} ]; }}; then\n'
         f'    if {{ printf \'%s\\n\' "$PWD" > {inbox}/git-"$_memcli_sha".sha; }} 2>/dev/null || '
-        f'{{ {{ echo "memcli: commit $_memcli_sha not handed over" >> {log}; }} 2>/dev/null; false; }}; then\n'
+        # (failed: the shell's reason, asked again in a subshell only then, goes on the log's one line)
+        f'{{ _memcli_e=$({{ : >> {inbox}/git-"$_memcli_sha".sha; }} 2>&1); '
+        f'{{ echo "memcli: commit $_memcli_sha not handed over: ${{_memcli_e##*: }}" >> {log}; }} 2>/dev/null; '
+        f'false; }}; then\n'
         f'      _memcli_w= _memcli_f=\n'
         f'      {{ read -r _memcli_w _memcli_f < {inbox}/{WORKER_PID}; }} 2>/dev/null\n'
         '      case $_memcli_w.$_memcli_f in *[!0-9.]*|.*|*.) _memcli_w= ;; esac\n'

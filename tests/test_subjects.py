@@ -251,3 +251,41 @@ def test_removing_something_in_a_file_is_no_removal_of_the_file():
                   "Remove duplicate index urls in generated `requirements.txt` (version 1.8.2)", 0.7,
                   strict=True).kind != SUPERSEDES
     assert relate("Use setup.py for packaging", "Delete setup.py", 0.6, strict=True).kind == SUPERSEDES
+
+
+# psf/black, replayed through `add --batch` and read by hand: each pair was decided wrongly before
+@pytest.mark.parametrize(("old", "new", "similarity"), [
+    # a reference the sentence is about is its subject (black@0aabac4f, @45cbe572)
+    ("Add regression test for #1765 (#4530)",
+     "Add regression tests for Black’s previous inconsistent quote formatting with adjacent string literals (#4580)",
+     0.9),
+    # a docs example of an option goes, not the option (black@6296607b, @0a31a366)
+    ("feat: add --no-cache option to prevent cache during formatting (#4803)",
+     "Remove `--no-cache` docs example (#4840)", 0.9),
+    # full support of one Python and CI coverage of a newer one are two claims (black@ac28187b, @9e874952)
+    ("Fully support Python 3.13, including CI testing and wheel building (#4436)",
+     "Add CI coverage for Python 3.15 (#5127)", 0.9),
+    # one directive, two cases of it: three words swapped for three others (black@3e9dd25d, @5b470f0e)
+    ("Fix bug where # fmt: skip is not being respected with one-liner functions (#4552)",
+     "Fix `# fmt: skip` ignored in deeply nested expressions (#4883)", 0.886),
+    # a commit and a changelog item citing other pull requests are two changes (black@c970a497, CHANGES.md)
+    ("Preserve comments before fmt: skip lines (#5139)",
+     "Preserve blank lines that come immediately before a `# fmt: on` comment (#5300)", 0.9),
+])
+def test_another_case_example_or_claim_of_one_subject_is_distinct(old, new, similarity):
+    assert relate(old, new, similarity, strict=True).kind == DISTINCT
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("Drop Python 3.8 support (#4452)", "Drop support for EOL Python 3.9 (#4842)"),  # psf/black
+    ("Upgrade mypy to 1.0", "Bump mypy to 1.4"),  # two verbs that set a version make one claim
+    ("Allow rich 12", "Bump rich pin to allow version 13"),
+])
+def test_a_newer_version_in_the_same_claim_still_supersedes(old, new):
+    assert relate(old, new, 0.8, strict=True).kind == SUPERSEDES
+
+
+def test_the_same_subject_committed_twice_under_two_pull_requests_is_still_known():
+    old = "Bump actions/setup-python from 6.1.0 to 6.2.0 (#4977)"
+    new = "Bump actions/setup-python from 6.1.0 to 6.2.0 (#5014)"
+    assert relate(old, new, 0.99, strict=True).kind == SAME  # psf/black: one bump, merged twice

@@ -579,6 +579,11 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     # a text is about (options, code names, packages) are its subject: two texts that both name
     # some must name the same ones (memcli.rules.subjects)
     # references are dropped, and a called name is the name ("`get_pager_file()`" is "`get_pager_file`")
+    refs_o, refs_n = set(_REFS_RE.findall(old)), set(_REFS_RE.findall(new))
+    named = (_named_refs(old) - refs_n) | (_named_refs(new) - refs_o)
+    if refs_o and refs_n and named:
+        # "Add regression test for #1765": a reference the text is about is its subject
+        return Relation(DISTINCT, lambda: f"different subject: {_refs(named)}")
     so, sn = _CALLED_RE.sub(r"\1", strip_refs(old)), _CALLED_RE.sub(r"\1", strip_refs(new))
     if _content_count(so) >= 2 and _content_count(sn) >= 2:  # "Reconcile #2811 and #2840": the refs are all it says
         old, new = so, sn
@@ -596,6 +601,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         if restated:
             return Relation(SUPERSEDES, f"new version: {restated}", contradiction=True)
     rel = _by_words(old, new, similarity, threshold)
+    if rel.kind in (SAME, REFINES) and strict and refs_o and refs_n and not refs_o & refs_n:
+        # two commit subjects or changelog items citing other pull requests are two changes, however
+        # alike their words ("Preserve comments before fmt: skip lines (#5139)" / "... (#5300)")
+        return Relation(DISTINCT, lambda: f"another change: {_refs(refs_o)} vs {_refs(refs_n)}")
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
     if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
@@ -613,6 +622,18 @@ _STRONG_CHANGE_RE = lazy_compile(
 
 
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
+_REFS_RE = lazy_compile(r"(?<![\w/&])#(\d+)\b")
+#: a reference the sentence is about ("regression test for #1765", "Fix #4653 If guard explosion"),
+#: not its provenance ("(#4530)", "closes #382")
+_NAMED_REF_RE = lazy_compile(r"(?<!\()\b(?:for|of|about|regarding)\s+#(\d+)\b|^\W*\w+\s+#(\d+)\s+[A-Za-z]", re.I)
+
+
+def _named_refs(text: str) -> set[str]:
+    return {g for m in _NAMED_REF_RE.finditer(text) for g in m.groups() if g}
+
+
+def _refs(numbers: set[str]) -> str:
+    return ", ".join(f"#{n}" for n in sorted(numbers, key=int))
 
 
 def _content_count(text: str) -> int:
@@ -708,7 +729,9 @@ def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relati
     if r_spec and not added:
         return Relation(SAME if similarity >= threshold else DISTINCT,
                         (lambda: f"says less ({similarity:.2f})") if similarity >= threshold else "says something else")
-    if similarity >= threshold and not r_spec:
+    if similarity >= threshold and not r_spec and not (len(removed) >= 3 and len(added) >= 3):
+        # (three words or more swapped for three others is another case of the thing, not a rewording:
+        # "... with one-liner functions" / "... in deeply nested expressions")
         if a_spec or len(added) > len(removed):
             return Relation(REFINES, lambda: f"rewording that adds {_short(set(a.text for a in added.values()))}")
         return Relation(SAME, lambda: f"rewording ({similarity:.2f})")

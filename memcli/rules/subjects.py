@@ -148,6 +148,29 @@ _VERSION_RE = lazy_compile(r"(?<![\w.])v?\d+(?:\.\d+)+\w*|(?<![\w.])\d(?![\w.])"
 _WORDS_RE = lazy_compile(r"[a-z][a-z0-9_\-]*")
 
 
+#: verbs that all set a package's version: "Upgrade mypy" and "Bump mypy to 1.4" make one claim
+_SET_VERBS = frozenset("bump bumps bumped update updates updated upgrade upgrades upgraded pin pins pinned require "
+                       "requires required use uses used move moves moved switch switches switched set sets allow allows"
+                       .split())
+_CLAIM_STOP = frozenset("a an the to from of for and or in on at with by version versions v now".split())
+
+
+def _claim_words(key: str, text: str) -> set[str]:
+    words = _WORDS_RE.findall(_VERSION_RE.sub(" ", text.lower()))
+    return {"set" if w in _SET_VERBS else w.rstrip("s") for w in words if w not in _CLAIM_STOP and w != key}
+
+
+def _same_claim(key: str, old: str, new: str) -> bool:
+    """Two versions of one package make the same claim when the rest of the texts share half their
+    words: "Drop Python 3.8 support" / "Drop support for EOL Python 3.9" do; "Fully support Python
+    3.13, including CI testing and wheel building" / "Add CI coverage for Python 3.15" do not (3.13
+    is still supported: a newer Python in CI adds one)."""
+    wo, wn = _claim_words(key, headline(old)), _claim_words(key, headline(new))
+    if not wo or not wn:
+        return True  # "Black 24": the version is all it says
+    return len(wo & wn) / min(len(wo), len(wn)) >= 0.5
+
+
 def _same_shape(old: str, new: str) -> bool:
     """The two texts say the same thing but for their version numbers ("Drop support for Python 2
     and 3.5" / "Drop support for Python 3.7 and 3.8"): nearly the same words once versions are gone."""
@@ -179,7 +202,7 @@ def version_change(old: str, new: str) -> str | None:
     # dropping a version and adding one are two ends of a range ("Drop Python 3.8" and "Add Python
     # 3.13" are both true): versions compare only between two statements of one kind
     vo, vn = _version_of(key, old), _version_of(key, new)
-    if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)):
+    if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)) and _same_claim(key, old, new):
         return f"{key}: {vo} -> {vn}" if vo != vn else None
     so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
     if so and sn and so != sn and _same_shape(old, new):
@@ -241,10 +264,13 @@ def _removes_a_name(text: str, verb: re.Match[str], names: frozenset[str]) -> bo
     if start:
         after = re.split(r"\b(?:in|from|of|for|on|at|when|because|so|to)\b", low[start.end():start.end() + 80],
                          maxsplit=1)[0]
-        return any(k in after for k in names)
+        # "Remove `--no-cache` docs example": an example (a test, a mention) of the name goes, not the name
+        return any(k in after for k in names) and not _ABOUT_A_NAME_RE.search(after)
     return any(k in low[max(0, verb.start() - 80):verb.start()] for k in names)
 
 
+_ABOUT_A_NAME_RE = lazy_compile(r"\b(?:docs?|documentation|examples?|mentions?|sections?|notes?|links?|badges?"
+                                r"|comments?|tests?|warnings?|snippets?|references?|entry|entries)\W*$")
 _REMOVE_FIRST_RE = lazy_compile(r"^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b", re.I)
 
 

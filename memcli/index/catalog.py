@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS mem (
     vec BLOB
 );
 CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
--- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
+-- covers sync()'s reads of the catalog, so that it reads this index instead of every row
 CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
 CREATE INDEX IF NOT EXISTS mem_tail ON mem(substr(upper(id), -8));  -- short ids (memcli/storage/ids.py)
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
@@ -149,9 +149,9 @@ class Catalog:
                 try:
                     db.execute("PRAGMA journal_mode=WAL")
                     db.execute("PRAGMA synchronous=NORMAL")
-                    # mapped reads: a search touches ~200 scattered rows, half the time of read()s at 100k
+                    # mapped reads: a search touches scattered rows
                     db.execute("PRAGMA mmap_size=1073741824")
-                    # zeroing freed pages made a prune write 4x its pages, for a copy of facts/
+                    # zeroing freed pages would multiply a prune's writes, for a copy of facts/
                     db.execute("PRAGMA secure_delete=0")
                     db.executescript(SCHEMA)
                     break
@@ -363,7 +363,7 @@ class Catalog:
     def rank_fields(self, labels: Iterable[int], vectors: dict[int, np.ndarray] | None = None
                     ) -> dict[int, RankFields]:
         """`RankFields` by label, in one query. `vectors`, if given, receives each memory's vector
-        from the same rows (zeros if none): reading them apart cost two more lookups (~0.2 ms at 100k)."""
+        from the same rows (zeros if none), saving two more lookups."""
         q = ("SELECT label, id, created, updated, confidence, json_extract(record, '$.superseded_by') IS NOT NULL, "
              + ("vec" if vectors is not None else "NULL") + " FROM mem WHERE label IN (SELECT value FROM json_each(?))")
         out: dict[int, RankFields] = {}
@@ -470,6 +470,6 @@ def _seed_catalog(src: Path, dst: Path) -> None:
 
 
 def norm_hash(text: str) -> str:
-    from memcli.services.extract import normalise  # here, not at the top: search never needs it (~15 ms of import)
+    from memcli.services.extract import normalise  # here, not at the top: search never needs it
 
     return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()

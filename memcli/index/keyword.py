@@ -1,7 +1,7 @@
 """The keyword (BM25) index: an inverted index in the catalog, scored in numpy (one dense sum a query).
 
 Not SQLite FTS5: its `ORDER BY bm25() LIMIT k` scores every row holding any query word, a cost that
-grew with the store (docs/performance.md). Each term's posting list is a few numpy arrays stored as
+grows with the store. Each term's posting list is a few numpy arrays stored as
 blobs in the catalog, changed in the same transaction as the rest of `.index/`; a change goes to a
 small delta, merged into the main lists in bulk (`update`). The results are FTS5's (tests check it
 against FTS5): SQLite's own `porter unicode61` tokenizer, a word with inner punctuation (`node.js`)
@@ -365,7 +365,7 @@ class KeywordIndex:
             if delta is not None and (term in tail or term in delta[1]):
                 cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
             else:
-                # labels as intp: numpy converts int32 indices on every use (2x the scoring cost)
+                # labels as intp: numpy would convert int32 indices on every use
                 cache[term] = Posting(_i32(labs).astype(np.intp), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
             if cache is self._shared:
                 # labels (intp), tfs, dls (int32), impacts (float64); a long list's bitmap (`holds`)

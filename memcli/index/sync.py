@@ -29,7 +29,7 @@ from memcli.services.threads import in_thread
 from memcli.storage import safety
 from memcli.storage.files import Files, json_text
 
-REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long (docs/performance.md)
+REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long
 
 
 @dataclass

@@ -791,9 +791,9 @@ def _failed_index(e: BaseException) -> bool:
 
 def _set_aside(paths: list[Path]) -> list[str]:
     """A second name (`.<name>.<token>.old.tmp`) for each file a batch will replace; returns them.
-    Replacing a file frees its blocks inside rename(2), ~0.5 ms each on ext4, one after the other;
-    with a second name the rename only swaps names and `_release` frees the files in parallel. A
-    kill leaves the names as `.*.tmp` files, which the next sync removes."""
+    Replacing a file frees its blocks inside rename(2), one after the other; with a second name the
+    rename only swaps names and `_release` frees the files in parallel. A kill leaves the names as
+    `.*.tmp` files, which the next sync removes."""
     token = f"{os.getpid():x}{os.urandom(3).hex()}"
     names = []
     for path in paths:

@@ -161,28 +161,28 @@ def blocks(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     para: list[str] = []
     code: list[str] | None = None
+
+    def end_paragraph() -> None:
+        if para:
+            out.append(("text", " ".join(para)))
+            para.clear()
+
     for line in text.splitlines():
         if code is not None:
             code.append(line)
             if _FENCE.match(line):
                 out.append(("code", "\n".join(code)))
                 code = None
-            continue
-        if _FENCE.match(line):
-            if para:
-                out.append(("text", " ".join(para)))
-                para = []
+        elif _FENCE.match(line):
+            end_paragraph()
             code = [line]
         elif not line.strip():
-            if para:
-                out.append(("text", " ".join(para)))
-                para = []
+            end_paragraph()
         else:
             para.append(line.strip())
     if code is not None:
         out.append(("code", "\n".join(code)))
-    if para:
-        out.append(("text", " ".join(para)))
+    end_paragraph()
     return out
 
 

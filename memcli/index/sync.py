@@ -105,20 +105,19 @@ class Sync:
 
     def _rebuild_reason(self, known: bool) -> str | None:
         """Why the whole sidecar must be rebuilt (format, model, vector file), or None."""
-        why = None
         model, dim = self.catalog.meta("model"), self.catalog.meta("dim")
         if self.catalog.meta("schema") != SCHEMA_VERSION and known:
-            why = "the index format changed"
-        elif model is not None and (model != self.store.config.embed_model):
-            why = f"the embedding model changed ({model} -> {self.store.config.embed_model})"
-        elif known and model is None:
-            why = "the index has no model record"
-        elif self.catalog.meta("hnsw_file") and safety.own_file(self.catalog.dir, self.catalog.meta("hnsw_file"),
-                                                                 VECTOR_FILE) is None:
-            why = "the vector file is missing"
-        elif dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
-            why = "the vector dimension changed"
-        return why
+            return "the index format changed"
+        if model is not None and (model != self.store.config.embed_model):
+            return f"the embedding model changed ({model} -> {self.store.config.embed_model})"
+        if known and model is None:
+            return "the index has no model record"
+        vector_file = self.catalog.meta("hnsw_file")
+        if vector_file and safety.own_file(self.catalog.dir, vector_file, VECTOR_FILE) is None:
+            return "the vector file is missing"
+        if dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
+            return "the vector dimension changed"
+        return None
 
     def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str], *,
                     signatures: Mapping[str, tuple[int, int]] | None = None,

@@ -450,19 +450,12 @@ def _read_records(path: Path, fmt: str, *, split: bool = False) -> Iterator[Reco
         for p in note_files(path):
             yield from note_records(p, split=split, root=path)
         return
-    name = path.name
     if fmt == "md":
         yield from note_records(path, split=split, root=path.parent)
         return
+    reader = {"jsonl": jsonl_records, "json": json_records, "csv": csv_records}[fmt]  # detect_format's
     with path.open("rb") as f:
-        if fmt == "jsonl":
-            yield from jsonl_records(f, name)
-        elif fmt == "json":
-            yield from json_records(f, name)
-        elif fmt == "csv":
-            yield from csv_records(f, name)
-        else:  # pragma: no cover - detect_format only returns the above
-            raise RecordError(f"{name}: unknown format {fmt}")
+        yield from reader(f, path.name)
 
 
 # ---------------------------------------------------------------- import

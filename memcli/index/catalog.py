@@ -26,7 +26,7 @@ import numpy as np
 from memcli.core.errors import IndexUnavailable
 from memcli.core.memory import Memory
 from memcli.core.vocab import SortKey
-from memcli.index.keyword import KeywordIndex
+from memcli.index.keyword import IN_JSON, KeywordIndex, json_list
 from memcli.storage import safety
 from memcli.storage.files import Files
 
@@ -357,18 +357,18 @@ class Catalog:
 
     def records(self, labels: Iterable[int]) -> dict[int, Memory]:
         """Memories by label, in one query."""
-        q = "SELECT label, record FROM mem WHERE label IN (SELECT value FROM json_each(?))"
-        return {label: _memory(rec) for label, rec in self.db.execute(q, (_json_ints(labels),))}
+        q = f"SELECT label, record FROM mem WHERE label {IN_JSON}"
+        return {label: _memory(rec) for label, rec in self.db.execute(q, (json_list(labels),))}
 
     def rank_fields(self, labels: Iterable[int], vectors: dict[int, np.ndarray] | None = None
                     ) -> dict[int, RankFields]:
         """`RankFields` by label, in one query. `vectors`, if given, receives each memory's vector
         from the same rows (zeros if none), saving two more lookups."""
         q = ("SELECT label, id, created, updated, confidence, json_extract(record, '$.superseded_by') IS NOT NULL, "
-             + ("vec" if vectors is not None else "NULL") + " FROM mem WHERE label IN (SELECT value FROM json_each(?))")
+             + ("vec" if vectors is not None else "NULL") + f" FROM mem WHERE label {IN_JSON}")
         out: dict[int, RankFields] = {}
         zero = None
-        for label, mid, created, updated, conf, sup, vec in self.db.execute(q, (_json_ints(labels),)):
+        for label, mid, created, updated, conf, sup, vec in self.db.execute(q, (json_list(labels),)):
             out[label] = RankFields(mid, created, updated, 0.8 if conf is None else conf, bool(sup))
             if vectors is not None:
                 if vec is None:
@@ -381,8 +381,8 @@ class Catalog:
         dim = self._dim()
         if not labels:
             return np.zeros((0, dim), np.float32)
-        q = "SELECT label, vec FROM mem WHERE label IN (SELECT value FROM json_each(?))"
-        found = dict(self.db.execute(q, (_json_ints(labels),)).fetchall())
+        q = f"SELECT label, vec FROM mem WHERE label {IN_JSON}"
+        found = dict(self.db.execute(q, (json_list(labels),)).fetchall())
         zero = bytes(4 * dim)
         blob = b"".join(found.get(lab) or zero for lab in labels)
         return np.frombuffer(blob, dtype=np.float32).reshape(len(labels), dim)
@@ -416,8 +416,8 @@ class Catalog:
         return [r[0] for r in self.db.execute(f"SELECT label FROM mem WHERE {where}", args)]
 
     def labels_of(self, ids: Iterable[str]) -> dict[str, int]:
-        q = "SELECT id, label FROM mem WHERE id IN (SELECT value FROM json_each(?))"
-        return dict(self.db.execute(q, (json.dumps(list(ids)),)).fetchall())
+        q = f"SELECT id, label FROM mem WHERE id {IN_JSON}"
+        return dict(self.db.execute(q, (json_list(ids),)).fetchall())
 
     def find_exact(self, text: str) -> str | None:
         """The id of a memory whose normalised text equals this text's."""
@@ -426,9 +426,9 @@ class Catalog:
 
     def catalog_entries(self, ids: Iterable[str]) -> dict[str, tuple[Memory, tuple[int, int]]]:
         """Memories by id with the file signature (mtime_ns, size) they were read from."""
-        q = "SELECT id, record, mtime_ns, size FROM mem WHERE id IN (SELECT value FROM json_each(?))"
+        q = f"SELECT id, record, mtime_ns, size FROM mem WHERE id {IN_JSON}"
         return {str(mid): (_memory(rec), (int(mtime), int(size)))
-                for mid, rec, mtime, size in self.db.execute(q, (json.dumps(list(ids)),))}
+                for mid, rec, mtime, size in self.db.execute(q, (json_list(ids),))}
 
     def records_of(self, ids: Iterable[str]) -> dict[str, Memory]:
         """Memories by id (`catalog_entries` without the file signatures)."""
@@ -438,12 +438,6 @@ class Catalog:
 def _memory(rec: str) -> Memory:
     """A row's record as a `Memory`: validated when its file was indexed, so not again."""
     return Memory.from_catalog(json.loads(rec))
-
-
-def _json_ints(labels: Iterable[int]) -> str:
-    """Labels as one JSON array: one bound parameter for `IN (SELECT value FROM json_each(?))`,
-    however many (SQLite caps bound parameters)."""
-    return json.dumps(list(labels), default=int)  # default: numpy integers
 
 
 def _seed_catalog(src: Path, dst: Path) -> None:

@@ -48,10 +48,11 @@ CREATE TABLE IF NOT EXISTS kw_tail_doc (label INTEGER PRIMARY KEY);  -- document
 CREATE TABLE IF NOT EXISTS kw_gone (label INTEGER PRIMARY KEY, terms TEXT NOT NULL);
 """
 TABLES = ("kw_term", "kw_doc", "kw_stat", "kw_tail", "kw_tail_doc", "kw_gone")
-_IN = "IN (SELECT value FROM json_each(?))"  # with `_json(values)`: any number of values, one parameter
+IN_JSON = "IN (SELECT value FROM json_each(?))"  # with `json_list(values)`: any number of values, one parameter
 
 
-def _json(values: Iterable[Any]) -> str:
+def json_list(values: Iterable[Any]) -> str:
+    """Values as one JSON array, for `IN_JSON` (SQLite caps bound parameters)."""
     return json.dumps(list(values), default=int)  # default: numpy integers
 
 
@@ -240,7 +241,8 @@ class KeywordIndex:
         docs = dict(docs)
         gone = set(removed) | set(docs)
         old: dict[int, tuple[int, list[str]]] = {}
-        for label, dl, terms in db.execute(f"SELECT label, dl, terms FROM kw_doc WHERE label {_IN}", (_json(gone),)):
+        q = f"SELECT label, dl, terms FROM kw_doc WHERE label {IN_JSON}"
+        for label, dl, terms in db.execute(q, (json_list(gone),)):
             old[label] = (dl, terms.split(" ") if terms else [])
         doc_rows, new, add_tokens = _postings(docs)
         n_docs, n_tokens = self.stats()
@@ -259,7 +261,7 @@ class KeywordIndex:
             self._merge_all(old, new)
         else:
             self._update_delta(old, in_tail, to_gone, new, [lab for lab, _, _ in doc_rows])
-        db.execute(f"DELETE FROM kw_doc WHERE label {_IN}", (_json(old),))
+        db.execute(f"DELETE FROM kw_doc WHERE label {IN_JSON}", (json_list(old),))
         if n_docs > 0:
             db.executemany("INSERT INTO kw_doc VALUES (?,?,?)", doc_rows)
         db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)", [("docs", max(n_docs, 0)),
@@ -275,11 +277,11 @@ class KeywordIndex:
         return int(rows.get("tail", 0)), int(rows.get("gone", 0))
 
     def _labels_in(self, labels: list[int], table: str) -> set[int]:
-        return {r[0] for r in self.db.execute(f"SELECT label FROM {table} WHERE label {_IN}", (_json(labels),))}
+        return {r[0] for r in self.db.execute(f"SELECT label FROM {table} WHERE label {IN_JSON}", (json_list(labels),))}
 
     def _rows(self, table: str, terms: list[str]) -> dict[str, tuple[bytes, bytes, bytes, bytes]]:
-        q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term {_IN}"
-        return {term: tuple(blobs) for term, *blobs in self.db.execute(q, (_json(terms),))}  # type: ignore[misc]
+        q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term {IN_JSON}"
+        return {term: tuple(blobs) for term, *blobs in self.db.execute(q, (json_list(terms),))}  # type: ignore[misc]
 
     def _update_delta(self, old: dict[int, tuple[int, list[str]]], in_tail: set[int], to_gone: list[int],
                       new: dict[str, tuple[np.ndarray, ...]], new_labels: list[int]) -> None:
@@ -360,8 +362,8 @@ class KeywordIndex:
             return
         delta = self._delta(cache)
         tail = self._rows("kw_tail", need) if delta is not None else {}
-        q = f"SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term WHERE term {_IN}"
-        for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, (_json(need),)):
+        q = f"SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term WHERE term {IN_JSON}"
+        for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, (json_list(need),)):
             if delta is not None and (term in tail or term in delta[1]):
                 cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
             else:

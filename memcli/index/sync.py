@@ -9,7 +9,6 @@ commit that knows which files it wrote or removed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import stat
@@ -22,7 +21,8 @@ import numpy as np
 
 from memcli.core.errors import MemcliError
 from memcli.core.memory import MalformedMemory, Memory
-from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
+from memcli.index.catalog import SCHEMA_VERSION, Catalog, fts_body, norm_hash, tags_col
+from memcli.index.keyword import IN_JSON, json_list
 from memcli.index.vectors import VECTOR_FILE, Vectors
 from memcli.services.embed import Embedder, text_hash
 from memcli.services.threads import in_thread
@@ -264,8 +264,8 @@ class Sync:
         unless that is most rows)."""
         db = self.catalog.db
         if len(wanted) * 4 < self.catalog.count():
-            q = "SELECT fname, label, hash FROM mem WHERE fname IN (SELECT value FROM json_each(?))"
-            rows = db.execute(q, (json.dumps(wanted),))
+            q = f"SELECT fname, label, hash FROM mem WHERE fname {IN_JSON}"
+            rows = db.execute(q, (json_list(wanted),))
         else:
             rows = db.execute("SELECT fname, label, hash FROM mem")
         return {fname: (label, h) for fname, label, h in rows}
@@ -327,8 +327,7 @@ class Sync:
                 with contextlib.suppress(RuntimeError):
                     hnsw.mark_deleted(row[0])
         if dead:
-            self.catalog.db.execute("DELETE FROM mem WHERE label IN (SELECT value FROM json_each(?))",
-                                    (_json_ints(dead),))
+            self.catalog.db.execute(f"DELETE FROM mem WHERE label {IN_JSON}", (json_list(dead),))
         return dead
 
     def _record_bad(self, bad: list[tuple[str, str]], disk: dict[str, tuple[int, int]],
@@ -428,8 +427,8 @@ class Sync:
                 lend[fname] = src
         if not lend:
             return taken, {}
-        q = "SELECT fname, vec FROM mem WHERE vec IS NOT NULL AND fname IN (SELECT value FROM json_each(?))"
-        have = dict(self.catalog.db.execute(q, (json.dumps(sorted(set(lend.values()))),)))
+        q = f"SELECT fname, vec FROM mem WHERE vec IS NOT NULL AND fname {IN_JSON}"
+        have = dict(self.catalog.db.execute(q, (json_list(sorted(set(lend.values()))),)))
         return taken, {f: np.frombuffer(have[src], dtype=np.float32) for f, src in lend.items() if src in have}
 
     def _note_provisional(self, stand_ins: list[tuple[int, str]], exact: list[int]) -> None:
@@ -437,7 +436,7 @@ class Sync:
         one (a stale entry means nothing anyway: this keeps the table small)."""
         db = self.catalog.db
         if exact and db.execute("SELECT 1 FROM provisional LIMIT 1").fetchone():
-            db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(exact),))
+            db.execute(f"DELETE FROM provisional WHERE label {IN_JSON}", (json_list(exact),))
         if stand_ins:
             db.executemany("INSERT OR REPLACE INTO provisional VALUES (?,?)", stand_ins)
 
@@ -470,8 +469,7 @@ class Sync:
                     vecs = np.stack([computed[label][1] for label in labels]).astype(np.float32)
                     db.executemany("UPDATE mem SET vec=? WHERE label=?",
                                    [(v.tobytes(), label) for label, v in zip(labels, vecs)])
-                    db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))",
-                               (_json_ints(labels),))
+                    db.execute(f"DELETE FROM provisional WHERE label {IN_JSON}", (json_list(labels),))
                     self.vec.insert(hnsw, vecs, labels)
                     self.vec.save(hnsw)
                 db.execute("DELETE FROM provisional WHERE NOT EXISTS (SELECT 1 FROM mem m"

@@ -112,8 +112,8 @@ def fts_body(m: Memory) -> str:
 
 
 class RankFields(NamedTuple):
-    """What `search.rank` reads of a candidate, named as `Memory`'s fields: a search ranks ~100-200
-    candidates, and a `Memory` each would cost a JSON parse (~10 us) for five columns."""
+    """What `search.rank` reads of a candidate, named as `Memory`'s fields: a `Memory` each would
+    cost a JSON parse for five columns."""
 
     id: str
     created: str | None
@@ -334,7 +334,7 @@ class Catalog:
         return int(self.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0])
 
     def count(self) -> int:
-        """Memories in the catalog; remembered until the catalog changes (a count is a scan at 100k)."""
+        """Memories in the catalog; remembered until the catalog changes (a count is a full scan)."""
         version = self.data_version()
         if self._count is None or self._count[0] != version:
             self._count = (version, int(self.db.execute("SELECT count(*) FROM mem").fetchone()[0]))

@@ -268,7 +268,7 @@ class KeywordIndex:
                                                                        ("tokens", max(n_tokens, 0))])
 
     # The delta is merged once it holds more than 5% of the store's postings or hides more than 1%
-    # of its documents, within these bounds (a merge at 100k notes rewrites most lists).
+    # of its documents, within these bounds (a merge rewrites most lists).
     tail_min, tail_max = 2_000, 100_000  # postings
     gone_min, gone_max = 64, 2_000  # labels
 

@@ -141,8 +141,7 @@ class Usage:
         out: dict[str, tuple[int, str | None]] = {}
         try:
             db = self._conn(create=False)
-            # most state files have no count of this kind yet: one probe instead of a lookup of
-            # every candidate (~30 us a query)
+            # most state files have no count of this kind yet: one probe instead of a lookup each
             if db is None or not ids or db.execute(f"{select} LIMIT 1").fetchone() is None:
                 return out
             for i in range(0, len(ids), 900):
@@ -221,9 +220,7 @@ def _usage_reader(store: Any) -> Usage:
 
 # ---------------------------------------------------------------- ranking
 def recency(updated: str | None, now: float, days: float) -> float:
-    if not updated:
-        return 0.0
-    stamp = _timestamp(updated)
+    stamp = _timestamp(updated) if updated else None
     if stamp is None:
         return 0.0
     return math.exp(-max(0.0, (now - stamp) / 86400.0) / days)

@@ -759,8 +759,12 @@ def _publish_staged(staged: list[tuple[str, Path]], before_publish: Callable[[li
 
 def _discard(staged: list[tuple[str, Path]]) -> None:
     for tmp, _ in staged:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _unlink_quietly(tmp)
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
@@ -803,10 +807,6 @@ def _release(names: list[str]) -> None:
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    def unlink(name: str) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-
     with ThreadPoolExecutor(max_workers=8) as pool:
-        for _ in pool.map(unlink, names):
+        for _ in pool.map(_unlink_quietly, names):
             pass

@@ -135,7 +135,7 @@ class Posting:
     maxtf: int
     mindl: int
     _impact: tuple[float, float, np.ndarray] | None = None  # (idf, avgdl, scores) of the last use
-    _dense: np.ndarray | None = None  # bool per label, 0 .. the last + 1: a long list's membership
+    _dense: _Table | None = None  # a long list's membership
     _lookups: int = 0  # membership lookups before `_dense` was built
 
     def holds(self, cand: np.ndarray) -> np.ndarray:
@@ -147,13 +147,10 @@ class Posting:
             return np.zeros(len(cand), bool)
         if self._dense is None:
             self._lookups += 1
-            size = self.dense_bytes()
-            if self._lookups < 2 or not size:
+            if self._lookups < 2 or not self.dense_bytes():
                 return _member(self.labels, cand)[0]
-            dense = np.zeros(size, bool)  # the extra last entry: False, for any label beyond
-            dense[self.labels] = True
-            self._dense = dense
-        return self._dense[np.minimum(cand, len(self._dense) - 1)]
+            self._dense = _Table(self.labels)
+        return self._dense.holds(cand)
 
     def dense_bytes(self) -> int:
         """The size of the bitmap `holds` may build for this list (0 if it never will)."""
@@ -589,8 +586,8 @@ class _Table:
     """A set of labels as a boolean table: a whole posting list's membership in one gather (np.isin
     sorted the set again for each word of a bulk merge)."""
 
-    def __init__(self, labels: Iterable[int]) -> None:
-        labs = np.fromiter(labels, np.int64)
+    def __init__(self, labels: Iterable[int] | np.ndarray) -> None:
+        labs = labels if isinstance(labels, np.ndarray) else np.fromiter(labels, np.int64)
         self.tab = np.zeros(int(labs.max()) + 2 if len(labs) else 1, bool)  # the last entry: False
         self.tab[labs] = True
 

@@ -641,8 +641,6 @@ class ChangeSet:
 
     def _verify(self, report: CommitReport) -> None:
         """Under the lock: each file read at planning is as it was, or re-planned, or `Conflict`."""
-        store = self.store
-
         for mid, t in self._targets.items():
             if not t.edits:
                 continue
@@ -657,8 +655,7 @@ class ChangeSet:
             fresh = Memory.parse(raw, file_id=mid)
             for e in t.edits:
                 e.apply(fresh)
-            t.base, t.hash, t.working, t.raw = Memory.parse(raw, file_id=mid), file_hash(raw), fresh, raw
-            t.seen = seen
+            t.base, t.hash, t.working, t.raw, t.seen = Memory.parse(raw, file_id=mid), file_hash(raw), fresh, raw, seen
             report.rebased.append(mid)
         for mid, tr in self._trash.items():
             same, raw, seen = self._unchanged(mid, tr.hash, tr.seen)
@@ -677,7 +674,7 @@ class ChangeSet:
         for mid in self._restore:
             if os.path.exists(self._path(mid)):
                 raise StoreError(f"memory {mid} exists already; not overwriting it")
-            if not (store.trash_dir / f"{mid}.md").is_file():
+            if not (self.store.trash_dir / f"{mid}.md").is_file():
                 raise Conflict(f"memory {mid} left the trash while this command ran; nothing was written")
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memcli.core.errors import ExitStatus
-from memcli.core.text import cell_width, clip
+from memcli.core.text import cell_width, clip, head
 from memcli.core.vocab import JSON_SCHEMA
 
 if TYPE_CHECKING:
@@ -161,28 +161,28 @@ def blocks(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     para: list[str] = []
     code: list[str] | None = None
+
+    def end_paragraph() -> None:
+        if para:
+            out.append(("text", " ".join(para)))
+            para.clear()
+
     for line in text.splitlines():
         if code is not None:
             code.append(line)
             if _FENCE.match(line):
                 out.append(("code", "\n".join(code)))
                 code = None
-            continue
-        if _FENCE.match(line):
-            if para:
-                out.append(("text", " ".join(para)))
-                para = []
+        elif _FENCE.match(line):
+            end_paragraph()
             code = [line]
         elif not line.strip():
-            if para:
-                out.append(("text", " ".join(para)))
-                para = []
+            end_paragraph()
         else:
             para.append(line.strip())
     if code is not None:
         out.append(("code", "\n".join(code)))
-    if para:
-        out.append(("text", " ".join(para)))
+    end_paragraph()
     return out
 
 
@@ -205,16 +205,7 @@ def body_lines(text: str, width: int, indent: str = "  ", max_lines: int | None 
 def clip_code(line: str, width: int) -> str:
     """One code line in `width` columns (whitespace kept, cut with `…`)."""
     line = line.rstrip().expandtabs(4)
-    if cell_width(line) <= width:
-        return line
-    out, used = [], 0
-    for c in line:
-        w = cell_width(c)
-        if used + w > width - 1:
-            break
-        out.append(c)
-        used += w
-    return "".join(out) + "…"
+    return line if cell_width(line) <= width else head(line, width - 1) + "…"
 
 
 # ---------------------------------------------------------------- numbers

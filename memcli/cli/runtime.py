@@ -390,8 +390,8 @@ def main(app: Any) -> None:
 
 def _skip_final_collection() -> None:
     """Freeze the objects at exit so that Python's last collection does not walk them (the model's
-    included) to free memory the system takes back anyway: ~0.3 s of a cold search (docs/layers.md).
-    Registered first, it runs after the command's own exit handlers; once per process."""
+    included) to free memory the system takes back anyway. Registered first, it runs after the
+    command's own exit handlers; once per process."""
     global _final_collection_skipped
     if not _final_collection_skipped:
         atexit.register(gc.freeze)

@@ -23,6 +23,16 @@ def cell_width(text: str) -> int:
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
+def head(text: str, width: int) -> str:
+    """The longest start of `text` that fits in `width` columns."""
+    used = 0
+    for n, c in enumerate(text):
+        used += cell_width(c)
+        if used > width:
+            return text[:n]
+    return text
+
+
 def clip(text: str, width: int) -> str:
     """`text` on one line in at most `width` columns, cut at a word boundary with `…`."""
     one = " ".join(text.split())
@@ -30,14 +40,7 @@ def clip(text: str, width: int) -> str:
         return one
     if width <= 1:
         return "…"[:width]
-    out, used = [], 0
-    for c in one:
-        w = cell_width(c)
-        if used + w > width - 1:
-            break
-        out.append(c)
-        used += w
-    cut = "".join(out)
+    cut = head(one, width - 1)
     space = cut.rfind(" ")
     if space >= width // 2:  # end at a word boundary unless that throws away half the room
         cut = cut[:space]

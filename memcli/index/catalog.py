@@ -26,7 +26,7 @@ import numpy as np
 from memcli.core.errors import IndexUnavailable
 from memcli.core.memory import Memory
 from memcli.core.vocab import SortKey
-from memcli.index.keyword import KeywordIndex
+from memcli.index.keyword import IN_JSON, KeywordIndex, json_list
 from memcli.storage import safety
 from memcli.storage.files import Files
 
@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS mem (
     vec BLOB
 );
 CREATE INDEX IF NOT EXISTS mem_norm ON mem(norm);
--- covers sync()'s reads of the catalog: ~1 MB instead of every row (bench/sync_nochange.py)
+-- covers sync()'s reads of the catalog, so that it reads this index instead of every row
 CREATE INDEX IF NOT EXISTS mem_sync ON mem(fname, mtime_ns, size, hash);
 CREATE INDEX IF NOT EXISTS mem_tail ON mem(substr(upper(id), -8));  -- short ids (memcli/storage/ids.py)
 CREATE TABLE IF NOT EXISTS bad (fname TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, error TEXT);
@@ -112,8 +112,8 @@ def fts_body(m: Memory) -> str:
 
 
 class RankFields(NamedTuple):
-    """What `search.rank` reads of a candidate, named as `Memory`'s fields: a search ranks ~100-200
-    candidates, and a `Memory` each would cost a JSON parse (~10 us) for five columns."""
+    """What `search.rank` reads of a candidate, named as `Memory`'s fields: a `Memory` each would
+    cost a JSON parse for five columns."""
 
     id: str
     created: str | None
@@ -149,9 +149,9 @@ class Catalog:
                 try:
                     db.execute("PRAGMA journal_mode=WAL")
                     db.execute("PRAGMA synchronous=NORMAL")
-                    # mapped reads: a search touches ~200 scattered rows, half the time of read()s at 100k
+                    # mapped reads: a search touches scattered rows
                     db.execute("PRAGMA mmap_size=1073741824")
-                    # zeroing freed pages made a prune write 4x its pages, for a copy of facts/
+                    # zeroing freed pages would multiply a prune's writes, for a copy of facts/
                     db.execute("PRAGMA secure_delete=0")
                     db.executescript(SCHEMA)
                     break
@@ -334,7 +334,7 @@ class Catalog:
         return int(self.db.execute("SELECT count(*) FROM mem WHERE vec IS NOT NULL").fetchone()[0])
 
     def count(self) -> int:
-        """Memories in the catalog; remembered until the catalog changes (a count is a scan at 100k)."""
+        """Memories in the catalog; remembered until the catalog changes (a count is a full scan)."""
         version = self.data_version()
         if self._count is None or self._count[0] != version:
             self._count = (version, int(self.db.execute("SELECT count(*) FROM mem").fetchone()[0]))
@@ -357,18 +357,18 @@ class Catalog:
 
     def records(self, labels: Iterable[int]) -> dict[int, Memory]:
         """Memories by label, in one query."""
-        q = "SELECT label, record FROM mem WHERE label IN (SELECT value FROM json_each(?))"
-        return {label: _memory(rec) for label, rec in self.db.execute(q, (_json_ints(labels),))}
+        q = f"SELECT label, record FROM mem WHERE label {IN_JSON}"
+        return {label: _memory(rec) for label, rec in self.db.execute(q, (json_list(labels),))}
 
     def rank_fields(self, labels: Iterable[int], vectors: dict[int, np.ndarray] | None = None
                     ) -> dict[int, RankFields]:
         """`RankFields` by label, in one query. `vectors`, if given, receives each memory's vector
-        from the same rows (zeros if none): reading them apart cost two more lookups (~0.2 ms at 100k)."""
+        from the same rows (zeros if none), saving two more lookups."""
         q = ("SELECT label, id, created, updated, confidence, json_extract(record, '$.superseded_by') IS NOT NULL, "
-             + ("vec" if vectors is not None else "NULL") + " FROM mem WHERE label IN (SELECT value FROM json_each(?))")
+             + ("vec" if vectors is not None else "NULL") + f" FROM mem WHERE label {IN_JSON}")
         out: dict[int, RankFields] = {}
         zero = None
-        for label, mid, created, updated, conf, sup, vec in self.db.execute(q, (_json_ints(labels),)):
+        for label, mid, created, updated, conf, sup, vec in self.db.execute(q, (json_list(labels),)):
             out[label] = RankFields(mid, created, updated, 0.8 if conf is None else conf, bool(sup))
             if vectors is not None:
                 if vec is None:
@@ -381,8 +381,8 @@ class Catalog:
         dim = self._dim()
         if not labels:
             return np.zeros((0, dim), np.float32)
-        q = "SELECT label, vec FROM mem WHERE label IN (SELECT value FROM json_each(?))"
-        found = dict(self.db.execute(q, (_json_ints(labels),)).fetchall())
+        q = f"SELECT label, vec FROM mem WHERE label {IN_JSON}"
+        found = dict(self.db.execute(q, (json_list(labels),)).fetchall())
         zero = bytes(4 * dim)
         blob = b"".join(found.get(lab) or zero for lab in labels)
         return np.frombuffer(blob, dtype=np.float32).reshape(len(labels), dim)
@@ -416,8 +416,8 @@ class Catalog:
         return [r[0] for r in self.db.execute(f"SELECT label FROM mem WHERE {where}", args)]
 
     def labels_of(self, ids: Iterable[str]) -> dict[str, int]:
-        q = "SELECT id, label FROM mem WHERE id IN (SELECT value FROM json_each(?))"
-        return dict(self.db.execute(q, (json.dumps(list(ids)),)).fetchall())
+        q = f"SELECT id, label FROM mem WHERE id {IN_JSON}"
+        return dict(self.db.execute(q, (json_list(ids),)).fetchall())
 
     def find_exact(self, text: str) -> str | None:
         """The id of a memory whose normalised text equals this text's."""
@@ -426,9 +426,9 @@ class Catalog:
 
     def catalog_entries(self, ids: Iterable[str]) -> dict[str, tuple[Memory, tuple[int, int]]]:
         """Memories by id with the file signature (mtime_ns, size) they were read from."""
-        q = "SELECT id, record, mtime_ns, size FROM mem WHERE id IN (SELECT value FROM json_each(?))"
+        q = f"SELECT id, record, mtime_ns, size FROM mem WHERE id {IN_JSON}"
         return {str(mid): (_memory(rec), (int(mtime), int(size)))
-                for mid, rec, mtime, size in self.db.execute(q, (json.dumps(list(ids)),))}
+                for mid, rec, mtime, size in self.db.execute(q, (json_list(ids),))}
 
     def records_of(self, ids: Iterable[str]) -> dict[str, Memory]:
         """Memories by id (`catalog_entries` without the file signatures)."""
@@ -438,12 +438,6 @@ class Catalog:
 def _memory(rec: str) -> Memory:
     """A row's record as a `Memory`: validated when its file was indexed, so not again."""
     return Memory.from_catalog(json.loads(rec))
-
-
-def _json_ints(labels: Iterable[int]) -> str:
-    """Labels as one JSON array: one bound parameter for `IN (SELECT value FROM json_each(?))`,
-    however many (SQLite caps bound parameters)."""
-    return json.dumps(list(labels), default=int)  # default: numpy integers
 
 
 def _seed_catalog(src: Path, dst: Path) -> None:
@@ -470,6 +464,6 @@ def _seed_catalog(src: Path, dst: Path) -> None:
 
 
 def norm_hash(text: str) -> str:
-    from memcli.services.extract import normalise  # here, not at the top: search never needs it (~15 ms of import)
+    from memcli.services.extract import normalise  # here, not at the top: search never needs it
 
     return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()

@@ -1,7 +1,7 @@
 """The keyword (BM25) index: an inverted index in the catalog, scored in numpy (one dense sum a query).
 
 Not SQLite FTS5: its `ORDER BY bm25() LIMIT k` scores every row holding any query word, a cost that
-grew with the store (docs/performance.md). Each term's posting list is a few numpy arrays stored as
+grows with the store. Each term's posting list is a few numpy arrays stored as
 blobs in the catalog, changed in the same transaction as the rest of `.index/`; a change goes to a
 small delta, merged into the main lists in bulk (`update`). The results are FTS5's (tests check it
 against FTS5): SQLite's own `porter unicode61` tokenizer, a word with inner punctuation (`node.js`)
@@ -48,10 +48,11 @@ CREATE TABLE IF NOT EXISTS kw_tail_doc (label INTEGER PRIMARY KEY);  -- document
 CREATE TABLE IF NOT EXISTS kw_gone (label INTEGER PRIMARY KEY, terms TEXT NOT NULL);
 """
 TABLES = ("kw_term", "kw_doc", "kw_stat", "kw_tail", "kw_tail_doc", "kw_gone")
-_IN = "IN (SELECT value FROM json_each(?))"  # with `_json(values)`: any number of values, one parameter
+IN_JSON = "IN (SELECT value FROM json_each(?))"  # with `json_list(values)`: any number of values, one parameter
 
 
-def _json(values: Iterable[Any]) -> str:
+def json_list(values: Iterable[Any]) -> str:
+    """Values as one JSON array, for `IN_JSON` (SQLite caps bound parameters)."""
     return json.dumps(list(values), default=int)  # default: numpy integers
 
 
@@ -134,7 +135,7 @@ class Posting:
     maxtf: int
     mindl: int
     _impact: tuple[float, float, np.ndarray] | None = None  # (idf, avgdl, scores) of the last use
-    _dense: np.ndarray | None = None  # bool per label, 0 .. the last + 1: a long list's membership
+    _dense: _Table | None = None  # a long list's membership
     _lookups: int = 0  # membership lookups before `_dense` was built
 
     def holds(self, cand: np.ndarray) -> np.ndarray:
@@ -146,13 +147,10 @@ class Posting:
             return np.zeros(len(cand), bool)
         if self._dense is None:
             self._lookups += 1
-            size = self.dense_bytes()
-            if self._lookups < 2 or not size:
+            if self._lookups < 2 or not self.dense_bytes():
                 return _member(self.labels, cand)[0]
-            dense = np.zeros(size, bool)  # the extra last entry: False, for any label beyond
-            dense[self.labels] = True
-            self._dense = dense
-        return self._dense[np.minimum(cand, len(self._dense) - 1)]
+            self._dense = _Table(self.labels)
+        return self._dense.holds(cand)
 
     def dense_bytes(self) -> int:
         """The size of the bitmap `holds` may build for this list (0 if it never will)."""
@@ -240,7 +238,8 @@ class KeywordIndex:
         docs = dict(docs)
         gone = set(removed) | set(docs)
         old: dict[int, tuple[int, list[str]]] = {}
-        for label, dl, terms in db.execute(f"SELECT label, dl, terms FROM kw_doc WHERE label {_IN}", (_json(gone),)):
+        q = f"SELECT label, dl, terms FROM kw_doc WHERE label {IN_JSON}"
+        for label, dl, terms in db.execute(q, (json_list(gone),)):
             old[label] = (dl, terms.split(" ") if terms else [])
         doc_rows, new, add_tokens = _postings(docs)
         n_docs, n_tokens = self.stats()
@@ -259,14 +258,14 @@ class KeywordIndex:
             self._merge_all(old, new)
         else:
             self._update_delta(old, in_tail, to_gone, new, [lab for lab, _, _ in doc_rows])
-        db.execute(f"DELETE FROM kw_doc WHERE label {_IN}", (_json(old),))
+        db.execute(f"DELETE FROM kw_doc WHERE label {IN_JSON}", (json_list(old),))
         if n_docs > 0:
             db.executemany("INSERT INTO kw_doc VALUES (?,?,?)", doc_rows)
         db.executemany("INSERT OR REPLACE INTO kw_stat VALUES (?, ?)", [("docs", max(n_docs, 0)),
                                                                        ("tokens", max(n_tokens, 0))])
 
     # The delta is merged once it holds more than 5% of the store's postings or hides more than 1%
-    # of its documents, within these bounds (a merge at 100k notes rewrites most lists).
+    # of its documents, within these bounds (a merge rewrites most lists).
     tail_min, tail_max = 2_000, 100_000  # postings
     gone_min, gone_max = 64, 2_000  # labels
 
@@ -275,11 +274,11 @@ class KeywordIndex:
         return int(rows.get("tail", 0)), int(rows.get("gone", 0))
 
     def _labels_in(self, labels: list[int], table: str) -> set[int]:
-        return {r[0] for r in self.db.execute(f"SELECT label FROM {table} WHERE label {_IN}", (_json(labels),))}
+        return {r[0] for r in self.db.execute(f"SELECT label FROM {table} WHERE label {IN_JSON}", (json_list(labels),))}
 
     def _rows(self, table: str, terms: list[str]) -> dict[str, tuple[bytes, bytes, bytes, bytes]]:
-        q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term {_IN}"
-        return {term: tuple(blobs) for term, *blobs in self.db.execute(q, (_json(terms),))}  # type: ignore[misc]
+        q = f"SELECT term, labels, tfs, dls, pos FROM {table} WHERE term {IN_JSON}"
+        return {term: tuple(blobs) for term, *blobs in self.db.execute(q, (json_list(terms),))}  # type: ignore[misc]
 
     def _update_delta(self, old: dict[int, tuple[int, list[str]]], in_tail: set[int], to_gone: list[int],
                       new: dict[str, tuple[np.ndarray, ...]], new_labels: list[int]) -> None:
@@ -360,12 +359,12 @@ class KeywordIndex:
             return
         delta = self._delta(cache)
         tail = self._rows("kw_tail", need) if delta is not None else {}
-        q = f"SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term WHERE term {_IN}"
-        for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, (_json(need),)):
+        q = f"SELECT term, maxtf, mindl, labels, tfs, dls FROM kw_term WHERE term {IN_JSON}"
+        for term, maxtf, mindl, labs, tfs, dls in self.db.execute(q, (json_list(need),)):
             if delta is not None and (term in tail or term in delta[1]):
                 cache[term] = _combined((labs, tfs, dls, None), delta, tail.get(term), term)
             else:
-                # labels as intp: numpy converts int32 indices on every use (2x the scoring cost)
+                # labels as intp: numpy would convert int32 indices on every use
                 cache[term] = Posting(_i32(labs).astype(np.intp), _i32(tfs), _i32(dls), int(maxtf), int(mindl))
             if cache is self._shared:
                 # labels (intp), tfs, dls (int32), impacts (float64); a long list's bitmap (`holds`)
@@ -587,8 +586,8 @@ class _Table:
     """A set of labels as a boolean table: a whole posting list's membership in one gather (np.isin
     sorted the set again for each word of a bulk merge)."""
 
-    def __init__(self, labels: Iterable[int]) -> None:
-        labs = np.fromiter(labels, np.int64)
+    def __init__(self, labels: Iterable[int] | np.ndarray) -> None:
+        labs = labels if isinstance(labels, np.ndarray) else np.fromiter(labels, np.int64)
         self.tab = np.zeros(int(labs.max()) + 2 if len(labs) else 1, bool)  # the last entry: False
         self.tab[labs] = True
 

@@ -9,7 +9,6 @@ commit that knows which files it wrote or removed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import stat
@@ -22,14 +21,15 @@ import numpy as np
 
 from memcli.core.errors import MemcliError
 from memcli.core.memory import MalformedMemory, Memory
-from memcli.index.catalog import SCHEMA_VERSION, Catalog, _json_ints, fts_body, norm_hash, tags_col
+from memcli.index.catalog import SCHEMA_VERSION, Catalog, fts_body, norm_hash, tags_col
+from memcli.index.keyword import IN_JSON, json_list
 from memcli.index.vectors import VECTOR_FILE, Vectors
 from memcli.services.embed import Embedder, text_hash
 from memcli.services.threads import in_thread
 from memcli.storage import safety
 from memcli.storage.files import Files, json_text
 
-REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long (docs/performance.md)
+REFRESH_BATCH = 16  # the model's batch in `refresh_provisional`: merged texts are long
 
 
 @dataclass
@@ -105,20 +105,19 @@ class Sync:
 
     def _rebuild_reason(self, known: bool) -> str | None:
         """Why the whole sidecar must be rebuilt (format, model, vector file), or None."""
-        why = None
         model, dim = self.catalog.meta("model"), self.catalog.meta("dim")
         if self.catalog.meta("schema") != SCHEMA_VERSION and known:
-            why = "the index format changed"
-        elif model is not None and (model != self.store.config.embed_model):
-            why = f"the embedding model changed ({model} -> {self.store.config.embed_model})"
-        elif known and model is None:
-            why = "the index has no model record"
-        elif self.catalog.meta("hnsw_file") and safety.own_file(self.catalog.dir, self.catalog.meta("hnsw_file"),
-                                                                 VECTOR_FILE) is None:
-            why = "the vector file is missing"
-        elif dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
-            why = "the vector dimension changed"
-        return why
+            return "the index format changed"
+        if model is not None and (model != self.store.config.embed_model):
+            return f"the embedding model changed ({model} -> {self.store.config.embed_model})"
+        if known and model is None:
+            return "the index has no model record"
+        vector_file = self.catalog.meta("hnsw_file")
+        if vector_file and safety.own_file(self.catalog.dir, vector_file, VECTOR_FILE) is None:
+            return "the vector file is missing"
+        if dim is not None and model == self.store.config.embed_model and int(dim) != self.embedder.dim:
+            return "the vector dimension changed"
+        return None
 
     def apply_files(self, fresh: dict[str, Memory], gone: Iterable[str], *,
                     signatures: Mapping[str, tuple[int, int]] | None = None,
@@ -265,8 +264,8 @@ class Sync:
         unless that is most rows)."""
         db = self.catalog.db
         if len(wanted) * 4 < self.catalog.count():
-            q = "SELECT fname, label, hash FROM mem WHERE fname IN (SELECT value FROM json_each(?))"
-            rows = db.execute(q, (json.dumps(wanted),))
+            q = f"SELECT fname, label, hash FROM mem WHERE fname {IN_JSON}"
+            rows = db.execute(q, (json_list(wanted),))
         else:
             rows = db.execute("SELECT fname, label, hash FROM mem")
         return {fname: (label, h) for fname, label, h in rows}
@@ -328,8 +327,7 @@ class Sync:
                 with contextlib.suppress(RuntimeError):
                     hnsw.mark_deleted(row[0])
         if dead:
-            self.catalog.db.execute("DELETE FROM mem WHERE label IN (SELECT value FROM json_each(?))",
-                                    (_json_ints(dead),))
+            self.catalog.db.execute(f"DELETE FROM mem WHERE label {IN_JSON}", (json_list(dead),))
         return dead
 
     def _record_bad(self, bad: list[tuple[str, str]], disk: dict[str, tuple[int, int]],
@@ -429,8 +427,8 @@ class Sync:
                 lend[fname] = src
         if not lend:
             return taken, {}
-        q = "SELECT fname, vec FROM mem WHERE vec IS NOT NULL AND fname IN (SELECT value FROM json_each(?))"
-        have = dict(self.catalog.db.execute(q, (json.dumps(sorted(set(lend.values()))),)))
+        q = f"SELECT fname, vec FROM mem WHERE vec IS NOT NULL AND fname {IN_JSON}"
+        have = dict(self.catalog.db.execute(q, (json_list(sorted(set(lend.values()))),)))
         return taken, {f: np.frombuffer(have[src], dtype=np.float32) for f, src in lend.items() if src in have}
 
     def _note_provisional(self, stand_ins: list[tuple[int, str]], exact: list[int]) -> None:
@@ -438,7 +436,7 @@ class Sync:
         one (a stale entry means nothing anyway: this keeps the table small)."""
         db = self.catalog.db
         if exact and db.execute("SELECT 1 FROM provisional LIMIT 1").fetchone():
-            db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))", (_json_ints(exact),))
+            db.execute(f"DELETE FROM provisional WHERE label {IN_JSON}", (json_list(exact),))
         if stand_ins:
             db.executemany("INSERT OR REPLACE INTO provisional VALUES (?,?)", stand_ins)
 
@@ -471,8 +469,7 @@ class Sync:
                     vecs = np.stack([computed[label][1] for label in labels]).astype(np.float32)
                     db.executemany("UPDATE mem SET vec=? WHERE label=?",
                                    [(v.tobytes(), label) for label, v in zip(labels, vecs)])
-                    db.execute("DELETE FROM provisional WHERE label IN (SELECT value FROM json_each(?))",
-                               (_json_ints(labels),))
+                    db.execute(f"DELETE FROM provisional WHERE label {IN_JSON}", (json_list(labels),))
                     self.vec.insert(hnsw, vecs, labels)
                     self.vec.save(hnsw)
                 db.execute("DELETE FROM provisional WHERE NOT EXISTS (SELECT 1 FROM mem m"

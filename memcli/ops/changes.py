@@ -49,11 +49,10 @@ def commit_planned(plan: Callable[[], tuple[ChangeSet, T]]) -> T:
         cs, result = plan()
         try:
             cs.commit()
+            return result
         except Conflict:
             if attempt == PLAN_ATTEMPTS - 1:
                 raise
-            continue
-        return result
     raise AssertionError("unreachable")
 
 
@@ -357,12 +356,16 @@ class ChangeSet:
         """A new memory file. `sources`: what it was made from (logged); `like`: the source whose
         vector stands in for its own in a bulk commit (PROVISIONAL_MIN), by default the newest."""
         like = like or (sources[-1] if sources else None)
-        self._puts[memory.id] = _Put(memory, None, like=like)
-        self._order.append((event, memory.id, memory.text))
         if sources is not None:
             log = {"sources": sources, **log}
-        self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
+        self._plan_put(_Put(memory, None, like=like), event, log)
         return memory
+
+    def _plan_put(self, put: _Put, event: str, log: dict[str, Any]) -> None:
+        memory = put.memory
+        self._puts[memory.id] = put
+        self._order.append((event, memory.id, memory.text))
+        self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
 
     def put(self, memory: Memory, *, event: str = "IMPORT", **log: Any) -> str:
         """Write a memory as given (import): 'added', 'updated' (old text to history) or
@@ -370,9 +373,7 @@ class ChangeSet:
         try:
             raw, seen = read_seen(self._path(memory.id))
         except FileNotFoundError:
-            self._puts[memory.id] = _Put(memory, None)
-            self._order.append((event, memory.id, memory.text))
-            self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
+            self._plan_put(_Put(memory, None), event, log)
             return "added"
         from memcli.core.memory import MalformedMemory
 
@@ -384,9 +385,7 @@ class ChangeSet:
             return "unchanged"
         if old is not None and old.text != memory.text:
             memory.history = [*old.history, {"event": "UPDATE", "at": memory.updated, "old": old.text}]
-        self._puts[memory.id] = _Put(memory, file_hash(raw), exists=True, seen=seen)
-        self._order.append((event, memory.id, memory.text))
-        self._log.append({"event": event, "id": memory.id, "text": memory.text, **log})
+        self._plan_put(_Put(memory, file_hash(raw), exists=True, seen=seen), event, log)
         return "updated"
 
     def edit(self, mid: str, change: Edit, *, quiet: bool = False, **log: Any) -> Memory:
@@ -618,19 +617,11 @@ class ChangeSet:
 
     def _recheck(self) -> None:
         """Right before the renames: no file changed while staging (an editor takes no lock)."""
-        for mid, expected, seen in self._expected():
-            if not self._unchanged(mid, expected, seen)[0]:
+        expected = [*((mid, t) for mid, t in self._targets.items() if t.edits), *self._trash.items(),
+                    *((mid, p) for mid, p in self._puts.items() if p.hash is not None)]
+        for mid, planned in expected:
+            if not self._unchanged(mid, planned.hash, planned.seen)[0]:
                 raise _changed(mid)
-
-    def _expected(self) -> Iterable[tuple[str, str, Seen | None]]:
-        for mid, t in self._targets.items():
-            if t.edits:
-                yield mid, t.hash, t.seen
-        for mid, tr in self._trash.items():
-            yield mid, tr.hash, tr.seen
-        for mid, put in self._puts.items():
-            if put.hash is not None:
-                yield mid, put.hash, put.seen
 
     def _unchanged(self, mid: str, expected: str, seen: Seen | None) -> tuple[bool, bytes | None, Seen | None]:
         """(whether `facts/<mid>.md` still holds the bytes hashed `expected`, its bytes if read
@@ -650,8 +641,6 @@ class ChangeSet:
 
     def _verify(self, report: CommitReport) -> None:
         """Under the lock: each file read at planning is as it was, or re-planned, or `Conflict`."""
-        store = self.store
-
         for mid, t in self._targets.items():
             if not t.edits:
                 continue
@@ -666,8 +655,7 @@ class ChangeSet:
             fresh = Memory.parse(raw, file_id=mid)
             for e in t.edits:
                 e.apply(fresh)
-            t.base, t.hash, t.working, t.raw = Memory.parse(raw, file_id=mid), file_hash(raw), fresh, raw
-            t.seen = seen
+            t.base, t.hash, t.working, t.raw, t.seen = Memory.parse(raw, file_id=mid), file_hash(raw), fresh, raw, seen
             report.rebased.append(mid)
         for mid, tr in self._trash.items():
             same, raw, seen = self._unchanged(mid, tr.hash, tr.seen)
@@ -686,7 +674,7 @@ class ChangeSet:
         for mid in self._restore:
             if os.path.exists(self._path(mid)):
                 raise StoreError(f"memory {mid} exists already; not overwriting it")
-            if not (store.trash_dir / f"{mid}.md").is_file():
+            if not (self.store.trash_dir / f"{mid}.md").is_file():
                 raise Conflict(f"memory {mid} left the trash while this command ran; nothing was written")
 
 
@@ -768,8 +756,12 @@ def _publish_staged(staged: list[tuple[str, Path]], before_publish: Callable[[li
 
 def _discard(staged: list[tuple[str, Path]]) -> None:
     for tmp, _ in staged:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _unlink_quietly(tmp)
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _rename_all(staged: list[tuple[str, Path]], replaced: list[Path]) -> None:
@@ -791,9 +783,9 @@ def _failed_index(e: BaseException) -> bool:
 
 def _set_aside(paths: list[Path]) -> list[str]:
     """A second name (`.<name>.<token>.old.tmp`) for each file a batch will replace; returns them.
-    Replacing a file frees its blocks inside rename(2), ~0.5 ms each on ext4, one after the other;
-    with a second name the rename only swaps names and `_release` frees the files in parallel. A
-    kill leaves the names as `.*.tmp` files, which the next sync removes."""
+    Replacing a file frees its blocks inside rename(2), one after the other; with a second name the
+    rename only swaps names and `_release` frees the files in parallel. A kill leaves the names as
+    `.*.tmp` files, which the next sync removes."""
     token = f"{os.getpid():x}{os.urandom(3).hex()}"
     names = []
     for path in paths:
@@ -812,10 +804,6 @@ def _release(names: list[str]) -> None:
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    def unlink(name: str) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-
     with ThreadPoolExecutor(max_workers=8) as pool:
-        for _ in pool.map(unlink, names):
+        for _ in pool.map(_unlink_quietly, names):
             pass

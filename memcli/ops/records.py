@@ -24,6 +24,7 @@ from memcli.core.errors import InputRejected
 from memcli.core.memory import MalformedMemory, Memory, iso
 
 MAX_RECORD_BYTES = 10 * 1024 * 1024  # one memory's text; the file itself may be any size
+_LIMIT = f"the limit for one memory is {MAX_RECORD_BYTES // 2**20} MB"
 CHUNK = 1 << 20
 IMPORT_FORMATS = ("json", "jsonl", "md", "csv")
 # memcli's Markdown export: each memory's full record (minus its text) as JSON in an HTML comment
@@ -76,8 +77,7 @@ def detect_format(path: Path | None, head: bytes, declared: str | None = None) -
 def _check_size(text: str, where: str) -> None:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_RECORD_BYTES:
-        raise RecordError(f"{where}: the text is {size / 1e6:.1f} MB; the limit for one memory is "
-                          f"{MAX_RECORD_BYTES // 2**20} MB")
+        raise RecordError(f"{where}: the text is {size / 1e6:.1f} MB; {_LIMIT}")
 
 
 def _decode(data: bytes, where: str) -> str:
@@ -120,8 +120,7 @@ def _lines(f: IO[bytes], name: str) -> Iterator[bytes]:
             return
         no += 1
         if len(line) > MAX_RECORD_BYTES * 2 and not line.endswith(b"\n"):
-            raise RecordError(f"{name}:{no}: the line is over {MAX_RECORD_BYTES * 2 // 2**20} MB; "
-                              f"the limit for one memory is {MAX_RECORD_BYTES // 2**20} MB")
+            raise RecordError(f"{name}:{no}: the line is over {MAX_RECORD_BYTES * 2 // 2**20} MB; {_LIMIT}")
         yield line
 
 
@@ -325,8 +324,7 @@ def note_records(path: Path, *, split: bool, root: Path | None = None) -> Iterat
     name = str(path.relative_to(root)) if root else str(path)
     size = path.stat().st_size
     if size > MAX_RECORD_BYTES and not split:
-        raise RecordError(f"{name}: the note is {size / 1e6:.1f} MB; the limit for one memory is "
-                          f"{MAX_RECORD_BYTES // 2**20} MB (split it by heading with --split)")
+        raise RecordError(f"{name}: the note is {size / 1e6:.1f} MB; {_LIMIT} (split it by heading with --split)")
     with path.open("rb") as f:
         exported = b"<!-- memcli {" in f.read(4096)
         f.seek(0)
@@ -450,19 +448,12 @@ def _read_records(path: Path, fmt: str, *, split: bool = False) -> Iterator[Reco
         for p in note_files(path):
             yield from note_records(p, split=split, root=path)
         return
-    name = path.name
     if fmt == "md":
         yield from note_records(path, split=split, root=path.parent)
         return
+    reader = {"jsonl": jsonl_records, "json": json_records, "csv": csv_records}[fmt]  # detect_format's
     with path.open("rb") as f:
-        if fmt == "jsonl":
-            yield from jsonl_records(f, name)
-        elif fmt == "json":
-            yield from json_records(f, name)
-        elif fmt == "csv":
-            yield from csv_records(f, name)
-        else:  # pragma: no cover - detect_format only returns the above
-            raise RecordError(f"{name}: unknown format {fmt}")
+        yield from reader(f, path.name)
 
 
 # ---------------------------------------------------------------- import

@@ -95,8 +95,8 @@ class Usage:
         self.immutable = False  # opened read-only (no lock, no journal): never kept open for reuse
 
     def _conn(self, create: bool) -> sqlite3.Connection | None:
-        """A connection; only a write pays for WAL mode and the tables (~0.7 ms). On a store that
-        cannot be written the file is opened immutable (no lock, no wait) and nothing is counted."""
+        """A connection; only a write pays for WAL mode and the tables. On a store that cannot be
+        written the file is opened immutable (no lock, no wait) and nothing is counted."""
         if self._db is None:
             if not create and not self.path.exists():
                 return None
@@ -141,8 +141,7 @@ class Usage:
         out: dict[str, tuple[int, str | None]] = {}
         try:
             db = self._conn(create=False)
-            # most state files have no count of this kind yet: one probe instead of a lookup of
-            # every candidate (~30 us a query)
+            # most state files have no count of this kind yet: one probe instead of a lookup each
             if db is None or not ids or db.execute(f"{select} LIMIT 1").fetchone() is None:
                 return out
             for i in range(0, len(ids), 900):
@@ -170,8 +169,8 @@ class Usage:
                   [(i, at, at) for i in ids])
 
     def _add(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        """One transaction (row by row, a 200-query batch spent ~2 s committing). Counts are a
-        ranking hint: failing to count, or a store that cannot be written, never fails the command."""
+        """One transaction for all rows. Counts are a ranking hint: failing to count, or a store
+        that cannot be written, never fails the command."""
         if not rows:
             return
         try:
@@ -221,9 +220,7 @@ def _usage_reader(store: Any) -> Usage:
 
 # ---------------------------------------------------------------- ranking
 def recency(updated: str | None, now: float, days: float) -> float:
-    if not updated:
-        return 0.0
-    stamp = _timestamp(updated)
+    stamp = _timestamp(updated) if updated else None
     if stamp is None:
         return 0.0
     return math.exp(-max(0.0, (now - stamp) / 86400.0) / days)
@@ -313,7 +310,7 @@ def keyword_evidence(kw: dict[int, tuple[float, float]], labels: list[int]) -> n
 
 
 # ---------------------------------------------------------------- search
-# bench/search_latency.py times each step of the real path: called with each step's name as it ends
+# A benchmark's hook: called with each step's name as it ends
 STEP_HOOK: Callable[[str], None] | None = None
 
 

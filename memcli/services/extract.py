@@ -307,9 +307,7 @@ def code_pattern_of(text: str) -> str | None:
     return None
 
 
-#: what `normalise` strips from the end: after the split and join the only whitespace left is " ", so
-#: this is what the regex [\s.!?,;:…]+$ removed, without trying a match at every position (curation
-#: normalises every text it compares)
+#: after the split and join the only whitespace left is " ": rstrip is the regex [\s.!?,;:…]+$, cheaper
 _TRAILING_PUNCT = " .!?,;:…"
 
 
@@ -526,11 +524,8 @@ _FILLER_RE = lazy_compile(
     r"|here(?:'s| is| are) (?:what i (?:found|did|changed)|a summary|the summary|my (?:plan|suggestion))"
     r"|here(?:'s| is| are) (?:the |a |an |your |my |some )?(?:updated |full |complete |fixed |corrected "
     r"|new |final |modified |revised |whole |entire |relevant )?(?:code|version|file|function|script"
-    r"|implementation|snippet|example|output|result|diff|patch|changes?|fix|command)s?\s*[:.!]?$"
-    r"|please (?!always|never|make sure|remember|don't|do not|note|be aware|keep in mind|use|prefer|avoid"
-    r"|stick|follow|only|run|be careful)"
-    r"|(?:can|could|would) you\b)",
-)
+    r"|implementation|snippet|example|output|result|diff|patch|changes?|fix|command)s?\s*[:.!]?$)",
+)  # requests ("please ...", "can you ...") are `_REQUEST_RE`'s, checked first
 _PROMPT_ECHO_RE = lazy_compile(
     r"^(?:you are (?:a|an|the)\b.{0,80}?\b(?:assistant|agent|model|ai|bot|chatbot|expert|engineer|developer"
     r"|programmer|helper|extractor|coder|tutor)\b"
@@ -554,8 +549,9 @@ _IMPERATIVE_VERBS = (
     "define extend override inject reindex prune tune announce notify ping send tell ask review approve "
     "verify confirm close"
 ).split()
+_IMPERATIVE = "|".join(map(re.escape, _IMPERATIVE_VERBS))
 _IMPERATIVE_RE = lazy_compile(
-    r"^(?:(?:please|just|first|then|also|and)\s+)*(?:" + "|".join(map(re.escape, _IMPERATIVE_VERBS)) + r")\b"
+    r"^(?:(?:please|just|first|then|also|and)\s+)*(?:" + _IMPERATIVE + r")\b"
     r"(?!\s+(?:is|are|was|were|takes|took|has|have|had|fails|failed|runs|ran|requires|needs|uses|used"
     r"|can|will|should|must|may|might|does|did|of|it's|step|time|times)\b)",
 )
@@ -567,7 +563,7 @@ _RULE_WORDS_RE = lazy_compile(
 _PROCEDURE_RE = lazy_compile(
     r"^(?:to\s+[a-z]+\b|how to\b|the (?:way|trick) to\b|steps? to\b"
     r"|(?:when|before|after|if|once|whenever|while|for)\b[^,]{1,120},\s*(?:(?:always|never|please|just|first"
-    r"|then)\s+)?(?:" + "|".join(map(re.escape, _IMPERATIVE_VERBS)) + r")\b)"
+    r"|then)\s+)?(?:" + _IMPERATIVE + r")\b)"
     r"|\buse\s+\S+(?:\s+\S+){0,3}\s+(?:to|for|instead)\b|\brun\s+`",
 )
 _DECISION_RE = lazy_compile(
@@ -759,7 +755,13 @@ def _render(prose: str, codes: list[tuple[str, str]]) -> str:
     return "\n".join(parts)
 
 
+def _piece(text: str, rule: str) -> dict[str, str]:
+    """A skipped piece as reported (`add -v`, `add --dry-run --json`): its text on one line, and the rule."""
+    return {"text": " ".join(text.split()), "rule": rule}
+
+
 def _skip(why: list[str] | None, rule: str) -> None:
+
     """Record the rule that skipped a candidate (shown by `add -v` and `add --dry-run --json`)."""
     if why is not None:
         why.append(rule)
@@ -778,11 +780,12 @@ def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> 
     n_words = len(clean.split())
     if n_words < 3 and not c.codes:
         return _skip(why, "too_short")  # "Thanks! Also, works." is short once the interjections are gone
-    low = clean.lower()  # the judging regexes are lowercase-only: ~3x faster than IGNORECASE
+    low = clean.lower()  # the judging regexes are lowercase-only: faster than IGNORECASE
     rule = _junk_rule(clean, low, subject=c.subject)
     if rule:
         return _skip(why, rule)
-    if c.subject and (_COMMIT_JUNK_RE.search(low) or len(clean.split()) < 4):
+    if c.subject and (_COMMIT_JUNK_RE.search(low) or n_words < 4):
+
         return _skip(why, "commit_boilerplate")
     if not c.codes and clean.endswith(":"):
         return _skip(why, "dangling")  # "memcli search gave:" + pasted output that was skipped
@@ -880,7 +883,7 @@ class _Scanner:
 
     def skip(self, text: str, rule: str) -> None:
         self.skipped += 1
-        self.skipped_pieces.append({"text": " ".join(text.split()), "rule": rule})
+        self.skipped_pieces.append(_piece(text, rule))
 
     def _item_text(self, lines: list[str]) -> str:
         """A list item stays whole, but a pleasantry run on after it ("- Use squash merges.
@@ -1104,8 +1107,7 @@ def _turn_fact(cands: list[_Cand], default_type: str | None) -> tuple[Fact | Non
     judged = [_judge(c, default_type, why) for c, why in zip(cands, whys)]
     kept = [i for i, f in enumerate(judged) if f is not None]
     if not kept:
-        return None, [{"text": " ".join(c.text.split()), "rule": why[0] if why else "not_knowledge"}
-                      for c, why in zip(cands, whys)]
+        return None, [_piece(c.text, why[0] if why else "not_knowledge") for c, why in zip(cands, whys)]
     fact = judged[kept[0]]
     assert fact is not None
     if len(cands) > 1:  # the whole turn stays: who was addressed, the question it answers, the rest
@@ -1165,24 +1167,19 @@ def heuristic_extract(text: str, *, default_type: str | None = None) -> Extracti
             while j < len(cands) and cands[j].turn == cand.turn and cands[j].speaker == cand.speaker:
                 j += 1
             fact, dropped = _turn_fact(cands[i:j], default_type)
-            skipped += len(dropped)
-            pieces.extend(dropped)
             i = j
-            if fact is None:
-                continue
         else:
             why: list[str] = []
             fact = _judge(cand, default_type, why)
+            dropped = [] if fact is not None else [_piece(cand.text, why[0] if why else "not_knowledge")]
             i += 1
-            if fact is None:
-                skipped += 1
-                pieces.append({"text": " ".join(cand.text.split()), "rule": why[0] if why else "not_knowledge"})
+        if fact is not None:
+            key = normalise(fact.text)
+            if key not in seen:
+                seen.add(key)
+                facts.append(fact)
                 continue
-        key = normalise(fact.text)
-        if key in seen:
-            skipped += 1
-            pieces.append({"text": " ".join(cand.text.split()), "rule": "repeated"})
-            continue
-        seen.add(key)
-        facts.append(fact)
+            dropped = [_piece(cand.text, "repeated")]
+        skipped += len(dropped)
+        pieces.extend(dropped)
     return Extraction(facts=facts, skipped=skipped, method="heuristic", skipped_pieces=pieces)

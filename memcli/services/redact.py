@@ -10,7 +10,7 @@ for cards, digit counts for phones, octets for IPs). Names that tell where a sec
 (``password=[REDACTED:password]``); placeholders and code (``$DB_PASSWORD``, ``password: str``) are
 left alone. Loopback, ``0.0.0.0`` and netmasks identify nothing and stay; every other IPv4 goes.
 Each rule is one linear regex pass, skipped when a substring test shows it cannot match: hooks
-redact on a < 100 ms budget.
+redact on a tight time budget.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What memcli does around a model's reply, so that small local models give good memories: what
 is sent (:func:`prepare_input`), which fact texts may be stored (:func:`fact_problem`, each verdict a
-rule name), and the code, taken from the input, never from the model (:func:`attach_code`). The
-rules and what real small models did: docs/decision-rules.md.
+rule name), and the code, taken from the input, never from the model (:func:`attach_code`). Why:
+docs/decision-rules.md.
 """
 
 from __future__ import annotations
@@ -309,7 +309,7 @@ def translated(text: str, source: str) -> bool:
 
 
 # A "specific" token: a number, version, path or identifier (a digit, or one of - _ . / : = inside).
-# A fact carrying one the input does not have was made up (the 0.5B invented `npm run generate-schema`).
+# A fact carrying one the input does not have was made up.
 _SPECIFIC = lazy_compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]*\w|\b\d\b")
 _QUOTED = lazy_compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
 

@@ -1,6 +1,6 @@
 """The one place that talks to an LLM (through litellm): extract, decide, merge, answer.
 
-litellm is slow to import (~3 s), so only a request imports it. User text travels inside
+litellm is slow to import, so only a request imports it. User text travels inside
 ``<data>`` with the delimiter escaped, and every reply is validated (:mod:`memcli.services.llm.checks`):
 an injection can at worst give wrong-but-well-formed facts. Why: docs/decision-rules.md.
 """
@@ -560,8 +560,7 @@ class LLM:
             "messages": messages,
             "temperature": s.temperature,
             "timeout": s.timeout,
-            # always bounded: a small model repeated memcli's instructions for 7,500 tokens
-            "max_tokens": max_tokens,
+            "max_tokens": max_tokens,  # always bounded: a small model may repeat its prompt for ever
             "num_retries": 0,  # retries are ours: counted, backed off, reported in one line
             "drop_params": True,  # litellm drops what the provider does not take (stream_options, ...)
         }

@@ -906,7 +906,6 @@ def refresh_provisional(store: Store) -> int:
         return 0
     lock = inbox_dir(store.path) / WORKER_LOCK
     done = 0
-
     with contextlib.suppress(OSError):
         os.nice(10)
     # one model thread in the background: idle pool threads spin on a busy machine (the user's setting wins)

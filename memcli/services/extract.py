@@ -466,28 +466,26 @@ _INTERJECTION_RE = lazy_compile(
     re.IGNORECASE,
 )
 _PLEASANTRIES = (
-    "hi", "hello", "hey", "heya", "hiya", "yo", "sup", "good morning", "good afternoon", "good evening",
-    "morning", "thanks", "thank you", "thank u", "thx", "ty", "tysm", "cheers", "great", "perfect", "awesome",
-    "amazing", "cool", "nice", "excellent", "wonderful", "fantastic", "brilliant", "sweet", "ok", "okay", "k",
-    "kk", "sure", "yes", "yep", "yup", "yeah", "ya", "no", "nope", "nah", "lol", "lmao", "rofl", "haha",
-    "hahaha", "heh", "sounds good", "sounds great", "sounds perfect", "got it", "gotcha", "makes sense",
-    "that makes sense", "will do", "no problem", "np", "no worries", "you're welcome", "youre welcome",
-    "welcome", "bye", "goodbye", "see you", "see ya", "later", "done", "agreed", "exactly", "right",
-    "correct", "true", "indeed", "i see", "oh", "ah", "hmm", "hm", "wow", "love it", "good", "great job",
-    "well done",
-    "nice one", "nice work", "good job", "great work", "that works", "that worked", "it works", "it worked",
-    "works", "works for me", "all good", "fine", "alright", "all right", "for sure", "definitely",
-    "absolutely", "certainly", "of course", "much appreciated", "appreciate it", "i appreciate it",
-    "so much", "a lot", "very much", "for the help", "for your help", "again", "man", "mate", "buddy",
-    "dude", "guys", "folks", "everyone", "all", "there", "team", "please", "sorry", "my bad", "oops", "lgtm",
-    "ack", "roger", "noted", "understood", "that's great", "thats great", "that's it", "thats it",
-    "great stuff", "yay", "claude", "chatgpt", "assistant", "bot", "gpt", "that's perfect", "thats perfect",
-    "perfect thanks", "you're the best", "you rock", "ok cool", "and", "so", "just", "really", "very",
-    "super", "that helps", "this helps", "helpful", "very helpful", "that was helpful", "good to know",
-    "good to see you", "great to see you", "nice to see you", "good to hear from you", "nice to meet you",
-    "long time no see", "good to hear", "glad to hear", "great to hear", "nice to hear", "good to hear that",
-    "that's cool", "thats cool", "that's awesome", "that's amazing", "that's so cool", "how cool", "so cool",
-    "wow", "omg", "aww", "awesome", "love that", "love it", "that's really cool", "really cool",
+    "hi", "hello", "hey", "heya", "hiya", "yo", "sup", "good morning", "good afternoon", "good evening", "morning",
+    "thanks", "thank you", "thank u", "thx", "ty", "tysm", "cheers", "great", "perfect", "awesome", "amazing", "cool",
+    "nice", "excellent", "wonderful", "fantastic", "brilliant", "sweet", "ok", "okay", "k", "kk", "sure", "yes", "yep",
+    "yup", "yeah", "ya", "no", "nope", "nah", "lol", "lmao", "rofl", "haha", "hahaha", "heh", "sounds good",
+    "sounds great", "sounds perfect", "got it", "gotcha", "makes sense", "that makes sense", "will do", "no problem",
+    "np", "no worries", "you're welcome", "youre welcome", "welcome", "bye", "goodbye", "see you", "see ya", "later",
+    "done", "agreed", "exactly", "right", "correct", "true", "indeed", "i see", "oh", "ah", "hmm", "hm", "wow",
+    "love it", "good", "great job", "well done", "nice one", "nice work", "good job", "great work", "that works",
+    "that worked", "it works", "it worked", "works", "works for me", "all good", "fine", "alright", "all right",
+    "for sure", "definitely", "absolutely", "certainly", "of course", "much appreciated", "appreciate it",
+    "i appreciate it", "so much", "a lot", "very much", "for the help", "for your help", "again", "man", "mate",
+    "buddy", "dude", "guys", "folks", "everyone", "all", "there", "team", "please", "sorry", "my bad", "oops", "lgtm",
+    "ack", "roger", "noted", "understood", "that's great", "thats great", "that's it", "thats it", "great stuff", "yay",
+    "claude", "chatgpt", "assistant", "bot", "gpt", "that's perfect", "thats perfect", "perfect thanks",
+    "you're the best", "you rock", "ok cool", "and", "so", "just", "really", "very", "super", "that helps",
+    "this helps", "helpful", "very helpful", "that was helpful", "good to know", "good to see you", "great to see you",
+    "nice to see you", "good to hear from you", "nice to meet you", "long time no see", "good to hear", "glad to hear",
+    "great to hear", "nice to hear", "good to hear that", "that's cool", "thats cool", "that's awesome",
+    "that's amazing", "that's so cool", "how cool", "so cool", "omg", "aww", "love that", "that's really cool",
+    "really cool",
 )
 _PLEASANTRY_RE = lazy_compile(
     r"^(?:(?:"
@@ -760,14 +758,12 @@ def _piece(text: str, rule: str) -> dict[str, str]:
     return {"text": " ".join(text.split()), "rule": rule}
 
 
-def _skip(why: list[str] | None, rule: str) -> None:
-
+def _skip(why: list[str], rule: str) -> None:
     """Record the rule that skipped a candidate (shown by `add -v` and `add --dry-run --json`)."""
-    if why is not None:
-        why.append(rule)
+    why.append(rule)
 
 
-def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> Fact | None:
+def _judge(c: _Cand, default_type: str | None, why: list[str]) -> Fact | None:
     """Turn a candidate into a Fact, or None when it is not knowledge worth remembering (the rule
     that decided is appended to `why`)."""
     if c.skip:
@@ -785,7 +781,6 @@ def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> 
     if rule:
         return _skip(why, rule)
     if c.subject and (_COMMIT_JUNK_RE.search(low) or n_words < 4):
-
         return _skip(why, "commit_boilerplate")
     if not c.codes and clean.endswith(":"):
         return _skip(why, "dangling")  # "memcli search gave:" + pasted output that was skipped
@@ -945,11 +940,10 @@ class _Scanner:
                     continue
                 c0 = stripped[0]
             # Cheap first-character dispatch: most lines are plain prose and skip every regex below.
-            if c0 in "`~":
-                fence = _FENCE_OPEN_RE.match(line)
-                if fence:
-                    i = self._code_block(lines, i, fence)
-                    continue
+            fence = _FENCE_OPEN_RE.match(line) if c0 in "`~" else None
+            if fence:
+                i = self._code_block(lines, i, fence)
+                continue
             if (c0 in _SEARCH_FIRST or not line.isascii()) and _SEARCH_OUTPUT_RE.search(line):
                 self.skip(line, "recalled_memory")
                 self.new_context()
@@ -976,17 +970,14 @@ class _Scanner:
                 continue
             speaker = _SPEAKER_RE.match(line) if ":" in line else None
             named = _named_speaker(line) if ":" in line and speaker is None and c0.isupper() else None
-            if named is not None:
-                self.new_context()
-                self.turn += 1
-                self.speaker, self.speaker_turn = named.group(1), self.turn
-                speaker = named
-            elif speaker:
-                self.new_context()
-                self.turn += 1
-                if speaker.group(1).lower() == "system":
-                    self.prompt_turn = self.turn
+            speaker = named or speaker
             if speaker:
+                self.new_context()
+                self.turn += 1
+                if named:
+                    self.speaker, self.speaker_turn = named.group(1), self.turn
+                elif speaker.group(1).lower() == "system":
+                    self.prompt_turn = self.turn
                 line = line[speaker.end():]
                 stripped = line.lstrip()
                 if not stripped:

@@ -63,14 +63,17 @@ def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
     output, and must never fail silently either."""
     from memcli.storage.safety import open_no_follow, unsafe_entries
 
-    line = f"{_now()} {' '.join(message.split())}\n"
+    def append(path: Path, line: str) -> None:
+        with os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as f:
+            f.write(line)
+
+    line = f"{_now()} {' '.join(message.split())}"
     try:  # the store's own log, never through a planted link; else the user's cache (issue 24)
         if unsafe_entries(Path(store_path)):
             raise OSError(errno.ELOOP, "store holds a link")
         d = inbox_dir(Path(store_path))
         d.mkdir(exist_ok=True)
-        with os.fdopen(open_no_follow(d / ERROR_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as f:
-            f.write(line)
+        append(d / ERROR_LOG, f"{line}\n")
         return
     except OSError:
         pass
@@ -78,9 +81,7 @@ def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
         base = os.environ.get("MEMCLI_CACHE_DIR") or os.path.join(
             os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "memcli")
         os.makedirs(base, mode=0o700, exist_ok=True)
-        with os.fdopen(open_no_follow(Path(base) / "hook-errors.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                                      0o600), "a") as f:
-            f.write(f"{line[:-1]} (store {store_path})\n")
+        append(Path(base) / "hook-errors.log", f"{line} (store {store_path})\n")
 
 
 def start_worker(store_path: str | os.PathLike[str]) -> None:

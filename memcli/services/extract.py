@@ -173,12 +173,7 @@ def _tags_in_order(text: str) -> list[str]:
     for m in _PHRASE_RE.finditer(low):
         hits.append((m.start(), _PHRASE_TAG[m.lastgroup or ""]))
     hits.sort(key=lambda h: h[0])
-    out: list[str] = []
-    for _, tag in hits:
-        for t in (tag, *_IMPLIED.get(tag, ())):
-            if t not in out:
-                out.append(t)
-    return out
+    return list(dict.fromkeys(t for _, tag in hits for t in (tag, *_IMPLIED.get(tag, ()))))
 
 
 def _commit_prefix_tags(subject: str) -> list[str]:
@@ -203,12 +198,7 @@ def _commit_prefix_tags(subject: str) -> list[str]:
 
 def _merge_tags(*groups: list[str]) -> list[str]:
     """Concatenate tag groups in priority order, dropping repeats, capped at ``MAX_TAGS``."""
-    out: list[str] = []
-    for group in groups:
-        for t in group:
-            if t not in out:
-                out.append(t)
-    return out[:MAX_TAGS]
+    return list(dict.fromkeys(t for group in groups for t in group))[:MAX_TAGS]
 
 
 def infer_tags(text: str) -> list[str]:
@@ -609,9 +599,7 @@ def _strip_interjections(text: str) -> str:
 
 def _is_pleasantry(low: str) -> bool:
     words = _NON_WORD_RE.sub(" ", low).split()
-    if not words:
-        return True
-    return len(words) <= 12 and bool(_PLEASANTRY_RE.match(" ".join(words)))
+    return not words or (len(words) <= 12 and bool(_PLEASANTRY_RE.match(" ".join(words))))
 
 
 def _is_question(low: str) -> bool:
@@ -724,9 +712,7 @@ def junk_reason(text: str) -> str | None:
     if text.rstrip().endswith(":"):
         return "dangling"  # "run the following commands:" and nothing after it
     words = _REDACTED_RE.sub(" ", clean)
-    if not re.search(r"\w", words):
-        return "only_redacted" if _REDACTED_RE.search(clean) else "too_short"
-    if len(re.findall(r"\w[\w'./+-]*", words)) < 3:
+    if len(re.findall(r"\w[\w'./+-]*", words)) < 3:  # also when no word is left at all
         return "only_redacted" if _REDACTED_RE.search(clean) else "too_short"
     return None
 

@@ -667,16 +667,13 @@ class LLM:
         instructions = checks.instruction_lines(text)
         kept: list[str] = []
         for t in texts:
-            trimmed, dropped = checks.trim_junk_sentences(t)
-            if not trimmed:
-                invalid.append(f"{dropped}: {_one_line(t, 80)!r}")
-                continue
-            t = trimmed
-            rule = checks.fact_problem(t, source=sent, prompt=EXTRACT_SYSTEM, instructions=instructions)
+            trimmed, rule = checks.trim_junk_sentences(t)  # ("", rule) when every sentence is junk
+            if trimmed:
+                rule = checks.fact_problem(trimmed, source=sent, prompt=EXTRACT_SYSTEM, instructions=instructions)
             if rule:
-                invalid.append(f"{rule}: {_one_line(t, 80)!r}")
+                invalid.append(f"{rule}: {_one_line(trimmed or t, 80)!r}")
             else:
-                kept.append(t)
+                kept.append(trimmed)
         if invalid and len(invalid) > len(kept):
             raise LLMFormatError(f"{len(invalid)} of {len(invalid) + len(kept)} extracted items invalid "
                                  f"({'; '.join(r.split(':')[0] for r in invalid[:4])})")
@@ -691,11 +688,9 @@ class LLM:
         without neighbours is an ADD, not sent). Returns the decisions by fact index, and why each
         rejected item or undecided fact was."""
         neighbours = [list(n or [])[:5] for n in neighbours] + [[]] * max(0, len(facts) - len(neighbours))
-        decisions: dict[int, Decision] = {}
-        asked = [i for i, _ in enumerate(facts) if neighbours[i]]
-        for i, fact in enumerate(facts):
-            if not neighbours[i]:
-                decisions[i] = Decision("ADD", None, fact.text, "no similar memory exists", 1.0, fact=i)
+        asked = [i for i in range(len(facts)) if neighbours[i]]
+        decisions = {i: Decision("ADD", None, fact.text, "no similar memory exists", 1.0, fact=i)
+                     for i, fact in enumerate(facts) if not neighbours[i]}
         invalid: list[str] = []
         if asked:
             # one fact per line: compact in tokens, still easy for a small model to follow

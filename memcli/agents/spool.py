@@ -524,9 +524,8 @@ def _replay(model: str | None) -> Any:
 
 
 def _redact_item(path: Path, item: dict[str, Any]) -> None:
-    """Scrub an item an older memcli spooled unredacted (its Claude Code capture left redaction to
-    the worker; captures are now redacted before they are spooled) and write it back, before
-    anything else reads it: a parked item then holds no secret either."""
+    """Scrub an item an older memcli spooled unredacted and write it back before anything else
+    reads it: a parked item then holds no secret either."""
     from memcli.services.redact import redact
 
     item["text"] = redact(item.get("text") or "")[0]
@@ -877,9 +876,8 @@ REFRESH_ROUNDS = 5  # a worker's refreshes, while commits keep leaving provision
 
 
 def _refresh_logged(store: Store) -> int:
-    """`refresh_provisional`, its failure recorded in errors.log (the inbox's own results are
-    recorded all the same) and remembered, so that the workers of the next hooks do not each try
-    to load a model that just failed (`detached.REFRESH_RETRY_AFTER`)."""
+    """`refresh_provisional`, its failure recorded in errors.log and remembered, so the next hooks'
+    workers do not each try to load a model that just failed (`detached.REFRESH_RETRY_AFTER`)."""
     marker = inbox_dir(store.path) / REFRESH_FAILED
     try:
         done = refresh_provisional(store)
@@ -895,10 +893,8 @@ def _refresh_logged(store: Store) -> int:
 
 
 def refresh_provisional(store: Store) -> int:
-    """After the inbox: make the provisional vectors a bulk curation commit left exact (see
-    memcli/services/detached.py), under the worker lock, at a lower priority (the user's own commands come
-    first). A commit that leaves more while this runs starts a worker that finds the lock held:
-    this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
+    """After the inbox: make exact the provisional vectors a bulk curation commit left, under the
+    worker lock and at a lower priority than the user's own commands. Returns how many were refreshed."""
     if not background_on(store.config.background):
         return 0  # background work is off: `memcli reindex --provisional` does it
     if refresh_failed_recently(store.path):

@@ -278,7 +278,12 @@ def _read_item(path: Path) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise ValueError("not a JSON object")
     if (item.get("options") or {}).get("redact_first"):
-        _redact_item(path, item)
+        # spooled unredacted by an older memcli: scrubbed and written back before anything reads it
+        from memcli.services.redact import redact
+
+        item["text"] = redact(item.get("text") or "")[0]
+        item["options"] = {k: v for k, v in item["options"].items() if k != "redact_first"}
+        write_item(path, item)
     return item
 
 
@@ -521,16 +526,6 @@ def _replay(model: str | None) -> Any:
     return run
 
 
-
-
-def _redact_item(path: Path, item: dict[str, Any]) -> None:
-    """Scrub an item an older memcli spooled unredacted and write it back before anything else
-    reads it: a parked item then holds no secret either."""
-    from memcli.services.redact import redact
-
-    item["text"] = redact(item.get("text") or "")[0]
-    item["options"] = {k: v for k, v in (item.get("options") or {}).items() if k != "redact_first"}
-    write_item(path, item)
 
 
 def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:

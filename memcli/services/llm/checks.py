@@ -509,7 +509,7 @@ def attach_code(texts: list[str], source: str) -> list[Fact]:
                 best, best_score = i, 2.0
                 break
             shared = pwords & _content_words(text)
-            score = len(shared) / max(1, len(_content_words(prose)) or 1)
+            score = len(shared) / max(1, len(_content_words(prose)))
             if _REFERS_TO_CODE.search(text):
                 score += 0.25
             if len(shared) >= 2 and score > best_score:

@@ -580,9 +580,7 @@ def _add_kwargs(store: Store, opts: dict[str, Any], *, llm: bool | None = None) 
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
         if any(str(o).startswith("git:") for o in opts.get("origins") or []):
-            # a commit: the commit rules (memcli/services/commits.py) extract it and the decision
-            # rules decide it, with no model too (a newer bump supersedes the older one)
-            if not store.config.llm_model:
+            if not store.config.llm_model:  # a commit: its own rules extract and decide it, no model needed
                 llm = False
         else:
             opts["raw"] = not store.config.llm_model or llm is False

@@ -453,8 +453,8 @@ def _as_int(value: Any) -> int | None:
 
 def _resolve_target(raw: Any, neighbours: list[dict]) -> str | None | bool:
     """The neighbour id the model's target means (the id, or its number in the prompt); None for an
-    empty target, False for one that names none."""
-    if raw is None or (isinstance(raw, str) and not raw.strip()) or raw in ("null", "None"):
+    empty target (0 included: "no memory"), False for one that names none."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()) or raw in ("null", "None", 0, "0"):
         return None
     ids = [str(n.get("id")) for n in neighbours]
     s = str(raw).strip().strip("[]").strip()
@@ -740,8 +740,6 @@ class LLM:
                 invalid.append(f"decision {k}: unknown event {item.get('event')!r} for fact {i}")
                 continue
             raw_target = item.get("target_id", item.get("target"))
-            if raw_target in (0, "0"):
-                raw_target = None
             target = _resolve_target(raw_target, neighbours[i])
             if target is False:
                 invalid.append(f"decision {k}: target_id {raw_target!r} is not a neighbour of fact {i}")

@@ -443,9 +443,8 @@ def take_commits(store_path: str | os.PathLike[str]) -> int:
             cwd = p.read_text(encoding="utf-8", errors="replace").strip() or None
         except OSError:
             continue
-        if not cwd:  # still being written by its hook (a few bytes): next round
-            if time.time() - p.stat().st_mtime < 5:
-                continue
+        if not cwd and time.time() - p.stat().st_mtime < 5:  # still being written by its hook: next round
+            continue
         try:
             if len(sha) < 7 or any(c not in "0123456789abcdef" for c in sha):
                 raise ValueError(f"not a commit id: {sha[:50]!r}")

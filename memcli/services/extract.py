@@ -158,19 +158,14 @@ def _commit_prefix_tags(subject: str) -> list[str]:
     m = _CONVENTIONAL_RE.match(subject.strip())
     if not m:
         return []
-    tags: list[str] = []
+    tags: list[str | None] = []
     for part in re.split(r"[,/\s]+", (m.group(2) or "").lower()):
-        if not part:
-            continue
         mapped = _TOKEN_TAG.get(part)
         if mapped is None and re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,23}", part):
             mapped = part
-        if mapped and mapped not in tags:
-            tags.append(mapped)
-    type_tag = _COMMIT_TYPE_TAGS.get(m.group(1).lower())
-    if type_tag and type_tag not in tags:
-        tags.append(type_tag)
-    return tags
+        tags.append(mapped)
+    tags.append(_COMMIT_TYPE_TAGS.get(m.group(1).lower()))
+    return [t for t in dict.fromkeys(tags) if t]
 
 
 def _merge_tags(*groups: list[str]) -> list[str]:

@@ -1,21 +1,12 @@
 """Never block a caller on a slow model: spool the input, return, let a detached worker do the work.
 
-Hooks (git, Claude Code) and anything else that runs inside another program call `spool()`, which
-writes one JSON file to `<store>/inbox/` (atomically: the input is on disk before the caller goes
-on) and returns in a few milliseconds; `start_worker()` then launches a detached
-`python -m memcli.agents.spool` that runs `process()`: each item goes through the add pipeline (extract,
-decide, write) and leaves the inbox only when it landed. When the LLM is unreachable the item
-stays, with its error and attempt count, and the worker stops; the next worker (the next hook, or
-`memcli inbox process` by hand) tries again. Nothing is lost and the caller never waits.
-
-Two workers never process one item: a worker takes `inbox/.worker.lock` (only one runs at a time,
-so twenty commits in a rebase start one model, not twenty), and each item is `flock`ed while it
-is processed (so a worker and a hand-run `inbox retry` cannot both add it).
-
-Items are the same JSON as the inbox's LLM-failure items (`text`, `options`, `attempts`,
-`error`), plus `kind`: "add" (default) or "remap" (a git rewrite: move `git:<old>` origins to
-`git:<new>`). This module imports only the standard library at the top: `spool()` and
-`start_worker()` run on a hook's < 100 ms budget.
+`spool()` writes one JSON item to `<store>/inbox/` atomically and returns; `start_worker()` launches
+a detached `python -m memcli.agents.spool` that runs `process()`: each item goes through the add
+pipeline and leaves the inbox only once it landed. When the LLM is unreachable the item stays, with
+its error and attempt count, for the next worker. One worker runs at a time (`inbox/.worker.lock`)
+and each item is `flock`ed while processed, so no item is added twice. Items carry `kind`: "add"
+(default), "remap" (a git rewrite) or "session". Only the standard library is imported at the top:
+hooks call `spool()` and `start_worker()` on a tight time budget.
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ from memcli.storage.inbox import now as _now
 from memcli.storage.locks import item_lock
 from memcli.storage.locks import try_lock as _try_lock
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: a hook must not pay for importing typing
 
 if TYPE_CHECKING:
     from typing import Any
@@ -72,14 +63,17 @@ def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
     output, and must never fail silently either."""
     from memcli.storage.safety import open_no_follow, unsafe_entries
 
-    line = f"{_now()} {' '.join(message.split())}\n"
+    def append(path: Path, line: str) -> None:
+        with os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as f:
+            f.write(line)
+
+    line = f"{_now()} {' '.join(message.split())}"
     try:  # the store's own log, never through a planted link; else the user's cache (issue 24)
         if unsafe_entries(Path(store_path)):
             raise OSError(errno.ELOOP, "store holds a link")
         d = inbox_dir(Path(store_path))
         d.mkdir(exist_ok=True)
-        with os.fdopen(open_no_follow(d / ERROR_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as f:
-            f.write(line)
+        append(d / ERROR_LOG, f"{line}\n")
         return
     except OSError:
         pass
@@ -87,17 +81,12 @@ def record_failure(store_path: str | os.PathLike[str], message: str) -> None:
         base = os.environ.get("MEMCLI_CACHE_DIR") or os.path.join(
             os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "memcli")
         os.makedirs(base, mode=0o700, exist_ok=True)
-        with os.fdopen(open_no_follow(Path(base) / "hook-errors.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                                      0o600), "a") as f:
-            f.write(f"{line[:-1]} (store {store_path})\n")
+        append(Path(base) / "hook-errors.log", f"{line} (store {store_path})\n")
 
 
 def start_worker(store_path: str | os.PathLike[str]) -> None:
-    """Launch a detached worker (`python -m memcli.agents.spool --store STORE`) and return at once.
-
-    The worker has its own session and no inherited pipes, so the caller (git, Claude Code) does
-    not wait for it, and nothing it prints can reach the caller's output (memcli/services/detached.py).
-    """
+    """Launch a detached worker (`python -m memcli.agents.spool --store STORE`) and return at once:
+    the caller does not wait for it, and nothing it prints reaches the caller's output."""
     from memcli.services.detached import start_worker as launch
 
     launch(store_path)
@@ -188,17 +177,16 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
                     continue
                 outcomes = _process_batch(store, group) if len(group) > 1 else [_process_one(store, group[0])]
                 for outcome in outcomes:
-                    if outcome is not None and outcome.get("partial"):
-                        tried.discard(outcome["file"])  # the rest of it, after whatever was spooled meanwhile
-                        report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
-                        partial = True
-                    elif outcome is None:
+                    if outcome is None:
                         report.skipped += 1
                     elif outcome.get("error"):
                         report.waiting.append(outcome)
                         stop = stop or bool(outcome.get("llm") and stop_on_llm_error)
                     else:
                         report.done.append({"file": outcome["file"], "summary": outcome["summary"]})
+                        if outcome.get("partial"):
+                            tried.discard(outcome["file"])  # the rest of it, after whatever was spooled meanwhile
+                            partial = True
                 if stop or partial:
                     break
         finally:
@@ -210,9 +198,8 @@ def process(store: Store, *, stop_on_llm_error: bool = True, held: int | None = 
 
 BATCH = 32  # inbox items planned into one commit: a burst of commits costs one model load and few commits
 
-# An input larger than this is added a chunk at a time (cut at a paragraph or line), its item
-# rewritten to what is left after each chunk lands: a 300 KB capture does not hold the worker for
-# minutes while the small captures queued after it wait, and a kill loses no landed chunk's work.
+# A larger input is added a chunk at a time, its item rewritten to what is left after each chunk
+# lands: it does not hold up the small captures queued after it, and a kill loses no landed chunk.
 CHUNK_CHARS = 32 * 1024
 
 
@@ -291,7 +278,12 @@ def _read_item(path: Path) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise ValueError("not a JSON object")
     if (item.get("options") or {}).get("redact_first"):
-        _redact_item(path, item)
+        # spooled unredacted by an older memcli: scrubbed and written back before anything reads it
+        from memcli.services.redact import redact
+
+        item["text"] = redact(item.get("text") or "")[0]
+        item["options"] = {k: v for k, v in item["options"].items() if k != "redact_first"}
+        write_item(path, item)
     return item
 
 
@@ -353,8 +345,8 @@ def _process_batch(store: Store, paths: list[Path]) -> list[dict[str, Any] | Non
 
 # ------------------------------------------------------------------------- commits (git hooks)
 _ALWAYS_SKIP = ("fixup! ", "squash! ", "amend! ")
-# A commit message longer than this is remembered truncated (12 MB messages exist: a pasted build
-# log); kept whole it would be neither stored nor kept in the inbox.
+# A longer commit message (a pasted build log) is remembered truncated: whole, it could be neither
+# stored nor kept in the inbox.
 MAX_COMMIT_CHARS = 256 * 1024
 
 
@@ -451,9 +443,8 @@ def take_commits(store_path: str | os.PathLike[str]) -> int:
             cwd = p.read_text(encoding="utf-8", errors="replace").strip() or None
         except OSError:
             continue
-        if not cwd:  # still being written by its hook (a few bytes): next round
-            if time.time() - p.stat().st_mtime < 5:
-                continue
+        if not cwd and time.time() - p.stat().st_mtime < 5:  # still being written by its hook: next round
+            continue
         try:
             if len(sha) < 7 or any(c not in "0123456789abcdef" for c in sha):
                 raise ValueError(f"not a commit id: {sha[:50]!r}")
@@ -514,6 +505,8 @@ def retry(store: Store, *, model: str | None = None) -> list[tuple[str, Any]]:
 
 
 _RETRY_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source")
+# never `llm_model`: the store's (trusted) configuration chooses
+_ADD_OPTIONS = (*_RETRY_OPTIONS, "raw", "no_dedup", "created")
 
 
 def _replay(model: str | None) -> Any:
@@ -532,19 +525,6 @@ def _replay(model: str | None) -> Any:
     return run
 
 
-_ADD_OPTIONS = ("tags", "type", "origins", "user", "project", "session", "threshold", "allow_delete", "source",
-                "raw", "no_dedup", "created")  # never `llm_model`: the store's (trusted) configuration chooses
-
-
-def _redact_item(path: Path, item: dict[str, Any]) -> None:
-    """Scrub an item an older memcli spooled unredacted (its Claude Code capture left redaction to
-    the worker; captures are now redacted before they are spooled) and write it back, before
-    anything else reads it: a parked item then holds no secret either."""
-    from memcli.services.redact import redact
-
-    item["text"] = redact(item.get("text") or "")[0]
-    item["options"] = {k: v for k, v in (item.get("options") or {}).items() if k != "redact_first"}
-    write_item(path, item)
 
 
 def _run(store: Store, item: dict[str, Any]) -> tuple[dict[str, Any], Any]:
@@ -599,9 +579,7 @@ def _add_kwargs(store: Store, opts: dict[str, Any], *, llm: bool | None = None) 
     opts = dict(opts)
     if opts.pop("raw_without_llm", False):  # one memory per input unless a model extracts facts
         if any(str(o).startswith("git:") for o in opts.get("origins") or []):
-            # a commit: the commit rules (memcli/services/commits.py) extract it and the decision
-            # rules decide it, with no model too (a newer bump supersedes the older one)
-            if not store.config.llm_model:
+            if not store.config.llm_model:  # a commit: its own rules extract and decide it, no model needed
                 llm = False
         else:
             opts["raw"] = not store.config.llm_model or llm is False
@@ -674,9 +652,8 @@ def _save_rewrites(store_path: Path, mapping: dict[str, str]) -> dict[str, str]:
 
 
 def _by_prefix(rewrites: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
-    """The rewrites grouped by their first 7 characters, in the order they were recorded. Two refs
-    that abbreviate one another share those 7 (both are at least 7 long), so a lookup reads one
-    short bucket instead of every rewrite ever recorded (up to MAX_REWRITES, per origin)."""
+    """The rewrites grouped by their first 7 characters, in recorded order: refs that abbreviate one
+    another (both at least 7 long) share a bucket, so a lookup reads one bucket, not every rewrite."""
     buckets: dict[str, list[tuple[str, str]]] = {}
     for old, new in rewrites.items():
         buckets.setdefault(old[:7], []).append((old, new))
@@ -750,13 +727,10 @@ def remap_origins(store: Store, mapping: dict[str, str], replaced: dict[str, lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m memcli.agents.spool --store STORE`: the detached worker. Exits at once (before loading
-    the model) when another worker holds the lock.
-
-    While it runs, `inbox/.worker.pid` names it: a post-commit hook that finds this worker alive
-    there only writes its `git-<sha>.sha` (memcli/agents/hooks.py `_fast_spool`), starting no
-    process at all. The file goes before the worker's last look for hand-overs, so a commit whose
-    hook read it is always taken."""
+    """`python -m memcli.agents.spool --store STORE`: the detached worker; exits at once when another
+    holds the lock. While it runs, `inbox/.worker.pid` names it, so a post-commit hook only hands
+    its commit over (`git-<sha>.sha`); the file goes before the last look for hand-overs, so a
+    commit whose hook read it is always taken."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m memcli.agents.spool")
@@ -798,9 +772,7 @@ def _work(store_path: Path, held: int) -> int:
             if not (commits_waiting(store_path)
                     or any(p.name not in report_files(report) for p in pending(store_path))):
                 break
-            # spooled, or handed over, while this worker refreshed or released its lock (their
-            # hooks found the lock held: they wrote first and looked second, so this look sees them).
-            # More came while it worked: a burst (a rebase, a script); the rest of it is taken at once
+            # spooled or handed over while this worker held the lock (a burst: a rebase, a script)
             _settle(d)
             again = process(store, force=False)
             report.done += again.done
@@ -819,19 +791,16 @@ def _work(store_path: Path, held: int) -> int:
 
 WORKER_PID = ".worker.pid"  # inbox/: "<pid> <fd>" of the worker that runs (see `main`, `_mark_alive`)
 
-#: a burst (a rebase, a scripted series, commits back to back) is over when no input was handed
-#: over for this long; the worker waits for that, at most SETTLE_MAX, rather than embed and write
-#: between the commits on a CPU they want: the burst is then one round (one commit of the store)
+#: a burst of commits is over when no input was handed over for QUIET seconds; the worker waits for
+#: that (at most SETTLE_MAX) rather than compete with the commits for the CPU, then takes it in one round
 QUIET = 0.4
 SETTLE_MAX = 30.0
 
 
 def _mark_alive(d: Path) -> int | None:
-    """Name this worker in `inbox/.worker.pid`: "<pid> <fd>", the fd one it keeps open on the
-    worker lock's file (the fd returned, closed by `_unmark_alive`). A hook checks it with one
-    `stat`: `/proc/<pid>/fd/<fd>` is that file only in a live process that opened it, whatever
-    process a stale pid names now. The file is replaced, never written through (a planted link
-    stays a link nobody follows), and not synced: lost in a crash, it costs the next hook a look."""
+    """Name this worker in `inbox/.worker.pid` as "<pid> <fd>", the fd (returned) held open on the
+    worker lock's file: `/proc/<pid>/fd/<fd>` is that file only while this process lives. The file
+    is replaced, never written through, and not synced (lost in a crash, it costs a hook one look)."""
     try:
         tag = os.open(d / WORKER_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
     except OSError:
@@ -874,8 +843,7 @@ def _handed_over(d: Path) -> list[int]:
 
 def _burst_under_way(d: Path, quiet: float = QUIET) -> bool:
     """More than the one input that started this worker arrived within the last `quiet` seconds:
-    commits are coming back to back. (A single commit is taken at once: its memory is due in a
-    few seconds.)"""
+    commits are coming back to back (a single commit is taken at once)."""
     since = time.time_ns() - int(quiet * 1e9)
     return sum(t >= since for t in _handed_over(d)) > 1
 
@@ -900,9 +868,8 @@ REFRESH_ROUNDS = 5  # a worker's refreshes, while commits keep leaving provision
 
 
 def _refresh_logged(store: Store) -> int:
-    """`refresh_provisional`, its failure recorded in errors.log (the inbox's own results are
-    recorded all the same) and remembered, so that the workers of the next hooks do not each try
-    to load a model that just failed (`detached.REFRESH_RETRY_AFTER`)."""
+    """`refresh_provisional`, its failure recorded in errors.log and remembered, so the next hooks'
+    workers do not each try to load a model that just failed (`detached.REFRESH_RETRY_AFTER`)."""
     marker = inbox_dir(store.path) / REFRESH_FAILED
     try:
         done = refresh_provisional(store)
@@ -918,22 +885,19 @@ def _refresh_logged(store: Store) -> int:
 
 
 def refresh_provisional(store: Store) -> int:
-    """After the inbox: make the provisional vectors a bulk curation commit left exact (see
-    memcli/services/detached.py), under the worker lock, at a lower priority (the user's own commands come
-    first). A commit that leaves more while this runs starts a worker that finds the lock held:
-    this one looks again after releasing it, as `process` does. Returns how many were refreshed."""
+    """After the inbox: make exact the provisional vectors a bulk curation commit left, under the
+    worker lock and at a lower priority than the user's own commands. Returns how many were refreshed."""
+    if not background_on(store.config.background):
+        return 0  # background work is off: `memcli reindex --provisional` does it
+    if refresh_failed_recently(store.path):
+        return 0  # it failed a moment ago (errors.log says why)
+    if not store.index.provisional_count():
+        return 0
     lock = inbox_dir(store.path) / WORKER_LOCK
     done = 0
-    if not background_on(store.config.background):
-        return done  # background work is off: `memcli reindex --provisional` does it
-    if refresh_failed_recently(store.path):
-        return done  # it failed a moment ago (errors.log says why)
-    if not store.index.provisional_count():
-        return done
     with contextlib.suppress(OSError):
         os.nice(10)
-    # one model thread in the background: onnxruntime's idle pool threads spin, costing a busy
-    # machine ~2x the CPU for the same vectors (a setting of the user's own wins)
+    # one model thread in the background: idle pool threads spin on a busy machine (the user's setting wins)
     os.environ.setdefault("MEMCLI_EMBED_THREADS", "1")
     for _ in range(REFRESH_ROUNDS):
         fd = _try_lock(lock)

@@ -1,24 +1,14 @@
 """Commit messages into facts: the rules that say which commits carry knowledge, and in what pieces.
 
-A commit message is not a chat: "Delete setup.py", "pin httpcore==1.*" and "use uv" are short and
-are facts (a removal, a pin, a tooling switch), so the sentence gates of the extractor (too short,
-reads like a request) do not apply. What is skipped is skipped by a *named* rule, reported as the
-skip reason (`add --json`: `extraction.skipped_pieces`): merge commits, typo and formatter runs,
-review-suggestion commits, release / version / development-cycle commits, "wip", experiments
-("Try ..."), a subject that names only a file ("Update _client.py"), dependency updates that name
-no package, and work on the project's docs, tests, annotations or linters that states no value.
+A commit message is not a chat: "Delete setup.py" or "use uv" is short and still a fact, so the
+extractor's sentence gates do not apply. What is skipped is skipped by a *named* rule, reported as
+the skip reason (merge commits, typo and formatter runs, releases, "wip", docs/tests/lint work that
+states no value, ...).
 
-One memory per commit (the subject, with the body's prose: the body often holds the cause),
-except grouped bumps: a dependabot group, a pre-commit autoupdate or "Bump a from 1 to 2 and b
-from 3 to 4" becomes one memory per package, so that the newer bump of a package supersedes its
-older one and never another package's (issue 21: 7 of 9 wrong merges in one project were grouped
-bumps merged across packages).
-
-Used by the add pipeline for dated inputs whose origin is `git:<sha>` (the post-commit hook, which
-spools the author date; `add --batch` lines with a `git:` origin and a `created` date): both paths
-apply the same rules. Without a model these rules extract; with one, junk is still skipped here
-(no request spent on a merge commit) and the model extracts the rest. An undated `add --origin
-git:<sha>` is a note about a commit, extracted as any note.
+One memory per commit (the subject with the body's prose, which often holds the cause), except
+grouped bumps: one memory per package, so the newer bump of a package supersedes only its own.
+Used by the add pipeline for dated inputs with a `git:<sha>` origin (the post-commit hook,
+`add --batch`); with a model, junk is still skipped here and the model extracts the rest.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 from memcli.services.extract import fact_from_text
 
-MAX_FACT_CHARS = 1500  # a long body is cut at a paragraph: the embedding reads ~256 tokens anyway
+MAX_FACT_CHARS = 1500  # a long body is cut at a paragraph: the embedding reads only its start anyway
 
 # (rule name, pattern on the lowered subject with its references removed)
 _JUNK_RULES: tuple[tuple[str, str], ...] = (

@@ -72,45 +72,22 @@ _VOCAB: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "ci": (("ci", "cicd", "jenkins", "circleci", "travis"), ()),
     "make": (("makefile", "makefiles"), ()),
     "ruff": (("ruff",), ("linting",)),
-    "linting": (
-        ("lint", "linting", "linter", "linters", "eslint", "flake8", "pylint", "mypy", "pyright"),
-        (),
-    ),
-    "testing": (
-        ("test", "tests", "testing", "tested", "e2e", "jest", "vitest", "mocha", "coverage", "fixture",
-         "fixtures", "tdd", "unittest", "flaky"),
-        (),
-    ),
-    "deploy": (
-        ("deploy", "deploys", "deployed", "deploying", "deployment", "deployments", "rollout", "rollback",
-         "prod", "production", "staging"),
-        (),
-    ),
-    "security": (
-        ("security", "secure", "secret", "secrets", "vulnerability", "vulnerabilities", "cve", "xss", "csrf",
-         "injection", "encrypt", "encrypted", "encryption", "password", "passwords", "credential",
-         "credentials", "sanitize", "sanitise"),
-        (),
-    ),
-    "performance": (
-        ("performance", "perf", "slow", "slower", "latency", "throughput", "benchmark", "benchmarks",
-         "optimize", "optimise", "optimization", "optimisation", "profiling", "profiler", "bottleneck"),
-        (),
-    ),
-    "database": (
-        ("database", "databases", "db", "schema", "migration", "migrations", "orm", "sqlalchemy", "alembic",
-         "transaction", "transactions"),
-        (),
-    ),
-    "api": (
-        ("api", "apis", "endpoint", "endpoints", "graphql", "grpc", "openapi", "webhook", "webhooks"),
-        (),
-    ),
-    "auth": (
-        ("auth", "authentication", "authorization", "authorisation", "oauth", "oauth2", "jwt", "sso", "login",
-         "logins", "authn", "authz", "saml", "oidc"),
-        (),
-    ),
+    "linting": (("lint", "linting", "linter", "linters", "eslint", "flake8", "pylint", "mypy", "pyright"), ()),
+    "testing": (("test", "tests", "testing", "tested", "e2e", "jest", "vitest", "mocha", "coverage", "fixture",
+                 "fixtures", "tdd", "unittest", "flaky"), ()),
+    "deploy": (("deploy", "deploys", "deployed", "deploying", "deployment", "deployments", "rollout", "rollback",
+                "prod", "production", "staging"), ()),
+    "security": (("security", "secure", "secret", "secrets", "vulnerability", "vulnerabilities", "cve", "xss", "csrf",
+                  "injection", "encrypt", "encrypted", "encryption", "password", "passwords", "credential",
+                  "credentials", "sanitize", "sanitise"), ()),
+    "performance": (("performance", "perf", "slow", "slower", "latency", "throughput", "benchmark", "benchmarks",
+                     "optimize", "optimise", "optimization", "optimisation", "profiling", "profiler",
+                     "bottleneck"), ()),
+    "database": (("database", "databases", "db", "schema", "migration", "migrations", "orm", "sqlalchemy", "alembic",
+                  "transaction", "transactions"), ()),
+    "api": (("api", "apis", "endpoint", "endpoints", "graphql", "grpc", "openapi", "webhook", "webhooks"), ()),
+    "auth": (("auth", "authentication", "authorization", "authorisation", "oauth", "oauth2", "jwt", "sso", "login",
+              "logins", "authn", "authz", "saml", "oidc"), ()),
     "config": (("config", "configs", "configuration", "settings", "env", "dotenv"), ()),
     "logging": (("logging", "log", "logs", "logger", "structlog", "loguru"), ()),
     "cache": (("cache", "caches", "caching", "cached", "memcached"), ()),
@@ -173,12 +150,7 @@ def _tags_in_order(text: str) -> list[str]:
     for m in _PHRASE_RE.finditer(low):
         hits.append((m.start(), _PHRASE_TAG[m.lastgroup or ""]))
     hits.sort(key=lambda h: h[0])
-    out: list[str] = []
-    for _, tag in hits:
-        for t in (tag, *_IMPLIED.get(tag, ())):
-            if t not in out:
-                out.append(t)
-    return out
+    return list(dict.fromkeys(t for _, tag in hits for t in (tag, *_IMPLIED.get(tag, ()))))
 
 
 def _commit_prefix_tags(subject: str) -> list[str]:
@@ -186,29 +158,19 @@ def _commit_prefix_tags(subject: str) -> list[str]:
     m = _CONVENTIONAL_RE.match(subject.strip())
     if not m:
         return []
-    tags: list[str] = []
+    tags: list[str | None] = []
     for part in re.split(r"[,/\s]+", (m.group(2) or "").lower()):
-        if not part:
-            continue
         mapped = _TOKEN_TAG.get(part)
         if mapped is None and re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,23}", part):
             mapped = part
-        if mapped and mapped not in tags:
-            tags.append(mapped)
-    type_tag = _COMMIT_TYPE_TAGS.get(m.group(1).lower())
-    if type_tag and type_tag not in tags:
-        tags.append(type_tag)
-    return tags
+        tags.append(mapped)
+    tags.append(_COMMIT_TYPE_TAGS.get(m.group(1).lower()))
+    return [t for t in dict.fromkeys(tags) if t]
 
 
 def _merge_tags(*groups: list[str]) -> list[str]:
     """Concatenate tag groups in priority order, dropping repeats, capped at ``MAX_TAGS``."""
-    out: list[str] = []
-    for group in groups:
-        for t in group:
-            if t not in out:
-                out.append(t)
-    return out[:MAX_TAGS]
+    return list(dict.fromkeys(t for group in groups for t in group))[:MAX_TAGS]
 
 
 def infer_tags(text: str) -> list[str]:
@@ -307,9 +269,7 @@ def code_pattern_of(text: str) -> str | None:
     return None
 
 
-#: what `normalise` strips from the end: after the split and join the only whitespace left is " ", so
-#: this is what the regex [\s.!?,;:…]+$ removed, without trying a match at every position (curation
-#: normalises every text it compares)
+#: after the split and join the only whitespace left is " ": rstrip is the regex [\s.!?,;:…]+$, cheaper
 _TRAILING_PUNCT = " .!?,;:…"
 
 
@@ -468,28 +428,26 @@ _INTERJECTION_RE = lazy_compile(
     re.IGNORECASE,
 )
 _PLEASANTRIES = (
-    "hi", "hello", "hey", "heya", "hiya", "yo", "sup", "good morning", "good afternoon", "good evening",
-    "morning", "thanks", "thank you", "thank u", "thx", "ty", "tysm", "cheers", "great", "perfect", "awesome",
-    "amazing", "cool", "nice", "excellent", "wonderful", "fantastic", "brilliant", "sweet", "ok", "okay", "k",
-    "kk", "sure", "yes", "yep", "yup", "yeah", "ya", "no", "nope", "nah", "lol", "lmao", "rofl", "haha",
-    "hahaha", "heh", "sounds good", "sounds great", "sounds perfect", "got it", "gotcha", "makes sense",
-    "that makes sense", "will do", "no problem", "np", "no worries", "you're welcome", "youre welcome",
-    "welcome", "bye", "goodbye", "see you", "see ya", "later", "done", "agreed", "exactly", "right",
-    "correct", "true", "indeed", "i see", "oh", "ah", "hmm", "hm", "wow", "love it", "good", "great job",
-    "well done",
-    "nice one", "nice work", "good job", "great work", "that works", "that worked", "it works", "it worked",
-    "works", "works for me", "all good", "fine", "alright", "all right", "for sure", "definitely",
-    "absolutely", "certainly", "of course", "much appreciated", "appreciate it", "i appreciate it",
-    "so much", "a lot", "very much", "for the help", "for your help", "again", "man", "mate", "buddy",
-    "dude", "guys", "folks", "everyone", "all", "there", "team", "please", "sorry", "my bad", "oops", "lgtm",
-    "ack", "roger", "noted", "understood", "that's great", "thats great", "that's it", "thats it",
-    "great stuff", "yay", "claude", "chatgpt", "assistant", "bot", "gpt", "that's perfect", "thats perfect",
-    "perfect thanks", "you're the best", "you rock", "ok cool", "and", "so", "just", "really", "very",
-    "super", "that helps", "this helps", "helpful", "very helpful", "that was helpful", "good to know",
-    "good to see you", "great to see you", "nice to see you", "good to hear from you", "nice to meet you",
-    "long time no see", "good to hear", "glad to hear", "great to hear", "nice to hear", "good to hear that",
-    "that's cool", "thats cool", "that's awesome", "that's amazing", "that's so cool", "how cool", "so cool",
-    "wow", "omg", "aww", "awesome", "love that", "love it", "that's really cool", "really cool",
+    "hi", "hello", "hey", "heya", "hiya", "yo", "sup", "good morning", "good afternoon", "good evening", "morning",
+    "thanks", "thank you", "thank u", "thx", "ty", "tysm", "cheers", "great", "perfect", "awesome", "amazing", "cool",
+    "nice", "excellent", "wonderful", "fantastic", "brilliant", "sweet", "ok", "okay", "k", "kk", "sure", "yes", "yep",
+    "yup", "yeah", "ya", "no", "nope", "nah", "lol", "lmao", "rofl", "haha", "hahaha", "heh", "sounds good",
+    "sounds great", "sounds perfect", "got it", "gotcha", "makes sense", "that makes sense", "will do", "no problem",
+    "np", "no worries", "you're welcome", "youre welcome", "welcome", "bye", "goodbye", "see you", "see ya", "later",
+    "done", "agreed", "exactly", "right", "correct", "true", "indeed", "i see", "oh", "ah", "hmm", "hm", "wow",
+    "love it", "good", "great job", "well done", "nice one", "nice work", "good job", "great work", "that works",
+    "that worked", "it works", "it worked", "works", "works for me", "all good", "fine", "alright", "all right",
+    "for sure", "definitely", "absolutely", "certainly", "of course", "much appreciated", "appreciate it",
+    "i appreciate it", "so much", "a lot", "very much", "for the help", "for your help", "again", "man", "mate",
+    "buddy", "dude", "guys", "folks", "everyone", "all", "there", "team", "please", "sorry", "my bad", "oops", "lgtm",
+    "ack", "roger", "noted", "understood", "that's great", "thats great", "that's it", "thats it", "great stuff", "yay",
+    "claude", "chatgpt", "assistant", "bot", "gpt", "that's perfect", "thats perfect", "perfect thanks",
+    "you're the best", "you rock", "ok cool", "and", "so", "just", "really", "very", "super", "that helps",
+    "this helps", "helpful", "very helpful", "that was helpful", "good to know", "good to see you", "great to see you",
+    "nice to see you", "good to hear from you", "nice to meet you", "long time no see", "good to hear", "glad to hear",
+    "great to hear", "nice to hear", "good to hear that", "that's cool", "thats cool", "that's awesome",
+    "that's amazing", "that's so cool", "how cool", "so cool", "omg", "aww", "love that", "that's really cool",
+    "really cool",
 )
 _PLEASANTRY_RE = lazy_compile(
     r"^(?:(?:"
@@ -526,11 +484,8 @@ _FILLER_RE = lazy_compile(
     r"|here(?:'s| is| are) (?:what i (?:found|did|changed)|a summary|the summary|my (?:plan|suggestion))"
     r"|here(?:'s| is| are) (?:the |a |an |your |my |some )?(?:updated |full |complete |fixed |corrected "
     r"|new |final |modified |revised |whole |entire |relevant )?(?:code|version|file|function|script"
-    r"|implementation|snippet|example|output|result|diff|patch|changes?|fix|command)s?\s*[:.!]?$"
-    r"|please (?!always|never|make sure|remember|don't|do not|note|be aware|keep in mind|use|prefer|avoid"
-    r"|stick|follow|only|run|be careful)"
-    r"|(?:can|could|would) you\b)",
-)
+    r"|implementation|snippet|example|output|result|diff|patch|changes?|fix|command)s?\s*[:.!]?$)",
+)  # requests ("please ...", "can you ...") are `_REQUEST_RE`'s, checked first
 _PROMPT_ECHO_RE = lazy_compile(
     r"^(?:you are (?:a|an|the)\b.{0,80}?\b(?:assistant|agent|model|ai|bot|chatbot|expert|engineer|developer"
     r"|programmer|helper|extractor|coder|tutor)\b"
@@ -554,8 +509,9 @@ _IMPERATIVE_VERBS = (
     "define extend override inject reindex prune tune announce notify ping send tell ask review approve "
     "verify confirm close"
 ).split()
+_IMPERATIVE = "|".join(map(re.escape, _IMPERATIVE_VERBS))
 _IMPERATIVE_RE = lazy_compile(
-    r"^(?:(?:please|just|first|then|also|and)\s+)*(?:" + "|".join(map(re.escape, _IMPERATIVE_VERBS)) + r")\b"
+    r"^(?:(?:please|just|first|then|also|and)\s+)*(?:" + _IMPERATIVE + r")\b"
     r"(?!\s+(?:is|are|was|were|takes|took|has|have|had|fails|failed|runs|ran|requires|needs|uses|used"
     r"|can|will|should|must|may|might|does|did|of|it's|step|time|times)\b)",
 )
@@ -567,7 +523,7 @@ _RULE_WORDS_RE = lazy_compile(
 _PROCEDURE_RE = lazy_compile(
     r"^(?:to\s+[a-z]+\b|how to\b|the (?:way|trick) to\b|steps? to\b"
     r"|(?:when|before|after|if|once|whenever|while|for)\b[^,]{1,120},\s*(?:(?:always|never|please|just|first"
-    r"|then)\s+)?(?:" + "|".join(map(re.escape, _IMPERATIVE_VERBS)) + r")\b)"
+    r"|then)\s+)?(?:" + _IMPERATIVE + r")\b)"
     r"|\buse\s+\S+(?:\s+\S+){0,3}\s+(?:to|for|instead)\b|\brun\s+`",
 )
 _DECISION_RE = lazy_compile(
@@ -615,9 +571,7 @@ def _strip_interjections(text: str) -> str:
 
 def _is_pleasantry(low: str) -> bool:
     words = _NON_WORD_RE.sub(" ", low).split()
-    if not words:
-        return True
-    return len(words) <= 12 and bool(_PLEASANTRY_RE.match(" ".join(words)))
+    return not words or (len(words) <= 12 and bool(_PLEASANTRY_RE.match(" ".join(words))))
 
 
 def _is_question(low: str) -> bool:
@@ -730,9 +684,7 @@ def junk_reason(text: str) -> str | None:
     if text.rstrip().endswith(":"):
         return "dangling"  # "run the following commands:" and nothing after it
     words = _REDACTED_RE.sub(" ", clean)
-    if not re.search(r"\w", words):
-        return "only_redacted" if _REDACTED_RE.search(clean) else "too_short"
-    if len(re.findall(r"\w[\w'./+-]*", words)) < 3:
+    if len(re.findall(r"\w[\w'./+-]*", words)) < 3:  # also when no word is left at all
         return "only_redacted" if _REDACTED_RE.search(clean) else "too_short"
     return None
 
@@ -759,13 +711,17 @@ def _render(prose: str, codes: list[tuple[str, str]]) -> str:
     return "\n".join(parts)
 
 
-def _skip(why: list[str] | None, rule: str) -> None:
+def _piece(text: str, rule: str) -> dict[str, str]:
+    """A skipped piece as reported (`add -v`, `add --dry-run --json`): its text on one line, and the rule."""
+    return {"text": " ".join(text.split()), "rule": rule}
+
+
+def _skip(why: list[str], rule: str) -> None:
     """Record the rule that skipped a candidate (shown by `add -v` and `add --dry-run --json`)."""
-    if why is not None:
-        why.append(rule)
+    why.append(rule)
 
 
-def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> Fact | None:
+def _judge(c: _Cand, default_type: str | None, why: list[str]) -> Fact | None:
     """Turn a candidate into a Fact, or None when it is not knowledge worth remembering (the rule
     that decided is appended to `why`)."""
     if c.skip:
@@ -778,11 +734,11 @@ def _judge(c: _Cand, default_type: str | None, why: list[str] | None = None) -> 
     n_words = len(clean.split())
     if n_words < 3 and not c.codes:
         return _skip(why, "too_short")  # "Thanks! Also, works." is short once the interjections are gone
-    low = clean.lower()  # the judging regexes are lowercase-only: ~3x faster than IGNORECASE
+    low = clean.lower()  # the judging regexes are lowercase-only: faster than IGNORECASE
     rule = _junk_rule(clean, low, subject=c.subject)
     if rule:
         return _skip(why, rule)
-    if c.subject and (_COMMIT_JUNK_RE.search(low) or len(clean.split()) < 4):
+    if c.subject and (_COMMIT_JUNK_RE.search(low) or n_words < 4):
         return _skip(why, "commit_boilerplate")
     if not c.codes and clean.endswith(":"):
         return _skip(why, "dangling")  # "memcli search gave:" + pasted output that was skipped
@@ -881,7 +837,7 @@ class _Scanner:
 
     def skip(self, text: str, rule: str) -> None:
         self.skipped += 1
-        self.skipped_pieces.append({"text": " ".join(text.split()), "rule": rule})
+        self.skipped_pieces.append(_piece(text, rule))
 
     def _item_text(self, lines: list[str]) -> str:
         """A list item stays whole, but a pleasantry run on after it ("- Use squash merges.
@@ -955,11 +911,10 @@ class _Scanner:
                     continue
                 c0 = stripped[0]
             # Cheap first-character dispatch: most lines are plain prose and skip every regex below.
-            if c0 in "`~":
-                fence = _FENCE_OPEN_RE.match(line)
-                if fence:
-                    i = self._code_block(lines, i, fence)
-                    continue
+            fence = _FENCE_OPEN_RE.match(line) if c0 in "`~" else None
+            if fence:
+                i = self._code_block(lines, i, fence)
+                continue
             if (c0 in _SEARCH_FIRST or not line.isascii()) and _SEARCH_OUTPUT_RE.search(line):
                 self.skip(line, "recalled_memory")
                 self.new_context()
@@ -986,17 +941,14 @@ class _Scanner:
                 continue
             speaker = _SPEAKER_RE.match(line) if ":" in line else None
             named = _named_speaker(line) if ":" in line and speaker is None and c0.isupper() else None
-            if named is not None:
-                self.new_context()
-                self.turn += 1
-                self.speaker, self.speaker_turn = named.group(1), self.turn
-                speaker = named
-            elif speaker:
-                self.new_context()
-                self.turn += 1
-                if speaker.group(1).lower() == "system":
-                    self.prompt_turn = self.turn
+            speaker = named or speaker
             if speaker:
+                self.new_context()
+                self.turn += 1
+                if named:
+                    self.speaker, self.speaker_turn = named.group(1), self.turn
+                elif speaker.group(1).lower() == "system":
+                    self.prompt_turn = self.turn
                 line = line[speaker.end():]
                 stripped = line.lstrip()
                 if not stripped:
@@ -1119,8 +1071,7 @@ def _turn_fact(cands: list[_Cand], default_type: str | None) -> tuple[Fact | Non
     judged = [_judge(c, default_type, why) for c, why in zip(cands, whys)]
     kept = [i for i, f in enumerate(judged) if f is not None]
     if not kept:
-        return None, [{"text": " ".join(c.text.split()), "rule": why[0] if why else "not_knowledge"}
-                      for c, why in zip(cands, whys)]
+        return None, [_piece(c.text, why[0] if why else "not_knowledge") for c, why in zip(cands, whys)]
     fact = judged[kept[0]]
     assert fact is not None
     if len(cands) > 1:  # the whole turn stays: who was addressed, the question it answers, the rest
@@ -1180,24 +1131,19 @@ def heuristic_extract(text: str, *, default_type: str | None = None) -> Extracti
             while j < len(cands) and cands[j].turn == cand.turn and cands[j].speaker == cand.speaker:
                 j += 1
             fact, dropped = _turn_fact(cands[i:j], default_type)
-            skipped += len(dropped)
-            pieces.extend(dropped)
             i = j
-            if fact is None:
-                continue
         else:
             why: list[str] = []
             fact = _judge(cand, default_type, why)
+            dropped = [] if fact is not None else [_piece(cand.text, why[0] if why else "not_knowledge")]
             i += 1
-            if fact is None:
-                skipped += 1
-                pieces.append({"text": " ".join(cand.text.split()), "rule": why[0] if why else "not_knowledge"})
+        if fact is not None:
+            key = normalise(fact.text)
+            if key not in seen:
+                seen.add(key)
+                facts.append(fact)
                 continue
-        key = normalise(fact.text)
-        if key in seen:
-            skipped += 1
-            pieces.append({"text": " ".join(cand.text.split()), "rule": "repeated"})
-            continue
-        seen.add(key)
-        facts.append(fact)
+            dropped = [_piece(cand.text, "repeated")]
+        skipped += len(dropped)
+        pieces.extend(dropped)
     return Extraction(facts=facts, skipped=skipped, method="heuristic", skipped_pieces=pieces)

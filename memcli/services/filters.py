@@ -1,11 +1,10 @@
 """One junk filter for every path that turns conversation text into memories.
 
-`add`, `import --from claude-code|chatgpt` and `capture claude-code` all ask `junk_class` whether a
-candidate is worth keeping, so a sentence is never filler on one path and a memory on another. The
-classes (bench/realdata/sessions/README.md): narration (an agent saying what it does or did),
-injected (harness text), tool_output / git_output, ui_chatter, api_error, filler, request and
-fragment. `strip_injected` removes injected blocks from a turn first. Regexes only: this runs on
-every sentence of a 2 MB transcript.
+`add`, `import --from claude-code|chatgpt` and `capture claude-code` all ask `junk_class`, so a
+sentence is never filler on one path and a memory on another (classes: narration, injected,
+tool_output, git_output, ui_chatter, api_error, filler, request, fragment). `strip_injected` removes
+a harness's injected blocks from a turn first. Regexes only: this runs on every sentence of long
+transcripts.
 """
 
 from __future__ import annotations

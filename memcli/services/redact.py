@@ -10,7 +10,7 @@ for cards, digit counts for phones, octets for IPs). Names that tell where a sec
 (``password=[REDACTED:password]``); placeholders and code (``$DB_PASSWORD``, ``password: str``) are
 left alone. Loopback, ``0.0.0.0`` and netmasks identify nothing and stay; every other IPv4 goes.
 Each rule is one linear regex pass, skipped when a substring test shows it cannot match: hooks
-redact on a < 100 ms budget.
+redact on a tight time budget.
 """
 
 from __future__ import annotations
@@ -167,22 +167,18 @@ def _word_like(value: str) -> bool:
 
 
 def _in_words(m: re.Match[str]) -> Replacement:
-    for group in ("value", "login", "token"):
-        value = m.group(group)
-        if value is None:
-            continue
-        core = value.rstrip(".!?)")
-        if _is_placeholder(core) or _word_like(core) or (group != "token" and _code_like(core, ":")):
-            return None
-        after = m.string[m.start(group) + len(core): m.start(group) + len(core) + 40]
-        if core.isalpha() and re.match(r"[ \t]+(?:the|a|an|in|on|at|for|from|with|your|our|it|that|this|them)\b",
-                                       after, re.I):
-            return None  # "password: see the vault": prose goes on after the "value"
-        if group == "token" and not (re.search(r"[\d_\-/+=]", core) and re.search(r"[A-Za-z]", core)):
-            return None  # "the token is refreshed hourly": a token needs the shape of one
-        start = m.start(group)
-        return _replaced(m, start, start + len(core), "secret" if group == "token" else "password")
-    return None
+    group = next(g for g in ("value", "login", "token") if m.group(g) is not None)
+    core = m.group(group).rstrip(".!?)")
+    if _is_placeholder(core) or _word_like(core) or (group != "token" and _code_like(core, ":")):
+        return None
+    start = m.start(group)
+    after = m.string[start + len(core): start + len(core) + 40]
+    if core.isalpha() and re.match(r"[ \t]+(?:the|a|an|in|on|at|for|from|with|your|our|it|that|this|them)\b",
+                                   after, re.I):
+        return None  # "password: see the vault": prose goes on after the "value"
+    if group == "token" and not (re.search(r"[\d_\-/+=]", core) and re.search(r"[A-Za-z]", core)):
+        return None  # "the token is refreshed hourly": a token needs the shape of one
+    return _replaced(m, start, start + len(core), "secret" if group == "token" else "password")
 
 
 # "sets the password to "Snoppy23"", "your password "Snoppy23" works": a password in a sentence,
@@ -240,9 +236,7 @@ _IPV4 = re.compile(r"(?<![\w.])" + _OCTET + r"(?:\." + _OCTET + r"){3}(?![\w]|\.
 
 def _aws_secret(m: re.Match[str]) -> Replacement:
     # 40 hex characters is a SHA-1 (a git commit), never an AWS secret in practice.
-    if re.fullmatch(r"[0-9a-f]{40}", m.group("value")):
-        return None
-    return _swap(m, "aws_secret")
+    return None if re.fullmatch(r"[0-9a-f]{40}", m.group("value")) else _swap(m, "aws_secret")
 
 
 _AUTH_SCHEMES = frozenset("bearer basic token digest negotiate apikey key".split())

@@ -1,17 +1,9 @@
 """Conversation files of coding agents and chat apps, read as plain "User: ... / Assistant: ..." text.
 
-Only what people and models said is kept: tool calls, tool results, thinking blocks, images,
-file snapshots, system/progress lines and Claude Code's own injected text (command wrappers,
-system reminders, the summary that starts a compacted session) are dropped, so extraction sees
-the conversation and not the noise around it.
-
-Formats (public, as the tools write them):
-- Claude Code: JSONL, one event a line (`~/.claude/projects/<project>/<session>.jsonl`); `type`
-  is user / assistant / system / summary / file-history-snapshot...; `message.content` is a
-  string or a list of blocks (`text`, `tool_use`, `tool_result`, `thinking`, `image`).
-- ChatGPT export: `conversations.json`, a list of conversations, each a `mapping` of nodes
-  (`message.author.role`, `message.content.parts`) linked by `parent`, ending at `current_node`.
-
+Only what people and models said is kept: tool calls and results, thinking blocks, images, file
+snapshots, system lines and Claude Code's own injected text are dropped. Formats: Claude Code's
+JSONL transcripts (one event a line; `message.content` a string or a list of blocks) and ChatGPT's
+`conversations.json` (a `mapping` of nodes linked by `parent`, ending at `current_node`).
 Stdlib only: `memcli capture claude-code` runs this inside a hook's time budget.
 """
 
@@ -19,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a hook ~10 ms
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: a hook must not pay for importing typing
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -149,11 +141,6 @@ def _claude_code_events(lines: Iterable[str | bytes]) -> Iterator[tuple[dict[str
             yield event, claude_code_turn(event)
 
 
-def claude_code_lines(lines: Iterable[str | bytes]) -> list[tuple[str, str]]:
-    """Turns from transcript lines; a line that is not JSON (a partial write) is skipped."""
-    return [turn for _, turn in _claude_code_events(lines) if turn is not None]
-
-
 def read_claude_code(text: str | Iterable[str | bytes], name: str = "transcript") -> list[Conversation]:
     """A Claude Code transcript (its text, or its lines): one conversation per session id, each
     turn with the time of its line."""
@@ -200,38 +187,37 @@ def read_chatgpt(data: Any) -> list[Conversation]:
 def chatgpt_conversation(conv: Any, no: int) -> Conversation | None:
     """One conversation object of a ChatGPT export (None when nothing was said in it); each turn
     dated with its message's `create_time`, the span from the conversation's create/update time."""
-    if True:
-        if not isinstance(conv, dict) or not isinstance(conv.get("mapping"), dict):
-            raise ValueError(f"conversation {no} has no mapping")
-        mapping: dict[str, Any] = conv["mapping"]
-        node_id = conv.get("current_node")
-        if node_id not in mapping:  # no pointer: the last node in file order
-            node_id = next(reversed(mapping), None) if mapping else None
-        chain = []
-        seen: set[str] = set()
-        while node_id and node_id in mapping and node_id not in seen:
-            seen.add(node_id)
-            node = mapping[node_id] or {}
-            chain.append(node)
-            node_id = node.get("parent")
-        cid = str(conv.get("conversation_id") or conv.get("id") or f"conversation-{no}")
-        out = Conversation(cid, title=conv.get("title"))
-        for key in ("create_time", "update_time"):
-            out.saw(utc_iso(conv.get(key)))
-        for node in reversed(chain):
-            message = node.get("message")
-            if not isinstance(message, dict):
-                continue
-            role = (message.get("author") or {}).get("role")
-            hidden = (message.get("metadata") or {}).get("is_visually_hidden_from_conversation")
-            if role not in ("user", "assistant") or hidden:
-                continue
-            if message.get("recipient") not in (None, "all"):
-                continue  # a call to a tool, not a message to the user
-            text = _chatgpt_text(message)
-            if text:
-                out.add(role, text, utc_iso(message.get("create_time")))
-        return out if out.turns else None
+    if not isinstance(conv, dict) or not isinstance(conv.get("mapping"), dict):
+        raise ValueError(f"conversation {no} has no mapping")
+    mapping: dict[str, Any] = conv["mapping"]
+    node_id = conv.get("current_node")
+    if node_id not in mapping:  # no pointer: the last node in file order
+        node_id = next(reversed(mapping), None) if mapping else None
+    chain = []
+    seen: set[str] = set()
+    while node_id and node_id in mapping and node_id not in seen:
+        seen.add(node_id)
+        node = mapping[node_id] or {}
+        chain.append(node)
+        node_id = node.get("parent")
+    cid = str(conv.get("conversation_id") or conv.get("id") or f"conversation-{no}")
+    out = Conversation(cid, title=conv.get("title"))
+    for key in ("create_time", "update_time"):
+        out.saw(utc_iso(conv.get(key)))
+    for node in reversed(chain):
+        message = node.get("message")
+        if not isinstance(message, dict):
+            continue
+        role = (message.get("author") or {}).get("role")
+        hidden = (message.get("metadata") or {}).get("is_visually_hidden_from_conversation")
+        if role not in ("user", "assistant") or hidden:
+            continue
+        if message.get("recipient") not in (None, "all"):
+            continue  # a call to a tool, not a message to the user
+        text = _chatgpt_text(message)
+        if text:
+            out.add(role, text, utc_iso(message.get("create_time")))
+    return out if out.turns else None
 
 
 IMPORT_KINDS = ("claude-code", "chatgpt")
@@ -253,9 +239,8 @@ def _skip_space(buf: str, pos: int, stream: Any) -> tuple[str, int]:
 
 
 def iter_json_array(stream: Any, name: str = "input") -> Iterator[Any]:
-    """The items of a top-level JSON array, one at a time, from a text stream: a 100 MB
-    `conversations.json` is held one conversation at a time, not whole (nor as one Python tree).
-    A top-level object (`{"conversations": [...]}`, one conversation) is read whole."""
+    """The items of a top-level JSON array, one at a time, from a text stream (a large export is
+    never held whole); a top-level object (`{"conversations": [...]}`, one conversation) is read whole."""
     def bad(why: str) -> ValueError:
         return ValueError(f"{name}: not a ChatGPT export ({why})")
 

@@ -1,7 +1,7 @@
 """What memcli does around a model's reply, so that small local models give good memories: what
 is sent (:func:`prepare_input`), which fact texts may be stored (:func:`fact_problem`, each verdict a
-rule name), and the code, taken from the input, never from the model (:func:`attach_code`). The
-rules and what real small models did: docs/decision-rules.md.
+rule name), and the code, taken from the input, never from the model (:func:`attach_code`). Why:
+docs/decision-rules.md.
 """
 
 from __future__ import annotations
@@ -218,8 +218,7 @@ def fact_problem(
     for line in instructions:
         if _copied_from(text, line) or (words and _coverage(words, line) >= 0.6):
             return "injected"
-    invented = novel_specifics(text, source)
-    if invented:
+    if novel_specifics(text, source):
         return "invented"
     machine = _machine_lines(source).get(normalise(text.strip().rstrip(".")))
     if machine:
@@ -309,7 +308,7 @@ def translated(text: str, source: str) -> bool:
 
 
 # A "specific" token: a number, version, path or identifier (a digit, or one of - _ . / : = inside).
-# A fact carrying one the input does not have was made up (the 0.5B invented `npm run generate-schema`).
+# A fact carrying one the input does not have was made up.
 _SPECIFIC = lazy_compile(r"(?<![\w-])(?=[\w./:=-]*(?:\d|\w[_./:=]\w))[\w][\w./:=-]*\w|\b\d\b")
 _QUOTED = lazy_compile(r"`([^`\n]{3,120})`|(?<!\w)'([^'\n]{3,120})'(?!\w)|\"([^\"\n]{3,120})\"")
 
@@ -338,12 +337,16 @@ def novel_specifics(text: str, source: str, *, small_numbers: bool = False) -> l
 _NAME = lazy_compile(r"(?<=[\w,;:)] )[A-Z][\w.+#-]*[\w+#]|(?<=[\w,;:)] )[A-Z]")
 
 
+def _has_token(token: str, text: str) -> bool:
+    """Whether ``token`` occurs in ``text`` as a whole token (not inside a longer word or dotted name)."""
+    return re.search(rf"(?<![\w.]){re.escape(token)}(?![\w])", text) is not None
+
+
 def news(fact: str, memory: str) -> list[str]:
     """What ``fact`` says that ``memory`` does not (specific tokens, capitalised names): a decision
     that would lose them (NONE, DELETE, an UPDATE text without them) is overruled."""
     low = memory.lower()
-    found = [t for t in novel_specifics(fact, memory, small_numbers=True)
-             if not re.search(rf"(?<![\w.]){re.escape(t.lower())}(?![\w])", low)]
+    found = [t for t in novel_specifics(fact, memory, small_numbers=True) if not _has_token(t.lower(), low)]
     for m in _NAME.finditer(fact):
         word = m.group().lower()
         if word not in low and word not in (n.lower() for n in found):
@@ -458,8 +461,7 @@ def _with_code(text: str, code: str, rendered: str) -> str:
 
 def _says_something(prose: str, code: str) -> bool:
     """Whether a heuristic code carrier's prose is a statement, not just its command again."""
-    words = _content_words(prose) - _content_words(code)
-    return len(words) >= 2
+    return len(_content_words(prose) - _content_words(code)) >= 2
 
 
 def orphan_blocks(texts: list[str], source: str, carried: str) -> list[tuple[int, str, str]]:
@@ -507,7 +509,7 @@ def attach_code(texts: list[str], source: str) -> list[Fact]:
                 best, best_score = i, 2.0
                 break
             shared = pwords & _content_words(text)
-            score = len(shared) / max(1, len(_content_words(prose)) or 1)
+            score = len(shared) / max(1, len(_content_words(prose)))
             if _REFERS_TO_CODE.search(text):
                 score += 0.25
             if len(shared) >= 2 and score > best_score:
@@ -645,7 +647,7 @@ def supporting(answer: str, memories: list[tuple[str, str]]) -> list[str]:
     scored: list[tuple[float, str]] = []
     for mid, text in memories:
         specifics = _specifics(text)
-        shared = {s for s in specifics if re.search(rf"(?<![\w.]){re.escape(s)}(?![\w])", low)}
+        shared = {s for s in specifics if _has_token(s, low)}
         mwords = _content_words(text)
         overlap = len(words & mwords) / len(mwords) if mwords else 0.0
         if shared and overlap >= 0.2:

@@ -1,6 +1,6 @@
 """The one place that talks to an LLM (through litellm): extract, decide, merge, answer.
 
-litellm is slow to import (~3 s), so only a request imports it. User text travels inside
+litellm is slow to import, so only a request imports it. User text travels inside
 ``<data>`` with the delimiter escaped, and every reply is validated (:mod:`memcli.services.llm.checks`):
 an injection can at worst give wrong-but-well-formed facts. Why: docs/decision-rules.md.
 """
@@ -453,8 +453,8 @@ def _as_int(value: Any) -> int | None:
 
 def _resolve_target(raw: Any, neighbours: list[dict]) -> str | None | bool:
     """The neighbour id the model's target means (the id, or its number in the prompt); None for an
-    empty target, False for one that names none."""
-    if raw is None or (isinstance(raw, str) and not raw.strip()) or raw in ("null", "None"):
+    empty target (0 included: "no memory"), False for one that names none."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()) or raw in ("null", "None", 0, "0"):
         return None
     ids = [str(n.get("id")) for n in neighbours]
     s = str(raw).strip().strip("[]").strip()
@@ -560,8 +560,7 @@ class LLM:
             "messages": messages,
             "temperature": s.temperature,
             "timeout": s.timeout,
-            # always bounded: a small model repeated memcli's instructions for 7,500 tokens
-            "max_tokens": max_tokens,
+            "max_tokens": max_tokens,  # always bounded: a small model may repeat its prompt for ever
             "num_retries": 0,  # retries are ours: counted, backed off, reported in one line
             "drop_params": True,  # litellm drops what the provider does not take (stream_options, ...)
         }
@@ -668,16 +667,13 @@ class LLM:
         instructions = checks.instruction_lines(text)
         kept: list[str] = []
         for t in texts:
-            trimmed, dropped = checks.trim_junk_sentences(t)
-            if not trimmed:
-                invalid.append(f"{dropped}: {_one_line(t, 80)!r}")
-                continue
-            t = trimmed
-            rule = checks.fact_problem(t, source=sent, prompt=EXTRACT_SYSTEM, instructions=instructions)
+            trimmed, rule = checks.trim_junk_sentences(t)  # ("", rule) when every sentence is junk
+            if trimmed:
+                rule = checks.fact_problem(trimmed, source=sent, prompt=EXTRACT_SYSTEM, instructions=instructions)
             if rule:
-                invalid.append(f"{rule}: {_one_line(t, 80)!r}")
+                invalid.append(f"{rule}: {_one_line(trimmed or t, 80)!r}")
             else:
-                kept.append(t)
+                kept.append(trimmed)
         if invalid and len(invalid) > len(kept):
             raise LLMFormatError(f"{len(invalid)} of {len(invalid) + len(kept)} extracted items invalid "
                                  f"({'; '.join(r.split(':')[0] for r in invalid[:4])})")
@@ -692,11 +688,9 @@ class LLM:
         without neighbours is an ADD, not sent). Returns the decisions by fact index, and why each
         rejected item or undecided fact was."""
         neighbours = [list(n or [])[:5] for n in neighbours] + [[]] * max(0, len(facts) - len(neighbours))
-        decisions: dict[int, Decision] = {}
-        asked = [i for i, _ in enumerate(facts) if neighbours[i]]
-        for i, fact in enumerate(facts):
-            if not neighbours[i]:
-                decisions[i] = Decision("ADD", None, fact.text, "no similar memory exists", 1.0, fact=i)
+        asked = [i for i in range(len(facts)) if neighbours[i]]
+        decisions = {i: Decision("ADD", None, fact.text, "no similar memory exists", 1.0, fact=i)
+                     for i, fact in enumerate(facts) if not neighbours[i]}
         invalid: list[str] = []
         if asked:
             # one fact per line: compact in tokens, still easy for a small model to follow
@@ -746,8 +740,6 @@ class LLM:
                 invalid.append(f"decision {k}: unknown event {item.get('event')!r} for fact {i}")
                 continue
             raw_target = item.get("target_id", item.get("target"))
-            if raw_target in (0, "0"):
-                raw_target = None
             target = _resolve_target(raw_target, neighbours[i])
             if target is False:
                 invalid.append(f"decision {k}: target_id {raw_target!r} is not a neighbour of fact {i}")

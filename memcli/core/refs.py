@@ -39,3 +39,17 @@ def strip_refs(text: str) -> str:
     return _SPACES_RE.sub(" ", out).strip()
 
 
+_NUMBER_RE = lazy_compile(r"(?<![\w/&])#(\d+)\b")
+#: a reference the sentence is about ("regression test for #1765", "Fix #4653 If guard explosion"),
+#: not its provenance ("(#4530)", "closes #382")
+_NAMED_RE = lazy_compile(r"(?<!\()\b(?:for|of|about|regarding)\s+#(\d+)\b|^\W*\w+\s+#(\d+)\s+[A-Za-z]", re.I)
+
+
+def cited_refs(text: str) -> set[str]:
+    """The `#N` reference numbers `text` cites, whatever their role."""
+    return set(_NUMBER_RE.findall(text))
+
+
+def named_refs(text: str) -> set[str]:
+    """The `#N` numbers that are what `text` is about: its subject, not its provenance."""
+    return {g for m in _NAMED_RE.finditer(text) for g in m.groups() if g}

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
+from memcli.core.refs import cited_refs, named_refs
 from memcli.rules.subjects import (
     brought_back,
     older_release,
@@ -579,8 +580,8 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     # a text is about (options, code names, packages) are its subject: two texts that both name
     # some must name the same ones (memcli.rules.subjects)
     # references are dropped, and a called name is the name ("`get_pager_file()`" is "`get_pager_file`")
-    refs_o, refs_n = set(_REFS_RE.findall(old)), set(_REFS_RE.findall(new))
-    named = (_named_refs(old) - refs_n) | (_named_refs(new) - refs_o)
+    refs_o, refs_n = cited_refs(old), cited_refs(new)
+    named = (named_refs(old) - refs_n) | (named_refs(new) - refs_o)
     if refs_o and refs_n and named:
         # "Add regression test for #1765": a reference the text is about is its subject
         return Relation(DISTINCT, lambda: f"different subject: {_refs(named)}")
@@ -622,16 +623,6 @@ _STRONG_CHANGE_RE = lazy_compile(
 
 
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
-_REFS_RE = lazy_compile(r"(?<![\w/&])#(\d+)\b")
-#: a reference the sentence is about ("regression test for #1765", "Fix #4653 If guard explosion"),
-#: not its provenance ("(#4530)", "closes #382")
-_NAMED_REF_RE = lazy_compile(r"(?<!\()\b(?:for|of|about|regarding)\s+#(\d+)\b|^\W*\w+\s+#(\d+)\s+[A-Za-z]", re.I)
-
-
-def _named_refs(text: str) -> set[str]:
-    return {g for m in _NAMED_REF_RE.finditer(text) for g in m.groups() if g}
-
-
 def _refs(numbers: set[str]) -> str:
     return ", ".join(f"#{n}" for n in sorted(numbers, key=int))
 

@@ -287,11 +287,13 @@ _HEADING_RE = lazy_compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _HRULE_RE = lazy_compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
 _LIST_ITEM_RE = lazy_compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
 _QUOTE_RE = lazy_compile(r"^\s*(?:>\s?)+")
+#: who speaks in a pasted chat: "User:" / "Assistant:" lines, "## User" headings of an exported one
+_SPEAKERS = ("user", "assistant", "human", "ai", "system", "bot", "me", "you", "claude", "chatgpt", "gpt", "copilot",
+             "agent", "q", "a", "question", "answer")
 _SPEAKER_RE = lazy_compile(
     r"^\s*(?:\[\d{1,2}:\d{2}(?::\d{2})?(?:\s?[ap]m)?\]\s*"
     r"|\[?\d{4}-\d{2}-\d{2}[ T]\d{1,2}:\d{2}(?::\d{2})?\]?\s*)?"
-    r"(?:\*\*|__)?(user|assistant|human|ai|system|bot|me|you|claude|chatgpt|gpt|copilot|agent|q|a|question"
-    r"|answer)(?:\*\*|__)?\s*:(?:\*\*|__)?(?:\s+|$)",
+    r"(?:\*\*|__)?(" + "|".join(_SPEAKERS) + r")(?:\*\*|__)?\s*:(?:\*\*|__)?(?:\s+|$)",
     re.IGNORECASE,
 )
 _TRAILER_RE = lazy_compile(
@@ -1033,8 +1035,7 @@ _URL_RE = lazy_compile(r"\bhttps?://[\w.-]+\.[a-z]{2,}\S*")
 _TRACEBACK_RE = lazy_compile(r"^\s*Traceback \(most recent call last\):\s*$")
 _FRAME_RE = lazy_compile(r"^\s*(?:File \".*\", line \d+|at [\w.$<>]+[ (]|\.\.\.\s*\d* more|\^+\s*$)")
 _HEADED_PARAGRAPH_MAX = 1200
-_SPEAKER_HEADINGS = frozenset("user assistant human ai system claude chatgpt gpt you me bot model question answer q a"
-                              .split())
+_SPEAKER_HEADINGS = frozenset((*_SPEAKERS, "model"))
 
 
 _NAMED_SPEAKER_RE = lazy_compile(r"^\s*([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}):\s+(?=\S)")

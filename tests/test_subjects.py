@@ -289,3 +289,23 @@ def test_the_same_subject_committed_twice_under_two_pull_requests_is_still_known
     old = "Bump actions/setup-python from 6.1.0 to 6.2.0 (#4977)"
     new = "Bump actions/setup-python from 6.1.0 to 6.2.0 (#5014)"
     assert relate(old, new, 0.99, strict=True).kind == SAME  # psf/black: one bump, merged twice
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("Drop Python 3.8 (#768)", "Drop 3.9 (#800)"),  # hynek/structlog: a Python version by its number alone
+    ("Add 3.14 (#723)", "Add 3.15 to CI (#813)"),  # hynek/structlog: the newest Python tested
+    ("Use 3.12 in dev (#566)", "Use 3.13 in dev"),  # hynek/structlog
+    ("Bump PyPy to v3.10", "Update PyPy CI builds to 3.11"),  # jazzband/pip-tools: a bump with words between
+])
+def test_a_version_named_by_its_number_or_with_words_between_is_a_new_value(old, new):
+    assert relate(old, new, 0.7, strict=True).kind == SUPERSEDES
+
+
+def test_a_verb_before_a_version_names_no_tool():
+    assert "drop" not in subject_keys("Drop 3.9")
+    assert subject_keys("Drop 3.9") == subject_keys("Drop Python 3.8") == {"python"}
+    # a fix on one Python and a fix on another are two fixes, however few their words
+    assert relate("Fix crash on 3.12", "Fix crash on 3.13", 0.9, strict=True).kind == DISTINCT
+    # full support of one Python is more than a newer Python in CI (psf/black@ac28187b)
+    assert relate("Fully support Python 3.13, including CI testing and wheel building (#4436)",
+                  "Add 3.15 to CI (#813)", 0.9, strict=True).kind == DISTINCT

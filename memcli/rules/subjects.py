@@ -35,11 +35,12 @@ _CALL_RE = lazy_compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
 # a package in a pin or a floor: `black>=25.1.0`, `httpcore==1.*`, `sqlite-utils>=3.37`, `rich<14`
 _PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[[\w,\-]+\])?\s*(?:===?|>=|<="
                        r"|~=|!=|<|>)\s*v?\d")
-# a bump: "Bump black from 24.1.0 to 24.2.0", "Update httpcore requirement from ...", "Upgrade to black 25"
+# a bump: "Bump black from 24.1.0 to 24.2.0", "Update httpcore requirement from ...", "Update PyPy CI
+# builds to 3.11"
 _BUMP_RE = lazy_compile(
     r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
     r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
-    r"(?:\s+requirement)?\s+(?:from|to)\s+v?[<>=~!^]*\d",
+    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement))*\s+(?:from|to)\s+v?[<>=~!^]*\d",
     re.I,
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
@@ -61,6 +62,14 @@ _FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
                         r"(?:py|pyi|md|rst|txt|toml|cfg|ini|yml|yaml|json|lock|sh|js|ts|html|css)\b")
 _PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
                           r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
+# a Python version named by its number alone, as Python projects' subjects do: "Drop 3.9",
+# "Add 3.15 to CI", "Use 3.13 in dev", "Test on 2.7 and 3.12"
+_BARE_PYTHON_RE = lazy_compile(r"^\W*(?:drop|add|use|support|require|test|run|build|remove|deprecate)\w*"
+                               r"(?:\s+(?:support\s+for|on|with|in))?\s+(?:py(?:thon)?\s*)?(?:2\.7|3\.\d{1,2})\b", re.I)
+# verbs before a version, which name no tool: "Drop 3.9" is no package `drop` at 3.9
+_VERBS = frozenset("""add adds added drop drops dropped use uses used support supports supported require requires
+    test tests run runs build builds remove removes deprecate deprecates fix fixes bump bumps update updates
+    upgrade upgrades pin pins allow allows""".split())
 _NOT_NAMES = frozenset("""from to and or than then version versions it them this that v is are was be now at least the
     a an dependency dependencies requirement requirements package packages""".split())
 _RELEASE_WORDS = frozenset("release released releasing prepare prepared tag tagged start version bump v".split())
@@ -97,9 +106,9 @@ def subject_keys(text: str) -> frozenset[str]:
     for m in _FILE_RE.finditer(text):
         keys.add(m.group(0).lower())
     bare = _BARE_VERSION_RE.match(headline(text))
-    if bare and bare.group(1).lower() not in _NOT_NAMES | _RELEASE_WORDS:
+    if bare and bare.group(1).lower() not in _NOT_NAMES | _RELEASE_WORDS | _VERBS:
         keys.add(_norm_key(bare.group(1)))
-    if _PYTHON_RE.search(text):  # "Drop support for Python 3.7", "Require Python 3.9+"
+    if _PYTHON_RE.search(text) or _BARE_PYTHON_RE.search(headline(text)):  # "Require Python 3.9+", "Drop 3.9"
         keys.add("python")
     for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE):
         for m in rx.finditer(text):
@@ -168,7 +177,7 @@ def _same_claim(key: str, old: str, new: str) -> bool:
     wo, wn = _claim_words(key, headline(old)), _claim_words(key, headline(new))
     if not wo or not wn:
         return True  # "Black 24": the version is all it says
-    return len(wo & wn) / min(len(wo), len(wn)) >= 0.5
+    return len(wo & wn) / max(len(wo), len(wn)) >= 0.5
 
 
 def _same_shape(old: str, new: str) -> bool:
@@ -187,7 +196,10 @@ def _version_of(key: str, text: str) -> str | None:
         return (m.group(1) or m.group(2)).rstrip(".,")
     m = re.search(rf"(?<![\w.-]){re.escape(key)}[\s-]+v?(\d+(?:\.\d+)*)\b|\bversions?\s+v?(\d+(?:\.\d+)*)\b",
                   text, re.I)
-    return (m.group(1) or m.group(2)) if m else None
+    if m:
+        return m.group(1) or m.group(2)
+    bare = _BARE_PYTHON_RE.search(text) if key == "python" else None  # "Drop 3.9": its one number
+    return re.search(r"(?:2\.7|3\.\d{1,2})\b", bare.group(0)).group(0) if bare else None
 
 
 def version_change(old: str, new: str) -> str | None:

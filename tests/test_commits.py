@@ -230,6 +230,10 @@ def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
     ("Test `show_default` set as string and its display in prompt", "tests_only"),
     ("Apply class-body annotations to `KeepOpenFile` for consistency", "typing_only"),
     ("Fix `extensions` type annotation. (#3380)", "typing_only"),
+    ("Use more legible syntax", "refactor"),  # hynek/structlog
+    ("Make the source selection logic clearer", "refactor"),  # pallets/click
+    # the version is the comment's, not the project's (jazzband/pip-tools@dc4b5e7d)
+    ("Add missing pragma comments for pip v26.2", "comments_only"),
 ])
 def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
     assert commit_facts(message) == ([], rule)

@@ -87,7 +87,9 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
                     r"|check(?:ing|s)?)|annotations?|typing)\b(?![-.])|^type[- ]hint"),
     ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}\bcomments?\b"),
     ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
-                 r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"),
+                 r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"
+                 r"|^make\b[^;]{0,50}\b(?:clearer|more (?:explicit|readable|legible|obvious)|easier to (?:read|follow))$"
+                 r"|^use more (?:legible|readable|explicit)\b"),
     ("sponsors", r"^sponsors?:|\bsponsor(?:ship|s)?\b(?: logos?)?$"),
     ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"
                    r"|^test `|^(?:restore[sd]?|improve[sd]?|expand|extend|use|ensure|check|verify|describe|skip"
@@ -212,11 +214,12 @@ def _bare_reason(subject: str, raw: str, low: str, message: str) -> str | None:
     or prose in the body keeps a commit, except where the work itself is the test suite, type
     annotations, comments or linters (`_WORK_ONLY`): `test_x` or `KeepOpenFile` there names what
     was annotated or tested, and the body says how, no behaviour."""
-    if _STATES_RE.search(low):
-        return None
+    states = bool(_STATES_RE.search(low))
     body = "\n".join(_body_paragraphs(message.partition("\n")[2]))
     plain = not _names_something(subject) and not any(_is_prose(line) for line in body.splitlines())
     for name, rx in _BARE:
+        if states and name != "comments_only":  # (a version in a comment's subject is the comment's)
+            continue
         if (plain or name in _WORK_ONLY) and (rx.search(low) or rx.search(raw)):
             return name
     return None

@@ -272,6 +272,10 @@ def test_wrapped_lines_join_but_short_note_lines_do_not():
         ("fix(db): close the Redis pool on shutdown", ["database", "redis"]),
         ("The docker-compose file pins redis:7", ["docker", "redis"]),
         ("Let's go ahead and make sure it works", []),
+        # a Python version by its number alone, as commit subjects say it (hynek/structlog)
+        ("Use 3.13 in dev", ["python"]),
+        ("Add 3.15 to CI (#813)", ["python", "ci"]),
+        ("Bump 3.2 docs link", ["docs"]),  # (no verb that a Python version follows)
     ],
 )
 def test_infer_tags_with_synonyms(text: str, expected: list[str]):

@@ -309,3 +309,15 @@ def test_a_verb_before_a_version_names_no_tool():
     # full support of one Python is more than a newer Python in CI (psf/black@ac28187b)
     assert relate("Fully support Python 3.13, including CI testing and wheel building (#4436)",
                   "Add 3.15 to CI (#813)", 0.9, strict=True).kind == DISTINCT
+
+
+def test_a_pin_after_an_unpin_is_found_below_the_candidate_floor():
+    # hynek/structlog@1090fe37: the pin's body is a pasted warning, so the texts are far apart
+    # (0.43) and only the first lines show the change
+    from memcli.rules.decide import bears_on
+    new = ("Add sphinx<9 pin\n\n```\nWARNING: while setting up extension sphinx.ext.autodoc.typehints:\n"
+           "extension 'sphinx.ext.autodoc.typehints' has no setup() function; is it\nreally a Sphinx extension"
+           " module?\n```")
+    assert not bears_on("Unpin Sphinx again", new, 0.43)
+    assert bears_on("Unpin Sphinx again", new, 0.43, headlines=True)
+    assert not bears_on("Switch to sphinxext.opengraph", new, 0.45, headlines=True)

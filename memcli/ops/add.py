@@ -432,7 +432,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         close = [(lab, s) for lab, s in hits if s >= low_floor]
         recs = index.records([lab for lab, _ in close])
         close = [(lab, s) for lab, s in close
-                 if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s))]
+                 if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s, headlines=headlines))]
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:8]
         neighbours[-1] = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         out.append(None)

@@ -113,10 +113,11 @@ def change_related(fact: str, memory: str) -> bool:
     return any(re.search(rf"(?<![\w.-]){re.escape(o)}(?![\w-])", low) for o in olds)
 
 
-def bears_on(memory: str, fact: str, similarity: float) -> bool:
+def bears_on(memory: str, fact: str, similarity: float, *, headlines: bool = False) -> bool:
     """Whether a memory below the candidate floor is still one to decide `fact` against: the fact
     states a change away from a value the memory holds, or the rules read a stated change of it
-    (a removal of its name, a revert, a newer release)."""
-    if change_related(fact, memory):
+    (a removal of its name, a revert, a newer release). `headlines`: also as `heuristic_decision`
+    reads commits, first lines only ("Add sphinx<9 pin" and a pasted warning below it)."""
+    if change_related(fact, memory) or relate(memory, fact, similarity).kind == SUPERSEDES:
         return True
-    return relate(memory, fact, similarity).kind == SUPERSEDES
+    return headlines and relate(headline(memory), headline(fact), similarity, strict=True).kind == SUPERSEDES

@@ -22,6 +22,7 @@ import re
 
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
+from memcli.core.text import PYTHON_VERSION_ALONE_RE
 
 __all__ = ["brought_back", "headline", "older_release", "package_keys", "release_change", "removal_of",
            "restated_version", "reverts", "same_subject", "strip_refs", "subject_keys", "version_change"]
@@ -62,10 +63,6 @@ _FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
                         r"(?:py|pyi|md|rst|txt|toml|cfg|ini|yml|yaml|json|lock|sh|js|ts|html|css)\b")
 _PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
                           r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
-# a Python version named by its number alone, as Python projects' subjects do: "Drop 3.9",
-# "Add 3.15 to CI", "Use 3.13 in dev", "Test on 2.7 and 3.12"
-_BARE_PYTHON_RE = lazy_compile(r"^\W*(?:drop|add|use|support|require|test|run|build|remove|deprecate)\w*"
-                               r"(?:\s+(?:support\s+for|on|with|in))?\s+(?:py(?:thon)?\s*)?(?:2\.7|3\.\d{1,2})\b", re.I)
 # verbs before a version, which name no tool: "Drop 3.9" is no package `drop` at 3.9
 _VERBS = frozenset("""add adds added drop drops dropped use uses used support supports supported require requires
     test tests run runs build builds remove removes deprecate deprecates fix fixes bump bumps update updates
@@ -108,7 +105,7 @@ def subject_keys(text: str) -> frozenset[str]:
     bare = _BARE_VERSION_RE.match(headline(text))
     if bare and bare.group(1).lower() not in _NOT_NAMES | _RELEASE_WORDS | _VERBS:
         keys.add(_norm_key(bare.group(1)))
-    if _PYTHON_RE.search(text) or _BARE_PYTHON_RE.search(headline(text)):  # "Require Python 3.9+", "Drop 3.9"
+    if _PYTHON_RE.search(text) or PYTHON_VERSION_ALONE_RE.search(headline(text)):  # "Require Python 3.9+", "Drop 3.9"
         keys.add("python")
     for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE):
         for m in rx.finditer(text):
@@ -198,7 +195,7 @@ def _version_of(key: str, text: str) -> str | None:
                   text, re.I)
     if m:
         return m.group(1) or m.group(2)
-    bare = _BARE_PYTHON_RE.search(text) if key == "python" else None  # "Drop 3.9": its one number
+    bare = PYTHON_VERSION_ALONE_RE.search(text) if key == "python" else None  # "Drop 3.9": its one number
     return re.search(r"(?:2\.7|3\.\d{1,2})\b", bare.group(0)).group(0) if bare else None
 
 

@@ -88,7 +88,8 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
     ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}\bcomments?\b"),
     ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
                  r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"
-                 r"|^make\b[^;]{0,50}\b(?:clearer|more (?:explicit|readable|legible|obvious)|easier to (?:read|follow))$"
+                 r"|^make\b[^;]{0,50}\b(?:clearer|more (?:explicit|readable|legible|obvious)"
+                 r"|easier to (?:read|follow))$"
                  r"|^use more (?:legible|readable|explicit)\b"),
     ("sponsors", r"^sponsors?:|\bsponsor(?:ship|s)?\b(?: logos?)?$"),
     ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"

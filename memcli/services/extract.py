@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.core.lazy_re import lazy_compile
+from memcli.core.text import PYTHON_VERSION_ALONE_RE
 
 __all__ = ["heuristic_extract", "infer_tags", "detect_flags", "code_pattern_of", "normalise", "junk_reason",
            "fact_from_text"]
@@ -180,7 +181,8 @@ def infer_tags(text: str) -> list[str]:
     a conventional-commit scope ("fix(api): ...") comes first. Order is deterministic: scope, then
     order of first mention. At most ``MAX_TAGS``.
     """
-    return _merge_tags(_commit_prefix_tags(text), _tags_in_order(text))
+    implied = ["python"] if PYTHON_VERSION_ALONE_RE.match(text) else []
+    return _merge_tags(_commit_prefix_tags(text), implied, _tags_in_order(text))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -413,3 +413,9 @@ def test_a_pleasantry_run_on_after_a_list_item_is_not_part_of_the_fact():
         "Never push release tags by hand; `make release` does it.",
     ]
     assert ex.skipped >= 1
+
+
+def test_a_stored_fact_is_tagged_as_infer_tags_says():
+    # the add path tags through fact_from_text: "Which Python ..." must find "Use 3.13 in dev"
+    from memcli.services.extract import fact_from_text
+    assert fact_from_text("Use 3.13 in dev").tags == infer_tags("Use 3.13 in dev") == ["python"]

@@ -143,7 +143,7 @@ _COMMIT_TYPE_TAGS = {"test": "testing", "tests": "testing", "ci": "ci", "perf": 
 def _tags_in_order(text: str) -> list[str]:
     """All vocabulary tags found in `text`, in order of first mention, implied tags right after."""
     low = text.lower()
-    hits: list[tuple[int, str]] = []
+    hits: list[tuple[int, str]] = [(0, "python")] if PYTHON_VERSION_ALONE_RE.match(text) else []
     for m in _TAG_TOKEN_RE.finditer(low):
         tag = _TOKEN_TAG.get(m.group())
         if tag is not None:
@@ -181,8 +181,7 @@ def infer_tags(text: str) -> list[str]:
     a conventional-commit scope ("fix(api): ...") comes first. Order is deterministic: scope, then
     order of first mention. At most ``MAX_TAGS``.
     """
-    implied = ["python"] if PYTHON_VERSION_ALONE_RE.match(text) else []
-    return _merge_tags(_commit_prefix_tags(text), implied, _tags_in_order(text))
+    return _merge_tags(_commit_prefix_tags(text), _tags_in_order(text))
 
 
 # ----------------------------------------------------------------------------------------------

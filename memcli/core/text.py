@@ -9,12 +9,14 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from memcli.core.lazy_re import lazy_compile
+
 #: a Python version named by its number alone at the start of a subject, as Python projects write
 #: it: "Drop 3.9", "Add 3.15 to CI", "Use 3.13 in dev", "Test on 2.7" (read as Python by the
 #: subject rules and tagged #python, so "Which Python ..." finds it)
-PYTHON_VERSION_ALONE_RE = re.compile(r"^\W*(?:drop|add|use|support|require|test|run|build|remove|deprecate)\w*"
-                                     r"(?:\s+(?:support\s+for|on|with|in))?\s+(?:py(?:thon)?\s*)?(?:2\.7|3\.\d{1,2})\b",
-                                     re.I)
+PYTHON_VERSION_ALONE_RE = lazy_compile(r"^\W*(?:drop|add|use|support|require|test|run|build|remove|deprecate)\w*"
+                                      r"(?:\s+(?:support\s+for|on|with|in))?\s+(?:py(?:thon)?\s*)?(?:2\.7|3\.\d{1,2})\b",
+                                      re.I)
 
 MIN_ID_CHARS = 8  # the shortest id prefix shown, even when fewer characters would be unique
 

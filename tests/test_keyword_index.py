@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import shutil
 import sqlite3
 from collections import Counter
@@ -54,15 +55,25 @@ def build(docs: dict[int, str], merged: bool = False) -> KeywordIndex:
     return kw
 
 
+# the index's words are FTS5's `porter unicode61` tokens of the text with runs of digits set apart
+# from letters ("python3.14" -> python 3 14, as "Python 3.14" is written): the reference does the same
+_LETTER = r"[^\x00-\x40\x5b-\x60\x7b-\x7f\s]"
+_DIGIT_EDGE = re.compile(rf"(?<=[0-9])(?={_LETTER})|(?<={_LETTER})(?=[0-9])")
+
+
+def digits_apart(text: str) -> str:
+    return _DIGIT_EDGE.sub(" ", text)
+
+
 def fts5(docs: dict[int, str]) -> sqlite3.Connection:
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE fts USING fts5(body, tokenize='porter unicode61')")
-    db.executemany("INSERT INTO fts(rowid, body) VALUES (?, ?)", docs.items())
+    db.executemany("INSERT INTO fts(rowid, body) VALUES (?, ?)", ((i, digits_apart(t)) for i, t in docs.items()))
     return db
 
 
 def fts5_top(db: sqlite3.Connection, terms: list[str], k: int) -> list[tuple[int, float]]:
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    match = " OR ".join('"' + digits_apart(t).replace('"', '""') + '"' for t in terms)
     return db.execute("SELECT rowid, -bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s DESC, rowid LIMIT ?",
                       (match, k)).fetchall()
 
@@ -415,3 +426,15 @@ def test_the_stem_cache_filling_up_mid_call_still_answers_every_unit(monkeypatch
     got = stemmer.units(["alpha", "running", "cats", "dogs", "birds", "beta"])
     assert {u: got[u] for u in ("alpha", "running", "cats", "beta")} == {
         "alpha": ("alpha",), "running": ("run",), "cats": ("cat",), "beta": ("beta",)}
+
+
+def test_a_version_glued_to_its_name_matches_the_version_written_apart():
+    """Commits write "py3.14+", "python3.14", "pip v25.2"; questions write "Python 3.14", "pip 25.2"
+    (a real pip-tools commit, "Adjust the 'piplowest' version for py3.14+", missed by its question)."""
+    docs = {1: "Adjust the 'piplowest' version for py3.14+. pip v25.2 was the first to support python3.14",
+            2: "Use Python 3.13 for the QA workflow", 3: "Bump pip minimum version to 22.2"}
+    kw = build(docs)
+    assert [lab for lab, *_ in kw.search(query_terms("What is the lowest pip for Python 3.14?"), 3)][0] == 1
+    assert [lab for lab, *_ in kw.search(query_terms("pip 25.2"), 3)][0] == 1
+    assert tokenize("sha256 utf8") == ["sha", "256", "utf", "8"]  # the same rule on both sides
+    assert [lab for lab, *_ in kw.search(query_terms("python3.13"), 3)] == [2]

@@ -4,9 +4,10 @@ Not SQLite FTS5: its `ORDER BY bm25() LIMIT k` scores every row holding any quer
 grows with the store. Each term's posting list is a few numpy arrays stored as
 blobs in the catalog, changed in the same transaction as the rest of `.index/`; a change goes to a
 small delta, merged into the main lists in bulk (`update`). The results are FTS5's (tests check it
-against FTS5): SQLite's own `porter unicode61` tokenizer, a word with inner punctuation (`node.js`)
-is a phrase, and FTS5's BM25 (k1 = 1.2, b = 0.75, idf floored at 1e-6). Each hit also gets its
-coverage: the IDF-weighted share of the query's words it contains.
+against FTS5): SQLite's own `porter unicode61` tokenizer, with runs of digits set apart from letters
+("py3.14" is "py 3 14", so "Python 3.14" finds it); a word with inner punctuation (`node.js`) is a
+phrase; FTS5's BM25 (k1 = 1.2, b = 0.75, idf floored at 1e-6). Each hit also gets its coverage: the
+IDF-weighted share of the query's words it contains.
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def json_list(values: Iterable[Any]) -> str:
 
 
 # ---------------------------------------------------------------- tokenizer
-# Units: runs of anything but ASCII punctuation and white space, never finer than unicode61's
-# tokens; SQLite then splits and stems each distinct unit exactly as FTS5 did.
-_UNIT = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\s]+")
+# Units: runs of letters (anything but ASCII punctuation, digits and white space) or of digits, never
+# finer than unicode61's tokens; SQLite then splits and stems each distinct unit exactly as FTS5 did.
+_UNIT = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\s0-9]+|[0-9]+")
 _STEM_CACHE_MAX = 1_000_000
 
 
@@ -120,7 +121,8 @@ STEMMER = _Stemmer()
 
 
 def tokenize(text: str) -> list[str]:
-    """The stemmed tokens of a text, in order, exactly as FTS5's `porter unicode61` yields them."""
+    """The stemmed tokens of a text, in order, as FTS5's `porter unicode61` yields them once digits
+    are set apart from letters."""
     return STEMMER.tokens(text)
 
 

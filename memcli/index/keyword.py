@@ -60,7 +60,7 @@ def json_list(values: Iterable[Any]) -> str:
 # ---------------------------------------------------------------- tokenizer
 # Units: runs of letters (anything but ASCII punctuation, digits and white space) or of digits, never
 # finer than unicode61's tokens; SQLite then splits and stems each distinct unit exactly as FTS5 did.
-_UNIT = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\s0-9]+|[0-9]+")
+_UNIT = re.compile(r"[^\x00-\x40\x5b-\x60\x7b-\x7f\s]+|[0-9]+")
 _STEM_CACHE_MAX = 1_000_000
 
 

@@ -17,14 +17,16 @@ every process it waited for: the hook's shell, not the detached capture) is stea
 machine. The load average is printed at the start and the end: judge a run taken when it is low.
 
 Burst (`--burst 30`): 30 back-to-back commits (a rebase, a scripted series) in copies of one
-repository with no hook, an empty hook and memcli's, in rotating order, in one run, with the store on the REAL embedding
-model: the commit-time ratio (target <= 1.2x), how many memcli processes for the store and how
-many model-loaded workers (RSS > 60 MB) were alive at once (target: one worker), and, after it
-drained, how long a quiet commit's memory takes to appear (target <= 5 s). Beside the median
-wall ratio it prints the median of each round's ratio (the three commits of a round are made
-back to back, so a moment of load from other jobs moves all three: the paired figure is the
-steadier one on a shared machine) and the ratio of the commits' CPU (git and the hook it waits
-for, not the detached worker).
+repository with no hook, an empty hook and memcli's, in rotating order, in one run, with the store
+on the REAL embedding model, twice: in a repository of one new file per commit (git's own cost is
+smallest there, so any hook's share is largest) and in the realistic one (`--files`, three files
+edited per commit): the commit-time ratio (target <= 1.2x), how many memcli processes for the store
+and how many model-loaded workers (RSS > 60 MB) were alive at once (target: one worker), and, after
+it drained, how long a quiet commit's memory takes to appear (target <= 5 s). Beside the median wall
+ratio it prints the median of each round's ratio (the three commits of a round are made back to
+back, so a moment of load from other jobs moves all three: the paired figure is the steadier one on
+a shared machine) and the ratio of the commits' CPU (git and the hook it waits for, not the detached
+worker).
 
 Claude Code: the installed Stop command (`python -S -c ... claude-code`: it redacts, then spools)
 on a transcript that grew by a few turns, beside a bare `python -S -c pass`. Target: < 100 ms.
@@ -183,17 +185,25 @@ def _store_processes(store: Path) -> list[tuple[int, int]]:
 WORKER_RSS_KB = 60_000  # a capture that only spools stays near 25 MB; one that loaded the model is far above
 
 
-def bench_burst(work: Path, commits: int) -> None:
+def bench_burst(work: Path, commits: int, files: int) -> None:
+    """`files` 0: a repository of one file per commit (git's own cost is smallest, so any hook's
+    share is largest); otherwise the realistic repository, three files edited per commit."""
     import threading
 
     env_model = {k: v for k, v in ENV.items() if k != "MEMCLI_EMBED_MODEL"}  # the real model
-    store = work / "burst-store"
+    label = f"burst-{files}"
+    store = work / f"{label}-store"
     subprocess.run([PY, "-m", "memcli", "init", str(store)], cwd=work, env=env_model, check=True, capture_output=True)
+    base = work / f"{label}-base"
+    if files:
+        realistic_repo(base, files)
+    else:
+        base.mkdir()
+        sh(["git", "init", "-q"], base)
     repos = {}
     for v in VARIANTS:
-        repo = work / f"burst-{v.replace(' ', '-')}"
-        repo.mkdir()
-        sh(["git", "init", "-q"], repo)
+        repo = work / f"{label}-{v.replace(' ', '-')}"
+        shutil.copytree(base, repo, symlinks=True)
         for h in (repo / ".git" / "hooks").glob("*"):
             h.unlink()
         if v == "empty hook":
@@ -222,8 +232,7 @@ def bench_burst(work: Path, commits: int) -> None:
     t_burst = time.perf_counter()
     for i in range(commits):
         for v in VARIANTS[i % 3:] + VARIANTS[: i % 3]:
-            (repos[v] / f"f{i}.txt").write_text(f"{i}\n")
-            p = subprocess.run(["git", "add", f"f{i}.txt"], cwd=repos[v], env=env_model, capture_output=True)
+            edit_and_stage(repos[v], i, bool(files), files)
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             p = subprocess.run(["git", "commit", "-q", "-m", f"Use connection pool size {i} for the billing "
@@ -259,6 +268,8 @@ def bench_burst(work: Path, commits: int) -> None:
     paired = statistics.median(h / b for h, b in zip(wall["memcli hook"], wall["no hook"]))
     cpu_ratio = statistics.median(cpu["memcli hook"]) / statistics.median(cpu["no hook"])
     print()
+    print(f"## {commits} back-to-back commits in " + (f"a repository of {files} files, 3 edited per commit"
+                                                        if files else "a repository of one new file per commit"))
     print(table(["burst of back-to-back commits", "median ms", "mean ms", "p95 ms", "CPU ms (median)", "runs"], [
         [v, f"{statistics.median(w):.1f}", f"{statistics.mean(w):.1f}", f"{pct(w, 0.95):.1f}",
          f"{statistics.median(cpu[v]):.1f}", len(w)] for v, w in wall.items()]))
@@ -294,7 +305,8 @@ def main() -> None:
         print(f"# hooks burst; load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
               f"{os.cpu_count()} CPUs")
         try:
-            bench_burst(work, args.burst)
+            bench_burst(work, args.burst, 0)
+            bench_burst(work, args.burst, args.files)
         finally:
             shutil.rmtree(work, ignore_errors=True)
             load1 = os.getloadavg()

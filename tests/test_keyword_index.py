@@ -16,7 +16,7 @@ from conftest import files
 
 from memcli.core.memory import Memory
 from memcli.index import fts_body
-from memcli.index.keyword import KeywordIndex, Posting, coverage_idf, fts5_idf, tokenize
+from memcli.index.keyword import ABBREVIATIONS, KeywordIndex, Posting, coverage_idf, fts5_idf, tokenize
 from memcli.ops.search import query_terms
 
 WORDS = ("deploy deploys deployed deploying pipeline pipelines cache cached caching redis postgres migration "
@@ -61,8 +61,13 @@ _LETTER = r"[^\x00-\x40\x5b-\x60\x7b-\x7f\s]"
 _DIGIT_EDGE = re.compile(rf"(?<=[0-9])(?={_LETTER})|(?<={_LETTER})(?=[0-9])")
 
 
+_WORD = re.compile(rf"{_LETTER}+")
+
+
 def digits_apart(text: str) -> str:
-    return _DIGIT_EDGE.sub(" ", text)
+    """The text as the index reads it: digits set apart, short forms ("GHA", "deps") written out."""
+    text = _DIGIT_EDGE.sub(" ", text)
+    return _WORD.sub(lambda m: ABBREVIATIONS.get(m.group().lower(), m.group()), text)
 
 
 def fts5(docs: dict[int, str]) -> sqlite3.Connection:
@@ -438,3 +443,17 @@ def test_a_version_glued_to_its_name_matches_the_version_written_apart():
     assert [lab for lab, *_ in kw.search(query_terms("pip 25.2"), 3)][0] == 1
     assert tokenize("sha256 utf8") == ["sha", "256", "utf", "8"]  # the same rule on both sides
     assert [lab for lab, *_ in kw.search(query_terms("python3.13"), 3)] == [2]
+
+
+def test_a_short_form_matches_the_words_it_stands_for():
+    """A real pip-tools commit, "Increase the GHA testsuite timeout to 15m", and its question, "Why
+    was the GitHub Actions test timeout raised?": the short forms are indexed as their words, in the
+    memories and in the query, so either spelling finds the other."""
+    docs = {1: "Increase the GHA testsuite timeout to 15m", 2: "Run the test suite on GitHub before a release",
+            3: "Bump the deps of the docs build", 4: "Pin the action versions in the workflow"}
+    kw = build(docs)
+    assert [lab for lab, *_ in kw.search(query_terms("Why was the GitHub Actions test timeout raised?"), 4)][0] == 1
+    assert [lab for lab, *_ in kw.search(query_terms("documentation dependencies"), 4)] == [3]
+    assert [lab for lab, *_ in kw.search(query_terms("gha"), 4)] == [1]
+    assert tokenize("Deps") == tokenize("dependencies") and tokenize("py3") == ["py", "3"]  # "py" stays itself
+

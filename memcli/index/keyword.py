@@ -62,6 +62,20 @@ def json_list(values: Iterable[Any]) -> str:
 # finer than unicode61's tokens; SQLite then splits and stems each distinct unit exactly as FTS5 did.
 _UNIT = re.compile(r"[^\x00-\x40\x5b-\x60\x7b-\x7f\s]+|[0-9]+")
 _STEM_CACHE_MAX = 1_000_000
+# Developers' short forms, indexed as the words they stand for, in memories and queries alike: a
+# commit says "Increase the GHA testsuite timeout", its question "Why was the GitHub Actions test
+# timeout raised?" (a real pip-tools miss). Only forms that mean one thing in developer text
+# ("py" is also a file extension, "ci" is asked as "CI", so neither is here).
+ABBREVIATIONS = {
+    "gha": "github actions", "gh": "github", "deps": "dependencies", "dep": "dependency", "env": "environment",
+    "envs": "environments", "var": "variable", "vars": "variables", "dev": "development", "docs": "documentation",
+    "doc": "documentation", "repo": "repository", "repos": "repositories", "config": "configuration",
+    "configs": "configurations", "perf": "performance", "impl": "implementation", "auth": "authentication",
+    "db": "database", "dbs": "databases", "dir": "directory", "dirs": "directories", "pkg": "package",
+    "pkgs": "packages", "lib": "library", "libs": "libraries", "arg": "argument", "args": "arguments",
+    "kwargs": "keyword arguments", "param": "parameter", "params": "parameters", "msg": "message",
+    "stdlib": "standard library", "testsuite": "test suite", "tz": "timezone",
+}
 
 
 class _Stemmer:
@@ -92,7 +106,8 @@ class _Stemmer:
                     new = wanted  # the units of this call seen before went with the rest
                 db = self._conn()
                 db.execute("BEGIN")
-                db.executemany("INSERT INTO w(rowid, x) VALUES (?, ?)", enumerate(new))
+                db.executemany("INSERT INTO w(rowid, x) VALUES (?, ?)",
+                               ((i, ABBREVIATIONS.get(u.lower(), u)) for i, u in enumerate(new)))
                 found: dict[int, list[str]] = {}
                 for doc, term in db.execute("SELECT doc, term FROM wv ORDER BY doc, offset"):
                     found.setdefault(doc, []).append(term)
@@ -122,7 +137,7 @@ STEMMER = _Stemmer()
 
 def tokenize(text: str) -> list[str]:
     """The stemmed tokens of a text, in order, as FTS5's `porter unicode61` yields them once digits
-    are set apart from letters."""
+    are set apart from letters and short forms written out (`ABBREVIATIONS`)."""
     return STEMMER.tokens(text)
 
 

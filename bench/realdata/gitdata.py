@@ -60,14 +60,24 @@ def commits(gitdir: str, n: int = 450, rev: str = "HEAD") -> list[Commit]:
 
 
 def changelog_path(gitdir: str, rev: str = "HEAD") -> str | None:
-    names = set(git(gitdir, "ls-tree", "-r", "--name-only", rev).splitlines())
-    return next((p for p in CHANGELOGS if p in names), None)
+    """The changelog's path; a symlinked one (uvicorn's `CHANGELOG.md` -> `docs/release-notes.md`)
+    is followed to its target."""
+    entries = {}
+    for line in git(gitdir, "ls-tree", "-r", rev).splitlines():
+        meta, _, name = line.partition("\t")
+        entries[name] = meta.split()
+    path = next((p for p in CHANGELOGS if p in entries), None)
+    if path and entries[path][0] == "120000":  # a symlink: its blob is the target's path
+        target = git(gitdir, "cat-file", "-p", entries[path][2]).strip()
+        path = target if target in entries else None
+    return path
 
 
 _MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
                                         "september", "october", "november", "december"], 1)}
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _WORDY = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+([A-Za-z]+),?\s+(\d{4})")
+_MONTH_FIRST = re.compile(r"([A-Za-z]{3,})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})")  # "June 28, 2025"
 _VERSION = re.compile(r"v?(\d+(?:\.\d+)+(?:[a-z]+\d*)?)")
 
 
@@ -80,6 +90,10 @@ def _date(text: str) -> str | None:
                  None)
     if m and month:
         return f"{m.group(3)}-{month:02d}-{int(m.group(1)):02d}T00:00:00Z"
+    m = _MONTH_FIRST.search(text)
+    month = next((v for k, v in _MONTHS.items() if m and k.startswith(m.group(1).lower())), None)
+    if m and month:
+        return f"{m.group(3)}-{month:02d}-{int(m.group(2)):02d}T00:00:00Z"
     return None
 
 

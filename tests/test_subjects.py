@@ -271,6 +271,9 @@ def test_removing_something_in_a_file_is_no_removal_of_the_file():
     # a commit and a changelog item citing other pull requests are two changes (black@c970a497, CHANGES.md)
     ("Preserve comments before fmt: skip lines (#5139)",
      "Preserve blank lines that come immediately before a `# fmt: on` comment (#5300)", 0.9),
+    # the lowest Python and the newest are the two ends of the supported range (encode/uvicorn@ffa5b1ac,
+    # @dff1a462: the held-out replay read it as "new value: 3.7 -> 3.12")
+    ("Drop support for Python 3.7 (#1996)", "Support Python 3.12 (#2145)", 0.652),
 ])
 def test_another_case_example_or_claim_of_one_subject_is_distinct(old, new, similarity):
     assert relate(old, new, similarity, strict=True).kind == DISTINCT
@@ -280,6 +283,8 @@ def test_another_case_example_or_claim_of_one_subject_is_distinct(old, new, simi
     ("Drop Python 3.8 support (#4452)", "Drop support for EOL Python 3.9 (#4842)"),  # psf/black
     ("Upgrade mypy to 1.0", "Bump mypy to 1.4"),  # two verbs that set a version make one claim
     ("Allow rich 12", "Bump rich pin to allow version 13"),
+    # two bumps of one package set its version, whatever else one says (encode/httpx@2147, @2328)
+    ("Upgrade mkdocs to 1.3.0 to fix scripts/docs failure (#2147)", "Bump mkdocs from 1.3.0 to 1.3.1 (#2328)"),
 ])
 def test_a_newer_version_in_the_same_claim_still_supersedes(old, new):
     assert relate(old, new, 0.8, strict=True).kind == SUPERSEDES

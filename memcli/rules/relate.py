@@ -38,6 +38,7 @@ from memcli.core.refs import cited_refs, named_refs
 from memcli.rules.subjects import (
     brought_back,
     older_release,
+    other_claim,
     package_keys,
     release_change,
     removal_of,
@@ -597,6 +598,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         bumped = version_change(old, new)
         if bumped:
             return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
+        apart = other_claim(old, new)
+        if apart:
+            return Relation(DISTINCT, apart)
     elif same is None and strict:
         restated = restated_version(old, new)
         if restated:

@@ -24,7 +24,7 @@ from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 from memcli.core.text import PYTHON_VERSION_ALONE_RE
 
-__all__ = ["brought_back", "headline", "older_release", "package_keys", "release_change", "removal_of",
+__all__ = ["brought_back", "headline", "older_release", "other_claim", "package_keys", "release_change", "removal_of",
            "restated_version", "reverts", "same_subject", "strip_refs", "subject_keys", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
@@ -211,12 +211,29 @@ def version_change(old: str, new: str) -> str | None:
     # dropping a version and adding one are two ends of a range ("Drop Python 3.8" and "Add Python
     # 3.13" are both true): versions compare only between two statements of one kind
     vo, vn = _version_of(key, old), _version_of(key, new)
-    if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)) and _same_claim(key, old, new):
+    # two bumps or pins of one package set its version, whatever else they say ("Upgrade mkdocs to
+    # 1.3.0 to fix scripts/docs failure" / "Bump mkdocs from 1.3.0 to 1.3.1")
+    set_both = key in package_keys(old) and key in package_keys(new)
+    if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)) and (
+            set_both or _same_claim(key, old, new)):
         return f"{key}: {vo} -> {vn}" if vo != vn else None
     so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
     if so and sn and so != sn and _same_shape(old, new):
         return f"{key}: {', '.join(so)} -> {', '.join(sn)}"
     return None
+
+
+def other_claim(old: str, new: str) -> str | None:
+    """Both texts give their one subject a version, the versions differ, yet `version_change` finds
+    no new value: two claims about one thing ("Drop support for Python 3.7" / "Support Python 3.12",
+    the two ends of a range; a real uvicorn pair the wording rules read as "3.7 -> 3.12"). The
+    reason, or None."""
+    ko, kn = subject_keys(old), subject_keys(new)
+    if len(ko) != 1 or ko != kn or version_change(old, new):
+        return None
+    key = next(iter(ko))
+    vo, vn = _version_of(key, strip_refs(old)), _version_of(key, strip_refs(new))
+    return f"two claims about {key} ({vo}, {vn})" if vo and vn and vo != vn else None
 
 
 _FIX_RE = lazy_compile(r"\b(?:fix\w*|bug\w*|crash\w*|error\w*|warn\w*|issue\w*|regression\w*|work(?:s|ed)? around"

@@ -326,3 +326,26 @@ def test_a_pin_after_an_unpin_is_found_below_the_candidate_floor():
     assert not bears_on("Unpin Sphinx again", new, 0.43)
     assert bears_on("Unpin Sphinx again", new, 0.43, headlines=True)
     assert not bears_on("Switch to sphinxext.opengraph", new, 0.45, headlines=True)
+
+
+def test_a_commit_and_the_changelog_item_citing_its_pull_request_are_one_change():
+    # encode/uvicorn@772c24bd and docs/release-notes.md 0.30.0: "Deprecated" read as a stated change
+    assert relate("Deprecate the `uvicorn.workers` module (#2302)",
+                  "Deprecated: Deprecate the `uvicorn.workers` module (#2302) (version 0.30.0)",
+                  0.8, strict=True).kind == SAME
+    # a revert cites the reverted pull request and its own: another change (encode/uvicorn@d3e8d711)
+    assert relate("Use updated headers from server state (#1639)",
+                  'Revert "Use updated headers from server state (#1639)" (#1664)', 0.9, strict=True).kind == SUPERSEDES
+    # a reference a text is about is its subject, not its provenance
+    assert relate("Add regression test for #1765", "Fix the crash of #1765", 0.8, strict=True).kind != SAME
+
+
+def test_the_memory_of_the_same_change_is_asked_before_a_closer_neighbour():
+    # encode/uvicorn 0.34.0: the previous release's item (0.93) is closer than the commit (0.71);
+    # the item restates the commit, so it joins the commit's memory instead of superseding the other
+    from memcli.rules.decide import heuristic_decision
+    item = "Removed: Drop support for Python 3.8 (#2543) (version 0.34.0)"
+    near = [{"id": "prev", "text": "Removed: Drop support for Python 3.7 (#1996) (version 0.23.0)", "similarity": 0.93},
+            {"id": "commit", "text": "Drop Python 3.8 (#2543)\n\n* Drop Python 3.8\n\n* Run lint", "similarity": 0.707}]
+    d = heuristic_decision(item, near, 0.85, headlines=True)
+    assert (d.event, d.target) == ("NONE", "commit")

@@ -17,6 +17,7 @@ from typing import Any
 
 from memcli.core.decision import Decision
 from memcli.core.lazy_re import lazy_compile
+from memcli.core.refs import cited_refs
 from memcli.rules.relate import (
     DISTINCT,
     REFINES,
@@ -26,6 +27,7 @@ from memcli.rules.relate import (
     check_llm,
     llm_supersedes,
     relate,
+    same_change,
     switched_from,
     texts_mergeable,
 )
@@ -49,6 +51,10 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
     `headlines`: commit subjects and changelog items: compare first lines only (a commit's subject
     states the change; its body the why), and strictly (`relate`'s `strict`)."""
     first = None
+    # the memory of the same change (a commit, then the changelog item citing its pull request) is
+    # asked first: closer neighbours (the previous release's item) would otherwise take the fact
+    if headlines and cited_refs(text):
+        neighbours = sorted(neighbours, key=lambda n: not same_change(headline(n["text"]), headline(text)))
     for n in neighbours:
         old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
         rel = relate(old, new, float(n["similarity"]), threshold=threshold, strict=headlines)

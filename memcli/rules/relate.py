@@ -556,6 +556,11 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     # removed": 0.3-0.5), so these are asked from CHANGE_FLOOR
     if reverts(old, new):
         return Relation(SUPERSEDES, "reverts it", contradiction=True)
+    if strict and same_change(old, new):
+        # a commit and the changelog item citing its pull request, a cherry-pick, a backport: one
+        # change said twice, whatever the words ("Deprecate the `uvicorn.workers` module (#2302)" /
+        # "Deprecated: Deprecate the `uvicorn.workers` module (#2302) (version 0.30.0)")
+        return Relation(SAME, lambda: f"the same change ({_refs(cited_refs(old))}) said again")
     released = release_change(old, new)
     if released:  # (an older release than the stored one: `older_release`, the decider stores it superseded)
         which = "older" if older_release(old, new) else "newer"
@@ -627,6 +632,13 @@ _STRONG_CHANGE_RE = lazy_compile(
 
 
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
+
+
+def same_change(old: str, new: str) -> bool:
+    """Both texts cite the same pull requests (`#N`), and as provenance, not as what they are about
+    ("Add regression test for #1765" is about #1765): one change, described twice."""
+    refs = cited_refs(old)
+    return bool(refs) and refs == cited_refs(new) and not named_refs(old) and not named_refs(new)
 def _refs(numbers: set[str]) -> str:
     return ", ".join(f"#{n}" for n in sorted(numbers, key=int))
 

@@ -315,7 +315,9 @@ def brought_back(old: str, new: str) -> str | None:
     return None
 
 
-_REVERT_RE = lazy_compile(r'^\s*revert\s+"(.+)"\s*$', re.I)
+# git's `Revert "<subject>"`, perhaps with a why after it ('Revert "Pass through gunicorn timeout
+# config." due to unexpected side effects.', a changelog item of encode/uvicorn 0.11.5)
+_REVERT_RE = lazy_compile(r'^\s*revert(?:s|ed)?:?\s+"(.+)"(?:[\s.,;:].*)?$', re.I)
 
 
 def reverts(old: str, new: str) -> bool:
@@ -325,8 +327,8 @@ def reverts(old: str, new: str) -> bool:
     the current state of that subject."""
     m = _REVERT_RE.match(strip_refs(headline(new)))
     if m:
-        said = " ".join(strip_refs(m.group(1)).lower().split())
-        return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split())
+        said = " ".join(strip_refs(m.group(1)).lower().split()).rstrip(".")
+        return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split()).rstrip(".")
     prose = _PROSE_REVERT_RE.search(strip_refs(headline(new)))
     if not prose or _PROSE_REVERT_RE.search(old):
         return False

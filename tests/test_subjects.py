@@ -278,6 +278,11 @@ def test_removing_something_in_a_file_is_no_removal_of_the_file():
     # the lowest Python and the newest are the two ends of the supported range (encode/uvicorn@ffa5b1ac,
     # @dff1a462: the held-out replay read it as "new value: 3.7 -> 3.12")
     ("Drop support for Python 3.7 (#1996)", "Support Python 3.12 (#2145)", 0.652),
+    # a fix's "now" tells the fixed behaviour: the feature it fixes is still there (hynek/structlog
+    # CHANGELOG.md 23.2.0, 25.5.0)
+    ("Added: `structlog.processors.MaybeTimeStamper` that only adds a timestamp if there isn't one already. "
+     "(version 23.2.0)", "Fixed: `structlog.processors.MaybeTimeStamper` now respects the *key* argument when "
+     "determining whether to overwrite the timestamp field. (version 25.5.0)", 0.75),
 ])
 def test_another_case_example_or_claim_of_one_subject_is_distinct(old, new, similarity):
     assert relate(old, new, similarity, strict=True).kind == DISTINCT

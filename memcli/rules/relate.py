@@ -617,6 +617,12 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         return Relation(DISTINCT, lambda: f"another change: {_refs(refs_o)} vs {_refs(refs_n)}")
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
+    if rel.kind == SUPERSEDES and strict and not rel.contradiction and _FIX_START_RE.match(new) \
+            and not _FIX_START_RE.match(old):
+        # "Fixed: `MaybeTimeStamper` now respects the *key* argument" does not end "Added:
+        # `MaybeTimeStamper` that only adds a timestamp if there isn't one" (hynek/structlog 23.2.0,
+        # 25.5.0): a fix's "now" tells the fixed behaviour; a value it replaces is read above
+        return Relation(DISTINCT, lambda: f"a fix of it, not a new value ({rel.reason})")
     if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
             and not _STRONG_CHANGE_RE.search(new):
         # one text names its subject (an option, a code name, a file) and the other names none: the
@@ -632,6 +638,7 @@ _STRONG_CHANGE_RE = lazy_compile(
 
 
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
+_FIX_START_RE = lazy_compile(r"^\W*(?:fixed|fix(?:es)?|bug\s?fix(?:es)?)\b", re.I)
 
 
 def same_change(old: str, new: str) -> bool:

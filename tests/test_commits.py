@@ -72,6 +72,11 @@ Co-authored-by: dependabot[bot] <49699333+dependabot[bot]@users.noreply.github.c
     ("Add path normalization edge-cases, verify `shlex.split` behavior", "tests_only"),  # pallets/click@b5529479
     ("Expand API type-checking (#760)", "typing_only"),  # hynek/structlog@52898bf8
     ("Further normalize the style in the changelog", "changelog_edit"),  # jazzband/pip-tools@9478cdf7
+    # fastapi/typer: 216 of its last 450 commits, by a bot, each merged into one catch-all memory
+    ("📝 Update release notes\n\n[skip ci]", "changelog_edit"),
+    # a gitmoji outside the emoji blocks (U+2B06) still leaves the subject to the rules (fastapi/typer@aaae748c)
+    ("⬆ Bump the python-packages group with 6 updates (#1917)\n\nSigned-off-by: dependabot[bot] <support@github.com>",
+     "no_values"),
     ("Format docstrings according to PEP 257", "formatter_run"),  # jazzband/pip-tools@385a9752
 ])
 def test_junk_is_skipped_by_a_named_rule(message, rule):

@@ -108,6 +108,9 @@ def test_a_revert_supersedes_the_commit_it_reverts():
     revert = f'Revert "{original}"\n\nThis reverts commit 6c4a77ba24854dab793a8ff72110a0a24c403c9f.'
     assert relate(original, revert, 0.9).kind == SUPERSEDES
     assert relate("Use `flag_value` for boolean flags", revert, 0.9).kind != SUPERSEDES
+    # a gitmoji the quoted subject kept is no word of it (the fastapi projects' style)
+    assert relate("Add a --frob option to typer run (#12)", 'Revert "✨ Add a --frob option to typer run (#12)" (#13)',
+                  0.8, strict=True).kind == SUPERSEDES
     # a changelog's revert says why after the quoted subject (encode/uvicorn 0.11.4, then 0.11.5)
     assert relate("Pass through gunicorn timeout config. (version 0.11.4)",
                   'Revert "Pass through gunicorn timeout config." due to unexpected side effects. (version 0.11.5)',

@@ -327,7 +327,8 @@ def reverts(old: str, new: str) -> bool:
     the current state of that subject."""
     m = _REVERT_RE.match(strip_refs(headline(new)))
     if m:
-        said = " ".join(strip_refs(m.group(1)).lower().split()).rstrip(".")
+        # (a gitmoji the quoted subject kept, "⏪ Revert \"✨ Add X\"", is no word of it)
+        said = " ".join(strip_refs(re.sub(r"^[^\w\"'`]+", "", m.group(1))).lower().split()).rstrip(".")
         return bool(said) and said == " ".join(strip_refs(headline(old)).lower().split()).rstrip(".")
     prose = _PROSE_REVERT_RE.search(strip_refs(headline(new)))
     if not prose or _PROSE_REVERT_RE.search(old):

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 
 CHANGELOGS = ("CHANGES.md", "CHANGELOG.md", "CHANGES.rst", "CHANGELOG.rst", "docs/changelog.rst", "HISTORY.md",
-              "docs/changelog.md", "NEWS.md")
+              "docs/changelog.md", "NEWS.md", "docs/release-notes.md", "RELEASE_NOTES.md")
 
 
 @dataclass

@@ -297,6 +297,8 @@ def test_another_case_example_or_claim_of_one_subject_is_distinct(old, new, simi
     ("Allow rich 12", "Bump rich pin to allow version 13"),
     # two bumps of one package set its version, whatever else one says (encode/httpx@2147, @2328)
     ("Upgrade mkdocs to 1.3.0 to fix scripts/docs failure (#2147)", "Bump mkdocs from 1.3.0 to 1.3.1 (#2328)"),
+    # a tool used at a version (jazzband/pip-tools@43952fc7, @76f3fa2a)
+    ("tests: ensure tox pipsupported uses pip 25.3", "Update tox 'pipsupported' to use pip v26.0"),
 ])
 def test_a_newer_version_in_the_same_claim_still_supersedes(old, new):
     assert relate(old, new, 0.8, strict=True).kind == SUPERSEDES

@@ -46,6 +46,9 @@ _BUMP_RE = lazy_compile(
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
                            r"([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s*[<>=~!]*\s*v?\d", re.I)
+# a tool used at a version: "tests: ensure tox pipsupported uses pip 25.3", "Update tox
+# 'pipsupported' to use pip v26.0" (jazzband/pip-tools); a dotted version, so "uses 2 workers" is none
+_USES_RE = lazy_compile(r"\b(?:uses?|using)\s+(?:the\s+)?([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s+v?\d+(?:\.\d+)+\b", re.I)
 # a package's allowed major version or its pin, in words: "Allow rich 12", "Support Django 5.0",
 # "Remove temporary click version pin", "Bump rich pin to allow version 13", "Unpin click"
 _ALLOW_RE = lazy_compile(r"\b(?:allow|support|require|pin)(?:s|ed|ing)?\s+(?:the\s+)?([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])"
@@ -107,7 +110,7 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_norm_key(bare.group(1)))
     if _PYTHON_RE.search(text) or PYTHON_VERSION_ALONE_RE.search(headline(text)):  # "Require Python 3.9+", "Drop 3.9"
         keys.add("python")
-    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE):
+    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE, _USES_RE):
         for m in rx.finditer(text):
             name = m.group(1) or m.group(m.lastindex or 1)
             if name.lower() in _NOT_NAMES:

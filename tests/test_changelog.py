@@ -76,3 +76,33 @@ def test_an_unreleased_section_is_the_version_in_development_not_the_latest_rele
     assert "Version 8.4.2 was released on 2026-07-01" in live  # still the latest release
     assert "Version 8.5.0 is in development (unreleased)" in live
     assert not any(t.startswith("Version 8.5.0 was released") for t in live)
+
+
+def _typer_item(frm: str, to: str, pr: int) -> str:
+    return (f"* ⬆ Bump rich from {frm} to {to}. PR [#{pr}](https://github.com/fastapi/typer/pull/{pr}) by "
+            "[@dependabot[bot]](https://github.com/apps/dependabot).")
+
+
+def test_one_live_value_when_a_section_bumps_twice_and_a_replaced_commit_is_listed_later(cli):
+    """fastapi/typer: release 0.21.2 lists two bumps of rich; the commits of #1565 and #1688 came
+    before the release notes that list them. In the end one rich version is current (15.0.0), and
+    the release-notes line of the replaced #1565 joins that commit's memory as history."""
+    lines = [
+        {"text": f"## 0.21.2\n\n### Internal\n\n{_typer_item('14.2.0', '14.3.1', 1502)}\n"
+                 f"{_typer_item('14.3.1', '14.3.2', 1509)}", "origins": ["changelog:0.21.2"],
+         "created": "2026-02-10T00:00:00Z"},
+        {"text": "⬆ Bump rich from 14.3.2 to 14.3.3 (#1565)", "origins": ["git:19aaf0be"],
+         "created": "2026-02-20T10:54:52Z"},
+        {"text": f"## 0.24.1\n\n### Internal\n\n{_typer_item('14.3.2', '14.3.3', 1565)}",
+         "origins": ["changelog:0.24.1"], "created": "2026-02-21T00:00:00Z"},
+        {"text": "⬆ Bump rich from 14.3.3 to 15.0.0 (#1688)", "origins": ["git:cfe4f429"],
+         "created": "2026-04-14T08:06:49Z"},
+        {"text": f"## 0.24.2\n\n### Internal\n\n{_typer_item('14.3.3', '15.0.0', 1688)}",
+         "origins": ["changelog:0.24.2"], "created": "2026-04-22T00:00:00Z"},
+    ]
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in lines))
+    live = [m for m in listed(cli.store) if "Bump rich" in m["text"]]
+    assert [(m["text"], sorted(m["origins"])) for m in live] == [
+        ("Bump rich from 14.3.3 to 15.0.0 (#1688)", ["changelog:0.24.2", "git:cfe4f429"])]
+    everything = [m for m in listed(cli.store, "--all") if "(#1565)" in m["text"]]
+    assert len(everything) == 1 and "changelog:0.24.1" in everything[0]["origins"]

@@ -363,3 +363,19 @@ def test_the_memory_of_the_same_change_is_asked_before_a_closer_neighbour():
             {"id": "commit", "text": "Drop Python 3.8 (#2543)\n\n* Drop Python 3.8\n\n* Run lint", "similarity": 0.707}]
     d = heuristic_decision(item, near, 0.85, headlines=True)
     assert (d.event, d.target) == ("NONE", "commit")
+
+
+def test_a_new_version_ends_every_live_older_version_of_its_package():
+    # fastapi/typer docs/release-notes.md: 0.21.2 lists two bumps of rich, so both stayed current,
+    # and the bump of 0.24.2 ended only one of them; a bump of another package is left alone
+    from memcli.rules.decide import heuristic_decision
+    item = ("⬆ Bump rich from 14.3.3 to 15.0.0. PR [#1688](https://github.com/fastapi/typer/pull/1688) by "
+            "[@dependabot[bot]](https://github.com/apps/dependabot). (version 0.24.2)")
+    near = [{"id": "rich-14.3.1", "text": "⬆ Bump rich from 14.2.0 to 14.3.1. PR [#1502](https://github.com/fastapi/"
+             "typer/pull/1502) (version 0.21.2)", "similarity": 0.95},
+            {"id": "rich-14.3.3", "text": "⬆ Bump rich from 14.3.2 to 14.3.3. PR [#1565](https://github.com/fastapi/"
+             "typer/pull/1565) (version 0.24.1)", "similarity": 0.94},
+            {"id": "ruff", "text": "⬆ Bump ruff from 0.15.2 to 0.15.3. PR [#1566](https://github.com/fastapi/typer/"
+             "pull/1566) (version 0.24.1)", "similarity": 0.93}]
+    d = heuristic_decision(item, near, 0.85, headlines=True)
+    assert (d.event, d.target, d.also) == ("SUPERSEDE", "rich-14.3.1", ("rich-14.3.3",))

@@ -30,13 +30,14 @@ from memcli.core.decision import Decision, Event
 from memcli.core.errors import InputRejected, InvalidInput, LLMNotConfigured, NotFound
 from memcli.core.facts import MEMORY_TYPES, Extraction, Fact
 from memcli.core.memory import Memory, new_ulid, now_iso
+from memcli.core.refs import cited_refs
 from memcli.core.text import snake
 from memcli.ops.changes import ChangeSet, Feedback, Reinforce, Supersede, Update, commit_planned
 from memcli.ops.handle import Store
 from memcli.rules.decide import bears_on
 from memcli.rules.decide import matched as _matched
 from memcli.rules.deciders import NEIGHBOUR_FLOOR, Decider, LLMDecider, load_decider
-from memcli.rules.relate import CANDIDATE_FLOOR, SAME, Said, _normal, may_be_same, relate
+from memcli.rules.relate import CANDIDATE_FLOOR, SAME, Said, _normal, may_be_same, relate, same_change
 from memcli.rules.subjects import headline, subject_keys
 from memcli.services.changelog import is_section, section_facts
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
@@ -434,6 +435,12 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         close = [(lab, s) for lab, s in close
                  if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s, headlines=headlines))]
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:8]
+        twin = _replaced_twin(fact.text, close, recs, live) if headlines else None
+        if twin:  # a changelog item of a commit whose memory a later commit replaced: history too
+            rec, s = twin
+            out.append(Decision("NONE", rec.id, reasoning="the same change as a replaced memory (history)",
+                                similarity=s, matched=_matched(rec.id, rec.text)))
+            continue
         neighbours[-1] = [{"id": recs[lab].id, "text": recs[lab].text, "similarity": round(s, 4)} for lab, s in live]
         out.append(None)
     todo = [i for i, d in enumerate(out) if d is None]
@@ -449,6 +456,21 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         if d.event == "DELETE" and not allow_delete:
             d.refused = True
     return final, notes
+
+
+def _replaced_twin(text: str, close: list[tuple[int, float]], recs: dict[int, Any],
+                   live: list[tuple[int, float]]) -> tuple[Any, float] | None:
+    """The superseded memory of the same change as `text` (the same cited pull requests:
+    `same_change`), when no live memory is that change: the item restates history, so it joins
+    that memory instead of standing as a second, current copy (fastapi/typer: "Bump rich from
+    14.3.2 to 14.3.3 (#1565)", replaced by the #1688 bump, then its release-notes line)."""
+    if not cited_refs(text):
+        return None
+    said = headline(text)
+    if any(same_change(headline(recs[lab].text), said) for lab, _ in live):
+        return None
+    return next(((recs[lab], s) for lab, s in close if lab in recs and recs[lab].superseded_by
+                 and same_change(headline(recs[lab].text), said)), None)
 
 
 def _decider(cfg: Config, client: LLM | None) -> Decider:

@@ -31,7 +31,7 @@ from memcli.rules.relate import (
     switched_from,
     texts_mergeable,
 )
-from memcli.rules.subjects import headline, older_release
+from memcli.rules.subjects import headline, older_release, subject_keys
 
 __all__ = ["bears_on", "change_related", "check_llm", "heuristic_decision", "llm_supersedes", "matched",
            "texts_mergeable"]
@@ -71,7 +71,8 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
                              reasoning=f"same subject, {rel.reason}")
         stale = older_release(old, new)
         return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason,
-                        stale=stale, also=() if stale else _also_replaced(text, neighbours, n, headlines))
+                        stale=stale, also=() if stale else _also_replaced(text, neighbours, n, headlines,
+                                                                          rel.reason))
     if first is None:
         return Decision("ADD", reasoning="no similar memory")
     n, rel = first
@@ -81,17 +82,22 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
 
 
 def _also_replaced(text: str, neighbours: list[dict[str, Any]], first: dict[str, Any],
-                   headlines: bool) -> tuple[str, ...]:
+                   headlines: bool, why: str = "") -> tuple[str, ...]:
     """The other neighbours a stated change replaces too: "Use ruff instead of flake8, autoflake and
-    isort" ends the isort pin and the flake8 plugins' pins alike. Only changes stated outright (a
-    switch, a removal, a revert) reach past the first neighbour; a new value supersedes one memory."""
+    isort" ends the isort pin and the flake8 plugins' pins alike. Changes stated outright (a
+    switch, a removal, a revert) reach past the first neighbour, and so does a new version of one
+    package: every other live version of that package is older too (two bumps of rich listed in
+    one release section of fastapi/typer both stayed current, and the next bump ended only one)."""
     out = []
+    key = subject_keys(headline(text)) if why.startswith("new version:") else None
     # the neighbours before `first` were DISTINCT in heuristic_decision's loop, and a stated change
     # is read before any threshold: only those after it are asked again
     for n in neighbours[neighbours.index(first) + 1:]:
         old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
         rel = relate(old, new, float(n["similarity"]), strict=headlines)
         if rel.kind == SUPERSEDES and rel.reason.startswith(("states a change:", "states a removal:", "reverts")):
+            out.append(n["id"])
+        elif key and rel.kind == SUPERSEDES and rel.reason.startswith("new version:") and subject_keys(old) == key:
             out.append(n["id"])
     return tuple(out)
 

@@ -44,7 +44,8 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                        r"(?:further |also )?(?:add|adds|added|update|updated|adjust|polish|fix|fixes|tidy"
                        r"|tidy up|refine|improve|sharpen|sharper|link|edit|reword|normalize)\b"
                        r"(?:(?! markdown| myst| rename| convert| sdist).)*\b(?:changelogs?|"
-                       r"change ?notes?|release ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)(?: entry| entries)?\b"),
+                       r"change ?notes?|release ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)"
+                       r"(?: entry| entries)?\b"),
     ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b(?!:)"
                    r"(?!.*\bto (?:the )?(?:sdist|wheels?|manifest|package|distribution|tarball)\b)"
                    r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)"
@@ -120,7 +121,9 @@ _VAGUE_WORDS = frozenset("""docs doc documentation clarify clarified polish poli
     some things various refine refined""".split())
 #: a lone "update <tool>" that names no version ("update ruff"): the version is the knowledge
 _UNVERSIONED_RE = lazy_compile(r"^(?:update|updated|bump|bumped|upgrade|upgraded) [\w.\-]+$")
-_EMOJI_RE = lazy_compile(r"^(?:[\u2190-\u21ff\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff\ufe0f\u200d]+\s*)+")  # gitmoji: ⬆ ⏪ ➖ ✨
+# leading emoji and gitmoji (⬆ U+2B06 and ⏪ U+23EA sit outside the emoji blocks)
+_EMOJI_RE = lazy_compile(r"^(?:[\u2190-\u21ff\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff\ufe0f\u200d]+"
+                         r"\s*)+")
 _TRAILER_RE = lazy_compile(r"^(?:signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|"
                            r"suggested-by|helped-by|cc|change-id|fixes|closes|refs|see-also|issue|pr|"
                            r"dependabot-\S+|updated-dependencies|dependency-\S+|update-type)\s*:", re.I)

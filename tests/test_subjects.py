@@ -39,6 +39,11 @@ def test_reference_numbers_are_provenance_not_words(text, stripped):
     ("Hide `Sentinel.UNSET` values as `None` in `lookup_default()`", {"sentinel.unset", "lookup-default"}),  # click
     ("Delete setup.py", {"setup.py"}),  # encode/httpx@10a3b68a: a file is a subject too
     ("Enable WAL mode by default", set()),
+    # Renovate's wording: the package after "dependency", "pre-commit hook", "rust crate", and an action
+    ("chore(deps): update dependency ruff to v0.5.1 (#101)", {"ruff"}),
+    ("chore(deps): update pre-commit hook astral-sh/ruff-pre-commit to v0.4.4", {"ruff-pre-commit"}),
+    ("fix(deps): update rust crate serde to 1.0.200", {"serde"}),
+    ("chore(deps): update github/codeql-action action to v3.25.3", {"codeql-action"}),
 ])
 def test_names_an_option_code_name_or_package_as_the_subject(text, keys):
     assert subject_keys(text) == keys

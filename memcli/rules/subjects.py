@@ -37,11 +37,12 @@ _CALL_RE = lazy_compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
 _PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[[\w,\-]+\])?\s*(?:===?|>=|<="
                        r"|~=|!=|<|>)\s*v?\d")
 # a bump: "Bump black from 24.1.0 to 24.2.0", "Update httpcore requirement from ...", "Update PyPy CI
-# builds to 3.11"
+# builds to 3.11", Renovate's "update dependency ruff to v0.5.1" / "update github/codeql-action action to v3"
 _BUMP_RE = lazy_compile(
     r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
-    r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
-    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement))*\s+(?:from|to)\s+v?[<>=~!^]*\d",
+    r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?(?:(?:dependency|pre-commit hook|rust crate|module|docker tag)\s+)?"
+    r"\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
+    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action))*\s+(?:from|to)\s+v?[<>=~!^]*\d",
     re.I,
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"

@@ -311,8 +311,12 @@ def brought_back(old: str, new: str) -> str | None:
     """`old` removed or unpinned a name and `new` brings it back: pins it again ("Unpin Sphinx
     again" then "Add sphinx<9 pin") or says so ("restore", "re-add", "... back"). The name."""
     ko, kn = subject_keys(old), subject_keys(new)
-    if not ko or ko != kn or not _REMOVED_RE.search(strip_refs(old)) or _REMOVED_RE.search(strip_refs(new)):
+    said = strip_refs(old)
+    verb = _REMOVED_RE.search(said)
+    if not ko or ko != kn or not verb or _REMOVED_RE.search(strip_refs(new)):
         return None
+    if not _removes_a_name(said, verb, ko):
+        return None  # "Remove support for Click 7" removed a version, not Click (fastapi/typer 0.12.0)
     key = next(iter(ko)) if len(ko) == 1 else None
     if (key and _PIN_RE.search(strip_refs(new))) or _BACK_RE.search(strip_refs(headline(new))):
         return ", ".join(sorted(ko))

@@ -106,3 +106,25 @@ def test_one_live_value_when_a_section_bumps_twice_and_a_replaced_commit_is_list
         ("Bump rich from 14.3.3 to 15.0.0 (#1688)", ["changelog:0.24.2", "git:cfe4f429"])]
     everything = [m for m in listed(cli.store, "--all") if "(#1565)" in m["text"]]
     assert len(everything) == 1 and "changelog:0.24.1" in everything[0]["origins"]
+
+
+def test_a_release_notes_line_finds_its_commit_among_many_alike_bumps(cli):
+    """fastapi/typer: dozens of ty bumps, then "Bump ty to 0.0.53 (#1877)"; its release-notes line
+    is nearer to the other release-notes lines than to its commit, yet joins the commit's memory
+    (found by the pull request it cites), and one ty version is current."""
+    commits = [{"text": f"⬆ Bump ty from 0.0.{n} to 0.0.{n + 1} (#{1500 + n})", "origins": [f"git:{n:07x}"],
+                "created": f"2026-03-{n:02d}T00:00:00Z"} for n in range(1, 25)]
+    commits.append({"text": "⬆️ Bump ty to 0.0.53 (#1877)", "origins": ["git:5c7e904e"],
+                    "created": "2026-07-13T12:52:33Z"})
+    items = "\n".join(f"* ⬆ Bump ty from 0.0.{n} to 0.0.{n + 1}. PR [#{1500 + n}](https://github.com/fastapi/typer/"
+                      f"pull/{1500 + n}) by [@dependabot[bot]](https://github.com/apps/dependabot)." for n in range(1, 25))
+    items += ("\n* ⬆️ Bump ty to 0.0.53. PR [#1877](https://github.com/fastapi/typer/pull/1877) by "
+              "[@YuriiMotov](https://github.com/YuriiMotov).")
+    section = {"text": f"## 0.27.0\n\n### Internal\n\n{items}", "origins": ["changelog:0.27.0"],
+               "created": "2026-07-15T00:00:00Z"}
+    # the commits as their hook or a replay stored them, then the release notes (as bench/realdata does)
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in commits))
+    cli("add", "--no-llm", "--json", "--batch", "-", input=json.dumps(section))
+    live = [m for m in listed(cli.store) if "Bump ty" in m["text"]]
+    assert [(m["text"], sorted(m["origins"])) for m in live] == [
+        ("Bump ty to 0.0.53 (#1877)", ["changelog:0.27.0", "git:5c7e904e"])]

@@ -414,7 +414,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     # for enough that the live ones near the fact are among them
     near = index.knn(vecs, 16) if not (raw or no_dedup) else [[] for _ in facts]
     floor = min(CANDIDATE_FLOOR, threshold, cfg.decide_threshold, NEIGHBOUR_FLOOR)
-    for fact, hits in zip(facts, near):
+    for fact, hits, vec in zip(facts, near, vecs):
         neighbours.append([])
         if no_dedup:
             out.append(Decision("ADD", reasoning="stored as given (no dedup)"))
@@ -427,6 +427,8 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         if raw:
             out.append(Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
             continue
+        if headlines:
+            hits = _same_change_hits(index, fact.text, vec, hits) + hits
         # a fact that states a change ("from Yarn to pnpm", a removal, a revert) also sees the memory
         # holding the old value from the change floor, with or without a model
         low_floor = _CHANGE_FLOOR if states_change(fact.text) or _versioned(fact.text) else floor
@@ -456,6 +458,28 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         if d.event == "DELETE" and not allow_delete:
             d.refused = True
     return final, notes
+
+
+def _same_change_hits(index: Any, text: str, vec: np.ndarray, hits: list[tuple[int, float]]
+                      ) -> list[tuple[int, float]]:
+    """Memories of the same change as `text` (`same_change`: the same cited pull requests), found
+    by their numbers in the keyword index, with their similarity: among hundreds of near-identical
+    bumps the commit's own memory need not be among the nearest vectors (fastapi/typer: "⬆️ Bump ty
+    to 0.0.53. PR [#1877](...) by [@...]" did not meet "Bump ty to 0.0.53 (#1877)")."""
+    refs = cited_refs(headline(text))
+    if not refs:
+        return []
+    real = getattr(index, "index", index)  # a batch's PendingView reads through to the index
+    seen = {lab for lab, _ in hits}
+    labels = [lab for lab, *_ in real.keyword(sorted(refs), 8) if lab not in seen]
+    if not labels:
+        return []
+    recs = index.records(labels)
+    said = headline(text)
+    labels = [lab for lab in labels if lab in recs and same_change(headline(recs[lab].text), said)]
+    vectors: dict[int, np.ndarray] = {}
+    real.rank_fields(labels, vectors=vectors)
+    return [(lab, float(vectors[lab] @ vec)) for lab in labels if lab in vectors]
 
 
 def _replaced_twin(text: str, close: list[tuple[int, float]], recs: dict[int, Any],

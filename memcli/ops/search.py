@@ -21,6 +21,7 @@ import numpy as np
 from memcli.core.config import Ranking
 from memcli.core.memory import Memory, now_iso, parse_time
 from memcli.index import Filters, RankFields
+from memcli.rules.subjects import gives_version, version_asked
 from memcli.storage import safety
 
 if TYPE_CHECKING:
@@ -247,10 +248,11 @@ SUPERSEDED_FACTOR = 0.5
 
 def rank(
     sims: np.ndarray, keyword: np.ndarray, records: Sequence[RankFields | Memory],
-    usage: dict[str, tuple[int, str | None]], weights: Ranking, now: float,
+    usage: dict[str, tuple[int, str | None]], weights: Ranking, now: float, versioned: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[dict[str, float]]]:
     """The one scoring function. `keyword` is BM25 already scaled to [0, 1] within the query;
-    `records` are the candidates' `RankFields` (what the catalog reads for ranking) or memories."""
+    `records` are the candidates' `RankFields` (what the catalog reads for ranking) or memories;
+    `versioned`: 1 where a candidate gives a version of what a "Which X version?" query asks about."""
     scores = np.zeros(len(records))
     parts = []
     for i, rec in enumerate(records):
@@ -264,9 +266,11 @@ def rank(
             "similarity": float(sims[i]), "keyword": float(keyword[i]), "recency": rec_, "reliability": rel,
             "currency": currency,
         }
+        if versioned is not None:
+            p["version"] = float(versioned[i])
         scores[i] = currency * (
             weights.similarity * p["similarity"] + weights.keyword * p["keyword"]
-            + weights.recency * rec_ + weights.reliability * rel
+            + weights.recency * rec_ + weights.reliability * rel + weights.version * p.get("version", 0.0)
         )
         parts.append(p)
     return scores, parts
@@ -384,11 +388,12 @@ def search_many(
     _step("uses (Usage.uses)")
     now = time.time()
     ranked = []
-    for labels, sims, kwe in passed:
+    for query, (labels, sims, kwe) in zip(queries, passed):
         keep = [i for i, lab in enumerate(labels)
                 if lab in fields and (include_superseded or not fields[lab].superseded)]
         labels, sims, kwe = [labels[i] for i in keep], sims[keep], kwe[keep]
-        scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now)
+        scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now,
+                             _versioned(index, query, labels))
         pool = mmr_pool(scores, k)
         ranked.append((labels, sims, scores, parts, pool))
     _step("rank")
@@ -420,6 +425,18 @@ def search_many(
         writer.close()
     _step("hits, metadata, usage counts")
     return out
+
+
+def _versioned(index: Any, query: str, labels: list[int]) -> np.ndarray | None:
+    """For a question about a version ("Which rich version does typer use?"): 1 for the candidates
+    that give that package a version, else 0; None (and no text read) for any other query. In a
+    project where "rich" is also a feature, its bumps rank below the features' memories otherwise
+    (fastapi/typer: "Bump rich from 14.3.3 to 15.0.0" was not in the top 10)."""
+    key = version_asked(query)
+    if key is None or not labels:
+        return None
+    recs = index.records(labels)
+    return np.array([1.0 if lab in recs and gives_version(key, recs[lab].text) else 0.0 for lab in labels])
 
 
 def _metadata(hits: list[Hit], embed_time: float, search_time: float) -> dict[str, Any]:

@@ -24,8 +24,9 @@ from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 from memcli.core.text import PYTHON_VERSION_ALONE_RE
 
-__all__ = ["brought_back", "headline", "older_release", "other_claim", "package_keys", "release_change", "removal_of",
-           "restated_version", "reverts", "same_subject", "strip_refs", "subject_keys", "version_change"]
+__all__ = ["brought_back", "gives_version", "headline", "older_release", "other_claim", "package_keys",
+           "release_change", "removal_of", "restated_version", "reverts", "same_subject", "strip_refs", "subject_keys",
+           "version_asked", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -238,6 +239,29 @@ def other_claim(old: str, new: str) -> str | None:
     key = next(iter(ko))
     vo, vn = _version_of(key, strip_refs(old)), _version_of(key, strip_refs(new))
     return f"two claims about {key} ({vo}, {vn})" if vo and vn and vo != vn else None
+
+
+# "Which websockets version ...?", "What is the minimum supported Python version?", "Which version of
+# actions/checkout does CI use?": the name before "version", or after "version of"
+_ASKED_VERSION_RE = lazy_compile(
+    r"\b(?:which|what)\b(?:\s+[\w'-]+){0,4}?\s+(?:versions?\s+of\s+(?:the\s+)?`?([A-Za-z][\w.\-/]*[A-Za-z0-9])"
+    r"|`?([A-Za-z][\w.\-/]*[A-Za-z0-9])`?\s+versions?\b)", re.I)
+_NOT_ASKED = frozenset("""minimum maximum min max latest newest oldest current lowest highest supported support
+    release major minor patch new old same this that which what the a an default required""".split())
+
+
+def version_asked(query: str) -> str | None:
+    """The package or tool a question asks the version of (its subject key), or None."""
+    m = _ASKED_VERSION_RE.search(query)
+    name = (m.group(1) or m.group(2)) if m else None
+    if not name or name.lower() in _NOT_ASKED | _NOT_NAMES:
+        return None
+    return _norm_key(name)
+
+
+def gives_version(key: str, text: str) -> bool:
+    """`text` gives `key` a version ("Bump rich from 14.3.3 to 15.0.0", "Drop Python 3.8")."""
+    return key in subject_keys(text) and _version_of(key, strip_refs(text)) is not None
 
 
 _FIX_RE = lazy_compile(r"\b(?:fix\w*|bug\w*|crash\w*|error\w*|warn\w*|issue\w*|regression\w*|work(?:s|ed)? around"

@@ -117,7 +117,8 @@ def test_a_release_notes_line_finds_its_commit_among_many_alike_bumps(cli):
     commits.append({"text": "⬆️ Bump ty to 0.0.53 (#1877)", "origins": ["git:5c7e904e"],
                     "created": "2026-07-13T12:52:33Z"})
     items = "\n".join(f"* ⬆ Bump ty from 0.0.{n} to 0.0.{n + 1}. PR [#{1500 + n}](https://github.com/fastapi/typer/"
-                      f"pull/{1500 + n}) by [@dependabot[bot]](https://github.com/apps/dependabot)." for n in range(1, 25))
+                      f"pull/{1500 + n}) by [@dependabot[bot]](https://github.com/apps/dependabot)."
+                      for n in range(1, 25))
     items += ("\n* ⬆️ Bump ty to 0.0.53. PR [#1877](https://github.com/fastapi/typer/pull/1877) by "
               "[@YuriiMotov](https://github.com/YuriiMotov).")
     section = {"text": f"## 0.27.0\n\n### Internal\n\n{items}", "origins": ["changelog:0.27.0"],

@@ -129,3 +129,24 @@ def test_a_release_notes_line_finds_its_commit_among_many_alike_bumps(cli):
     live = [m for m in listed(cli.store) if "Bump ty" in m["text"]]
     assert [(m["text"], sorted(m["origins"])) for m in live] == [
         ("Bump ty to 0.0.53 (#1877)", ["changelog:0.27.0", "git:5c7e904e"])]
+
+
+def test_a_bump_finds_the_current_version_behind_a_long_chain_of_replaced_ones(cli):
+    """fastapi/typer bumped ty 40 times: the nearest 16 memories of the next bump were all replaced
+    ones, so "Bump ty from 0.0.34 to 0.0.35" was added beside the current "... to 0.0.34". Here the
+    current one carries a long body (so it is the farthest) and 20 older bumps, replayed after it,
+    are stored as its history."""
+    body = " ".join(f"Release notes line {n}: the checker reports unused ignores in module m{n}." for n in range(40))
+    lines = [{"text": f"⬆ Bump ty from 0.0.33 to 0.0.34 (#1729)\n\n{body}", "origins": ["git:a8a1d6ca"],
+              "created": "2026-05-04T16:58:28Z"}]
+    lines += [{"text": f"⬆ Bump ty from 0.0.{n} to 0.0.{n + 1} (#{1500 + n})", "origins": [f"git:{n:07x}"],
+               "created": f"2026-03-{n:02d}T00:00:00Z"} for n in range(1, 21)]
+    for line in lines:  # one add per commit, as the hook's worker stores them
+        cli("add", "--no-llm", "--json", "--batch", "-", input=json.dumps(line))
+    assert [m["text"][:37] for m in listed(cli.store) if "Bump ty" in m["text"]] == [
+        "Bump ty from 0.0.33 to 0.0.34 (#1729)"]
+    cli("add", "--no-llm", "--json", "--batch", "-", input=json.dumps(
+        {"text": "⬆ Bump ty from 0.0.34 to 0.0.35 (#1740)", "origins": ["git:2da8d327"],
+         "created": "2026-05-12T10:40:53Z"}))
+    live = [m["text"] for m in listed(cli.store) if "Bump ty" in m["text"]]
+    assert live == ["Bump ty from 0.0.34 to 0.0.35 (#1740)"]

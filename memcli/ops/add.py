@@ -427,6 +427,12 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         if raw:
             out.append(Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
             continue
+        if len(hits) >= 16 and hits[-1][1] >= floor:
+            # the nearest 16 may all be history (fastapi/typer bumped ty 40 times, so "Bump ty from
+            # 0.0.34 to 0.0.35" met only replaced bumps and was added beside the current one)
+            seen = index.records([lab for lab, _ in hits])
+            if all(lab in seen and seen[lab].superseded_by for lab, _ in hits):
+                hits = index.knn(vec[None, :], 256)[0]
         if headlines:
             hits = _same_change_hits(index, fact.text, vec, hits) + hits
         # a fact that states a change ("from Yarn to pnpm", a removal, a revert) also sees the memory

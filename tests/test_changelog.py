@@ -150,3 +150,31 @@ def test_a_bump_finds_the_current_version_behind_a_long_chain_of_replaced_ones(c
          "created": "2026-05-12T10:40:53Z"}))
     live = [m["text"] for m in listed(cli.store) if "Bump ty" in m["text"]]
     assert live == ["Bump ty from 0.0.34 to 0.0.35 (#1740)"]
+
+
+def test_a_versioned_line_finds_the_live_memories_of_its_package_by_name(cli):
+    """fastapi/typer: among ~900 memories the 16 nearest vectors of a 0.21.2 release-notes rich bump
+    held no rich memory at all, so it never met the current rich bump. The keyword index finds the
+    live memories of the one package it names, and the memory of the pull request it cites."""
+    from memcli.ops.add import _keyed_hits
+    from memcli.ops.handle import Store
+
+    commits = [{"text": "⬆ Bump rich from 14.3.2 to 14.3.3 (#1565)", "origins": ["git:19aaf0be"],
+                "created": "2026-02-20T10:54:52Z"},
+               {"text": "⬆ Bump rich from 14.3.3 to 15.0.0 (#1688)", "origins": ["git:cfe4f429"],
+                "created": "2026-04-14T08:06:49Z"},
+               {"text": "⬆ Bump ruff from 0.15.1 to 0.15.2 (#1567)", "origins": ["git:98bd1a76"],
+                "created": "2026-02-20T11:00:00Z"},
+               {"text": "Fix `TYPER_USE_RICH` parsing to allow disabling Rich completely (#1539)",
+                "origins": ["git:aaaa1539"], "created": "2026-02-12T00:00:00Z"}]
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in commits))
+    index = Store(cli.store).index
+    index.sync()
+    line = _typer_item("14.2.0", "14.3.1", 1502)[2:] + " (version 0.21.2)"
+    found = _keyed_hits(index, line, index.embedder.embed([line])[0], [])
+    texts = [index.records([lab])[lab].text for lab, _ in found]
+    assert texts == ["Bump rich from 14.3.3 to 15.0.0 (#1688)"]  # live, the same package, nothing else
+    item = _typer_item("14.3.3", "15.0.0", 1688)[2:] + " (version 0.24.2)"
+    found = _keyed_hits(index, item, index.embedder.embed([item])[0], [])
+    assert [index.records([lab])[lab].text for lab, _ in found] == ["Bump rich from 14.3.3 to 15.0.0 (#1688)"]
+

@@ -434,7 +434,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             if all(lab in seen and seen[lab].superseded_by for lab, _ in hits):
                 hits = index.knn(vec[None, :], 256)[0]
         if headlines:
-            hits = _same_change_hits(index, fact.text, vec, hits) + hits
+            hits = _keyed_hits(index, fact.text, vec, hits) + hits
         # a fact that states a change ("from Yarn to pnpm", a removal, a revert) also sees the memory
         # holding the old value from the change floor, with or without a model
         low_floor = _CHANGE_FLOOR if states_change(fact.text) or _versioned(fact.text) else floor
@@ -466,23 +466,34 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return final, notes
 
 
-def _same_change_hits(index: Any, text: str, vec: np.ndarray, hits: list[tuple[int, float]]
-                      ) -> list[tuple[int, float]]:
-    """Memories of the same change as `text` (`same_change`: the same cited pull requests), found
-    by their numbers in the keyword index, with their similarity: among hundreds of near-identical
-    bumps the commit's own memory need not be among the nearest vectors (fastapi/typer: "⬆️ Bump ty
-    to 0.0.53. PR [#1877](...) by [@...]" did not meet "Bump ty to 0.0.53 (#1877)")."""
-    refs = cited_refs(headline(text))
-    if not refs:
+def _keyed_hits(index: Any, text: str, vec: np.ndarray, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Memories the nearest vectors miss among hundreds of near-identical bumps, found by name in
+    the keyword index, with their similarity: the memory of the same change (the same cited pull
+    requests: `same_change`; typer's "⬆️ Bump ty to 0.0.53. PR [#1877](...)" never met "Bump ty to
+    0.0.53 (#1877)"), and the live memories of the one package a versioned fact names (typer's
+    release notes of 0.21.2 bumped rich twice and met none of the current rich bump)."""
+    said = headline(text)
+    refs = cited_refs(said)
+    keys = subject_keys(said) if _versioned(said) else frozenset()
+    if not refs and len(keys) != 1:
         return []
     real = getattr(index, "index", index)  # a batch's PendingView reads through to the index
+    found = [lab for lab, *_ in real.keyword(sorted(refs), 8)] if refs else []
+    if len(keys) == 1:
+        found += [lab for lab, *_ in real.keyword([next(iter(keys))], 32)]
     seen = {lab for lab, _ in hits}
-    labels = [lab for lab, *_ in real.keyword(sorted(refs), 8) if lab not in seen]
+    labels = [lab for lab in dict.fromkeys(found) if lab not in seen]
     if not labels:
         return []
     recs = index.records(labels)
-    said = headline(text)
-    labels = [lab for lab in labels if lab in recs and same_change(headline(recs[lab].text), said)]
+
+    def wanted(rec: Any) -> bool:
+        old = headline(rec.text)
+        if refs and same_change(old, said):
+            return True
+        return len(keys) == 1 and not rec.superseded_by and subject_keys(old) == keys
+
+    labels = [lab for lab in labels if lab in recs and wanted(recs[lab])]
     vectors: dict[int, np.ndarray] = {}
     real.rank_fields(labels, vectors=vectors)
     return [(lab, float(vectors[lab] @ vec)) for lab in labels if lab in vectors]

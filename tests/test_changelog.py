@@ -171,10 +171,30 @@ def test_a_versioned_line_finds_the_live_memories_of_its_package_by_name(cli):
     index = Store(cli.store).index
     index.sync()
     line = _typer_item("14.2.0", "14.3.1", 1502)[2:] + " (version 0.21.2)"
-    found = _keyed_hits(index, line, index.embedder.embed([line])[0], [])
+    found = _keyed_hits(index, line, index.embedder.embed([line])[0])
     texts = [index.records([lab])[lab].text for lab, _ in found]
     assert texts == ["Bump rich from 14.3.3 to 15.0.0 (#1688)"]  # live, the same package, nothing else
     item = _typer_item("14.3.3", "15.0.0", 1688)[2:] + " (version 0.24.2)"
-    found = _keyed_hits(index, item, index.embedder.embed([item])[0], [])
+    found = _keyed_hits(index, item, index.embedder.embed([item])[0])
     assert [index.records([lab])[lab].text for lab, _ in found] == ["Bump rich from 14.3.3 to 15.0.0 (#1688)"]
 
+
+
+def test_a_release_notes_line_joins_its_commit_however_differently_worded(cli):
+    """fastapi/typer 0.24.2: the line is 0.69 from its commit and nearer to other packages' lines,
+    so its commit fell outside the eight candidates kept, and the line was added as a second,
+    current copy of the rich bump; the same pull request makes it the same change."""
+    commit = {"text": "⬆ Bump rich from 14.3.3 to 15.0.0 (#1688)", "origins": ["git:cfe4f429"],
+              "created": "2026-04-14T08:06:49Z"}
+    pkgs = ("ruff", "prek", "pydantic", "mkdocs-material", "ty", "mypy", "pytest", "coverage", "griffe", "cryptography")
+    others = "\n".join(f"* ⬆ Bump {p} from 1.{n}.0 to 1.{n + 1}.0. PR [#{1600 + n}](https://github.com/fastapi/typer/"
+                       f"pull/{1600 + n}) by [@dependabot[bot]](https://github.com/apps/dependabot)."
+                       for n, p in enumerate(pkgs))
+    earlier = {"text": f"## 0.24.1\n\n### Internal\n\n{others}", "origins": ["changelog:0.24.1"],
+               "created": "2026-04-01T00:00:00Z"}  # ten live lines nearer to the rich line than its commit
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in (commit, earlier)))
+    section = {"text": f"## 0.24.2\n\n### Internal\n\n{_typer_item('14.3.3', '15.0.0', 1688)}",
+               "origins": ["changelog:0.24.2"], "created": "2026-04-22T00:00:00Z"}
+    cli("add", "--no-llm", "--json", "--batch", "-", input=json.dumps(section))
+    live = [(m["text"], sorted(m["origins"])) for m in listed(cli.store) if "Bump rich" in m["text"]]
+    assert live == [("Bump rich from 14.3.3 to 15.0.0 (#1688)", ["changelog:0.24.2", "git:cfe4f429"])]

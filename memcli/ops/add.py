@@ -434,7 +434,9 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
             if all(lab in seen and seen[lab].superseded_by for lab, _ in hits):
                 hits = index.knn(vec[None, :], 256)[0]
         if headlines:
-            hits = _keyed_hits(index, fact.text, vec, hits) + hits
+            keyed = _keyed_hits(index, fact.text, vec)
+            if keyed:  # first, so the eight candidates kept below include them
+                hits = keyed + [h for h in hits if h[0] not in {lab for lab, _ in keyed}]
         # a fact that states a change ("from Yarn to pnpm", a removal, a revert) also sees the memory
         # holding the old value from the change floor, with or without a model
         low_floor = _CHANGE_FLOOR if states_change(fact.text) or _versioned(fact.text) else floor
@@ -466,7 +468,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
     return final, notes
 
 
-def _keyed_hits(index: Any, text: str, vec: np.ndarray, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+def _keyed_hits(index: Any, text: str, vec: np.ndarray) -> list[tuple[int, float]]:
     """Memories the nearest vectors miss among hundreds of near-identical bumps, found by name in
     the keyword index, with their similarity: the memory of the same change (the same cited pull
     requests: `same_change`; typer's "⬆️ Bump ty to 0.0.53. PR [#1877](...)" never met "Bump ty to
@@ -481,8 +483,7 @@ def _keyed_hits(index: Any, text: str, vec: np.ndarray, hits: list[tuple[int, fl
     found = [lab for lab, *_ in real.keyword(sorted(refs), 8)] if refs else []
     if len(keys) == 1:
         found += [lab for lab, *_ in real.keyword([next(iter(keys))], 32)]
-    seen = {lab for lab, _ in hits}
-    labels = [lab for lab in dict.fromkeys(found) if lab not in seen]
+    labels = list(dict.fromkeys(found))
     if not labels:
         return []
     recs = index.records(labels)

@@ -356,3 +356,34 @@ def test_a_long_lived_process_never_reads_a_replaced_usage_file(hash_store):
     for suffix in ("", "-wal", "-shm"):
         Path(f"{state}{suffix}").unlink(missing_ok=True)
     assert reliability() == 0  # no file: no uses
+
+
+def test_a_question_about_a_version_finds_the_memory_that_gives_it(cli):
+    """fastapi/typer: "rich" is also a feature there, and its feature memories outranked the bump
+    that answers "Which rich version does typer use?" (outside the top 10)."""
+    for text in ("Fix `TYPER_USE_RICH` parsing to allow disabling Rich completely",
+                 "Use Ruff rules to ensure safe lazy-loading of `rich`",
+                 "Add docs for using Rich with Typer: rich help panels, rich markup mode and rich tracebacks",
+                 "Make second column of Rich help output reflect the type consistently, even when using metavar",
+                 "Bump rich from 14.3.3 to 15.0.0 (#1688)",
+                 "Bump ruff from 0.15.1 to 0.15.2 (#1567)",
+                 # other subjects of the same history, so "rich" is a word of a few memories, as there
+                 "Ensure that the default of a list argument is used correctly",
+                 "Pin GitHub actions by commit SHA",
+                 "Recommend uv projects by default in docs",
+                 "Vendor Click and streamline Typer's functionality and code base",
+                 "Ensure that hidden commands are not shown in the help output",
+                 "Remove the old Latest Changes workflow",
+                 "Add Fish shell completion tests for colon options",
+                 "Make epilog formatting consistent with other parts of the help string",
+                 "Update security policy",
+                 "Run tests with lower bound uv sync, update minimum dependencies"):
+        cli("add", "--raw", text)
+    hits = json.loads(cli("search", "--json", "-k", "3", "Which rich version does typer use?").stdout)["results"]
+    # (without the version part it ranks fourth, below "Vendor Click and streamline Typer's ...")
+    assert "Bump rich from 14.3.3 to 15.0.0 (#1688)" in [h["text"] for h in hits[:2]]
+    # any other question ranks as before: no memory gets the version part
+    other = json.loads(cli("search", "--json", "--explain", "-k", "3", "how do I disable rich?").stdout)["results"]
+    assert other and all("similarity" in h["explain"] and "version" not in h["explain"] for h in other)
+    asked = json.loads(cli("search", "--json", "--explain", "-k", "3", "Which rich version?").stdout)["results"]
+    assert [h["explain"]["version"] for h in asked if h["text"].startswith("Bump rich")] == [1.0]

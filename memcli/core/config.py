@@ -32,7 +32,7 @@ class Ranking:
     keyword: float = 0.35
     recency: float = 0.15
     reliability: float = 0.20
-    version: float = 0.15  # "Which X version ...?": a memory giving X a version (subjects.version_asked)
+    version: float = 0.3  # "Which X version ...?": a memory giving X a version (subjects.version_asked)
     recency_days: float = 30.0
     mmr_lambda: float = 0.9
     threshold: float = 0.3
@@ -209,8 +209,7 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
     "llm_backoff": (0, 3600, False),
     **{k: (0, 1, False) for k in ("add_threshold", "decide_threshold", "llm_decide_threshold",
                                   "consolidate_threshold", "contradiction_threshold")},
-    **{f"ranking.{k}": (0, 1e6, False) for k in ("similarity", "keyword", "recency", "reliability",
-                                                                   "version")},
+    **{f"ranking.{k}": (0, 1e6, False) for k in ("similarity", "keyword", "recency", "reliability", "version")},
     "ranking.recency_days": (0, 1e6, True), "ranking.mmr_lambda": (0, 1, False), "ranking.threshold": (0, 1, False),
     "ranking.candidates": (1, 100_000, False),
 }

@@ -393,7 +393,7 @@ def search_many(
                 if lab in fields and (include_superseded or not fields[lab].superseded)]
         labels, sims, kwe = [labels[i] for i in keep], sims[keep], kwe[keep]
         scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now,
-                             _versioned(index, query, labels))
+                             _version_evidence(index, query, labels))
         pool = mmr_pool(scores, k)
         ranked.append((labels, sims, scores, parts, pool))
     _step("rank")
@@ -427,7 +427,7 @@ def search_many(
     return out
 
 
-def _versioned(index: Any, query: str, labels: list[int]) -> np.ndarray | None:
+def _version_evidence(index: Any, query: str, labels: list[int]) -> np.ndarray | None:
     """For a question about a version ("Which rich version does typer use?"): 1 for the candidates
     that give that package a version, else 0; None (and no text read) for any other query. In a
     project where "rich" is also a feature, its bumps rank below the features' memories otherwise

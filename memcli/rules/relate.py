@@ -646,6 +646,8 @@ def same_change(old: str, new: str) -> bool:
     ("Add regression test for #1765" is about #1765): one change, described twice."""
     refs = cited_refs(old)
     return bool(refs) and refs == cited_refs(new) and not named_refs(old) and not named_refs(new)
+
+
 def _refs(numbers: set[str]) -> str:
     return ", ".join(f"#{n}" for n in sorted(numbers, key=int))
 

@@ -74,6 +74,7 @@ Co-authored-by: dependabot[bot] <49699333+dependabot[bot]@users.noreply.github.c
     ("Further normalize the style in the changelog", "changelog_edit"),  # jazzband/pip-tools@9478cdf7
     # fastapi/typer: 216 of its last 450 commits, by a bot, each merged into one catch-all memory
     ("📝 Update release notes\n\n[skip ci]", "changelog_edit"),
+    ("docs: make TL link more accessible", "docs_edit"),  # python-attrs/attrs, merged with "docs: make it a link"
     # a gitmoji outside the emoji blocks (U+2B06) still leaves the subject to the rules (fastapi/typer@aaae748c)
     ("⬆ Bump the python-packages group with 6 updates (#1917)\n\nSigned-off-by: dependabot[bot] <support@github.com>",
      "no_values"),

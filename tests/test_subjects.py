@@ -286,6 +286,10 @@ def test_removing_something_in_a_file_is_no_removal_of_the_file():
     # the lowest Python and the newest are the two ends of the supported range (encode/uvicorn@ffa5b1ac,
     # @dff1a462: the held-out replay read it as "new value: 3.7 -> 3.12")
     ("Drop support for Python 3.7 (#1996)", "Support Python 3.12 (#2145)", 0.652),
+    # two releases' items about one function are two changes (python-attrs/attrs 21.1.0, 23.2.0)
+    ("Changes: `attrs.resolve_types()` now resolves types of subclasses after the parents are resolved. "
+     "(version 21.1.0)", "Changes: The type annotation for `attrs.resolve_types()` is now correct. (version 23.2.0)",
+     0.85),
     # a floor and a cap of one package are two ends of a range too; removing support for one of its
     # versions removed no name, so the later pin brings nothing back (fastapi/typer 0.12.0, 0.15.4)
     ("Remove support for Click 7, require Click 8+. (version 0.12.0)",

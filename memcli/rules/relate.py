@@ -548,6 +548,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     """
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
+    releases = (_ITEM_RELEASE_RE.search(old), _ITEM_RELEASE_RE.search(new))  # before references are stripped
     if similarity < CHANGE_FLOOR:
         return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
     # 0. changes stated outright, read from the texts themselves: a revert, a newer release, the
@@ -615,6 +616,12 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         # two commit subjects or changelog items citing other pull requests are two changes, however
         # alike their words ("Preserve comments before fmt: skip lines (#5139)" / "... (#5300)")
         return Relation(DISTINCT, lambda: f"another change: {_refs(refs_o)} vs {_refs(refs_n)}")
+    ro, rn = releases
+    if rel.kind in (SAME, REFINES) and strict and ro and rn and ro.group(1) != rn.group(1):
+        # two releases' items are two changes, however alike: "`attrs.resolve_types()` now resolves
+        # types of subclasses ... (version 21.1.0)" / "The type annotation for `attrs.resolve_types()`
+        # is now correct. (version 23.2.0)" (python-attrs/attrs); the same text twice is caught above
+        return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
     if rel.kind == SUPERSEDES and strict and not rel.contradiction and _FIX_START_RE.match(new) \
@@ -638,6 +645,7 @@ _STRONG_CHANGE_RE = lazy_compile(
 
 
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
+_ITEM_RELEASE_RE = lazy_compile(r"\(version (\d+(?:\.\d+)+[\w.\-+]*)\)\s*$")  # memcli.services.changelog's suffix
 _FIX_START_RE = lazy_compile(r"^\W*(?:fixed|fix(?:es)?|bug\s?fix(?:es)?)\b", re.I)
 
 

@@ -110,7 +110,7 @@ _NOT_PROSE_RE = lazy_compile(r"^\s*(?:(?:refs?|see|cc|links?)\b:?.*|\S+://\S+|@\
 #: digits that are no value: PEP numbers, heading levels
 _NOT_VALUES_RE = lazy_compile(r"\b(?:PEP ?\d+|H[1-6])\b")
 #: a docs commit that edits the docs' own text (a new guide, or "clarify that ...", says something)
-_DOCS_VERB_RE = lazy_compile(r"^(?:fix|use|remove|get rid of|write|rewrite|update|improve|tweak|polish|move|link"
+_DOCS_VERB_RE = lazy_compile(r"^(?:fix|use|remove|get rid of|write|rewrite|update|improve|tweak|polish|move|link|make"
                              r"|mention|reword)\b(?!.*\bthat\b)")
 _BULLET_RE = lazy_compile(r"^\s*[*-]\s+(.{1,80})$")
 #: words that name no subject: a subject made only of them says nothing a developer could ask about

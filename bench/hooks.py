@@ -57,8 +57,8 @@ ENV = {**os.environ, "MEMCLI_EMBED_MODEL": "hash:256", "GIT_AUTHOR_NAME": "B", "
 VARIANTS = ("no hook", "empty hook", "memcli hook")
 
 
-def sh(cmd: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
-    p = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, input=stdin)
+def sh(cmd: list[str], cwd: Path, stdin: str | None = None, env: dict[str, str] = ENV) -> subprocess.CompletedProcess:
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, input=stdin)
     if p.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stderr}")
     return p
@@ -125,9 +125,12 @@ def edit_and_stage(repo: Path, i: int, realistic: bool, files: int) -> None:
     sh(["git", "add", *names], repo)
 
 
-def bench_git(work: Path, store: Path, label: str, commits: int, realistic: bool, files: int) -> dict:
+def variant_repos(work: Path, label: str, files: int, store: Path, env: dict[str, str] = ENV
+                  ) -> tuple[Path, dict[str, Path]]:
+    """The base repository and three copies of it, one per variant: no hook, an empty post-commit
+    hook, memcli's hooks for `store`. `files` 0: an empty repository; else the realistic one."""
     base = work / f"{label}-base"
-    if realistic:
+    if files:
         realistic_repo(base, files)
     else:
         base.mkdir()
@@ -143,8 +146,13 @@ def bench_git(work: Path, store: Path, label: str, commits: int, realistic: bool
             hook.write_text("#!/bin/sh\n:\n")
             hook.chmod(0o755)
         elif v == "memcli hook":
-            sh([PY, "-m", "memcli", "--store", str(store), "hooks", "install", "git"], repo)
+            sh([PY, "-m", "memcli", "--store", str(store), "hooks", "install", "git"], repo, env=env)
         repos[v] = repo
+    return base, repos
+
+
+def bench_git(work: Path, store: Path, label: str, commits: int, realistic: bool, files: int) -> dict:
+    base, repos = variant_repos(work, label, files if realistic else 0, store)
     wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
     cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for i in range(commits + 2):  # the first two warm the page cache
@@ -194,26 +202,7 @@ def bench_burst(work: Path, commits: int, files: int) -> None:
     label = f"burst-{files}"
     store = work / f"{label}-store"
     subprocess.run([PY, "-m", "memcli", "init", str(store)], cwd=work, env=env_model, check=True, capture_output=True)
-    base = work / f"{label}-base"
-    if files:
-        realistic_repo(base, files)
-    else:
-        base.mkdir()
-        sh(["git", "init", "-q"], base)
-    repos = {}
-    for v in VARIANTS:
-        repo = work / f"{label}-{v.replace(' ', '-')}"
-        shutil.copytree(base, repo, symlinks=True)
-        for h in (repo / ".git" / "hooks").glob("*"):
-            h.unlink()
-        if v == "empty hook":
-            hook = repo / ".git" / "hooks" / "post-commit"
-            hook.write_text("#!/bin/sh\n:\n")
-            hook.chmod(0o755)
-        if v == "memcli hook":
-            subprocess.run([PY, "-m", "memcli", "--store", str(store), "hooks", "install", "git"], cwd=repo,
-                           env=env_model, check=True, capture_output=True)
-        repos[v] = repo
+    _, repos = variant_repos(work, label, files, store, env_model)
     peak = {"procs": 0, "workers": 0, "rss": 0}
     stop = threading.Event()
 

@@ -548,7 +548,8 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     """
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
-    releases = (_ITEM_RELEASE_RE.search(old), _ITEM_RELEASE_RE.search(new))  # before references are stripped
+    # (read before references are stripped; only the strict reading of changelog items asks)
+    releases = (_ITEM_RELEASE_RE.search(old), _ITEM_RELEASE_RE.search(new)) if strict else (None, None)
     if similarity < CHANGE_FLOOR:
         return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
     # 0. changes stated outright, read from the texts themselves: a revert, a newer release, the

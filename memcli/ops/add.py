@@ -427,6 +427,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         if raw:
             out.append(Decision("ADD", reasoning="verbatim: only an exact repeat is merged"))
             continue
+        seen: dict[int, Any] = {}  # records read for this fact so far
         if len(hits) >= 16 and hits[-1][1] >= floor:
             # the nearest 16 may all be history (fastapi/typer bumped ty 40 times, so "Bump ty from
             # 0.0.34 to 0.0.35" met only replaced bumps and was added beside the current one)
@@ -441,7 +442,7 @@ def _decide(store: Store, facts: list[Fact], vecs: np.ndarray, threshold: float,
         # holding the old value from the change floor, with or without a model
         low_floor = _CHANGE_FLOOR if states_change(fact.text) or _versioned(fact.text) else floor
         close = [(lab, s) for lab, s in hits if s >= low_floor]
-        recs = index.records([lab for lab, _ in close])
+        recs = {**seen, **index.records([lab for lab, _ in close if lab not in seen])}
         close = [(lab, s) for lab, s in close
                  if s >= floor or (lab in recs and bears_on(recs[lab].text, fact.text, s, headlines=headlines))]
         live = [(lab, s) for lab, s in close if lab in recs and not recs[lab].superseded_by][:8]

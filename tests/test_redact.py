@@ -226,3 +226,19 @@ def test_a_four_part_version_in_a_bump_or_a_pin_is_no_address():
         assert redact(text)[0] == text
     for text in ("update host from 10.0.0.1 to 10.0.0.2", "moved the db from 10.0.0.1 to 10.0.0.2", "host=10.1.2.3"):
         assert "10." not in redact(text)[0]
+
+
+def test_a_grouped_bump_table_row_keeps_its_four_part_versions():
+    # encode/uvicorn@35fedeeb: dependabot's grouped bump lists packages in a markdown table
+    row = "| [types-pyyaml](https://github.com/python/typeshed) | `6.0.12.12` | `6.0.12.20240311` |"
+    assert redact(row)[0] == row
+    assert "10.0.0.9" not in redact("| host | `10.0.0.9` |")[0]  # a table of hosts stays redacted
+
+
+def test_a_password_feature_named_in_a_changelog_is_no_password():
+    # jazzband/pip-tools CHANGELOG: the backticked word is the command the fix is in
+    text = "Fix replacing password to asterisks in `pip-compile` ({pr}`808`)"
+    assert redact(text)[0] == text
+    for secret, text in (("hunter22x", "the password is `hunter22x`"), ("Snoppy23", 'your password "Snoppy23" works'),
+                         ("Adm1n!pw", 'the password for the admin account is "Adm1n!pw"')):
+        assert secret not in redact(text)[0]

@@ -203,6 +203,9 @@ def _password_in_prose(m: re.Match[str]) -> Replacement:
         return None
     if group == "quoted" and not re.search(r"[\d\W_]|[a-z][A-Z]", core):
         return None  # a quoted word ("the "Forgot password" link") is a label, not a secret
+    if group == "quoted" and re.search(r"\b(?:in|into|for|of|with|by|from|on|at|via|when|after|before)\W*\Z",
+                                       m.string[m.start():m.start(group)], re.I):
+        return None  # "Fix replacing password to asterisks in `pip-compile`" (jazzband/pip-tools): code named
     if group == "value" and _code_like(core, ":") and not re.search(r"\d", core):
         return None
     start = m.start(group)
@@ -231,6 +234,7 @@ _BUMP_BEFORE = re.compile(r"(?i)\b(?:bumps?|bumped|updates?|updated|upgrades?|up
                           r"(?!(?:the|a|our|host|server|ip|address|addr|db|database|proxy|dns|gateway|endpoint|node|vm)\b)"
                           r"\[?`?[a-z][\w.\-\[\]/]*`?\]?(?:\([^)\s]*\))?[ \t]+(?:requirement[ \t]+)?from[ \t]+`?"
                           r"(?:v?\d[\w.+-]*`?[ \t]+to[ \t]+`?)?\Z")
+_BUMP_TABLE_ROW = re.compile(r"[ \t]*\|[ \t]*\[[\w.\-]+\]\(https?://[^)\s]*\)[ \t]*\|")
 _IPV4 = re.compile(r"(?<![\w.])" + _OCTET + r"(?:\." + _OCTET + r"){3}(?![\w]|\.\d)")
 
 
@@ -350,6 +354,8 @@ def _ipv4(m: re.Match[str]) -> Replacement:
     before = m.string[max(0, m.start() - 160):m.start()]
     if _VERSION_BEFORE.search(before) or _BUMP_BEFORE.search(before):
         return None  # "version 1.2.3.4", "build 10.0.1.2", "==1.2.3.4", "Bump x from 5.0.4.1 to 5.0.4.2"
+    if _BUMP_TABLE_ROW.match(before[before.rfind("\n") + 1:]):
+        return None  # a grouped bump's table row: "| [types-pyyaml](https://…) | `6.0.12.12` | …"
     return placeholder("ipv4"), "ipv4"
 
 

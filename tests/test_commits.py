@@ -236,8 +236,14 @@ def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
     ("Test `show_default` set as string and its display in prompt", "tests_only"),
     ("Apply class-body annotations to `KeepOpenFile` for consistency", "typing_only"),
     ("Fix `extensions` type annotation. (#3380)", "typing_only"),
-    ("Use more legible syntax", "refactor"),  # hynek/structlog
-    ("Make the source selection logic clearer", "refactor"),  # pallets/click
+    ("Use more legible syntax", "readability"),  # hynek/structlog
+    # pallets/click@b39590fd: a review's link is no prose of its own
+    ("Make the source selection logic clearer\n\nAddress: https://github.com/pallets/click/pull/3030", "readability"),
+    ("dev: make ConsoleRenderer.get_default_column_styles more explicit", "readability"),  # hynek/structlog: a name
+    ("Remove empty H1 header\n\nRefs: https://github.com/pallets/click/pull/3447", "docs_edit"),  # pallets/click
+    ("Comma splice", "typo"), ("Oxford!", "typo"),  # hynek/structlog
+    ("Improve punctuation/grammar with header. (#1547)", "typo"),  # jazzband/pip-tools
+    ("Let's grow it", "vague"), ("Custom, too", "vague"),  # hynek/structlog: what "it" is goes unsaid
     # the version is the comment's, not the project's (jazzband/pip-tools@dc4b5e7d)
     ("Add missing pragma comments for pip v26.2", "comments_only"),
 ])
@@ -263,6 +269,8 @@ def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
     "Add script to make sure CHANGELOG is always in sync with `__version__` (#2297)",  # encode/httpx: a check
     "Add a pre-commit hook for changelog filenames",  # jazzband/pip-tools: a hook the project runs
     "Bump docs constraints pip-tools runtime to 3.13",  # jazzband/pip-tools: names the value it bumps to
+    "Fix header parsing",  # a header of HTTP, not of a page
+    "Drop 3.8 too",  # the version is said, whatever "too" points at
 ])
 def test_the_same_kinds_of_work_that_name_or_explain_something_are_kept(message):
     texts, why = commit_facts(message)

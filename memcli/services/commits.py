@@ -28,7 +28,8 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                      r"|^revert \"(?:revert \")?merge\b|^fix (?:a )?bad merge\b|^fix merge conflicts?\b"),
     ("experiment", r"^(?:try|trying|attempt(?:ing)?|experiment(?:ing)?)\b(?! to fix)"),
     ("wip", r"^(?:wip|work in progress|tmp|temp|checkpoint|save)\b[\s:!.]*"),
-    ("typo", r"\btypos?\b|\bspelling\b|^fix(?:e[sd])? (?:a |the )?(?:misspell\w*|grammar)\b"),
+    ("typo", r"\btypos?\b|\bspelling\b|^fix(?:e[sd])? (?:a |the )?(?:misspell\w*|grammar)\b|\bpunctuation\b"
+             r"|\bcomma splices?\b|^oxford(?: commas?)?\W*$"),
     ("formatter_run", r"^\[pre-commit\.ci(?: lite)?\] (?:apply )?auto(?:matic)? ?fix|^(?:run |apply |ran )?"
                       r"(?:black|isort|ruff format|prettier|autopep8|yapf|pre-commit|formatter|auto-?format)"
                       r"(?: on \S+| again| formatting| fixes)?$"
@@ -79,7 +80,7 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
                   r"|^add(?:s|ed)? (?:a |an |some )?(?:\w+ )?(?:doc )?notes? (?:about|on|for|to)\b|\(documentation\)"
                   r"|^(?!revert).*\b(?:docstrings?|docs? (?:page|section|title|build)s?|examples?|headings?"
                   r"|sections?|cross[- ]?(?:links?|references?)|wording|markup|myst|rst|directives?|code[- ]blocks?"
-                  r"|toc|logos?|icons?|badges?|edit button|house style)\b"),
+                  r"|toc|logos?|icons?|badges?|edit button|house style|h[1-6] headers?)\b"),
     ("links_only", r"^(?:add|fix|update|remove|get rid of|avoid|correct)\w*\b(?: (?:a|the|missing|bad|broken|dead"
                    r"|closing|old|pr|issue|more|some))* (?:links?|refs?|references?|urls?|link artifacts)\b"
                    r"(?: (?:to|in|on|for)"
@@ -88,10 +89,9 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
                     r"|check(?:ing|s)?)|annotations?|typing)\b(?![-.])|^type[- ]hint"),
     ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}\bcomments?\b"),
     ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
-                 r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"
-                 r"|^make\b[^;]{0,50}\b(?:clearer|more (?:explicit|readable|legible|obvious)"
-                 r"|easier to (?:read|follow))$"
-                 r"|^use more (?:legible|readable|explicit)\b"),
+                 r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"),
+    ("readability", r"^make\b[^;]{0,80}\b(?:clearer|more (?:explicit|readable|legible|obvious)"
+                    r"|easier to (?:read|follow))$|^use more (?:legible|readable|explicit)\b"),
     ("sponsors", r"^sponsors?:|\bsponsor(?:ship|s)?\b(?: logos?)?$"),
     ("tests_only", r"^tests?(?:\([^)]*\))?:|^drop private imports? (?:of \S+ )?(?:from|in) \S*test"
                    r"|^test `|^(?:restore[sd]?|improve[sd]?|expand|extend|use|ensure|check|verify|describe|skip"
@@ -106,7 +106,8 @@ _BARE = tuple((name, lazy_compile(rx)) for name, rx in _BARE_RULES)
 #: what a subject names that makes it knowledge whatever its verb: a version, "instead", "now"...
 _STATES_RE = lazy_compile(r"\d|\b(?:instead|now|no longer|switch\w*|replac\w*|deprecat\w*|from \S+ to)\b")
 #: body lines that are no prose of their own: squashed commits' subjects, references, mentions
-_NOT_PROSE_RE = lazy_compile(r"^\s*(?:(?:refs?|see|cc|links?)\b:?.*|\S+://\S+|@\S+(?:\s+@\S+)*)\s*$", re.I)
+_NOT_PROSE_RE = lazy_compile(r"^\s*(?:(?:refs?|see|cc|links?)\b:?.*|(?:[\w -]{1,20}:\s*)?\S+://\S+|@\S+(?:\s+@\S+)*)\s*$",
+                             re.I)
 #: digits that are no value: PEP numbers, heading levels
 _NOT_VALUES_RE = lazy_compile(r"\b(?:PEP ?\d+|H[1-6])\b")
 #: a docs commit that edits the docs' own text (a new guide, or "clarify that ...", says something)
@@ -181,6 +182,9 @@ def junk_reason(message: str) -> str | None:
     words = re.findall(r"[\w'.\-/]+", low)
     if len(words) <= 3 and all(w.strip(".") in _VAGUE_WORDS for w in words):
         return "vague"
+    if (len(words) <= 3 and words[-1] in ("it", "too", "them", "this", "that") and "\n" not in message.strip()
+            and not _names_something(subject) and not _STATES_RE.search(low)):
+        return "vague"  # "Let's grow it", "Custom, too": the subject points at what it does not say
     if _UNVERSIONED_RE.match(low) and not re.search(r"\d", message):
         return "no_values"
     return None
@@ -231,7 +235,7 @@ def _bare_reason(subject: str, raw: str, low: str, message: str) -> str | None:
 
 #: the work is on the tests, annotations, comments or linters: a name or a body there says what was
 #: tested or annotated, no behaviour a user meets
-_WORK_ONLY = frozenset({"tests_only", "typing_only", "comments_only", "sponsors", "lint_only"})
+_WORK_ONLY = frozenset({"tests_only", "typing_only", "comments_only", "sponsors", "lint_only", "readability"})
 
 
 def _body_paragraphs(body: str) -> list[str]:

@@ -243,6 +243,8 @@ def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
     ("Remove empty H1 header\n\nRefs: https://github.com/pallets/click/pull/3447", "docs_edit"),  # pallets/click
     ("Comma splice", "typo"), ("Oxford!", "typo"),  # hynek/structlog
     ("Improve punctuation/grammar with header. (#1547)", "typo"),  # jazzband/pip-tools
+    ("Drop unneccessary `binascii` import (#2909)", "dead_code"),  # encode/httpx: a name, still no behaviour
+    ("Removed unused sys import, refs #425", "dead_code"),  # simonw/sqlite-utils
     ("Let's grow it", "vague"), ("Custom, too", "vague"),  # hynek/structlog: what "it" is goes unsaid
     # the version is the comment's, not the project's (jazzband/pip-tools@dc4b5e7d)
     ("Add missing pragma comments for pip v26.2", "comments_only"),
@@ -271,6 +273,7 @@ def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
     "Bump docs constraints pip-tools runtime to 3.13",  # jazzband/pip-tools: names the value it bumps to
     "Fix header parsing",  # a header of HTTP, not of a page
     "Drop 3.8 too",  # the version is said, whatever "too" points at
+    "Remove unused dependency on six",  # a dependency dropped is a fact
 ])
 def test_the_same_kinds_of_work_that_name_or_explain_something_are_kept(message):
     texts, why = commit_facts(message)

@@ -60,6 +60,10 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                 r"|^(?:prepare|preparing|prep) (?:for )?(?:the )?(?:next )?release\b"
                 r"|^change (?:update )?release date\b"
                 r"|^(?:start|begin)(?:ing)? (?:version |release )?v?\d+(?:\.\d+)+\S*$"),
+    ("dead_code", r"^(?:remove|removed|drop|dropped|delete|deleted|clean ?up|get rid of)\b (?:an? |the |some )?"
+                  r"(?:unused|unnecessary|unneccessary|unneeded|redundant|superfluous|extraneous|stray|dead)"
+                  r" (?:\S+ )?(?:imports?|variables?|arguments?|args?|parameters?|code|lines?|statements?|casts?"
+                  r"|assignments?)$"),
     ("file_only", r"^(?:update|updated|edit|change|modify|tweak|fix) [\w./-]+\.(?:py|md|rst|txt|yml|yaml|toml|cfg|"
                   r"json|ini|html|js|ts|sh)$"),
     ("no_values", r"^pre-?commit (?:auto)?updates?$|^(?:update|updated|upgrade|bump|refresh"

@@ -259,6 +259,9 @@ def test_a_later_capture_of_a_few_turns_still_applies_the_bar(tmp_path):
     ("**最終 Top 5 (full 90d, 7982 substantive PRs, 183 engineers):**", "fragment"),
     ('The error "permission denied" means the deploy key lacks write access.', None),
     ("We deploy with Kamal, not Capistrano, because the server already runs Docker.", None),
+    # an arrow-led line goes on with the point before it, unless it names something to run or open
+    ("→ 예: 투자결과 리포트, 포트폴리오 성과, 자동 차트 페이지.", "fragment"),
+    ("→ `index.html`만 깃허브에 올리면, GitHub Pages에서 바로 웹사이트로 열립니다.", None),
 ])
 def test_quoted_examples_cut_sentences_and_labels_are_fragments(said, why):
     assert junk_class(said) == why

@@ -253,6 +253,8 @@ def junk_class(text: str, *, role: str | None = None) -> str | None:
         return "fragment"
     if _TOC_LINE.match(flat.lstrip("\"'“ ")) or _TOC_LINE.match(body):
         return "pasted_code"  # a pasted table of contents ("__04-3 ...", "03장 ...")
+    if prose.startswith(("→", "⇒", "➡")) and not _CODEISH.search(prose):
+        return "fragment"  # "→ for example: reports, charts": the rest of a point made in the line before
     if _CJK.search(prose) and (m := _GLOSSARY.match(prose)) and len(prose) - m.end() < 45:
         return "fragment"  # "**시리즈**: 1차원 자료.": a glossary line of a tutorial
     return "fragment" if _is_fragment(prose) else None

@@ -107,3 +107,15 @@ def test_consolidate_lists_contradictions_to_resolve_and_can_supersede_the_older
     assert out["contradictions"][0]["superseded"] == {"old": old, "new": new}
     assert json.loads(cli("show", old, "--json").stdout)["superseded_by"] == new
     assert old not in {r["id"] for r in json.loads(cli("list", "--json").stdout)["memories"]}
+
+
+def test_a_question_that_names_an_older_value_finds_it_marked_superseded(cli):
+    # jazzband/pip-tools: "Why did CI move PyPy to 3.10?" after a later bump to 3.11
+    (old,) = add_json(cli, "CI runs the tests on PyPy 3.10 because pypy-3.8 is end of life.")["memory"]
+    (new,) = add_json(cli, "CI runs the tests on PyPy 3.11 now.")["memory"]
+    assert new["supersedes"] == old["id"]
+    hits = json.loads(cli("search", "--json", "why does CI run PyPy 3.10?").stdout)["results"]
+    assert hits[0]["id"] == old["id"] and hits[0]["superseded_by"] == new["id"]
+    assert "superseded" in cli("search", "why does CI run PyPy 3.10?").stdout.splitlines()[0]
+    current = json.loads(cli("search", "--json", "which PyPy version does CI run?").stdout)["results"]
+    assert [h["id"] for h in current] == [new["id"]]

@@ -389,11 +389,12 @@ def search_many(
     now = time.time()
     ranked = []
     for query, (labels, sims, kwe) in zip(queries, passed):
+        asked = _asked_values(index, query, [lab for lab in labels if lab in fields and fields[lab].superseded])
         keep = [i for i, lab in enumerate(labels)
-                if lab in fields and (include_superseded or not fields[lab].superseded)]
+                if lab in fields and (include_superseded or not fields[lab].superseded or lab in asked)]
         labels, sims, kwe = [labels[i] for i in keep], sims[keep], kwe[keep]
-        scores, parts = rank(sims, kwe, [fields[lab] for lab in labels], use, weights, now,
-                             _version_evidence(index, query, labels))
+        cand = [fields[lab]._replace(superseded=False) if lab in asked else fields[lab] for lab in labels]
+        scores, parts = rank(sims, kwe, cand, use, weights, now, _version_evidence(index, query, labels))
         pool = mmr_pool(scores, k)
         ranked.append((labels, sims, scores, parts, pool))
     _step("rank")
@@ -425,6 +426,21 @@ def search_many(
         writer.close()
     _step("hits, metadata, usage counts")
     return out
+
+
+_VALUE_RE = re.compile(r"(?<![\w.])v?\d+(?:\.\d+)+(?![\w.])")
+
+
+def _asked_values(index: Any, query: str, superseded: list[int]) -> set[int]:
+    """The superseded candidates that hold a value the query names ("Why did CI move PyPy to
+    3.10?" when 3.11 is current): the question is about that value, so its memory is shown (marked
+    superseded) and ranked as if current; no text is read for a query that names no value."""
+    values = {v.lstrip("v") for v in _VALUE_RE.findall(query)}
+    if not values or not superseded:
+        return set()
+    recs = index.records(superseded)
+    return {lab for lab in superseded if lab in recs
+            and values & {v.lstrip("v") for v in _VALUE_RE.findall(recs[lab].text)}}
 
 
 def _version_evidence(index: Any, query: str, labels: list[int]) -> np.ndarray | None:

@@ -122,6 +122,17 @@ def test_a_revert_supersedes_the_commit_it_reverts():
                   0.8, strict=True).kind == SUPERSEDES
 
 
+def test_a_reverted_change_made_again_supersedes_the_revert():
+    # encode/starlette@67f473d4 reverted #2435; @af1c709a (ten months later) made the change again
+    revert = ('Revert "Add support for ASGI `pathsend` extension" (#2649)\n\n'
+              "This reverts commit 7936e86f0a0eb7494aee8a1094b0ccda31c67a72.")
+    again = "Add support for ASGI `pathsend` extension (#2671)"
+    rel = relate(revert, again, 0.9, strict=True)
+    assert rel.kind == SUPERSEDES and "again" in rel.reason
+    assert relate(revert, "Add support for ASGI `websocket.http.response` extension (#2672)", 0.85,
+                  strict=True).kind != SUPERSEDES
+
+
 def test_the_supported_python_versions_are_one_subject():
     # pallets/click CHANGES.md 8.0.0 then 8.2.0
     rel = relate("Drop support for Python 2 and 3.5.", "Drop support for Python 3.7 and 3.8.", 0.8)

@@ -558,6 +558,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     # removed": 0.3-0.5), so these are asked from CHANGE_FLOOR
     if reverts(old, new):
         return Relation(SUPERSEDES, "reverts it", contradiction=True)
+    if reverts(new, old):
+        # `Revert "Add support for ASGI `pathsend` extension"`, then the same change made again
+        # ten months later (encode/starlette #2649, #2671): the change is back
+        return Relation(SUPERSEDES, "makes again the change it reverted", contradiction=True)
     if strict and same_change(old, new):
         # a commit and the changelog item citing its pull request, a cherry-pick, a backport: one
         # change said twice, whatever the words ("Deprecate the `uvicorn.workers` module (#2302)" /

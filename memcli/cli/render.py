@@ -310,12 +310,11 @@ def search_hit(score: float, rec: Memory, short_id: str, width: int, colour: boo
                explain: dict[str, float] | None = None) -> list[str]:
     """One search result: a header line (score, id, type, tags), then the text (`body_lines`)."""
     tags = " ".join("#" + t for t in rec.tags)
-    kind = f"{rec.type}  superseded" if rec.superseded_by else rec.type  # an older value, never read as current
-    head_plain = f"{score:.3f}  {short_id}  {kind}"
+    mark = "  superseded" if rec.superseded_by else ""  # an older value, never read as current
+    head_plain = f"{score:.3f}  {short_id}  {rec.type}{mark}"
     tags = clip(tags, max(0, width - cell_width(head_plain) - 2)) if tags else ""
-    head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  "
-            + (f"{rec.type}  {style('superseded', 'yellow', colour)}" if rec.superseded_by else rec.type)
-            + (f"  {style(tags, 'cyan', colour)}" if tags else ""))
+    head = (f"{style(f'{score:.3f}', 'bold', colour)}  {style(short_id, 'dim', colour)}  {rec.type}"
+            + style(mark, "yellow", colour) + (f"  {style(tags, 'cyan', colour)}" if tags else ""))
     lines = [head, *body_lines(rec.text, width, "  ", max_lines=12)]
     if explain:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in explain.items())

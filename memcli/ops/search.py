@@ -389,7 +389,7 @@ def search_many(
     now = time.time()
     ranked = []
     for query, (labels, sims, kwe) in zip(queries, passed):
-        asked = _asked_values(index, query, [lab for lab in labels if lab in fields and fields[lab].superseded])
+        asked = _asked_values(index, query, labels, fields)
         keep = [i for i, lab in enumerate(labels)
                 if lab in fields and (include_superseded or not fields[lab].superseded or lab in asked)]
         labels, sims, kwe = [labels[i] for i in keep], sims[keep], kwe[keep]
@@ -431,12 +431,13 @@ def search_many(
 _VALUE_RE = re.compile(r"(?<![\w.])v?\d+(?:\.\d+)+(?![\w.])")
 
 
-def _asked_values(index: Any, query: str, superseded: list[int]) -> set[int]:
+def _asked_values(index: Any, query: str, labels: list[int], fields: dict[int, RankFields]) -> set[int]:
     """The superseded candidates that hold a value the query names ("Why did CI move PyPy to
     3.10?" when 3.11 is current): the question is about that value, so its memory is shown (marked
-    superseded) and ranked as if current; no text is read for a query that names no value."""
+    superseded) and ranked as if current; nothing is looked at for a query that names no value."""
     values = {v.lstrip("v") for v in _VALUE_RE.findall(query)}
-    if not values or not superseded:
+    superseded = [lab for lab in labels if lab in fields and fields[lab].superseded] if values else []
+    if not superseded:
         return set()
     recs = index.records(superseded)
     return {lab for lab in superseded if lab in recs

@@ -248,6 +248,7 @@ def test_an_older_refinement_does_not_rewrite_the_newer_memory(cli):
     ("Let's grow it", "vague"), ("Custom, too", "vague"),  # hynek/structlog: what "it" is goes unsaid
     # the version is the comment's, not the project's (jazzband/pip-tools@dc4b5e7d)
     ("Add missing pragma comments for pip v26.2", "comments_only"),
+    ("Add `pragma: no branch` in `middleware/exceptions.py`", "comments_only"),  # encode/starlette@672cd427
 ])
 def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
     assert commit_facts(message) == ([], rule)

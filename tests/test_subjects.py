@@ -202,6 +202,23 @@ def test_each_tool_of_an_instead_of_list_is_replaced(old):
     assert rel.kind == SUPERSEDES
 
 
+@pytest.mark.parametrize(("old", "new", "why"), [
+    # encode/starlette@b68a142a, encode/uvicorn@94593f3b, encode/httpx@e27d1b83: commit subjects say it
+    # in the imperative ("Replace X by Y"), which the stated-switch pattern read only as "replaced"
+    ("Bump mkautodoc from 0.1.0 to 0.2.0 (#1881)", "Replace `mkautodoc` by `mkdocstrings` (#2776)",
+     "mkautodoc -> mkdocstrings"),
+    ("Bump black from 23.3.0 to 23.7.0 (#2066)", "Replace `Black` with `ruff` formatter (#2150)",
+     "black -> ruff formatter"),
+    ("Update pytest-asyncio (#2511)", "replace pytest-asyncio and pytest-trio with anyio (#2512)",
+     "pytest-asyncio -> anyio"),
+])
+def test_an_imperative_replace_supersedes_what_named_the_replaced_tool(old, new, why):
+    rel = relate(old, new, 0.5, strict=True)
+    assert rel.kind == SUPERSEDES and why in rel.reason
+    # the tool that replaced it is no bearing on another tool's memory
+    assert relate("Bump mypy from 1.0 to 1.1 (#1900)", new, 0.5, strict=True).kind == DISTINCT
+
+
 def test_adding_and_dropping_python_versions_are_two_ends_of_a_range():
     # encode/httpx@c7c13f18, @4fb9528c: the newest and the oldest supported Python, both true
     assert relate("Add support for Python 3.13 (#3460)", "Drop Python 3.8 support (#3592)", 0.9,

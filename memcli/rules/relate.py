@@ -770,11 +770,11 @@ def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relati
 
 
 _SWITCH_RE = lazy_compile(
-    r"\b(?:switch(?:ed|es|ing)?|mov(?:ed|es|ing)|migrat(?:ed|es|ing)|chang(?:ed|es|ing)|went|replac(?:ed|es|ing)"
-    r"|convert(?:ed|s|ing)?|upgrad(?:ed|es|ing)|downgrad(?:ed|es|ing))\b[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
+    r"\b(?:switch(?:ed|es|ing)?|mov(?:e|ed|es|ing)|migrat(?:e|ed|es|ing)|chang(?:e|ed|es|ing)|went"
+    r"|replac(?:e|ed|es|ing)|convert(?:ed|s|ing)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing))\b[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
     r"(.{2,40}?)\s+(?:to|with|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;]+){0,2})"
     r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?((?:`[^`\n]{1,60}`|[^.;\n`]){2,60}?)(?=[.;\n(]|$)"
-    r"|\breplac(?:ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)\s+with\b",
+    r"|\breplac(?:e|ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)\s+(?:with|by)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;(]+){0,1})",
     re.I,
 )
 
@@ -794,7 +794,7 @@ def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:
             any(k.startswith(f"{w}-") for k in packages)
 
     for m in _SWITCH_RE.finditer(new):
-        came = m.group(2) or ""
+        came = m.group(2) or m.group(5) or ""
         # "instead of flake8, autoflake and isort": each listed value was replaced
         for gone in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", m.group(1) or m.group(3) or m.group(4)):
             found = _switched_value(gone, came, old, said_before, keys_old, packages, in_old, strict)

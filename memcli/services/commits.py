@@ -91,7 +91,9 @@ _BARE_RULES: tuple[tuple[str, str], ...] = (
                    r" \S+)?(?:,? and (?:update|fix) (?:the )?style)?$"),
     ("typing_only", r"^(?:add|fix|improve|apply|update|expand)\w*\b[^;]{0,40}\b(?:type[- ]?(?:annotations?|hints?"
                     r"|check(?:ing|s)?)|annotations?|typing)\b(?![-.])|^type[- ]hint"),
-    ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}\bcomments?\b"),
+    # (a coverage pragma is a comment too: "Add `pragma: no branch` in `middleware/exceptions.py`")
+    ("comments_only", r"^(?:add|relocate|move|update|fix|improve|clarify|describe)\w*\b[^;]{0,30}"
+                      r"\b(?:comments?|pragmas?)\b"),
     ("refactor", r"^(?:refactor(?:ed|ing|s)?|streamline[sd]?|simplif(?:y|ies|ied)|tidy|tidied|clean ?up|cleanup"
                  r"|regroup(?:ed|s)?|reorganiz(?:e|ed|es)|restructur(?:e|ed|es))\b[^;]*$"),
     ("readability", r"^make\b[^;]{0,80}\b(?:clearer|more (?:explicit|readable|legible|obvious)"

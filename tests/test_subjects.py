@@ -22,6 +22,11 @@ from memcli.rules.subjects import same_subject, strip_refs, subject_keys, versio
     ("Fix #3084: Correct flag optional value behavior", "Correct flag optional value behavior"),  # pallets/click
     ("see https://github.com/simonw/sqlite-utils/issues/114 for details", "see for details"),
     ("reverts 0f71fe7 from GH-12", "reverts from"),
+    # pallets/flask@be508c61: a pinned action's shas are the bump's values, not its provenance
+    ("Bump pypa/gh-action-pypi-publish from 68e62d4871ad9d14a9d55f114e6ac71f0b408ec0 to "
+     "81e9d935c883d0b210363ab89cf05f3894778450 (#5440)",
+     "Bump pypa/gh-action-pypi-publish from 68e62d4871ad9d14a9d55f114e6ac71f0b408ec0 to "
+     "81e9d935c883d0b210363ab89cf05f3894778450"),
 ])
 def test_reference_numbers_are_provenance_not_words(text, stripped):
     assert strip_refs(text) == stripped
@@ -217,6 +222,65 @@ def test_an_imperative_replace_supersedes_what_named_the_replaced_tool(old, new,
     assert rel.kind == SUPERSEDES and why in rel.reason
     # the tool that replaced it is no bearing on another tool's memory
     assert relate("Bump mypy from 1.0 to 1.1 (#1900)", new, 0.5, strict=True).kind == DISTINCT
+
+
+def test_a_bump_to_a_pinned_sha_is_a_new_value_not_a_repeat():
+    # pallets/flask: the later sha pin was merged into "1.8.10 to 1.8.11" as nothing new
+    rel = relate("Bump pypa/gh-action-pypi-publish from 1.8.10 to 1.8.11",
+                 "Bump pypa/gh-action-pypi-publish from 68e62d4871ad9d14a9d55f114e6ac71f0b408ec0 to "
+                 "81e9d935c883d0b210363ab89cf05f3894778450", 0.86, strict=True)
+    assert rel.kind == SUPERSEDES and "81e9d935" in rel.reason
+    # from one sha to another, then back to a version number: each is the newer value
+    shas = ("Bump pypa/gh-action-pypi-publish from f946db0f765b9ae754e44bfd5ae5b8b91cfb37ef to "
+            "2f6f737ca5f74c637829c0f5c3acd0e29ea5e8bf")
+    assert relate(shas, "Bump pypa/gh-action-pypi-publish from 68e62d4871ad9d14a9d55f114e6ac71f0b408ec0 to "
+                  "81e9d935c883d0b210363ab89cf05f3894778450", 0.9, strict=True).kind == SUPERSEDES
+    assert relate(shas, "Bump pypa/gh-action-pypi-publish from 1.8.14 to 1.9.0", 0.9, strict=True).kind == SUPERSEDES
+
+
+def test_one_verb_apart_a_removal_is_the_newer_state():
+    # pallets/flask@40b78fa2 then @c77b099c: read as a rewording (0.93) and merged
+    rel = relate("fix min python for pip-compile", "remove min python for pip-compile", 0.93, strict=True)
+    assert rel.kind == SUPERSEDES
+    # removing a mention from the docs removes a mention, not the thing (pallets/flask@30427a20)
+    assert relate("deprecate FLASK_ENV", "remove FLASK_ENV from docs", 0.8, strict=True).kind == DISTINCT
+    # and a text after the removal is not the removal said again (pallets/click@74546476, @13f075c4)
+    assert relate("remove colorama", "Update documentation following Colorama removal", 0.8,
+                  strict=True).kind == DISTINCT
+
+
+def test_a_fix_of_a_feature_is_another_change_and_sphinx_roles_are_references():
+    # pallets/flask CHANGES.rst 3.1.0 / 3.1.1: the fix had joined the commit that added the feature
+    fix = ("Fix signing key selection order when key rotation is enabled via ``SECRET_KEY_FALLBACKS``. "
+           ":ghsa:`4grg-w6v8-c28g` (version 3.1.1)")
+    assert relate("enable secret key rotation", fix, 0.63, strict=True).kind == DISTINCT
+    # ":pr:`5496`" cites a pull request as "(#5496)" does: the item and its commit are one change
+    item = "Provide a configuration option to control automatic option responses. :pr:`5496` (version 3.1.0)"
+    assert strip_refs(item) == "Provide a configuration option to control automatic option responses."
+    rel = relate("Provide a configuration option to control automatic option responses (#5496)", item, 0.9,
+                 strict=True)
+    assert rel.kind == SAME and "5496" in rel.reason
+
+
+def test_a_removal_supersedes_a_bare_dunder_name_too():
+    # pallets/flask@293041a2, CHANGES.rst 3.2.0: "__version__" unquoted is the same code name
+    assert subject_keys("deprecate __version__ attribute") == subject_keys("update `__version__` deprecation")
+    rel = relate("deprecate __version__ attribute",
+                 "Remove previously deprecated code: ``__version__``. :pr:`5648` (version 3.2.0)", 0.5, strict=True)
+    assert rel.kind == SUPERSEDES and "removal" in rel.reason
+
+
+def test_two_releases_items_worded_as_a_change_stay_two_changes():
+    # pallets/flask CHANGES.rst: neither replaces a value of the other, whatever "changed" or "instead" says
+    assert relate("Sessions can be set to be permanent now on a per-session basis. (version 0.2)",
+                  "Changed logic for picking defaults for cookie values from sessions to work better with "
+                  "Google Chrome. (version 0.10)", 0.6, strict=True).kind == DISTINCT
+    assert relate("View functions can now return a tuple with the first instance being an instance of "
+                  "``Response``. (version 0.9)", "View functions can return generators directly instead of "
+                  "wrapping them in a ``Response``. :pr:`4629` (version 2.2.0)", 0.6, strict=True).kind == DISTINCT
+    # a value replaced between releases still supersedes
+    assert relate("Require Werkzeug >= 2.3.7. (version 2.3.3)", "Require Werkzeug >= 3.0.0. (version 3.0.0)", 0.9,
+                  strict=True).kind == SUPERSEDES
 
 
 def test_adding_and_dropping_python_versions_are_two_ends_of_a_range():

@@ -21,8 +21,10 @@ _REF_RE = lazy_compile(
     r"|\b" + _REF_WORDS + r"(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+(?:\s*(?:,|and|&)\s*(?:#|gh-)\d+)*"  # closes #382
     r"|(?<![\w/])(?:[\w.-]+/[\w.-]+)?#\d+\b"  # #123, owner/repo#123
     r"|\bgh-\d+\b"  # GH-12
+    r"|:(?:pr|issue|issues|ghsa|cve|user|gh):`[^`\n]{1,60}`"  # Sphinx roles: ":pr:`5496`" (pallets/flask's changelog)
     r"|\(version \d+(?:\.\d+)+[\w.\-+]*\)"  # the release a changelog item belongs to (memcli.services.changelog)
-    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",  # a commit sha
+    # a commit sha, but for the values of a bump ("Bump pypa/gh-action-pypi-publish from 68e62d48... to 81e9d935...")
+    r"|(?<!from )(?<!to )\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
     re.I,
 )
 _SPACES_RE = lazy_compile(r"[ \t]{2,}")
@@ -32,14 +34,14 @@ _DANGLING_RE = lazy_compile(r"^[ \t]*[,;:][ \t]*|\s*(?:[,;:-]|\(\s*\))\s*$|\s+(?
 @functools.lru_cache(maxsize=65536)
 def strip_refs(text: str) -> str:
     """`text` without its reference numbers and links: what it says, not where it came from."""
-    if not re.search(r"#|gh-|https?://|[0-9a-f]{7}|\(version ", text, re.I):
+    if not re.search(r"#|gh-|https?://|[0-9a-f]{7}|\(version |:`", text, re.I):
         return text
     out = _REF_RE.sub(" ", text)
     out = _DANGLING_RE.sub("", out)
     return _SPACES_RE.sub(" ", out).strip()
 
 
-_NUMBER_RE = lazy_compile(r"(?<![\w/&])#(\d+)\b")
+_NUMBER_RE = lazy_compile(r"(?<![\w/&])#(\d+)\b|:(?:pr|issue|issues):`(\d+)`")
 #: a reference the sentence is about ("regression test for #1765", "Fix #4653 If guard explosion"),
 #: not its provenance ("(#4530)", "closes #382")
 _NAMED_RE = lazy_compile(r"(?<!\()\b(?:for|of|about|regarding)\s+#(\d+)\b|^\W*\w+\s+#(\d+)\s+[A-Za-z]", re.I)
@@ -47,7 +49,7 @@ _NAMED_RE = lazy_compile(r"(?<!\()\b(?:for|of|about|regarding)\s+#(\d+)\b|^\W*\w
 
 def cited_refs(text: str) -> set[str]:
     """The `#N` reference numbers `text` cites, whatever their role."""
-    return set(_NUMBER_RE.findall(text))
+    return {a or b for a, b in _NUMBER_RE.findall(text)}
 
 
 def named_refs(text: str) -> set[str]:

@@ -37,11 +37,13 @@ from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import cited_refs, named_refs
 from memcli.rules.subjects import (
     brought_back,
+    headline,
     older_release,
     other_claim,
     package_keys,
     release_change,
     removal_of,
+    removes,
     restated_version,
     reverts,
     same_subject,
@@ -627,19 +629,32 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         # types of subclasses ... (version 21.1.0)" / "The type annotation for `attrs.resolve_types()`
         # is now correct. (version 23.2.0)" (python-attrs/attrs); the same text twice is caught above
         return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
+    if rel.kind == SUPERSEDES and strict and not rel.contradiction and ro and rn and ro.group(1) != rn.group(1):
+        # a wording's "change" (no value replaced) between two releases' items is two changes: "View
+        # functions can now return a tuple ... (version 0.9)" / "View functions can return generators
+        # directly instead of wrapping them in a ``Response`` (version 2.2.0)" (pallets/flask)
+        return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
-    if rel.kind == SUPERSEDES and strict and not rel.contradiction and _FIX_START_RE.match(new) \
+    if rel.kind in (SUPERSEDES, REFINES) and strict and not rel.contradiction and _FIX_START_RE.match(new) \
             and not _FIX_START_RE.match(old):
         # "Fixed: `MaybeTimeStamper` now respects the *key* argument" does not end "Added:
         # `MaybeTimeStamper` that only adds a timestamp if there isn't one" (hynek/structlog 23.2.0,
-        # 25.5.0): a fix's "now" tells the fixed behaviour; a value it replaces is read above
-        return Relation(DISTINCT, lambda: f"a fix of it, not a new value ({rel.reason})")
+        # 25.5.0): a fix's "now" tells the fixed behaviour; a value it replaces is read above. Nor is
+        # a fix more of the feature it fixes ("enable secret key rotation" / "Fix signing key
+        # selection order when key rotation is enabled ...", pallets/flask 3.1.1): another change
+        return Relation(DISTINCT, lambda: f"a fix of it, another change ({rel.reason})")
     if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
             and not _STRONG_CHANGE_RE.search(new):
         # one text names its subject (an option, a code name, a file) and the other names none: the
         # wording alone ("now", one word swapped) does not show they are about one thing
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
+    if rel.kind in (SAME, REFINES) and removes(new) != removes(old):
+        # "fix min python for pip-compile" / "remove min python for pip-compile" (pallets/flask): one
+        # verb apart, and that verb undoes the other; a removal after the fact is its newest state
+        if removes(new) and not _FROM_DOCS_RE.search(headline(new)):
+            return Relation(SUPERSEDES, "states a removal of it", contradiction=True)
+        return Relation(DISTINCT, "one removes what the other does")
     return rel
 
 
@@ -650,6 +665,8 @@ _STRONG_CHANGE_RE = lazy_compile(
 
 
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
+#: "remove FLASK_ENV from docs" removes a mention, not the thing (pallets/flask)
+_FROM_DOCS_RE = lazy_compile(r"\bfrom (?:the )?(?:docs?|documentation|readme|tests?|examples?|changelog)\b", re.I)
 _ITEM_RELEASE_RE = lazy_compile(r"\(version (\d+(?:\.\d+)+[\w.\-+]*)\)\s*$")  # memcli.services.changelog's suffix
 _FIX_START_RE = lazy_compile(r"^\W*(?:fixed|fix(?:es)?|bug\s?fix(?:es)?)\b", re.I)
 
@@ -779,6 +796,11 @@ _SWITCH_RE = lazy_compile(
 )
 
 
+#: "to <verb>" after "from X" says why, not what came instead (pallets/flask 0.10)
+_PURPOSE_RE = lazy_compile(r"(?:work|make|allow|avoid|ensure|support|fix|prevent|improve|match|reduce|keep|be"
+                           r"|get|help|handle|account|reflect|comply)\b", re.I)
+
+
 def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:
     """`new` says a value was replaced ("switched the release workflow from trusted publishing to a
     PYPI_TOKEN secret", "now X instead of Y", "replaced Y with X") and `old` states that replaced value
@@ -818,6 +840,8 @@ def _switched_value(gone: str, came: str, old: str, said_before: list[list[str]]
         return None
     if not all(in_old(w) for w in words):
         return None
+    if _PURPOSE_RE.match(came):
+        return None  # "from sessions to work better with Google Chrome": a purpose, not a new value
     new_words = [w for w in re.findall(r"[\w.+#/-]+", came.lower()) if w not in STOPWORDS]
     if new_words and all(in_old(w) for w in new_words):
         return None  # the old text names the new value too: it may say the same change

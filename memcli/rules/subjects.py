@@ -43,7 +43,7 @@ _BUMP_RE = lazy_compile(
     r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
     r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?(?:(?:dependency|pre-commit hook|rust crate|module|docker tag)\s+)?"
     r"\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
-    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action))*\s+(?:from|to)\s+v?[<>=~!^]*\d",
+    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action))*\s+(?:from|to)\s+(?:v?[<>=~!^]*\d|[0-9a-f]{7,40}\b)",
     re.I,
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
@@ -84,6 +84,9 @@ def _norm_key(name: str) -> str:
     return k.replace("_", "-") if re.fullmatch(r"[a-z0-9_.\-\[\]]+", k) and "." not in k else k
 
 
+_DUNDER_RE = lazy_compile(r"(?<![\w`])(__[a-z][a-z0-9_]*__)(?![\w`])")
+
+
 @functools.lru_cache(maxsize=65536)
 def subject_keys(text: str) -> frozenset[str]:
     """The names `text` is about: options/flags, code names (inline code, called names) and the
@@ -104,6 +107,8 @@ def subject_keys(text: str) -> frozenset[str]:
         pin = _PIN_RE.match(code)
         keys.add(_norm_key(pin.group(1) if pin else re.split(r"[=<>~!\s]", code)[0]))
     for m in _CALL_RE.finditer(text):
+        keys.add(_norm_key(m.group(1)))
+    for m in _DUNDER_RE.finditer(text):  # "deprecate __version__ attribute": a dunder is code, quoted or not
         keys.add(_norm_key(m.group(1)))
     for m in _FILE_RE.finditer(text):
         keys.add(m.group(0).lower())
@@ -321,6 +326,11 @@ def _removes_a_name(text: str, verb: re.Match[str], names: frozenset[str]) -> bo
         # "Remove `--no-cache` docs example": an example (a test, a mention) of the name goes, not the name
         return any(k in after for k in names) and not _ABOUT_A_NAME_RE.search(after)
     return any(k in low[max(0, verb.start() - 80):verb.start()] for k in names)
+
+
+def removes(text: str) -> bool:
+    """The text's first line starts by removing something ("Remove ...", "drop ...", "Unpin ...")."""
+    return bool(_REMOVE_FIRST_RE.match(strip_refs(headline(text))))
 
 
 _ABOUT_A_NAME_RE = lazy_compile(r"\b(?:docs?|documentation|examples?|mentions?|sections?|notes?|links?|badges?"

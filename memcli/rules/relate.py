@@ -624,15 +624,14 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         # alike their words ("Preserve comments before fmt: skip lines (#5139)" / "... (#5300)")
         return Relation(DISTINCT, lambda: f"another change: {_refs(refs_o)} vs {_refs(refs_n)}")
     ro, rn = releases
-    if rel.kind in (SAME, REFINES) and strict and ro and rn and ro.group(1) != rn.group(1):
-        # two releases' items are two changes, however alike: "`attrs.resolve_types()` now resolves
-        # types of subclasses ... (version 21.1.0)" / "The type annotation for `attrs.resolve_types()`
-        # is now correct. (version 23.2.0)" (python-attrs/attrs); the same text twice is caught above
-        return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
-    if rel.kind == SUPERSEDES and strict and not rel.contradiction and ro and rn and ro.group(1) != rn.group(1):
-        # a wording's "change" (no value replaced) between two releases' items is two changes: "View
-        # functions can now return a tuple ... (version 0.9)" / "View functions can return generators
-        # directly instead of wrapping them in a ``Response`` (version 2.2.0)" (pallets/flask)
+    if strict and ro and rn and ro.group(1) != rn.group(1) and (
+            rel.kind in (SAME, REFINES) or rel.kind == SUPERSEDES and not rel.contradiction):
+        # two releases' items are two changes, however alike, unless a value was replaced:
+        # "`attrs.resolve_types()` now resolves types of subclasses ... (version 21.1.0)" / "The type
+        # annotation for `attrs.resolve_types()` is now correct. (version 23.2.0)" (python-attrs/attrs);
+        # "View functions can now return a tuple ... (version 0.9)" / "... return generators directly
+        # instead of wrapping them in a ``Response`` (version 2.2.0)" (pallets/flask). The same
+        # text twice is caught above
         return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")

@@ -11,6 +11,12 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+#: the repositories the label and question files were written for: name -> `fetch`'s mirror folder
+#: (OWNER+NAME, holding the bare git dir `repo`)
+MIRRORS = {"starlette": "encode+starlette", "pip-tools": "jazzband+pip-tools", "click": "pallets+click",
+           "structlog": "hynek+structlog", "httpx": "encode+httpx", "uvicorn": "encode+uvicorn",
+           "typer": "fastapi+typer", "black": "psf+black", "flask": "pallets+flask"}
+
 CHANGELOGS = ("CHANGES.md", "CHANGELOG.md", "CHANGES.rst", "CHANGELOG.rst", "docs/changelog.rst", "HISTORY.md",
               "docs/changelog.md", "NEWS.md", "docs/release-notes.md", "RELEASE_NOTES.md")
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 from pathlib import Path
 
-from memcli.services.commits import commit_facts
-
 HERE = Path(__file__).resolve().parent
-#: label file name -> mirror folder
-MIRRORS = {"click": "pallets+click", "httpx": "encode+httpx", "structlog": "hynek+structlog",
-           "pip-tools": "jazzband+pip-tools", "starlette": "encode+starlette"}
+sys.path.insert(0, str(HERE))
+from gitdata import MIRRORS  # noqa: E402
+
+from memcli.services.commits import commit_facts  # noqa: E402
 
 
 def main() -> None:

@@ -22,8 +22,7 @@ import gitdata  # noqa: E402
 
 from memcli.rules.relate import relate  # noqa: E402
 
-REPOS = ("encode+starlette jazzband+pip-tools pallets+click hynek+structlog encode+httpx encode+uvicorn "
-         "fastapi+typer psf+black pallets+flask").split()
+REPOS = tuple(gitdata.MIRRORS.values())
 
 
 def main() -> None:

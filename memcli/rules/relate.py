@@ -787,10 +787,12 @@ def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relati
 
 _SWITCH_RE = lazy_compile(
     r"\b(?:switch(?:ed|es|ing)?|mov(?:e|ed|es|ing)|migrat(?:e|ed|es|ing)|chang(?:e|ed|es|ing)|went"
-    r"|replac(?:e|ed|es|ing)|convert(?:ed|s|ing)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing))\b[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
+    r"|replac(?:e|ed|es|ing)|convert(?:ed|s|ing)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing))\b"
+    r"[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
     r"(.{2,40}?)\s+(?:to|with|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;]+){0,2})"
     r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?((?:`[^`\n]{1,60}`|[^.;\n`]){2,60}?)(?=[.;\n(]|$)"
-    r"|\breplac(?:e|ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)\s+(?:with|by)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;(]+){0,1})",
+    r"|\breplac(?:e|ed|es|ing)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^,.;\n]{2,40}?)"
+    r"\s+(?:with|by)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;(]+){0,1})",
     re.I,
 )
 

@@ -43,7 +43,8 @@ _BUMP_RE = lazy_compile(
     r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
     r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?(?:(?:dependency|pre-commit hook|rust crate|module|docker tag)\s+)?"
     r"\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
-    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action))*\s+(?:from|to)\s+(?:v?[<>=~!^]*\d|[0-9a-f]{7,40}\b)",
+    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action))*"
+    r"\s+(?:from|to)\s+(?:v?[<>=~!^]*\d|[0-9a-f]{7,40}\b)",  # a version, or a pinned sha
     re.I,
 )
 _BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"

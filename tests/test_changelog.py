@@ -198,3 +198,30 @@ def test_a_release_notes_line_joins_its_commit_however_differently_worded(cli):
     cli("add", "--no-llm", "--json", "--batch", "-", input=json.dumps(section))
     live = [(m["text"], sorted(m["origins"])) for m in listed(cli.store) if "Bump rich" in m["text"]]
     assert live == [("Bump rich from 14.3.3 to 15.0.0 (#1688)", ["changelog:0.24.2", "git:cfe4f429"])]
+
+
+# expressjs/express History.md @ a3714473: a category given as a list item over its own items
+EXPRESS_500 = """5.0.0 / 2024-09-10
+=========================
+* remove:
+  - `path-is-absolute` dependency - use `path.isAbsolute` instead
+* breaking:
+  * `res.status()` accepts only integers, and input must be greater than 99 and less than 1000
+    * will throw a `RangeError: Invalid status code` for values outside this range
+  * deps: send@1.0.0
+* deps: debug@4.3.6
+* deps: mime-types@^3.0.0
+  - `application/javascript` => `text/javascript`
+"""
+
+
+def test_a_category_item_gives_each_of_its_items_a_fact():
+    assert section_facts(EXPRESS_500) == [
+        "Version 5.0.0 was released on 2024-09-10",
+        "remove: `path-is-absolute` dependency - use `path.isAbsolute` instead (version 5.0.0)",
+        "breaking: `res.status()` accepts only integers, and input must be greater than 99 and less than 1000; "
+        "will throw a `RangeError: Invalid status code` for values outside this range (version 5.0.0)",
+        "breaking: deps: send@1.0.0 (version 5.0.0)",
+        "deps: debug@4.3.6 (version 5.0.0)",
+        "deps: mime-types@^3.0.0; `application/javascript` => `text/javascript` (version 5.0.0)",
+    ]

@@ -279,3 +279,15 @@ def test_work_that_names_nothing_is_skipped_by_a_named_rule(message, rule):
 def test_the_same_kinds_of_work_that_name_or_explain_something_are_kept(message):
     texts, why = commit_facts(message)
     assert why is None and texts
+
+
+def test_a_squashed_pull_requests_editor_titles_and_review_commits_are_dropped():
+    # expressjs/express@4c4f3ea1: the body only GitHub's web-editor titles; with them the commit's
+    # vector fell below the search floor for "Which serve-static version does Express depend on?"
+    assert commit_facts("fix(deps): serve-static@^2.2.0 (#6418)\n\n* Update package.json\n\n* Update History.md") \
+        == (["fix(deps): serve-static@^2.2.0 (#6418)"], None)
+    # encode/httpx@59914c76: among other bullets, an edited file says where the change went
+    texts, _ = commit_facts("Add `NetRCAuth()` class. (#2535)\n\n* NetRCAuth class\n\n* Update httpx/_auth.py\n\n"
+                            "* Apply suggestions from code review\n\n* Merge branch 'master' into netrc-auth\n\n"
+                            "PR-URL: https://github.com/encode/httpx/pull/2535")
+    assert texts == ["Add `NetRCAuth()` class. (#2535)\n\n* NetRCAuth class\n\n* Update httpx/_auth.py"]

@@ -386,4 +386,35 @@ def test_a_question_about_a_version_finds_the_memory_that_gives_it(cli):
     other = json.loads(cli("search", "--json", "--explain", "-k", "3", "how do I disable rich?").stdout)["results"]
     assert other and all("similarity" in h["explain"] and "version" not in h["explain"] for h in other)
     asked = json.loads(cli("search", "--json", "--explain", "-k", "3", "Which rich version?").stdout)["results"]
-    assert [h["explain"]["version"] for h in asked if h["text"].startswith("Bump rich")] == [1.0]
+    # (the newest memory about rich alone: the most of the version part)
+    assert [h["explain"]["version"] for h in asked if h["text"].startswith("Bump rich")] == [1.5]
+
+
+def test_a_version_question_ranks_the_newest_pin_above_older_lines_that_list_many_packages(cli, tmp_path):
+    """expressjs/express: History.md's 2014 lines list serve-static among other packages and no one
+    bump replaces them; "Which serve-static version does Express depend on?" must still answer with
+    the current `serve-static@^2.2.0` among them (it was not in the top 10)."""
+    lines = [("deps: connect@2.22.0; deps: csurf@~1.3.0; deps: express-session@~1.6.1; deps: multiparty@3.3.0; "
+              "deps: serve-static@~1.3.0 (version 3.13.0)", "2014-07-03T00:00:00Z", "changelog:3.13.0"),
+             ("deps: connect@2.23.0; deps: debug@1.0.3; deps: express-session@~1.6.4; deps: parseurl@~1.1.3; "
+              "deps: serve-static@~1.3.1 (version 3.14.0)", "2014-07-11T00:00:00Z", "changelog:3.14.0"),
+             ("deps: connect@2.19.6; deps: body-parser@1.3.1; deps: compression@1.0.7; deps: serve-static@1.2.3 "
+              "(version 3.10.5)", "2014-06-11T00:00:00Z", "changelog:3.10.5"),
+             ("fix(deps): serve-static@^2.2.0 (#6418)", "2025-03-28T00:46:06Z", "git:4c4f3ea1"),
+             ("deps: router@^2.2.0 (#6417)", "2025-03-27T00:00:00Z", "git:eb6d1258")]
+    # other subjects of the same history, so "serve-static" is a word of a few memories, as there
+    lines += [(t, "2025-01-01T00:00:00Z", f"git:{i:07x}") for i, t in enumerate((
+        "Throw on invalid status codes (#4212)", "Use Array.flat instead of array-flatten (#5677)",
+        "lib: use req.socket over deprecated req.connection (#6705)", "chore: remove benchmarks directory (#6992)",
+        "feat: add support for ETag option in res.sendFile (#6073)", "ci: add dependabot (#5435)",
+        "fix: don't render redirect values in anchor href", "docs: add funding (#6064)",
+        "chore: update git rules to ignore `yarn.lock` file (#6588)", "Add \"root\" option to res.download",
+        "Prevent open redirect allow list bypass due to encodeurl", "examples: use strict mode"))]
+    batch = tmp_path / "in.jsonl"
+    batch.write_text("".join(json.dumps({"text": t, "created": c, "origins": [o]}) + "\n" for t, c, o in lines))
+    cli("add", "--no-llm", "--batch", str(batch))
+    asked = "Which serve-static version does Express depend on?"
+    hits = json.loads(cli("search", "--json", "--explain", "-k", "3", asked).stdout)["results"]
+    version = {h["text"]: h["explain"]["version"] for h in hits}
+    assert version.pop("fix(deps): serve-static@^2.2.0 (#6418)") == 1.5  # the newest about serve-static alone
+    assert set(version.values()) == {1.0}  # the lines that list it among others

@@ -484,3 +484,42 @@ def test_a_new_version_ends_every_live_older_version_of_its_package():
              "pull/1566) (version 0.24.1)", "similarity": 0.93}]
     d = heuristic_decision(item, near, 0.85, headlines=True)
     assert (d.event, d.target, d.also) == ("SUPERSEDE", "rich-14.3.1", ("rich-14.3.3",))
+
+
+# expressjs/express: npm's and GitHub Actions' `name@version` is a pin, whatever the commit type says
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ("fix(deps): body-parser@^2.0.1", "feat(deps): body-parser@^2.1.0 (#6332)", "body-parser: 2.0.1 -> 2.1.0"),
+    ("deps: body-parser@1.20.2", "feat: upgrade to body-parser@1.20.3 (#5926)", "body-parser: 1.20.2 -> 1.20.3"),
+    ("build: actions/checkout@v4", "build(deps): bump actions/checkout from 6.0.2 to 7.0.0 (#7345)",
+     "actions/checkout: 4 -> 7.0.0"),
+    ("deps: qs@^6.14.1", "fix: bump qs minimum to ^6.14.2 for CVE-2026-2391 (#7057)", "qs: 6.14.1 -> 6.14.2"),
+    ("build: Node.js@18.12", "build: Node.js@18.14", "node.js: 18.12 -> 18.14"),
+    ("build: support Node.js 17.x", "build: support Node.js 18.x", "node.js: 17 -> 18"),
+])
+def test_an_npm_style_pin_is_a_new_version_of_its_package(old, new, why):
+    rel = relate(old, new, 0.9, strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, f"new version: {why}")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("deps: body-parser@^2.2.1 (#6922)", "deps: qs@^6.14.1"),  # two packages
+    ("build: Node.js@16.17", "build: Node.js@18.7"),  # two CI lines, each pinned to its patch release
+    ("build: support Node.js 18.x", "build: Node.js@16.15"),
+    ("Contact me at bob@example.com", "Contact me at alice@example.com"),  # an address is no pin
+    # removing some versions of a name is no removal of the name
+    ("feat: adopt Node@18 as the minimum supported version", "💚 remove node <11, all failing permanently now"),
+])
+def test_npm_style_pins_of_other_packages_lines_or_addresses_are_distinct(old, new):
+    assert relate(old, new, 0.9, strict=True).kind == DISTINCT
+
+
+def test_the_same_version_said_by_a_commit_and_its_changelog_item_is_known():
+    rel = relate("deps: body-parser@^2.2.0 (#6419)", "deps: `body-parser@^2.2.0` (version 5.1.0)", 0.9, strict=True)
+    assert (rel.kind, rel.reason) == (SAME, "the same version said again (body-parser 2.2.0)")
+
+
+def test_the_same_item_in_two_releases_is_each_releases_own_change():
+    # express History.md: "* update connect" in 3.2.5, 3.3.1, 3.3.8, 3.4.3... once absorbed as one fact
+    rel = relate("update connect (version 3.2.5)", "update connect (version 3.4.3)", 0.99, strict=True)
+    assert (rel.kind, rel.reason) == (DISTINCT, "another release's change (3.2.5 vs 3.4.3)")
+    assert relate("update connect (version 3.2.5)", "update connect (version 3.2.5)", 1.0, strict=True).kind == SAME

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 #: (OWNER+NAME, holding the bare git dir `repo`)
 MIRRORS = {"starlette": "encode+starlette", "pip-tools": "jazzband+pip-tools", "click": "pallets+click",
            "structlog": "hynek+structlog", "httpx": "encode+httpx", "uvicorn": "encode+uvicorn",
-           "typer": "fastapi+typer", "black": "psf+black", "flask": "pallets+flask"}
+           "typer": "fastapi+typer", "black": "psf+black", "flask": "pallets+flask",
+           "express": "expressjs+express", "ripgrep": "BurntSushi+ripgrep"}
 
 CHANGELOGS = ("CHANGES.md", "CHANGELOG.md", "CHANGES.rst", "CHANGELOG.rst", "docs/changelog.rst", "HISTORY.md",
-              "docs/changelog.md", "NEWS.md", "docs/release-notes.md", "RELEASE_NOTES.md")
+              "docs/changelog.md", "NEWS.md", "History.md", "docs/release-notes.md", "RELEASE_NOTES.md")
 
 
 @dataclass
@@ -84,7 +85,7 @@ _MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", 
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _WORDY = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+([A-Za-z]+),?\s+(\d{4})")
 _MONTH_FIRST = re.compile(r"([A-Za-z]{3,})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})")  # "June 28, 2025"
-_VERSION = re.compile(r"v?(\d+(?:\.\d+)+(?:[a-z]+\d*)?)")
+_VERSION = re.compile(r"v?(\d+(?:\.\d+)+(?:-?[a-z]+\.?\d*)?)")
 
 
 def _date(text: str) -> str | None:
@@ -104,7 +105,8 @@ def _date(text: str) -> str | None:
 
 
 def releases(gitdir: str, newest_date: str, rev: str = "HEAD") -> tuple[str | None, list[Release]]:
-    """One Release per `## ` section (Markdown) or per underlined version heading (reST), newest first."""
+    """One Release per `## ` section (Markdown) or per underlined version heading (reST, or Markdown's
+    setext headings: express's `5.2.1 / 2025-12-01` over `=====`), newest first."""
     path = changelog_path(gitdir, rev)
     if path is None:
         return None, []
@@ -112,11 +114,15 @@ def releases(gitdir: str, newest_date: str, rev: str = "HEAD") -> tuple[str | No
     lines = text.splitlines()
     starts = []
     for i, line in enumerate(lines):
-        if path.endswith(".md"):
-            if line.startswith("## "):
-                starts.append((i, line[3:].strip()))
+        if path.endswith(".md") and line.startswith(("## ", "# ")):
+            head = line.lstrip("#").strip()
+            if line.startswith("## ") or "unreleased" in head.lower():
+                starts.append((i, head))
         elif i + 1 < len(lines) and re.fullmatch(r"[-=~^]{3,}", lines[i + 1].strip() or "x") and line.strip():
             starts.append((i, line.strip()))
+    # a heading that names no release (express's `## 🐞 Bug fixes` under `# Unreleased Changes`) is part of
+    # the section above it
+    starts = [(i, h) for i, h in starts if "unreleased" in h.lower() or _VERSION.search(h)]
     out = []
     for k, (i, head) in enumerate(starts):
         end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)

@@ -27,6 +27,8 @@ _REF_RE = lazy_compile(
     r"|(?<!from )(?<!to )\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
     re.I,
 )
+#: the release suffix memcli.services.changelog gives each item: "... (version 5.1.0)"
+RELEASE_SUFFIX_RE = lazy_compile(r"\(version (\d+(?:\.\d+)+[\w.\-+]*)\)\s*$")
 _SPACES_RE = lazy_compile(r"[ \t]{2,}")
 _DANGLING_RE = lazy_compile(r"^[ \t]*[,;:][ \t]*|\s*(?:[,;:-]|\(\s*\))\s*$|\s+(?=[,.;:])", re.M)
 

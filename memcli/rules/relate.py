@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
-from memcli.core.refs import cited_refs, named_refs
+from memcli.core.refs import RELEASE_SUFFIX_RE, cited_refs, named_refs
 from memcli.rules.subjects import (
     brought_back,
     headline,
@@ -46,6 +46,7 @@ from memcli.rules.subjects import (
     removes,
     restated_version,
     reverts,
+    same_pin,
     same_subject,
     strip_refs,
     subject_keys,
@@ -548,10 +549,14 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     of one shape, "did X", that differ in what they did) supersedes by wording only when both
     texts name the same subject; the stated changes of step 0 still apply.
     """
+    # (read before references are stripped; only the strict reading of changelog items asks)
+    releases = (RELEASE_SUFFIX_RE.search(old), RELEASE_SUFFIX_RE.search(new)) if strict else (None, None)
+    ro, rn = releases
+    # "update connect" in express 3.2.5, 3.3.1, 3.3.8, 3.4.3...: each release's own update, not one
+    # fact absorbing them all as "already known"
+    two_releases = bool(ro and rn and ro.group(1) != rn.group(1))
     if _normal(old) == _normal(new):
         return Relation(SAME, "same text")
-    # (read before references are stripped; only the strict reading of changelog items asks)
-    releases = (_ITEM_RELEASE_RE.search(old), _ITEM_RELEASE_RE.search(new)) if strict else (None, None)
     if similarity < CHANGE_FLOOR:
         return Relation(DISTINCT, lambda: f"not similar ({similarity:.2f})")
     # 0. changes stated outright, read from the texts themselves: a revert, a newer release, the
@@ -603,6 +608,8 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     if _content_count(so) >= 2 and _content_count(sn) >= 2:  # "Reconcile #2811 and #2840": the refs are all it says
         old, new = so, sn
         if _normal(old) == _normal(new):
+            if two_releases:
+                return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
             return Relation(SAME, "same text but for its references")
     same, why = same_subject(old, new)
     if same is False:
@@ -611,6 +618,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         bumped = version_change(old, new)
         if bumped:
             return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
+        pinned = same_pin(old, new)
+        if pinned:
+            return Relation(SAME, lambda: f"the same version said again ({pinned})")
         apart = other_claim(old, new)
         if apart:
             return Relation(DISTINCT, apart)
@@ -623,8 +633,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         # two commit subjects or changelog items citing other pull requests are two changes, however
         # alike their words ("Preserve comments before fmt: skip lines (#5139)" / "... (#5300)")
         return Relation(DISTINCT, lambda: f"another change: {_refs(refs_o)} vs {_refs(refs_n)}")
-    ro, rn = releases
-    if strict and ro and rn and ro.group(1) != rn.group(1) and (
+    if two_releases and (
             rel.kind in (SAME, REFINES) or rel.kind == SUPERSEDES and not rel.contradiction):
         # two releases' items are two changes, however alike, unless a value was replaced:
         # "`attrs.resolve_types()` now resolves types of subclasses ... (version 21.1.0)" / "The type
@@ -666,7 +675,6 @@ _STRONG_CHANGE_RE = lazy_compile(
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
 #: "remove FLASK_ENV from docs" removes a mention, not the thing (pallets/flask)
 _FROM_DOCS_RE = lazy_compile(r"\bfrom (?:the )?(?:docs?|documentation|readme|tests?|examples?|changelog)\b", re.I)
-_ITEM_RELEASE_RE = lazy_compile(r"\(version (\d+(?:\.\d+)+[\w.\-+]*)\)\s*$")  # memcli.services.changelog's suffix
 _FIX_START_RE = lazy_compile(r"^\W*(?:fixed|fix(?:es)?|bug\s?fix(?:es)?)\b", re.I)
 
 

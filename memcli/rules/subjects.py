@@ -25,8 +25,8 @@ from memcli.core.refs import strip_refs
 from memcli.core.text import PYTHON_VERSION_ALONE_RE
 
 __all__ = ["brought_back", "gives_version", "headline", "older_release", "other_claim", "package_keys",
-           "release_change", "removal_of", "restated_version", "reverts", "same_subject", "strip_refs", "subject_keys",
-           "version_asked", "version_change"]
+           "release_change", "removal_of", "restated_version", "reverts", "same_pin", "same_subject", "strip_refs",
+           "subject_keys", "version_asked", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
 _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w\-])")
@@ -34,16 +34,17 @@ _FLAG_RE = lazy_compile(r"(?<![\w\-.])(--[a-z0-9][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?
 _CODE_RE = lazy_compile(r"``?([^`\n]{1,60})``?")
 # a called name: `Database()`, `table.transform()`, `lookup_default()`
 _CALL_RE = lazy_compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
-# a package in a pin or a floor: `black>=25.1.0`, `httpcore==1.*`, `sqlite-utils>=3.37`, `rich<14`
-_PIN_RE = lazy_compile(r"(?<![\w.\-/])([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9])(?:\[[\w,\-]+\])?\s*(?:===?|>=|<="
-                       r"|~=|!=|<|>)\s*v?\d")
+# a package in a pin or a floor: `black>=25.1.0`, `httpcore==1.*`, `sqlite-utils>=3.37`, `rich<14`; npm's and
+# GitHub Actions' `name@version`: `body-parser@^2.2.0`, `@types/node@20.1`, `actions/checkout@v4`
+_PIN_RE = lazy_compile(r"(?<![\w.\-/@])(@?[A-Za-z][A-Za-z0-9_.\-]*[A-Za-z0-9](?:/[A-Za-z0-9_.\-]*[A-Za-z0-9])?)"
+                       r"(?:\[[\w,\-]+\])?(?:\s*(?:===?|>=|<=|~=|!=|<|>)\s*v?\d|@[\^~]?v?\d)")
 # a bump: "Bump black from 24.1.0 to 24.2.0", "Update httpcore requirement from ...", "Update PyPy CI
 # builds to 3.11", Renovate's "update dependency ruff to v0.5.1" / "update github/codeql-action action to v3"
 _BUMP_RE = lazy_compile(
     r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
     r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?(?:(?:dependency|pre-commit hook|rust crate|module|docker tag)\s+)?"
     r"\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
-    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action))*"
+    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action|minimum|floor|pin))*"
     r"\s+(?:from|to)\s+(?:v?[<>=~!^]*\d|[0-9a-f]{7,40}\b)",  # a version, or a pinned sha
     re.I,
 )
@@ -99,7 +100,8 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(m.group(1).lower() if m.group(1).startswith("--") else m.group(1))
     for m in _CODE_RE.finditer(text):
         code = m.group(1).strip()
-        if not code or code.lower() in _GENERIC_CODE or " " in code.strip() and not code.startswith("-"):
+        if not code or code.lower() in _GENERIC_CODE or " " in code.strip() and not code.startswith("-") \
+                or re.fullmatch(r"[<>=~^!]*v?\d+(?:\.\d+)+[\w.*+\-]*", code):  # "to `0.0.18`": a value
             continue
         flag = _FLAG_RE.match(code)
         if flag:
@@ -157,8 +159,9 @@ def same_subject(old: str, new: str) -> tuple[bool | None, str]:
 
 
 # the version a text gives its one package: "Bump black from 24.1.1 to 24.2.0", "black>=25.1.0",
-# "pin httpcore==1.*", "Upgrade to black 25.1"
-_TO_VERSION_RE = lazy_compile(r"\bto\s+`?v?[<>=~!^]*\s*(\d[\w.*+\-]*)|(?:===?|>=|<=|~=|<|>)\s*v?(\d[\w.*+\-]*)")
+# "pin httpcore==1.*", "Upgrade to black 25.1", "deps: body-parser@^2.2.0"
+_TO_VERSION_RE = lazy_compile(r"\bto\s+`?v?[<>=~!^]*\s*(\d[\w.*+\-]*)|(?:===?|>=|<=|~=|<|>)\s*v?(\d[\w.*+\-]*)"
+                              r"|(?<=[\w])@[\^~]?v?(\d[\w.*+\-]*)")
 
 
 _VERSION_RE = lazy_compile(r"(?<![\w.])v?\d+(?:\.\d+)+\w*|(?<![\w.])\d(?![\w.])")
@@ -198,10 +201,14 @@ def _same_shape(old: str, new: str) -> bool:
 
 def _version_of(key: str, text: str) -> str | None:
     """The version a text gives `key` (its one package): a bump's or a pin's "to" value, else the
-    number right after the name or after "version" ("Allow rich 12", "to allow version 13")."""
+    number right after the name or after "version" ("Allow rich 12", "to allow version 13"); npm's
+    `key@version` first, as a line may list several packages."""
+    m = re.search(rf"(?<![\w.\-/@]){re.escape(key)}@[\^~]?v?(\d[\w.*+\-]*)", text, re.I)
+    if m:
+        return m.group(1).rstrip(".,")
     m = _TO_VERSION_RE.search(text)
     if m:
-        return (m.group(1) or m.group(2)).rstrip(".,")
+        return (m.group(1) or m.group(2) or m.group(3)).rstrip(".,")
     m = re.search(rf"(?<![\w.-]){re.escape(key)}[\s-]+v?(\d+(?:\.\d+)*)\b|\bversions?\s+v?(\d+(?:\.\d+)*)\b",
                   text, re.I)
     if m:
@@ -222,6 +229,8 @@ def version_change(old: str, new: str) -> str | None:
     # dropping a version and adding one are two ends of a range ("Drop Python 3.8" and "Add Python
     # 3.13" are both true): versions compare only between two statements of one kind
     vo, vn = _version_of(key, old), _version_of(key, new)
+    if vo and vn and _other_line(key, vo, vn):
+        return None
     # two bumps or pins of one package set its version, whatever else they say ("Upgrade mkdocs to
     # 1.3.0 to fix scripts/docs failure" / "Bump mkdocs from 1.3.0 to 1.3.1")
     set_both = key in package_keys(old) and key in package_keys(new)
@@ -232,6 +241,33 @@ def version_change(old: str, new: str) -> str | None:
     if so and sn and so != sn and _same_shape(old, new):
         return f"{key}: {', '.join(so)} -> {', '.join(sn)}"
     return None
+
+
+def same_pin(old: str, new: str) -> str | None:
+    """Both texts set their one package to the same version ("deps: body-parser@^2.2.0 (#6419)" and the
+    changelog's "deps: `body-parser@^2.2.0`"): the package and version, or None."""
+    ko = subject_keys(old)
+    if len(ko) != 1 or ko != subject_keys(new):
+        return None
+    key = next(iter(ko))
+    if key not in package_keys(old) or key not in package_keys(new):
+        return None
+    vo, vn = _version_of(key, strip_refs(old)), _version_of(key, strip_refs(new))
+    return f"{key} {vo}" if vo and vo == vn else None
+
+
+#: runtimes released in major lines that projects test side by side (Node.js 16, 18, 20 in one CI matrix)
+_LINE_RUNTIMES = frozenset({"node", "node.js", "nodejs", "deno", "bun", "java", "jdk", "openjdk"})
+
+
+def _other_line(key: str, vo: str, vn: str) -> bool:
+    """Two versions of a runtime on different major lines where one pins a release within its line:
+    "build: Node.js@16.17" and "build: Node.js@18.7" (expressjs/express) keep two CI lines current,
+    and "support Node.js 18.x" is not ended by "Node.js@16.15"; "support Node.js 17.x" -> "18.x" (both
+    whole lines, as is "Node.js 23.0") is the newest line moving on."""
+    if key not in _LINE_RUNTIMES or vo.split(".")[0] == vn.split(".")[0]:
+        return False
+    return any(re.fullmatch(r"\d+\.\d+[\w.]*", v) and not v.endswith((".x", ".*", ".0")) for v in (vo, vn))
 
 
 def other_claim(old: str, new: str) -> str | None:
@@ -302,8 +338,11 @@ def removal_of(old: str, new: str) -> str | None:
     `old` is a statement about that name (it names it first: its deprecation, its addition): the
     name. The removal is the name's newest state, so it supersedes the older statement. None when
     `new` names no removal, names other things too, or `old` says the removal itself."""
-    kn = subject_keys(new) - {"python"}  # dropping a Python version is a new version, not a removal
     said = strip_refs(new)
+    # dropping some versions of a name is a new version range, not its removal: "Drop Python 3.8",
+    # "remove node <11, all failing permanently now" (expressjs/express) ends no "Node@18 minimum"
+    kn = frozenset(k for k in subject_keys(new) - {"python"}
+                   if not re.search(rf"(?<![\w.-]){re.escape(k)}[\s@]*(?:[<>=~^!]+\s*)?v?\d", said, re.I))
     verb = _REMOVED_RE.search(said)
     if not kn or not verb or _REMOVED_RE.search(strip_refs(old)) or not _removes_a_name(said, verb, kn):
         return None

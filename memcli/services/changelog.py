@@ -31,6 +31,7 @@ _ITEM_RE = lazy_compile(r"^(\s*)[-*+]\s+(.*)$")
 _SUBHEADING_RE = lazy_compile(r"^\s*#{2,6}\s+(.+?)\s*$")
 _CATEGORIES = frozenset("added changed deprecated removed fixed security breaking changes features bug fixes "
                         "deprecations removals improved documentation".split())
+_LABEL_RE = lazy_compile(r"^\*{0,2}([A-Za-z][\w -]{0,30}?)\*{0,2}:\*{0,2}\s*$")
 _NOISE_RE = lazy_compile(r"^\s*(?:\[#\d+\]\([^)]*\)[\s,]*)+$|^\s*\*?prs and issues:?\*?|^\s*--\s*by\s+"
                          r"|^\s*\{(?:issue|pr)\}`", re.I)
 _ROLE_RE = lazy_compile(r"\{(?:func|class|meth|exc|attr|data|mod|obj|pypi|doc|ref)\}`([^`]*)`")
@@ -70,6 +71,8 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
     elif version:
         out.append(f"Version {version} was released on {date}" if date else f"Version {version} was released")
     category: str | None = None
+    label: str | None = None  # a top-level item that only names a category ("* remove:")
+    indent = 0  # its items' indent
     item: list[str] | None = None
 
     def close() -> None:
@@ -88,11 +91,18 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
             item = None
             name = sub.group(1).strip("*: ")
             category = name if name.lower() in _CATEGORIES else None
+            label = None
             continue
         m = _ITEM_RE.match(line)
         if m and len(m.group(1)) <= 1:
             close()
-            item = [m.group(2)]
+            label_m = _LABEL_RE.match(m.group(2))
+            # "* remove:" over its own items (expressjs/express): a category in list form, each item its own
+            label, item = (label_m.group(1), None) if label_m else (None, [m.group(2)])
+            continue
+        if m and label and (item is None or len(m.group(1)) <= indent):
+            close()
+            item, indent = [f"{label}: {m.group(2)}"], len(m.group(1))
             continue
         if item is not None and line.strip() and not _NOISE_RE.match(line):
             nested = _ITEM_RE.match(line)  # a sub-item belongs to its item: "...; Support Bash >= 4.4"

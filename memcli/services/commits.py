@@ -133,7 +133,14 @@ _EMOJI_RE = lazy_compile(r"^(?:[\u2190-\u21ff\u2300-\u23ff\u2600-\u27bf\u2b00-\u
                          r"\s*)+")
 _TRAILER_RE = lazy_compile(r"^(?:signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|"
                            r"suggested-by|helped-by|cc|change-id|fixes|closes|refs|see-also|issue|pr|"
-                           r"dependabot-\S+|updated-dependencies|dependency-\S+|update-type)\s*:", re.I)
+                           r"dependabot-\S+|updated-dependencies|dependency-\S+|update-type|pr-url)\s*:", re.I)
+# a squashed pull request's own commits that say nothing: review and merge commits, and a body of
+# only GitHub's web-editor titles (expressjs/express: "fix(deps): serve-static@^2.2.0" over "* Update
+# package.json" / "* Update History.md" no longer matched "Which serve-static version ...?"; among
+# other bullets, "* Update httpx/_auth.py" says where a change went, and stays)
+_SQUASHED_RE = lazy_compile(r"^[*-]\s+(?:apply suggestions?\s+from\s+(?:code review|@\S+)|merge (?:remote-tracking )?"
+                            r"branch\s.*|merge \S+ into \S+)\s*$", re.I)
+_EDITOR_TITLE_RE = lazy_compile(r"^[*-]\s+(?:update|create|delete|rename)\s+[\w./-]+\.\w+\s*$", re.I)
 _BOT_LINE_RE = lazy_compile(r"^\s*(?:-\s*\[(?:release notes|changelog|commits|upgrade guide)\]|\.\.\.|---|"
                             r"<details>|</details>|<summary>|</summary>|<blockquote>|</blockquote>|<p>|</p>|"
                             r"<h\d>|<ul>|</ul>|<li>|\||commits$|release notes$|changelog$|sourced from|"
@@ -249,9 +256,11 @@ def _body_paragraphs(body: str) -> list[str]:
     keep: list[str] = []
     for line in body.splitlines():
         s = line.strip()
-        if _TRAILER_RE.match(s) or _BOT_LINE_RE.match(s):
+        if _TRAILER_RE.match(s) or _BOT_LINE_RE.match(s) or _SQUASHED_RE.match(s):
             continue
         keep.append(line.rstrip())
+    if all(_EDITOR_TITLE_RE.match(line.strip()) for line in keep if line.strip()):
+        return []
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(keep)).strip()
     return [p.strip() for p in text.split("\n\n") if p.strip()]
 

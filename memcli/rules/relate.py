@@ -550,8 +550,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     texts name the same subject; the stated changes of step 0 still apply.
     """
     # (read before references are stripped; only the strict reading of changelog items asks)
-    releases = (RELEASE_SUFFIX_RE.search(old), RELEASE_SUFFIX_RE.search(new)) if strict else (None, None)
-    ro, rn = releases
+    ro, rn = (RELEASE_SUFFIX_RE.search(old), RELEASE_SUFFIX_RE.search(new)) if strict else (None, None)
     # "update connect" in express 3.2.5, 3.3.1, 3.3.8, 3.4.3...: each release's own update, not one
     # fact absorbing them all as "already known"
     two_releases = bool(ro and rn and ro.group(1) != rn.group(1))

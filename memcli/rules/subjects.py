@@ -217,20 +217,31 @@ def _version_of(key: str, text: str) -> str | None:
     return re.search(r"(?:2\.7|3\.\d{1,2})\b", bare.group(0)).group(0) if bare else None
 
 
+@functools.lru_cache(maxsize=65536)
+def _versions(old: str, new: str) -> tuple[str, str | None, str | None] | None:
+    """The one subject both texts name, and the version each gives it; None when they do not name
+    one and the same subject. Shared by `version_change`, `same_pin` and `other_claim`, which
+    `relate` asks of one pair in turn."""
+    ko = subject_keys(old)
+    if len(ko) != 1 or ko != subject_keys(new):
+        return None
+    key = next(iter(ko))
+    return key, _version_of(key, strip_refs(old)), _version_of(key, strip_refs(new))
+
+
 def version_change(old: str, new: str) -> str | None:
     """When both texts give one and the same package a version and the versions differ: the
     reason ("black: 24.1.1 -> 24.2.0"); a bump's "from" value is history, its "to" value the
     current one. None otherwise."""
-    ko, kn = subject_keys(old), subject_keys(new)
-    if len(ko) != 1 or ko != kn:
+    found = _versions(old, new)
+    if found is None:
         return None
-    old, new = strip_refs(old), strip_refs(new)
-    key = next(iter(ko))
-    # dropping a version and adding one are two ends of a range ("Drop Python 3.8" and "Add Python
-    # 3.13" are both true): versions compare only between two statements of one kind
-    vo, vn = _version_of(key, old), _version_of(key, new)
+    key, vo, vn = found
     if vo and vn and _other_line(key, vo, vn):
         return None
+    old, new = strip_refs(old), strip_refs(new)
+    # dropping a version and adding one are two ends of a range ("Drop Python 3.8" and "Add Python
+    # 3.13" are both true): versions compare only between two statements of one kind
     # two bumps or pins of one package set its version, whatever else they say ("Upgrade mkdocs to
     # 1.3.0 to fix scripts/docs failure" / "Bump mkdocs from 1.3.0 to 1.3.1")
     set_both = key in package_keys(old) and key in package_keys(new)
@@ -246,13 +257,10 @@ def version_change(old: str, new: str) -> str | None:
 def same_pin(old: str, new: str) -> str | None:
     """Both texts set their one package to the same version ("deps: body-parser@^2.2.0 (#6419)" and the
     changelog's "deps: `body-parser@^2.2.0`"): the package and version, or None."""
-    ko = subject_keys(old)
-    if len(ko) != 1 or ko != subject_keys(new):
+    found = _versions(old, new)
+    if found is None or found[0] not in package_keys(old) or found[0] not in package_keys(new):
         return None
-    key = next(iter(ko))
-    if key not in package_keys(old) or key not in package_keys(new):
-        return None
-    vo, vn = _version_of(key, strip_refs(old)), _version_of(key, strip_refs(new))
+    key, vo, vn = found
     return f"{key} {vo}" if vo and vo == vn else None
 
 
@@ -275,11 +283,10 @@ def other_claim(old: str, new: str) -> str | None:
     no new value: two claims about one thing ("Drop support for Python 3.7" / "Support Python 3.12",
     the two ends of a range; a real uvicorn pair the wording rules read as "3.7 -> 3.12"). The
     reason, or None."""
-    ko, kn = subject_keys(old), subject_keys(new)
-    if len(ko) != 1 or ko != kn or version_change(old, new):
+    found = _versions(old, new)
+    if found is None or version_change(old, new):
         return None
-    key = next(iter(ko))
-    vo, vn = _version_of(key, strip_refs(old)), _version_of(key, strip_refs(new))
+    key, vo, vn = found
     return f"two claims about {key} ({vo}, {vn})" if vo and vn and vo != vn else None
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from memcli.api import Store
 from memcli.index import Filters
+from memcli.rules.decide import heuristic_decision
 from memcli.rules.relate import relate
 from memcli.services.embed import Embedder
 
@@ -100,3 +101,27 @@ def test_value_changes_are_superseded_never_two_live_truths(outcomes):
 def test_at_most_one_false_contradiction(outcomes):
     false = [f"{p['kind']}: {p['old']!r} / {p['new']!r}" for p, _, f in outcomes if f and p["kind"] != "value_change"]
     assert len(false) <= 1, false
+
+
+def test_two_commits_under_one_subject_line_with_other_bodies_are_two_changes():
+    """BurntSushi/ripgrep: "deps: update everything" twice, one removing winapi, the other `once_cell`;
+    the second was dropped as "already known: same text" (the commit path compares subject lines)."""
+    stored = ("deps: update everything\n\nNotably, this removes winapi in favor of windows-sys, as a result of\n"
+              "winapi-util switching over to windows-sys[1].")
+    new = ("deps: update everything\n\nThis removes `once_cell` (a dependency of `cc`) but adds `shlex` (also a\n"
+           "dependency of `cc`).")
+    near = [{"id": "A", "text": stored, "similarity": 0.93}]
+    assert heuristic_decision(new, near, 0.85, headlines=True).event == "ADD"
+    # the same subject line with no body, or the same body again, is the same statement
+    assert heuristic_decision("pkg/brew: update tap", [{"id": "B", "text": "pkg/brew: update tap",
+                                                        "similarity": 1.0}], 0.85, headlines=True).event == "NONE"
+    assert heuristic_decision(stored + "\n\n(cherry picked from commit 0123abc4)",
+                              near, 0.85, headlines=True).event == "NONE"
+
+
+def test_a_fix_after_the_feature_is_another_change_under_a_scope_prefix():
+    """BurntSushi/ripgrep: "ignore/types: fix Seed7 file extension" was absorbed by "ignore/types: add
+    support for Seed7 files" as a rewording."""
+    near = [{"id": "A", "text": "ignore/types: add support for Seed7 files\n\nPR #3022", "similarity": 0.81}]
+    assert heuristic_decision("ignore/types: fix Seed7 file extension\n\nPR #3023", near, 0.85,
+                              headlines=True).event == "ADD"

@@ -418,3 +418,27 @@ def test_a_version_question_ranks_the_newest_pin_above_older_lines_that_list_man
     version = {h["text"]: h["explain"]["version"] for h in hits}
     assert version.pop("fix(deps): serve-static@^2.2.0 (#6418)") == 1.5  # the newest about serve-static alone
     assert set(version.values()) == {1.0}  # the lines that list it among others
+
+
+def test_a_version_question_finds_the_newest_bump_even_when_it_names_no_number(cli, tmp_path):
+    """BurntSushi/ripgrep: "deps: bump ignore version" (2026) is the newest statement of the ignore
+    crate's version; the changelog's bug fixes in "the `ignore` crate" outranked it (outside the top
+    10), and the older numbered bumps are superseded by it."""
+    lines = [("deps: bump ignore to 0.4.23", "2024-09-09T00:00:00Z", "git:312a7884"),
+             ("deps: bump to ignore 0.4.24", "2025-10-15T00:00:00Z", "git:c03e49b8"),
+             ("deps: bump ignore version", "2026-07-15T00:00:00Z", "git:d7982619"),
+             ("[BUG #800](https://github.com/BurntSushi/ripgrep/issues/800): Fix a bug in the `ignore` crate for "
+              "custom ignore files. This had no impact on ripgrep. (version 0.8.1)", "2017-02-01T00:00:00Z",
+              "changelog:0.8.1"),
+             ("[BUG #988](https://github.com/BurntSushi/ripgrep/issues/988): Fix a bug in the `ignore` crate that "
+              "prevented the use of explicit ignore files after disabling all other ignore rules. (version 0.9.0)",
+              "2018-08-03T00:00:00Z", "changelog:0.9.0"),
+             ("ignore: skip loading unreachable ignore files", "2026-07-29T00:00:00Z", "git:435f59fc"),
+             ("printer: drop dependency on `base64` crate", "2023-09-26T00:00:00Z", "git:0a1b2c3d")]
+    batch = tmp_path / "in.jsonl"
+    batch.write_text("".join(json.dumps({"text": t, "created": c, "origins": [o]}) + "\n" for t, c, o in lines))
+    cli("add", "--no-llm", "--batch", str(batch))
+    hits = json.loads(cli("search", "--json", "-k", "3", "Which version of the ignore crate does ripgrep depend on?"
+                          ).stdout)["results"]
+    assert hits[0]["text"] == "deps: bump ignore version"
+    assert not any(h["text"].startswith("deps: bump") and "0.4.2" in h["text"] for h in hits)  # superseded

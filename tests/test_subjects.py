@@ -523,3 +523,62 @@ def test_the_same_item_in_two_releases_is_each_releases_own_change():
     rel = relate("update connect (version 3.2.5)", "update connect (version 3.4.3)", 0.99, strict=True)
     assert (rel.kind, rel.reason) == (DISTINCT, "another release's change (3.2.5 vs 3.4.3)")
     assert relate("update connect (version 3.2.5)", "update connect (version 3.2.5)", 1.0, strict=True).kind == SAME
+
+
+# BurntSushi/ripgrep (Rust), a held-out replay: the texts are its commit subjects
+@pytest.mark.parametrize(("old", "new", "why"), [
+    # a bump naming no version still moves its package on, both ways round
+    ("deps: bump to ignore 0.4.24", "deps: bump ignore version", "ignore: 0.4.24 -> a newer bump"),  # @d7982619
+    ("deps: bump ignore version", "deps: bump to ignore 0.4.30", "ignore: no version -> 0.4.30"),
+    ("deps: switch to tikv-jemallocator", "deps: bump to tikv-jemallocator 0.7.0",  # @53279db4, @d5b85d44
+     "tikv-jemallocator: no version -> 0.7.0"),
+    # "MSRV" is Rust's minimum version, by time (@1b6177bc lowered it to Debian's 1.85)
+    ("msrv: bump to Rust 1.88", "cargo: set MSRV to 1.85", "rust: 1.88 -> 1.85"),
+    ("cargo: set MSRV to 1.85", "msrv: bump to Rust 1.96", "rust: 1.85 -> 1.96"),
+])
+def test_a_rust_bump_or_msrv_is_a_new_version_of_its_subject(old, new, why):
+    rel = relate(old, new, 0.9, strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, f"new version: {why}")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("msrv: bump to Rust 1.88", "rust: move to Rust 2024"),  # an edition is no compiler release (@a60e62d9)
+    ("rust: move to Rust 2024", "msrv: bump to Rust 1.96"),
+    ("deps: bump grep to 0.4.1", "deps: bump ignore version"),  # two packages
+    ("grep-0.4.1", "grep-cli-0.1.12"),  # two crates' releases
+    ("deps: bump to ignore 0.4.24", "ignore-0.4.25"),  # releasing a crate is not depending on it
+])
+def test_an_edition_another_package_or_another_crates_release_is_distinct(old, new):
+    assert relate(old, new, 0.9, strict=True).kind == DISTINCT
+
+
+def test_a_workspace_crates_release_commit_supersedes_its_previous_release():
+    rel = relate("ignore-0.4.32", "ignore-0.4.33", 0.95, strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, "newer release: ignore 0.4.32 -> 0.4.33")
+    assert relate("ignore-0.4.33", "ignore-0.4.32", 0.95).reason == "older release: ignore 0.4.33 -> 0.4.32"
+
+
+# gin-gonic/gin (Go), a held-out replay: Go module paths and dependabot's grouped and versionless bumps
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ("chore(deps): bump go.mongodb.org/mongo-driver from 1.17.7 to 1.17.9 (#4533)",
+     "chore(binding): upgrade bson dependency to mongo-driver v2 (#4549)", "mongo-driver: 1.17.9 -> 2"),
+    # a Go module's major-version suffix is no name: ".../validator/v10" is validator
+    ("chore(deps): bump github.com/go-playground/validator/v10 (#4509)",
+     "update validator library to version 10.30.3 (#4707)", "validator: no version -> 10.30.3"),
+    ("chore(deps): bump github.com/go-playground/validator/v10 from 10.20.0 to 10.22.1 (#4052)",
+     "chore(deps): bump github.com/go-playground/validator/v10 (#4208)", "validator: 10.22.1 -> a newer bump"),
+    # the same versionless bump again, years later: a newer version, not the same statement
+    ("chore(deps): bump github.com/go-playground/validator/v10 (#3330)",
+     "chore(deps): bump github.com/go-playground/validator/v10 (#4509)", "validator: no version -> a newer bump"),
+])
+def test_go_module_bumps_are_new_versions_of_their_module(old, new, why):
+    rel = relate(old, new, 0.9, strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, f"new version: {why}")
+
+
+def test_two_go_modules_with_major_suffixes_are_two_subjects():
+    old, new = ("chore(deps): bump github.com/pelletier/go-toml/v2 from 2.2.2 to 2.2.4",
+                "chore(deps): bump github.com/goccy/go-yaml from 1.19.1 to 1.19.2")
+    assert relate(old, new, 0.9, strict=True).kind == DISTINCT
+    # the same bump said again (a re-opened pull request) is still the same statement
+    assert relate("Bump black from 1 to 2 (#1)", "Bump black from 1 to 2 (#2)", 0.99, strict=True).kind == SAME

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 MIRRORS = {"starlette": "encode+starlette", "pip-tools": "jazzband+pip-tools", "click": "pallets+click",
            "structlog": "hynek+structlog", "httpx": "encode+httpx", "uvicorn": "encode+uvicorn",
            "typer": "fastapi+typer", "black": "psf+black", "flask": "pallets+flask",
-           "express": "expressjs+express", "ripgrep": "BurntSushi+ripgrep"}
+           "express": "expressjs+express", "ripgrep": "BurntSushi+ripgrep",
+           "gin": "gin-gonic+gin"}
 
 CHANGELOGS = ("CHANGES.md", "CHANGELOG.md", "CHANGES.rst", "CHANGELOG.rst", "docs/changelog.rst", "HISTORY.md",
               "docs/changelog.md", "NEWS.md", "History.md", "docs/release-notes.md", "RELEASE_NOTES.md")
@@ -39,7 +40,7 @@ class Commit:
 @dataclass
 class Release:
     version: str
-    date: str  # ISO 8601 UTC (midnight), or the newest commit's date for an unreleased section
+    date: str | None  # ISO 8601 UTC (midnight), or the newest commit's date for an unreleased section
     text: str  # heading + body
 
 
@@ -134,9 +135,25 @@ def releases(gitdir: str, newest_date: str, rev: str = "HEAD") -> tuple[str | No
         elif vm:
             version = vm.group(1)
             date = _date(head) or _date(near)
-            if date is None:
-                continue
         else:
             continue
         out.append(Release(version, date, body))
-    return path, out
+    dated = [r for r in out if r.date]
+    if len(dated) * 2 >= len(out):
+        return path, dated  # a changelog that dates its releases: its undated headings are not releases
+    # one that mostly does not (psf/black's "## Version 24.1.0", gin-gonic/gin's "## Gin v1.12.0"): each
+    # release is dated by its git tag, else by the commit that wrote its heading, as its history tells
+    tags = {}
+    for line in git(gitdir, "for-each-ref", "--format=%(refname:short) %(creatordate:unix)", "refs/tags").splitlines():
+        name, _, ts = line.rpartition(" ")
+        tm = _VERSION.search(name)
+        if tm and ts.isdigit():
+            tags.setdefault(tm.group(1), _iso(int(ts)))
+    return path, [r if r.date else Release(r.version, tags.get(r.version) or _added(gitdir, rev, path, r.text), r.text)
+                  for r in out]
+
+
+def _added(gitdir: str, rev: str, path: str, text: str) -> str:
+    """The author date of the oldest commit whose change to `path` added or removed its heading line."""
+    dates = git(gitdir, "log", "--format=%at", f"-S{text.splitlines()[0]}", rev, "--", path).split()
+    return _iso(int(dates[-1]))

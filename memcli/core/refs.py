@@ -15,7 +15,9 @@ from memcli.core.lazy_re import lazy_compile
 _REF_WORDS = (r"(?:(?:closes|closed|close|fixes|fixed|fix|resolves|resolved|resolve|refs?|see|issue|pr|pull"
              r"|pull request)\s*:?\s*)")
 _REF_RE = lazy_compile(
-    r"https?://\S+/(?:pull|issues|commit|compare|pulls)/[\w.\-]+\S*"  # github/gitlab links
+    # a Markdown link labelled by its reference: "[BUG #418](https://...issues/418): " (BurntSushi/ripgrep)
+    r"\[[^\]\n]{0,40}?(?:#|gh-)\d+\]\([^)\s]*\)(?:\s*[,:])?"
+    r"|https?://\S+/(?:pull|issues|commit|compare|pulls)/[\w.\-]+\S*"  # github/gitlab links
     r"|\(\s*" + _REF_WORDS + r"?(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+(?:\s*[,;&]\s*(?:and\s+)?(?:#"
     r"|gh-)\d+)*\s*\)"  # (#1, #2)
     r"|\b" + _REF_WORDS + r"(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+(?:\s*(?:,|and|&)\s*(?:#|gh-)\d+)*"  # closes #382

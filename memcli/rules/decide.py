@@ -24,6 +24,8 @@ from memcli.rules.relate import (
     SAME,
     STOPWORDS,
     SUPERSEDES,
+    Relation,
+    another_commit,
     check_llm,
     llm_supersedes,
     relate,
@@ -58,6 +60,9 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
     for n in neighbours:
         old, new = (headline(n["text"]), headline(text)) if headlines else (n["text"], text)
         rel = relate(old, new, float(n["similarity"]), threshold=threshold, strict=headlines)
+        if headlines and rel.kind in (SAME, REFINES) and not same_change(old, new):
+            other = another_commit(n["text"], text)
+            rel = Relation(DISTINCT, other) if other else rel
         first = first or (n, rel)
         if rel.kind == DISTINCT:
             continue

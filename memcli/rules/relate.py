@@ -568,7 +568,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         # `Revert "Add support for ASGI `pathsend` extension"`, then the same change made again
         # ten months later (encode/starlette #2649, #2671): the change is back
         return Relation(SUPERSEDES, "makes again the change it reverted", contradiction=True)
-    if strict and same_change(old, new):
+    if strict and same_change(old, new) and not two_releases:
+        # (two releases' items on one issue are two steps: "Fish shell completions will be removed in
+        # the ripgrep 13 release. See #1577" (12.1.0), "[BUG #1577]: ... will continue to be
+        # auto-generated" (13.0.0): the wording rules below judge them)
         # a commit and the changelog item citing its pull request, a cherry-pick, a backport: one
         # change said twice, whatever the words ("Deprecate the `uvicorn.workers` module (#2302)" /
         # "Deprecated: Deprecate the `uvicorn.workers` module (#2302) (version 0.30.0)")
@@ -609,6 +612,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         if _normal(old) == _normal(new):
             if two_releases:
                 return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
+            bumped = version_change(old, new) if strict else None
+            if bumped:  # "chore(deps): bump github.com/go-playground/validator/v10 (#3330)", then (#4509)
+                return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
             return Relation(SAME, "same text but for its references")
     same, why = same_subject(old, new)
     if same is False:
@@ -643,13 +649,15 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
-    if rel.kind in (SUPERSEDES, REFINES) and strict and not rel.contradiction and _FIX_START_RE.match(new) \
+    if rel.kind in (SUPERSEDES, REFINES, SAME) and strict and not rel.contradiction and _FIX_START_RE.match(new) \
             and not _FIX_START_RE.match(old):
         # "Fixed: `MaybeTimeStamper` now respects the *key* argument" does not end "Added:
         # `MaybeTimeStamper` that only adds a timestamp if there isn't one" (hynek/structlog 23.2.0,
         # 25.5.0): a fix's "now" tells the fixed behaviour; a value it replaces is read above. Nor is
         # a fix more of the feature it fixes ("enable secret key rotation" / "Fix signing key
-        # selection order when key rotation is enabled ...", pallets/flask 3.1.1): another change
+        # selection order when key rotation is enabled ...", pallets/flask 3.1.1): another change; nor
+        # is it the feature said again ("ignore/types: add support for Seed7 files" / "ignore/types: fix
+        # Seed7 file extension", BurntSushi/ripgrep)
         return Relation(DISTINCT, lambda: f"a fix of it, another change ({rel.reason})")
     if rel.kind == SUPERSEDES and same is None and (subject_keys(old) or subject_keys(new)) \
             and not _STRONG_CHANGE_RE.search(new):
@@ -674,7 +682,22 @@ _STRONG_CHANGE_RE = lazy_compile(
 _CALLED_RE = lazy_compile(r"(\w)\(\)")
 #: "remove FLASK_ENV from docs" removes a mention, not the thing (pallets/flask)
 _FROM_DOCS_RE = lazy_compile(r"\bfrom (?:the )?(?:docs?|documentation|readme|tests?|examples?|changelog)\b", re.I)
-_FIX_START_RE = lazy_compile(r"^\W*(?:fixed|fix(?:es)?|bug\s?fix(?:es)?)\b", re.I)
+_FIX_START_RE = lazy_compile(r"^\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?(?:fixed|fix(?:es)?|bug\s?fix(?:es)?)\b", re.I)
+
+
+def another_commit(old: str, new: str) -> str | None:
+    """Two whole commits whose subject lines read as one statement but which are two changes: their
+    messages cite other references ("ignore/types: add support for Seed7 files ... PR #3022" / "...
+    fix Seed7 file extension PR #3023"), or one subject line carries two bodies that say other
+    things ("deps: update everything" removing winapi, then removing `once_cell`, BurntSushi/ripgrep).
+    The reason, or None. (`relate` compares the subject lines; this reads the rest.)"""
+    ro, rn = cited_refs(old), cited_refs(new)
+    if ro and rn and not ro & rn and _normal(strip_refs(headline(old))) != _normal(strip_refs(headline(new))):
+        return f"another change: {_refs(ro)} vs {_refs(rn)}"  # (one subject line under two numbers is one)
+    bo, bn = (_normal(strip_refs(t.strip().partition("\n")[2])) for t in (old, new))
+    if bo and bn and bo not in bn and bn not in bo:
+        return "another change under the same subject line"
+    return None
 
 
 def same_change(old: str, new: str) -> bool:

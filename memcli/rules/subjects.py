@@ -44,11 +44,13 @@ _BUMP_RE = lazy_compile(
     r"\b(?:bumps?|bumped|update[sd]?|upgrade[sd]?|downgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?|require[sd]?|allow)"
     r"\s+(?:the\s+)?(?:requirements?\s+on\s+)?(?:(?:dependency|pre-commit hook|rust crate|module|docker tag)\s+)?"
     r"\[?([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])\]?(?:\[[\w,\-]+\])?(?:\([^)]*\))?"
-    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action|minimum|floor|pin))*"
-    r"\s+(?:from|to)\s+(?:v?[<>=~!^]*\d|[0-9a-f]{7,40}\b)",  # a version, or a pinned sha
+    r"(?:\s+(?:ci|builds?|jobs?|images?|versions?|requirement|action|minimum|floor|pin|library|module|package))*"
+    r"\s+(?:from|to)\s+(?:version\s+)?(?:v?[<>=~!^]*\d|[0-9a-f]{7,40}\b)",  # a version, or a pinned sha
     re.I,
 )
-_BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)\s+to\s+"
+# "Upgrade to black 25.1", "upgrade bson dependency to mongo-driver v2" (gin-gonic/gin@ba093d19)
+_BUMP_TO_RE = lazy_compile(r"\b(?:upgrade[sd]?|update[sd]?|bump(?:s|ed)?|move[sd]?|switch(?:es|ed)?)"
+                           r"(?:\s+[\w.\-]+\s+(?:dependency|dep|requirement))?\s+to\s+"
                            r"([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s*[<>=~!]*\s*v?\d", re.I)
 # a tool used at a version: "tests: ensure tox pipsupported uses pip 25.3", "Update tox
 # 'pipsupported' to use pip v26.0" (jazzband/pip-tools); a dotted version, so "uses 2 workers" is none
@@ -68,6 +70,15 @@ _BARE_VERSION_RE = lazy_compile(r"^\W*([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s+v?\d+
 # a file named by its extension: `setup.py`, `advanced.rst`, `.github/workflows/tests.yml`
 _FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
                         r"(?:py|pyi|md|rst|txt|toml|cfg|ini|yml|yaml|json|lock|sh|js|ts|html|css)\b")
+# "deps: bump ignore version", "Upgrade mypy", "deps: switch to tikv-jemallocator": a bump or a switch
+# naming its one package and no version (BurntSushi/ripgrep@d7982619, @53279db4), the whole subject line
+_BARE_BUMP_RE = lazy_compile(r"^\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?"
+                             r"(?:bump(?:s|ed)?|upgrade[sd]?|(?:switch(?:es|ed)?|move[sd]?)\s+to)"
+                             r"\s+(?:the\s+)?"
+                             r"([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])(?:\s+(?:version|crate|dependency|package))?\W*$",
+                             re.I)
+# Rust's minimum supported version: "cargo: set MSRV to 1.85" names the compiler, as "msrv: bump to Rust 1.96"
+_MSRV_RE = lazy_compile(r"\bmsrv\b[^.\n]{0,20}?\bv?\d+\.\d+", re.I)
 _PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
                           r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
 # verbs before a version, which name no tool: "Drop 3.9" is no package `drop` at 3.9
@@ -120,13 +131,14 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_norm_key(bare.group(1)))
     if _PYTHON_RE.search(text) or PYTHON_VERSION_ALONE_RE.search(headline(text)):  # "Require Python 3.9+", "Drop 3.9"
         keys.add("python")
-    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE, _USES_RE):
+    if _MSRV_RE.search(text):
+        keys.add("rust")
+    for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE, _USES_RE, _BARE_BUMP_RE):
         for m in rx.finditer(text):
             name = m.group(1) or m.group(m.lastindex or 1)
             if name.lower() in _NOT_NAMES:
                 continue
-            keys.add(_norm_key(name.rsplit("/", 1)[-1] if rx is _BUMP_RE and "/" in name and "[" not in name
-                               and not name.startswith(("actions/", "pre-commit/")) else name))
+            keys.add(_package_key(rx, name))
     keys.discard("")
     return frozenset(keys)
 
@@ -136,8 +148,18 @@ def package_keys(text: str) -> frozenset[str]:
     """The packages a text pins or bumps ("Bump flake8-bugbear from 22.7.1 to 23.1.20"): the
     subject keys that name a distribution, not a code name (`command_class` is no plugin of `command`)."""
     text = strip_refs(text)
-    return frozenset(_norm_key(m.group(1)) for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE) for m in rx.finditer(text)
-                     if m.group(1).lower() not in _NOT_NAMES)
+    return frozenset(_package_key(rx, m.group(1)) for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _BARE_BUMP_RE)
+                     for m in rx.finditer(text) if m.group(1).lower() not in _NOT_NAMES)
+
+
+def _package_key(rx: re.Pattern[str], name: str) -> str:
+    """The key of a name a pattern read: a bumped module path's last part ("Bump github.com/quic-go/quic-go
+    ..." is quic-go), but for Go's major-version suffix (".../validator/v10" is validator); GitHub
+    Actions and pre-commit hooks keep their owner."""
+    if rx in (_BUMP_RE, _BARE_BUMP_RE) and "/" in name and "[" not in name \
+            and not name.startswith(("actions/", "pre-commit/")):
+        name = re.sub(r"/v\d+$", "", name).rsplit("/", 1)[-1]
+    return _norm_key(name)
 
 
 def headline(text: str) -> str:
@@ -237,7 +259,7 @@ def version_change(old: str, new: str) -> str | None:
     if found is None:
         return None
     key, vo, vn = found
-    if vo and vn and _other_line(key, vo, vn):
+    if vo and vn and (_other_line(key, vo, vn) or _edition_and_release(vo, vn)):
         return None
     old, new = strip_refs(old), strip_refs(new)
     # dropping a version and adding one are two ends of a range ("Drop Python 3.8" and "Add Python
@@ -245,6 +267,8 @@ def version_change(old: str, new: str) -> str | None:
     # two bumps or pins of one package set its version, whatever else they say ("Upgrade mkdocs to
     # 1.3.0 to fix scripts/docs failure" / "Bump mkdocs from 1.3.0 to 1.3.1")
     set_both = key in package_keys(old) and key in package_keys(new)
+    if set_both and not (vo and vn) and (_BARE_BUMP_RE.match(headline(old)) or _BARE_BUMP_RE.match(headline(new))):
+        return f"{key}: {vo or 'no version'} -> {vn or 'a newer bump'}"  # a newer bump of one package
     if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)) and (
             set_both or _same_claim(key, old, new)):
         return f"{key}: {vo} -> {vn}" if vo != vn else None
@@ -278,6 +302,13 @@ def _other_line(key: str, vo: str, vn: str) -> bool:
     return any(re.fullmatch(r"\d+\.\d+[\w.]*", v) and not v.endswith((".x", ".*", ".0")) for v in (vo, vn))
 
 
+def _edition_and_release(vo: str, vn: str) -> bool:
+    """A year and a dotted release are two kinds of version of one name: "rust: move to Rust 2024"
+    (the edition) is not ended by "msrv: bump to Rust 1.96" (the compiler), BurntSushi/ripgrep."""
+    years = [bool(re.fullmatch(r"(?:19|20)\d\d", v)) for v in (vo, vn)]
+    return years[0] != years[1] and not any(re.match(r"(?:19|20)\d\d\.", v) for v in (vo, vn))
+
+
 def other_claim(old: str, new: str) -> str | None:
     """Both texts give their one subject a version, the versions differ, yet `version_change` finds
     no new value: two claims about one thing ("Drop support for Python 3.7" / "Support Python 3.12",
@@ -309,8 +340,10 @@ def version_asked(query: str) -> str | None:
 
 
 def gives_version(key: str, text: str) -> bool:
-    """`text` gives `key` a version ("Bump rich from 14.3.3 to 15.0.0", "Drop Python 3.8")."""
-    return key in subject_keys(text) and _version_of(key, strip_refs(text)) is not None
+    """`text` gives `key` a version ("Bump rich from 14.3.3 to 15.0.0", "Drop Python 3.8"), or says it
+    moved on ("deps: bump ignore version": the newest statement, though it names no number)."""
+    return key in subject_keys(text) and (_version_of(key, strip_refs(text)) is not None
+                                          or bool(_BARE_BUMP_RE.match(headline(strip_refs(text)))))
 
 
 _FIX_RE = lazy_compile(r"\b(?:fix\w*|bug\w*|crash\w*|error\w*|warn\w*|issue\w*|regression\w*|work(?:s|ed)? around"
@@ -443,15 +476,28 @@ def _stems(text: str) -> set[str]:
 
 
 _RELEASE_RE = lazy_compile(r"^version (\S+) was released\b", re.I)
+# a workspace crate's release commit, the whole text: "ignore-0.4.33", "grep-cli-0.1.12" (BurntSushi/ripgrep)
+_CRATE_RELEASE_RE = lazy_compile(r"^([A-Za-z][\w.\-]*?)-v?(\d+(?:\.\d+)+[\w.\-+]*)$")
+
+
+def _release(text: str) -> tuple[str, str] | None:
+    """(package, version) of a release statement: memcli.services.changelog's "Version X was released"
+    (the project's own, package "") or a workspace crate's release commit; None otherwise."""
+    text = text.strip()
+    m = _RELEASE_RE.match(text)
+    if m:
+        return "", m.group(1)
+    m = _CRATE_RELEASE_RE.match(text)
+    return (m.group(1).lower(), m.group(2)) if m else None
 
 
 def release_change(old: str, new: str) -> str | None:
-    """Both texts are release statements (memcli.services.changelog): the newer release is the
-    current one ("0.27.0 -> 0.28.0"); which is newer is the dates' business (add orders by them)."""
-    mo, mn = _RELEASE_RE.match(old.strip()), _RELEASE_RE.match(new.strip())
-    if not mo or not mn or mo.group(1) == mn.group(1):
+    """Both texts are releases of one package: the newer release is the current one ("0.27.0 ->
+    0.28.0"); which is newer is the dates' business (add orders by them)."""
+    ro, rn = _release(old), _release(new)
+    if not ro or not rn or ro[0] != rn[0] or ro[1] == rn[1]:
         return None
-    return f"{mo.group(1)} -> {mn.group(1)}"
+    return f"{ro[0]} {ro[1]} -> {rn[1]}".lstrip()
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -460,6 +506,6 @@ def version_key(version: str) -> tuple[int, ...]:
 
 
 def older_release(old: str, new: str) -> bool:
-    """Both are release statements and `new` names the lower version (two releases of one day)."""
-    mo, mn = _RELEASE_RE.match(old.strip()), _RELEASE_RE.match(new.strip())
-    return bool(mo and mn) and version_key(mn.group(1)) < version_key(mo.group(1))
+    """Both are releases of one package and `new` names the lower version (two releases of one day)."""
+    ro, rn = _release(old), _release(new)
+    return bool(ro and rn) and ro[0] == rn[0] and version_key(rn[1]) < version_key(ro[1])

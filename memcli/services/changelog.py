@@ -23,6 +23,13 @@ from memcli.core.lazy_re import lazy_compile
 _HEADING_RE = lazy_compile(
     r"^\s*(?:#{1,4}\s*)?\[?(?:version\s+|release\s+|v(?=\d))?(\d+(?:\.\d+)+[\w.\-+]*|unreleased)\]?"
     r"(?:\([^)]*\))?\s*(.*)$", re.I)
+# a heading that names the product before its version: "## Gin v1.12.0", "## Gin 1.2.0", "## Gin 1.0rc1
+# (May 22, 2015)" (gin-gonic/gin): a "v", three numbers or a date after it, and nothing else, so that a
+# note's "## Python 3.12" or "## Python 3.12 support" is no release
+_NAMED_HEADING_RE = lazy_compile(r"^\s*#{1,4}\s*[A-Za-z][\w.\-]*\s+"
+                                 r"(?:v(\d+(?:\.\d+)+[\w.\-+]*)|(\d+\.\d+\.\d+[\w.\-+]*)"
+                                 r"|(\d+(?:\.\d+)+[\w.\-+]*)(?=\s*(?:\(|[-\u2013\u2014:]?\s*\d{4}-\d{2}-\d{2})))"
+                                 r"(\s*(?:\(.*\)|[-\u2013\u2014:]?\s*\d{4}-\d{2}-\d{2}.*))?\s*$")
 _UNRELEASED_RE = lazy_compile(r"^\W*(?:unreleased|not (?:yet )?released|in development|tbd|tba)\W*$|\(unreleased\)",
                               re.I | re.M)
 _UNDERLINE_RE = lazy_compile(r"^\s*[-=~^]{3,}\s*$")
@@ -44,6 +51,9 @@ def _heading(text: str) -> tuple[str | None, str] | None:
     if not lines:
         return None
     m = _HEADING_RE.match(lines[0])
+    named = None if m else _NAMED_HEADING_RE.match(lines[0])
+    if named:
+        return named.group(1) or named.group(2) or named.group(3), named.group(4) or ""
     if not m or not (lines[0].lstrip().startswith("#") or (len(lines) > 1 and _UNDERLINE_RE.match(lines[1]))):
         return None
     version = None if m.group(1).lower() == "unreleased" else m.group(1)

@@ -230,18 +230,20 @@ def test_a_category_item_gives_each_of_its_items_a_fact():
 
 
 @pytest.mark.parametrize(("heading", "version"), [
-    ("## Gin v1.12.0", "1.12.0"), ("## Gin 1.2.0", "1.2.0"), ("## Gin 1.0rc1 (May 22, 2015)", "1.0rc1"),
-    ("## 1.2.3", "1.2.3"),
+    ("## Gin v1.12.0", "Gin version 1.12.0"), ("## Gin 1.2.0", "Gin version 1.2.0"),
+    ("## Gin 1.0rc1 (May 22, 2015)", "Gin version 1.0rc1"), ("## 1.2.3", "Version 1.2.3"),
     # a note's heading is no release: two numbers and no "v", date or parenthesis after the name
     ("## Python 3.12", None), ("## Python 3.12 support", None), ("## Postgres 16", None),
 ])
 def test_a_release_heading_may_name_its_product(heading, version):
     """gin-gonic/gin's CHANGELOG.md names the product in each heading ("## Gin v1.12.0"): such a section was
-    read as prose (no release statement, no item facts)."""
+    read as prose (no release statement, no item facts). The release statement keeps the name, so that
+    "What is the latest Gin release?" finds it."""
     facts = section_facts(f"{heading}\n\n### Features\n\n- feat(render): add bson protocol ([#4145](u))\n",
                           "2026-02-28T00:00:00Z")
     if version is None:
         assert facts == [] and not is_section(f"{heading}\n\n- item one\n")
     else:
-        assert facts[0] == f"Version {version} was released on 2026-02-28"
-        assert facts[1] == f"Features: feat(render): add bson protocol ([#4145](u)) (version {version})"
+        assert facts[0] == f"{version} was released on 2026-02-28"
+        number = version.split()[-1]
+        assert facts[1] == f"Features: feat(render): add bson protocol ([#4145](u)) (version {number})"

@@ -125,3 +125,16 @@ def test_a_fix_after_the_feature_is_another_change_under_a_scope_prefix():
     near = [{"id": "A", "text": "ignore/types: add support for Seed7 files\n\nPR #3022", "similarity": 0.81}]
     assert heuristic_decision("ignore/types: fix Seed7 file extension\n\nPR #3023", near, 0.85,
                               headlines=True).event == "ADD"
+
+
+def test_a_new_version_ends_every_live_version_of_its_subject_whatever_replaced_the_first():
+    """gin-gonic/gin: "ci: update Go version support to 1.25+" replaced "ci: support Go 1.25" (a word's
+    change) and left the floor "bump minimum Go version to 1.24" live beside it."""
+    near = [{"id": "A", "text": "ci: support Go 1.25 (#4341)", "similarity": 0.8},
+            {"id": "B", "text": "chore: bump minimum Go version to 1.24 and update workflows (#4388)",
+             "similarity": 0.5},
+            {"id": "C", "text": "chore(deps): bump github.com/quic-go/quic-go from 0.53.0 to 0.54.0",
+             "similarity": 0.4}]
+    d = heuristic_decision("ci: update Go version support to 1.25+ across CI and docs (#4550)", near, 0.85,
+                           headlines=True)
+    assert (d.event, d.target, d.also) == ("SUPERSEDE", "A", ("B",))

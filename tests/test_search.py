@@ -442,3 +442,24 @@ def test_a_version_question_finds_the_newest_bump_even_when_it_names_no_number(c
                           ).stdout)["results"]
     assert hits[0]["text"] == "deps: bump ignore version"
     assert not any(h["text"].startswith("deps: bump") and "0.4.2" in h["text"] for h in hits)  # superseded
+
+
+def test_a_question_for_the_latest_release_finds_the_newest_release_statement(cli, tmp_path):
+    """encode/httpx: "What is the latest httpx release?" found docs and install notes that share its
+    words ("release", "latest"); the changelog's "Version 0.28.1 was released ..." names no project."""
+    lines = [("## 0.28.0 (28th November, 2024)\n\n- The deprecated `app` argument has been removed.",
+              "2024-11-28T00:00:00Z", "changelog:0.28.0"),
+             ("## 0.28.1 (6th December, 2024)\n\n- Fix SSL case where `verify=False` together with client side "
+              "certificates.", "2024-12-06T00:00:00Z", "changelog:0.28.1"),
+             ("Always use latest version of `pip`. (#2396)\n\nInstallation should start by updating `pip` to the "
+              "latest version.", "2022-10-05T00:00:00Z", "git:a1b2c3d4"),
+             ("`httpx.ConnectionPool` will properly release a dropped connection. (Pull #230)", "2019-08-01T00:00:00Z",
+              "git:b2c3d4e5"),
+             ("Release notes for the httpx 1.0 release are drafted in the docs", "2025-01-01T00:00:00Z",
+              "git:c3d4e5f6")]
+    batch = tmp_path / "in.jsonl"
+    batch.write_text("".join(json.dumps({"text": t, "created": c, "origins": [o]}) + "\n" for t, c, o in lines))
+    cli("add", "--no-llm", "--batch", str(batch))
+    hits = json.loads(cli("search", "--json", "-k", "3", "What is the latest httpx release?").stdout)["results"]
+    assert hits[0]["text"] == "Version 0.28.1 was released on 2024-12-06"
+    assert not any(h["text"].startswith("Version 0.28.0") for h in hits)  # superseded

@@ -558,6 +558,43 @@ def test_a_workspace_crates_release_commit_supersedes_its_previous_release():
     assert relate("ignore-0.4.33", "ignore-0.4.32", 0.95).reason == "older release: ignore 0.4.33 -> 0.4.32"
 
 
+@pytest.mark.parametrize(("old", "new"), [
+    ("build: Node.js@14.19", "build: use 64-bit Node.js in AppVeyor"),  # expressjs/express
+    ("build: use 64-bit Node.js in AppVeyor", "build: Node.js@16.15"),
+    ("Bump ruff from 0.1.3 to 0.1.6 (#2974)", "Enabling `ruff` C416 (#3001)"),  # psf/black
+])
+def test_a_version_of_a_name_is_not_replaced_by_another_claim_about_it(old, new):
+    rel = relate(old, new, 0.6, strict=True)
+    assert rel.kind == DISTINCT and rel.reason.startswith("two claims about")
+
+
+def test_two_bumps_to_shas_are_still_a_new_version():
+    old = "Bump AndreMiras/coveralls-python-action from 8799c9f4443ac42 to 65c1672f0b8a2017 (#4359)"
+    new = "Bump AndreMiras/coveralls-python-action from 65c1672f0b8a2017 to ac868b9540fad490 (#4468)"
+    assert relate(old, new, 0.95, strict=True).kind == SUPERSEDES
+
+
+def test_gos_minimum_version_moves_on_and_a_newest_supported_go_is_another_claim():
+    """gin-gonic/gin: "What is the minimum Go version gin supports?" had four live answers."""
+    rel = relate("chore: support min go version 1.18 (#3511)", "build: update Gin minimum Go version to 1.21 (#3960)",
+                 0.7, strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, "new version: go: 1.18 -> 1.21")
+    rel = relate("chore(dep): Changes minimum support go version to go1.16 (#3361)",
+                 "chore: support min go version 1.18 (#3511)", 0.8, strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, "new version: go: 1.16 -> 1.18")
+    # the newest Go supported and the floor are two ends of a range; running a tool with Go names no version
+    assert relate("chore(go): Add support go 1.19 (#3272)", "chore: support min go version 1.18 (#3511)", 0.8,
+                  strict=True).kind == DISTINCT
+    assert "go" not in subject_keys("Format with Go 1.19 formatter (#3277)")
+
+
+def test_a_release_statement_naming_its_product_is_still_the_projects_release():
+    """gin's headings name the product ("## Gin v1.12.0"), older ones do not: one project's releases."""
+    rel = relate("Version 1.3.0 was released on 2018-08-14", "Gin version 1.12.0 was released on 2026-02-28", 0.8,
+                 strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, "newer release: 1.3.0 -> 1.12.0")
+
+
 # gin-gonic/gin (Go), a held-out replay: Go module paths and dependabot's grouped and versionless bumps
 @pytest.mark.parametrize(("old", "new", "why"), [
     ("chore(deps): bump go.mongodb.org/mongo-driver from 1.17.7 to 1.17.9 (#4533)",

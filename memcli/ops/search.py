@@ -21,7 +21,14 @@ import numpy as np
 from memcli.core.config import Ranking
 from memcli.core.memory import Memory, now_iso, parse_time
 from memcli.index import Filters, RankFields
-from memcli.rules.subjects import gives_version, subject_keys, version_asked
+from memcli.rules.subjects import (
+    gives_version,
+    project_release,
+    release_asked,
+    subject_keys,
+    version_asked,
+    version_key,
+)
 from memcli.storage import safety
 
 if TYPE_CHECKING:
@@ -449,18 +456,27 @@ def _version_evidence(index: Any, query: str, labels: list[int]) -> np.ndarray |
     that give that package a version, 1.5 for the newest of those about it alone, else 0; None (and
     no text read) for any other query. In a project where "rich" is also a feature, its bumps rank
     below the features' memories otherwise (fastapi/typer: "Bump rich from 14.3.3 to 15.0.0" was not
-    in the top 10)."""
-    key = version_asked(query)
-    if key is None or not labels:
+    in the top 10). A question for the latest release ("What is the latest httpx release?") gets the
+    project's release statements the same way, the highest version first: "Version 0.28.1 was
+    released ..." names no project, and a docs commit about a release shares more of its words."""
+    key, latest = version_asked(query), release_asked(query)
+    if key is None and not latest or not labels:
         return None
     recs = index.records(labels)
-    givers = [lab for lab in labels if lab in recs and gives_version(key, recs[lab].text)]
-    # the newest statement of that version is its current value: the others are older values, or
-    # lines that list many packages and that no one bump replaces (expressjs/express's 2014 "deps:
-    # connect@2.22.0; ...; deps: serve-static@~1.3.0" ranked above the current `serve-static@^2.2.0`)
-    alone = [lab for lab in givers if subject_keys(recs[lab].text) == {key}]  # about that package only
-    newest = max(alone, key=lambda lab: recs[lab].created or "", default=None)
-    return np.array([1.5 if lab == newest else 1.0 if lab in givers else 0.0 for lab in labels])
+    out = np.zeros(len(labels))
+    if key is not None:
+        givers = [lab for lab in labels if lab in recs and gives_version(key, recs[lab].text)]
+        # the newest statement of that version is its current value: the others are older values, or
+        # lines that list many packages and that no one bump replaces (expressjs/express's 2014 "deps:
+        # connect@2.22.0; ...; deps: serve-static@~1.3.0" ranked above the current `serve-static@^2.2.0`)
+        alone = [lab for lab in givers if subject_keys(recs[lab].text) == {key}]  # about that package only
+        newest = max(alone, key=lambda lab: recs[lab].created or "", default=None)
+        out = np.array([1.5 if lab == newest else 1.0 if lab in givers else 0.0 for lab in labels])
+    if latest:
+        released = {lab: v for lab in labels if lab in recs and (v := project_release(recs[lab].text))}
+        top = max(released, key=lambda lab: version_key(released[lab]), default=None)
+        out = np.maximum(out, [1.5 if lab == top else 1.0 if lab in released else 0.0 for lab in labels])
+    return out if out.any() else None
 
 
 def _metadata(hits: list[Hit], embed_time: float, search_time: float) -> dict[str, Any]:

@@ -76,8 +76,7 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
                              reasoning=f"same subject, {rel.reason}")
         stale = older_release(old, new)
         return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason,
-                        stale=stale, also=() if stale else _also_replaced(text, neighbours, n, headlines,
-                                                                          rel.reason))
+                        stale=stale, also=() if stale else _also_replaced(text, neighbours, n, headlines))
     if first is None:
         return Decision("ADD", reasoning="no similar memory")
     n, rel = first
@@ -87,14 +86,16 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
 
 
 def _also_replaced(text: str, neighbours: list[dict[str, Any]], first: dict[str, Any],
-                   headlines: bool, why: str = "") -> tuple[str, ...]:
+                   headlines: bool) -> tuple[str, ...]:
     """The other neighbours a stated change replaces too: "Use ruff instead of flake8, autoflake and
     isort" ends the isort pin and the flake8 plugins' pins alike. Changes stated outright (a
     switch, a removal, a revert) reach past the first neighbour, and so does a new version of one
     package: every other live version of that package is older too (two bumps of rich listed in
     one release section of fastapi/typer both stayed current, and the next bump ended only one)."""
     out = []
-    key = subject_keys(headline(text)) if why.startswith("new version:") else None
+    # (whatever replaced the first: "ci: support Go 1.25" -> "... Go version support to 1.25+" is a
+    # word's change, and the floor "bump minimum Go version to 1.24" a version of Go, gin-gonic/gin)
+    key = subject_keys(headline(text))
     # the neighbours before `first` were DISTINCT in heuristic_decision's loop, and a stated change
     # is read before any threshold: only those after it are asked again
     for n in neighbours[neighbours.index(first) + 1:]:
@@ -102,7 +103,8 @@ def _also_replaced(text: str, neighbours: list[dict[str, Any]], first: dict[str,
         rel = relate(old, new, float(n["similarity"]), strict=headlines)
         if rel.kind == SUPERSEDES and rel.reason.startswith(("states a change:", "states a removal:", "reverts")):
             out.append(n["id"])
-        elif key and rel.kind == SUPERSEDES and rel.reason.startswith("new version:") and subject_keys(old) == key:
+        elif len(key) == 1 and rel.kind == SUPERSEDES and rel.reason.startswith("new version:") \
+                and subject_keys(old) == key:
             out.append(n["id"])
     return tuple(out)
 

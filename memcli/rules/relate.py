@@ -39,6 +39,7 @@ from memcli.rules.subjects import (
     brought_back,
     headline,
     older_release,
+    one_versioned,
     other_claim,
     package_keys,
     release_change,
@@ -649,6 +650,10 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         return Relation(DISTINCT, lambda: f"another release's change ({ro.group(1)} vs {rn.group(1)})")
     if rel.kind == SUPERSEDES and strict and not same:
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
+    if rel.kind == SUPERSEDES and strict and rel.reason.startswith("new value"):
+        apart = one_versioned(old, new)
+        if apart:
+            return Relation(DISTINCT, apart)
     if rel.kind in (SUPERSEDES, REFINES, SAME) and strict and not rel.contradiction and _FIX_START_RE.match(new) \
             and not _FIX_START_RE.match(old):
         # "Fixed: `MaybeTimeStamper` now respects the *key* argument" does not end "Added:

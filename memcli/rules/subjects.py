@@ -24,7 +24,8 @@ from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
 from memcli.core.text import PYTHON_VERSION_ALONE_RE
 
-__all__ = ["brought_back", "gives_version", "headline", "older_release", "other_claim", "package_keys",
+__all__ = ["brought_back", "gives_version", "headline", "older_release", "one_versioned", "other_claim",
+           "package_keys", "project_release", "release_asked",
            "release_change", "removal_of", "restated_version", "reverts", "same_pin", "same_subject", "strip_refs",
            "subject_keys", "version_asked", "version_change"]
 
@@ -79,6 +80,12 @@ _BARE_BUMP_RE = lazy_compile(r"^\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?"
                              re.I)
 # Rust's minimum supported version: "cargo: set MSRV to 1.85" names the compiler, as "msrv: bump to Rust 1.96"
 _MSRV_RE = lazy_compile(r"\bmsrv\b[^.\n]{0,20}?\bv?\d+\.\d+", re.I)
+# Go's version as a project supports it: "chore: bump minimum Go version to 1.24", "support min go version 1.18",
+# "Changes minimum support go version to go1.16", "ci: update Go version support to 1.25+" (gin-gonic/gin);
+# not a tool run with it ("Format with Go 1.19 formatter")
+_GO_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|min|add(?:s|ed)?|remove[sd]?)"
+                      r"\b[^.\n]{0,30}?\bgo\s*(?:version\s*)?(?:to\s+)?(?:go)?v?(1\.\d+)"
+                      r"|\bgo\s+version\s+(?:support\s+|requirements?\s+)?to\s+v?(1\.\d+)", re.I)
 _PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
                           r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
 # verbs before a version, which name no tool: "Drop 3.9" is no package `drop` at 3.9
@@ -133,6 +140,8 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add("python")
     if _MSRV_RE.search(text):
         keys.add("rust")
+    if _GO_RE.search(text):
+        keys.add("go")
     for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE, _USES_RE, _BARE_BUMP_RE):
         for m in rx.finditer(text):
             name = m.group(1) or m.group(m.lastindex or 1)
@@ -225,6 +234,9 @@ def _version_of(key: str, text: str) -> str | None:
     """The version a text gives `key` (its one package): a bump's or a pin's "to" value, else the
     number right after the name or after "version" ("Allow rich 12", "to allow version 13"); npm's
     `key@version` first, as a line may list several packages."""
+    go = _GO_RE.search(text) if key == "go" else None  # "to go1.16"
+    if go:
+        return go.group(1) or go.group(2)
     m = re.search(rf"(?<![\w.\-/@]){re.escape(key)}@[\^~]?v?(\d[\w.*+\-]*)", text, re.I)
     if m:
         return m.group(1).rstrip(".,")
@@ -269,8 +281,9 @@ def version_change(old: str, new: str) -> str | None:
     set_both = key in package_keys(old) and key in package_keys(new)
     if set_both and not (vo and vn) and (_BARE_BUMP_RE.match(headline(old)) or _BARE_BUMP_RE.match(headline(new))):
         return f"{key}: {vo or 'no version'} -> {vn or 'a newer bump'}"  # a newer bump of one package
-    if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)) and (
-            set_both or _same_claim(key, old, new)):
+    floors = (bool(_MIN_RE.search(old)), bool(_MIN_RE.search(new))) if key in _RUNTIMES else (False, False)
+    if vo and vn and bool(_DROP_RE.search(old)) == bool(_DROP_RE.search(new)) and floors[0] == floors[1] and (
+            set_both or all(floors) or _same_claim(key, old, new)):  # (two floors of one runtime: one claim)
         return f"{key}: {vo} -> {vn}" if vo != vn else None
     so, sn = sorted(set(_VERSION_RE.findall(old))), sorted(set(_VERSION_RE.findall(new)))
     if so and sn and so != sn and _same_shape(old, new):
@@ -290,6 +303,8 @@ def same_pin(old: str, new: str) -> str | None:
 
 #: runtimes released in major lines that projects test side by side (Node.js 16, 18, 20 in one CI matrix)
 _LINE_RUNTIMES = frozenset({"node", "node.js", "nodejs", "deno", "bun", "java", "jdk", "openjdk"})
+#: the languages a project supports a range of (a floor, a newest version)
+_RUNTIMES = _LINE_RUNTIMES | {"python", "go", "rust"}
 
 
 def _other_line(key: str, vo: str, vn: str) -> bool:
@@ -321,6 +336,22 @@ def other_claim(old: str, new: str) -> str | None:
     return f"two claims about {key} ({vo}, {vn})" if vo and vn and vo != vn else None
 
 
+def one_versioned(old: str, new: str) -> str | None:
+    """Both texts name one subject and only one gives it a version: "build: Node.js@14.19" / "build: use
+    64-bit Node.js in AppVeyor" (expressjs/express) say two things of Node.js, and a word swapped between
+    them ("14.19" -> "64-bit") is no new value of either. A versionless bump ("deps: bump ignore
+    version") still moves the version on. The reason, or None."""
+    found = _versions(old, new)
+    if found is None or bool(found[1]) == bool(found[2]):
+        return None
+    # (two bumps or pins both set it, though a sha's "to ac868b9..." reads as no version)
+    if found[0] in package_keys(old) and found[0] in package_keys(new) or any(
+            _BARE_BUMP_RE.match(headline(strip_refs(t))) for t in (old, new)):
+        return None
+    key, vo, vn = found
+    return f"two claims about {key} (one gives it {vo or vn}, the other no version)"
+
+
 # "Which websockets version ...?", "What is the minimum supported Python version?", "Which version of
 # actions/checkout does CI use?": the name before "version", or after "version of"
 _ASKED_VERSION_RE = lazy_compile(
@@ -337,6 +368,24 @@ def version_asked(query: str) -> str | None:
     if not name or name.lower() in _NOT_ASKED | _NOT_NAMES:
         return None
     return _norm_key(name)
+
+
+# "What is the latest httpx release?", "What's the newest version?", "which release is current?"
+_LATEST_RELEASE_RE = lazy_compile(r"\b(?:latest|newest|current|most recent|last)\b(?:\s+[\w.\-']+){0,2}?\s+"
+                                  r"(?:releases?|released|versions?)\b|\b(?:releases?|versions?)\s+(?:is|are)\s+"
+                                  r"(?:the\s+)?(?:latest|newest|current)\b", re.I)
+
+
+def release_asked(query: str) -> bool:
+    """The question asks for the project's latest release (its release statements answer it, the
+    newest first), whatever it calls the project."""
+    return bool(_LATEST_RELEASE_RE.search(query))
+
+
+def project_release(text: str) -> str | None:
+    """The version of a project release statement ("Version 0.28.1 was released on 2024-12-06"), else None."""
+    found = _release(text)
+    return found[1] if found and not found[0] else None
 
 
 def gives_version(key: str, text: str) -> bool:
@@ -362,6 +411,9 @@ def restated_version(old: str, new: str) -> str | None:
     return f"{' '.join(wo[:4])}: {', '.join(so)} -> {', '.join(sn)}"
 
 
+# a runtime's floor and its newest supported version are two ends of a range ("chore(go): Add support go
+# 1.19" / "chore: support min go version 1.18", gin-gonic/gin); a package's pin and floor are one claim
+_MIN_RE = lazy_compile(r"\b(?:min(?:imum|imal)?|at least|require[sd]?|floor)\b|>=|\d\+", re.I)
 _DROP_RE = lazy_compile(r"\b(?:drop|remov|deprecat|end of|eol)\w*", re.I)
 
 
@@ -475,7 +527,8 @@ def _stems(text: str) -> set[str]:
     return out
 
 
-_RELEASE_RE = lazy_compile(r"^version (\S+) was released\b", re.I)
+# (a product's name before it, "Gin version 1.12.0 was released", is still the project's own release)
+_RELEASE_RE = lazy_compile(r"^(?:[A-Za-z][\w.\-]*\s+)?version (\S+) was released\b", re.I)
 # a workspace crate's release commit, the whole text: "ignore-0.4.33", "grep-cli-0.1.12" (BurntSushi/ripgrep)
 _CRATE_RELEASE_RE = lazy_compile(r"^([A-Za-z][\w.\-]*?)-v?(\d+(?:\.\d+)+[\w.\-+]*)$")
 

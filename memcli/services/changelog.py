@@ -45,19 +45,21 @@ _ROLE_RE = lazy_compile(r"\{(?:func|class|meth|exc|attr|data|mod|obj|pypi|doc|re
 _REF_ROLE_RE = lazy_compile(r"\s*\{(?:issue|pr|gh|user)\}`[^`]*`")
 
 
-def _heading(text: str) -> tuple[str | None, str] | None:
-    """(version or None for "Unreleased", the rest of the heading line) of a section, else None."""
+def _heading(text: str) -> tuple[str | None, str, str] | None:
+    """(version or None for "Unreleased", the rest of the heading line, the product the heading names
+    or "") of a section, else None."""
     lines = [line for line in text.strip().splitlines()]
     if not lines:
         return None
     m = _HEADING_RE.match(lines[0])
     named = None if m else _NAMED_HEADING_RE.match(lines[0])
     if named:
-        return named.group(1) or named.group(2) or named.group(3), named.group(4) or ""
+        product = lines[0].strip().lstrip("#").split()[0]
+        return named.group(1) or named.group(2) or named.group(3), named.group(4) or "", product
     if not m or not (lines[0].lstrip().startswith("#") or (len(lines) > 1 and _UNDERLINE_RE.match(lines[1]))):
         return None
     version = None if m.group(1).lower() == "unreleased" else m.group(1)
-    return version, m.group(2)
+    return version, m.group(2), ""
 
 
 def is_section(text: str) -> bool:
@@ -70,7 +72,7 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
     head = _heading(text)
     if head is None:
         return []
-    version, rest = head
+    version, rest, product = head
     top = "\n".join(text.splitlines()[:4])
     date_m = _DATE_RE.search(rest) or _DATE_RE.search(top)
     date = date_m.group(1) if date_m else (created[:10] if created else None)
@@ -79,7 +81,9 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
         # "## Version 8.5.0" then "Unreleased" (pallets' style): the version in development, not a release
         out.append(f"Version {version} is in development (unreleased)")
     elif version:
-        out.append(f"Version {version} was released on {date}" if date else f"Version {version} was released")
+        # the product the heading names stays in the statement: "What is the latest Gin release?" finds it
+        said = f"{product} version {version}" if product else f"Version {version}"
+        out.append(f"{said} was released on {date}" if date else f"{said} was released")
     category: str | None = None
     label: str | None = None  # a top-level item that only names a category ("* remove:")
     indent = 0  # its items' indent

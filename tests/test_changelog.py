@@ -229,6 +229,16 @@ def test_a_category_item_gives_each_of_its_items_a_fact():
     ]
 
 
+def test_a_towncrier_byline_is_no_part_of_the_fact():
+    """jazzband/pip-tools: "... with pip version 26.2 -- by {user}`sirosen`." was kept as "... 26.2 -- by."."""
+    section = ("## v7.6.1\n\n*2026-08-11*\n\n### Features\n\n- pip-tools is now compatible with pip version 26.2"
+               " -- by {user}`sirosen`.\n\n  *PRs and issues:* {issue}`2436`\n\n- Fixed CI triggers so that release"
+               " tags won't create spurious failing runs --\n  by {user}`sirosen` and {user}`webknjaz`.\n")
+    assert section_facts(section)[1:] == [
+        "Features: pip-tools is now compatible with pip version 26.2. (version 7.6.1)",
+        "Features: Fixed CI triggers so that release tags won't create spurious failing runs. (version 7.6.1)"]
+
+
 @pytest.mark.parametrize(("heading", "version"), [
     ("## Gin v1.12.0", "Gin version 1.12.0"), ("## Gin 1.2.0", "Gin version 1.2.0"),
     ("## Gin 1.0rc1 (May 22, 2015)", "Gin version 1.0rc1"), ("## 1.2.3", "Version 1.2.3"),

@@ -518,6 +518,16 @@ def test_the_same_version_said_by_a_commit_and_its_changelog_item_is_known():
     assert (rel.kind, rel.reason) == (SAME, "the same version said again (body-parser 2.2.0)")
 
 
+@pytest.mark.parametrize("new", ["Fix support for pip>=22.1 (version 6.6.1)", "Fix support for pip>=22.1 (#1618)"])
+def test_a_fix_of_a_pinned_feature_is_not_the_pin_said_again(new):
+    """jazzband/pip-tools: 6.6.1's "Fix support for pip>=22.1" was absorbed into 6.6.0's "Add support
+    for pip>=22.1" as "the same version said again"; the fix is another release's change."""
+    assert relate("Features: Add support for pip>=22.1 (version 6.6.0)", new, 0.9, strict=True).kind == DISTINCT
+    # the feature's own commit and its changelog item are still one statement
+    assert relate("Add support for pip>=22.1 (#1607)", "Features: Add support for pip>=22.1 (version 6.6.0)", 0.9,
+                  strict=True).kind == SAME
+
+
 def test_the_same_item_in_two_releases_is_each_releases_own_change():
     # express History.md: "* update connect" in 3.2.5, 3.3.1, 3.3.8, 3.4.3... once absorbed as one fact
     rel = relate("update connect (version 3.2.5)", "update connect (version 3.4.3)", 0.99, strict=True)

@@ -625,7 +625,9 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         if bumped:
             return Relation(SUPERSEDES, f"new version: {bumped}", contradiction=True)
         pinned = same_pin(old, new)
-        if pinned:
+        if pinned and not two_releases and not _fixes_it(old, new, strict):
+            # (not "Features: Add support for pip>=22.1 (version 6.6.0)" / "Fix support for pip>=22.1
+            # (version 6.6.1)", jazzband/pip-tools: the fix is the next release's change)
             return Relation(SAME, lambda: f"the same version said again ({pinned})")
         apart = other_claim(old, new)
         if apart:
@@ -654,8 +656,7 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         apart = one_versioned(old, new)
         if apart:
             return Relation(DISTINCT, apart)
-    if rel.kind in (SUPERSEDES, REFINES, SAME) and strict and not rel.contradiction and _FIX_START_RE.match(new) \
-            and not _FIX_START_RE.match(old):
+    if rel.kind in (SUPERSEDES, REFINES, SAME) and not rel.contradiction and _fixes_it(old, new, strict):
         # "Fixed: `MaybeTimeStamper` now respects the *key* argument" does not end "Added:
         # `MaybeTimeStamper` that only adds a timestamp if there isn't one" (hynek/structlog 23.2.0,
         # 25.5.0): a fix's "now" tells the fixed behaviour; a value it replaces is read above. Nor is
@@ -688,6 +689,11 @@ _CALLED_RE = lazy_compile(r"(\w)\(\)")
 #: "remove FLASK_ENV from docs" removes a mention, not the thing (pallets/flask)
 _FROM_DOCS_RE = lazy_compile(r"\bfrom (?:the )?(?:docs?|documentation|readme|tests?|examples?|changelog)\b", re.I)
 _FIX_START_RE = lazy_compile(r"^\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?(?:fixed|fix(?:es)?|bug\s?fix(?:es)?)\b", re.I)
+
+
+def _fixes_it(old: str, new: str, strict: bool) -> bool:
+    """A commit subject or changelog item (`strict`) that is a fix, after one that is not."""
+    return strict and bool(_FIX_START_RE.match(new)) and not _FIX_START_RE.match(old)
 
 
 def another_commit(old: str, new: str) -> str | None:

@@ -43,6 +43,8 @@ _NOISE_RE = lazy_compile(r"^\s*(?:\[#\d+\]\([^)]*\)[\s,]*)+$|^\s*\*?prs and issu
                          r"|^\s*\{(?:issue|pr)\}`", re.I)
 _ROLE_RE = lazy_compile(r"\{(?:func|class|meth|exc|attr|data|mod|obj|pypi|doc|ref)\}`([^`]*)`")
 _REF_ROLE_RE = lazy_compile(r"\s*\{(?:issue|pr|gh|user)\}`[^`]*`")
+#: towncrier's byline, wrapped or not: "... normalization -- by {user}`sirosen`." (jazzband/pip-tools)
+_BYLINE_RE = lazy_compile(r"\s*--\s*by\s+\{user\}`[^`]*`(?:\s*(?:,|and)\s*\{user\}`[^`]*`)*")
 
 
 def _heading(text: str) -> tuple[str | None, str, str] | None:
@@ -92,7 +94,7 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
     def close() -> None:
         if item:
             body = " ".join(" ".join(item).split()).replace(" ; ", "; ").replace(".;", ";").replace(",;", ";")
-            body = _ROLE_RE.sub(r"`\1`", _REF_ROLE_RE.sub("", body))
+            body = _ROLE_RE.sub(r"`\1`", _REF_ROLE_RE.sub("", _BYLINE_RE.sub("", body)))
             body = re.sub(r"\s+\(\s*[,;]?\s*\)", "", body).strip()  # "(...)" emptied of its references
             if body:
                 said = f"{category}: {body}" if category else body

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from memcli.rules.relate import DISTINCT, SUPERSEDES, relate
 from memcli.services.commits import bumps, commit_facts, junk_reason
 from tests.conftest import listed
 
@@ -110,6 +111,23 @@ def test_a_grouped_bump_is_one_fact_per_package():
     texts, _ = commit_facts(PRE_COMMIT)
     assert texts == ["Bump black from 24.1.1 to 24.2.0 in pre-commit",
                      "Bump pyupgrade from v3.15.0 to v3.15.1 in pre-commit"]
+
+
+def test_a_versionless_bump_of_several_packages_is_one_fact_per_package():
+    """gin-gonic/gin@8dd20118: "bump golang.org/x/net and golang.org/x/text to patched versions" named
+    no package, so "bump golang.org/x/net to v0.55.0" stayed the live answer for x/net."""
+    message = ("fix(deps): bump golang.org/x/net and golang.org/x/text to patched versions (#4807)\n\n"
+               "The scheduled Trivy scan has been failing on master with two HIGH findings.")
+    texts, why = commit_facts(message)
+    assert why is None and [t.split("\n")[0] for t in texts] == [
+        "fix(deps): bump golang.org/x/net to patched versions (#4807)",
+        "fix(deps): bump golang.org/x/text to patched versions (#4807)"]
+    assert all("Trivy scan" in t for t in texts)  # each keeps the reason
+    assert commit_facts("Upgrade black and isort")[0] == ["Upgrade black", "Upgrade isort"]
+    for old, new in [("chore(deps): bump golang.org/x/net to v0.55.0 (#4678)", texts[0])]:
+        rel = relate(old, new, 0.8, strict=True)
+        assert (rel.kind, rel.reason) == (SUPERSEDES, "new version: net: 0.55.0 -> a newer bump")
+    assert relate("chore(deps): bump golang.org/x/net to v0.55.0 (#4678)", texts[1], 0.8, strict=True).kind == DISTINCT
 
 
 def test_a_body_is_kept_with_its_subject_and_trailers_are_not():

@@ -551,6 +551,25 @@ def test_a_rust_bump_or_msrv_is_a_new_version_of_its_subject(old, new, why):
     assert (rel.kind, rel.reason) == (SUPERSEDES, f"new version: {why}")
 
 
+@pytest.mark.parametrize("old", ["deps: bump everything else", "deps: bump what we can", "deps: update everything"])
+def test_a_bump_of_one_package_is_no_detail_of_a_catch_all_bump(old):
+    """BurntSushi/ripgrep: "deps: bump crossbeam-channel from 0.5.13 to 0.5.15" (2025) was merged into
+    "deps: bump everything else" (2024) as a refinement."""
+    assert relate(old, "deps: bump crossbeam-channel from 0.5.13 to 0.5.15", 0.9, strict=True).kind == DISTINCT
+    # a text naming the package in words is still about it
+    assert relate("update ruff", "upgrade ruff", 0.95, strict=True).kind != DISTINCT
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("deps: bump ignore version\n\nThis picks up the fix for #3012.", "ignore"),  # a body does not hide the name
+    ("chore: bump golang.org/x/net to patched versions", "net"),
+    ("Bump requests to the latest version", "requests"),
+    ("chore(security): upgrade Protobuf for CVE-2024-24786 (#3893)", "protobuf"),  # gin-gonic/gin@0d9dbbb4
+])
+def test_a_bump_to_no_number_names_its_package(text, key):
+    assert subject_keys(text) == {key}
+
+
 @pytest.mark.parametrize(("old", "new"), [
     ("msrv: bump to Rust 1.88", "rust: move to Rust 2024"),  # an edition is no compiler release (@a60e62d9)
     ("rust: move to Rust 2024", "msrv: bump to Rust 1.96"),

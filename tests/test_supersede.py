@@ -119,3 +119,19 @@ def test_a_question_that_names_an_older_value_finds_it_marked_superseded(cli):
     assert "superseded" in cli("search", "why does CI run PyPy 3.10?").stdout.splitlines()[0]
     current = json.loads(cli("search", "--json", "which PyPy version does CI run?").stdout)["results"]
     assert [h["id"] for h in current] == [new["id"]]
+
+
+def test_a_question_naming_what_only_an_older_memory_says_finds_it(cli):
+    # gin-gonic/gin: "upgrade Protobuf for CVE-2024-24786" was replaced by later protobuf bumps, and
+    # "Which CVE prompted the protobuf upgrade?" found nothing
+    (old,) = add_json(cli, "chore(security): upgrade Protobuf for CVE-2024-24786 (#3893)")["memory"]
+    (new,) = add_json(cli, "chore(deps): bump google.golang.org/protobuf from 1.36.9 to 1.36.10 (#4383)")["memory"]
+    assert new["supersedes"] == old["id"]
+    hits = json.loads(cli("search", "--json", "Which CVE prompted the protobuf upgrade?").stdout)["results"]
+    assert hits[0]["id"] == old["id"] and hits[0]["superseded_by"] == new["id"]
+    current = json.loads(cli("search", "--json", "Which protobuf version is used?").stdout)["results"]
+    assert [h["id"] for h in current] == [new["id"]]
+    # a live memory of the subject that says the acronym too keeps the older one hidden
+    (fix,) = add_json(cli, "Bump protobuf to 1.36.11 for CVE-2025-0001")["memory"]
+    hits = json.loads(cli("search", "--json", "Which CVE prompted the protobuf upgrade?").stdout)["results"]
+    assert old["id"] not in {h["id"] for h in hits} and hits[0]["id"] == fix["id"]

@@ -436,19 +436,34 @@ def search_many(
 
 
 _VALUE_RE = re.compile(r"(?<![\w.])v?\d+(?:\.\d+)+(?![\w.])")
+# an acronym or identifier a question names ("Which CVE prompted the protobuf upgrade?")
+_ACRONYM_RE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{2,}(?![\w])")
 
 
 def _asked_values(index: Any, query: str, labels: list[int], fields: dict[int, RankFields]) -> set[int]:
-    """The superseded candidates that hold a value the query names ("Why did CI move PyPy to
-    3.10?" when 3.11 is current): the question is about that value, so its memory is shown (marked
-    superseded) and ranked as if current; nothing is looked at for a query that names no value."""
+    """The superseded candidates that hold what the query asks about: a value it names ("Why did
+    CI move PyPy to 3.10?" when 3.11 is current), or an acronym that only superseded candidates
+    hold among the memories of a subject the query names (gin-gonic/gin's "upgrade Protobuf for
+    CVE-2024-24786", replaced by later protobuf bumps, for "Which CVE prompted the protobuf upgrade?").
+    The question is about that memory, so it is shown (marked superseded) and ranked as if current;
+    nothing is read for a query naming neither."""
     values = {v.lstrip("v") for v in _VALUE_RE.findall(query)}
-    superseded = [lab for lab in labels if lab in fields and fields[lab].superseded] if values else []
+    acronyms = set(_ACRONYM_RE.findall(query))
+    superseded = [lab for lab in labels if lab in fields and fields[lab].superseded] if values or acronyms else []
     if not superseded:
         return set()
     recs = index.records(superseded)
-    return {lab for lab in superseded if lab in recs
-            and values & {v.lstrip("v") for v in _VALUE_RE.findall(recs[lab].text)}}
+    asked = {lab for lab in superseded if lab in recs
+             and values & {v.lstrip("v") for v in _VALUE_RE.findall(recs[lab].text)}}
+    holders = {lab: keys for lab in superseded if lab in recs and any(re.search(rf"\b{a}\b", recs[lab].text)
+               for a in acronyms) and (keys := {k for k in subject_keys(recs[lab].text)
+                                                if re.search(rf"\b{re.escape(k)}\b", query, re.I)})}
+    if holders:  # ... unless a live memory of that subject holds the acronym too ("What is the MSRV?")
+        live = index.records([lab for lab in labels if lab in fields and not fields[lab].superseded])
+        held = {k for r in live.values() if any(re.search(rf"\b{a}\b", r.text) for a in acronyms)
+                for k in subject_keys(r.text)}
+        asked |= {lab for lab, keys in holders.items() if not keys & held}
+    return asked
 
 
 def _version_evidence(index: Any, query: str, labels: list[int]) -> np.ndarray | None:

@@ -641,6 +641,11 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
         # two commit subjects or changelog items citing other pull requests are two changes, however
         # alike their words ("Preserve comments before fmt: skip lines (#5139)" / "... (#5300)")
         return Relation(DISTINCT, lambda: f"another change: {_refs(refs_o)} vs {_refs(refs_n)}")
+    if rel.kind in (SAME, REFINES) and strict and package_keys(new) and not subject_keys(old) \
+            and not any(re.search(rf"\b{re.escape(k)}\b", old, re.I) for k in package_keys(new)):
+        # a bump of a named package is no detail of a commit that names none: "deps: bump crossbeam-channel
+        # from 0.5.13 to 0.5.15" (2025) joined "deps: bump everything else" (2024), BurntSushi/ripgrep
+        return Relation(DISTINCT, lambda: f"a bump of {', '.join(sorted(package_keys(new)))}, another change")
     if two_releases and (
             rel.kind in (SAME, REFINES) or rel.kind == SUPERSEDES and not rel.contradiction):
         # two releases' items are two changes, however alike, unless a value was replaced:

@@ -71,13 +71,17 @@ _BARE_VERSION_RE = lazy_compile(r"^\W*([A-Za-z][A-Za-z0-9_.\-]*[A-Za-z])\s+v?\d+
 # a file named by its extension: `setup.py`, `advanced.rst`, `.github/workflows/tests.yml`
 _FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
                         r"(?:py|pyi|md|rst|txt|toml|cfg|ini|yml|yaml|json|lock|sh|js|ts|html|css)\b")
-# "deps: bump ignore version", "Upgrade mypy", "deps: switch to tikv-jemallocator": a bump or a switch
-# naming its one package and no version (BurntSushi/ripgrep@d7982619, @53279db4), the whole subject line
+# "deps: bump ignore version", "Upgrade mypy", "deps: switch to tikv-jemallocator", "bump golang.org/x/net to
+# patched versions", "upgrade Protobuf for CVE-2024-24786": a bump or a switch naming its one package and no
+# version (BurntSushi/ripgrep@d7982619, @53279db4; gin-gonic/gin@8dd20118, @0d9dbbb4), the whole subject line
+_NO_NUMBER_TO = (r"(?:\s+to\s+(?:the\s+)?(?:latest|newest|newer|patched|fixed|secure|current)"
+                 r"(?:\s+(?:stable|upstream|minor|patch))?(?:\s+(?:versions?|releases?))?)?"
+                 r"(?:\s+(?:for|to\s+fix|to\s+address)\s+(?:CVE-\d{4}-\d+|GHSA(?:-\w{4}){3}|security\s+fix(?:es)?))?")
 _BARE_BUMP_RE = lazy_compile(r"^\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?"
                              r"(?:bump(?:s|ed)?|upgrade[sd]?|(?:switch(?:es|ed)?|move[sd]?)\s+to)"
                              r"\s+(?:the\s+)?"
-                             r"([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])(?:\s+(?:version|crate|dependency|package))?\W*$",
-                             re.I)
+                             r"([A-Za-z][A-Za-z0-9_.\-/]*[A-Za-z0-9])(?:\s+(?:version|crate|dependency|package))?"
+                             + _NO_NUMBER_TO + r"\W*$", re.I)
 # Rust's minimum supported version: "cargo: set MSRV to 1.85" names the compiler, as "msrv: bump to Rust 1.96"
 _MSRV_RE = lazy_compile(r"\bmsrv\b[^.\n]{0,20}?\bv?\d+\.\d+", re.I)
 # Go's version as a project supports it: "chore: bump minimum Go version to 1.24", "support min go version 1.18",
@@ -93,7 +97,7 @@ _VERBS = frozenset("""add adds added drop drops dropped use uses used support su
     test tests run runs build builds remove removes deprecate deprecates fix fixes bump bumps update updates
     upgrade upgrades pin pins allow allows""".split())
 _NOT_NAMES = frozenset("""from to and or than then version versions it them this that v is are was be now at least the
-    a an dependency dependencies requirement requirements package packages""".split())
+    a an dependency dependencies requirement requirements package packages everything all""".split())
 _RELEASE_WORDS = frozenset("release released releasing prepare prepared tag tagged start version bump v".split())
 _GENERIC_CODE = frozenset({"none", "true", "false", "self", "cls", "str", "int", "bytes", "list", "dict"})
 
@@ -143,7 +147,7 @@ def subject_keys(text: str) -> frozenset[str]:
     if _GO_RE.search(text):
         keys.add("go")
     for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _ALLOW_RE, _PIN_WORDS_RE, _USES_RE, _BARE_BUMP_RE):
-        for m in rx.finditer(text):
+        for m in rx.finditer(headline(text) if rx is _BARE_BUMP_RE else text):  # (a body does not end the line)
             name = m.group(1) or m.group(m.lastindex or 1)
             if name.lower() in _NOT_NAMES:
                 continue
@@ -158,7 +162,8 @@ def package_keys(text: str) -> frozenset[str]:
     subject keys that name a distribution, not a code name (`command_class` is no plugin of `command`)."""
     text = strip_refs(text)
     return frozenset(_package_key(rx, m.group(1)) for rx in (_PIN_RE, _BUMP_RE, _BUMP_TO_RE, _BARE_BUMP_RE)
-                     for m in rx.finditer(text) if m.group(1).lower() not in _NOT_NAMES)
+                     for m in rx.finditer(headline(text) if rx is _BARE_BUMP_RE else text)
+                     if m.group(1).lower() not in _NOT_NAMES)
 
 
 def _package_key(rx: re.Pattern[str], name: str) -> str:

@@ -286,6 +286,14 @@ def bumps(message: str) -> list[tuple[str, str, str]]:
     return list(found.values())
 
 
+# a versionless bump of several packages: "fix(deps): bump golang.org/x/net and golang.org/x/text to patched
+# versions" (gin-gonic/gin@8dd20118): the verb and prefix, the names, the rest
+_BARE_BUMPS_RE = lazy_compile(r"^(\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?(?:bump|upgrade)(?:s|ed)?\s+(?:the\s+)?)"
+                              r"((?:[A-Za-z][\w.\-/]*\w,?\s+)+and\s+[A-Za-z][\w.\-/]*\w)"
+                              r"(\s+to\s+(?:the\s+)?(?:latest|newest|newer|patched|fixed|secure|current)\s+versions?)?"
+                              r"\W*$", re.I)
+
+
 def commit_facts(message: str) -> tuple[list[str], str | None]:
     """The texts to remember from one commit message, and the skip rule when there are none.
 
@@ -305,12 +313,21 @@ def commit_facts(message: str) -> tuple[list[str], str | None]:
         return [f"Bump {p} from {a} to {b}{where}" for p, a, b in found], None
     if found:  # one package: its subject says it ("Bump black from 23.3.0 to 23.7.0 (#2805)")
         return [subject], None
-    text = subject
+    several = _BARE_BUMPS_RE.match(strip_refs(subject))
+    names = re.split(r",?\s+(?:and\s+)?", several.group(2)) if several else []
+    if len(names) > 1 and len(set(names)) == len(names):  # one text per package, each with the body's reasons
+        verb, tail = several.group(1), (several.group(3) or "") + "".join(re.findall(r" \(#\d+\)", subject))
+        return [_with_body(f"{verb}{name}{tail}", body) for name in names], None
+    return [_with_body(subject, body)], None
+
+
+def _with_body(text: str, body: str) -> str:
+    """`text` and the body's prose paragraphs that fit in one fact."""
     for para in _body_paragraphs(body):
         if len(text) + len(para) + 2 > MAX_FACT_CHARS:
             break
         text = f"{text}\n\n{para}"
-    return [text], None
+    return text
 
 
 def commit_fact(text: str, type: str | None = None) -> Fact:

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from memcli.rules.relate import DISTINCT, SUPERSEDES, relate
 from memcli.services.changelog import is_section, section_facts
 from tests.conftest import listed
 
@@ -257,3 +258,31 @@ def test_a_release_heading_may_name_its_product(heading, version):
         assert facts[0] == f"{version} was released on 2026-02-28"
         number = version.split()[-1]
         assert facts[1] == f"Features: feat(render): add bson protocol ([#4145](u)) (version {number})"
+
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # BurntSushi/ripgrep 0.9.0 / 0.10.0: "now" announces a new thing, it replaces no value
+    ("[BUG #853](https://github.com/BurntSushi/ripgrep/issues/853): Upgrade `grep` crate to `regex-syntax 0.6.0`."
+     " (version 0.9.0)",
+     "[FEATURE #162](https://github.com/BurntSushi/ripgrep/issues/162): libripgrep is now a thing. The primary"
+     " crate is [`grep`](https://docs.rs/grep). (version 0.10.0)"),
+    # psf/black 22.10.0 / 23.12.0: wheels for a new Python leave the older Python's
+    ("Faster compiled wheels are now available for CPython 3.11 (#3276) (version 22.10.0)",
+     "Faster compiled wheels are now available for CPython 3.12 (#4070) (version 23.12.0)"),
+])
+def test_an_announced_addition_ends_nothing(old, new):
+    rel = relate(old, new, 0.8, strict=True)
+    assert rel.kind == DISTINCT and rel.reason.startswith("announces an addition")
+
+
+def test_now_that_states_a_change_still_supersedes():
+    assert relate("Bump ruff from 0.15.4 to 0.15.5 (#1625)", "Bump ruff from 0.15.5 to 0.15.6 (#1633)",
+                  0.9, strict=True).kind == SUPERSEDES
+    # another change word beside an announcing "now" states a change
+    assert relate("Use `pip-compile` to pin the requirements files.",
+                  "Use `uv pip compile` instead of `pip-compile`: it now works with the pinned requirements files.",
+                  0.8, strict=True).kind == SUPERSEDES
+    # outside commits and changelogs "now" is read as ever
+    assert relate("The docs are deployed to Read the Docs.", "The docs are now deployed to GitHub Pages.",
+                  0.8).kind == SUPERSEDES

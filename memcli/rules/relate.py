@@ -97,6 +97,9 @@ CHANGE_PHRASES = (
 _CHANGE_RE = lazy_compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(CHANGE_PHRASES, key=len, reverse=True))
                           + r")\b")
 _CHANGE_WORDS = frozenset(w for p in CHANGE_PHRASES for w in p.split()) - STOPWORDS - {"to", "from"}
+#: "now" that announces an addition: "libripgrep is now a thing", "wheels are now available for CPython 3.12"
+_ADDITIVE_NOW_RE = lazy_compile(r"\bnow\s+(?:also\b|a thing\b|(?:available|possible)\b"
+                                r"|(?:supports?|accepts?|works?|handles?|allows?)\b(?!\s+only\b))")
 _CHANGE_STEMS: frozenset[str] = frozenset()  # filled below, after _stem is defined
 
 #: scope words: two texts that name different members of one class are about different things
@@ -550,6 +553,20 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     of one shape, "did X", that differ in what they did) supersedes by wording only when both
     texts name the same subject; the stated changes of step 0 still apply.
     """
+    rel = _relate(old, new, similarity, threshold=threshold, strict=strict)
+    low = new.lower()
+    if strict and rel.kind == SUPERSEDES and not rel.reason.startswith(("states a change:", "reverts")) \
+            and _ADDITIVE_NOW_RE.search(low) and not _CHANGE_RE.search(_ADDITIVE_NOW_RE.sub(" ", low)):
+        # an item announcing something new ends nothing before it: "Faster compiled wheels are now
+        # available for CPython 3.12" (psf/black 23.12.0) ended 3.11's; "libripgrep is now a thing. The
+        # primary crate is `grep`" (BurntSushi/ripgrep 0.10.0) ended "Upgrade `grep` crate to ...".
+        # Another change word ("instead", "no longer") still states a change
+        return Relation(DISTINCT, lambda: f"announces an addition ({rel.reason})")
+    return rel
+
+
+def _relate(old: str, new: str, similarity: float, *, threshold: float, strict: bool) -> Relation:
+    """`relate` but for announcements (see there)."""
     # (read before references are stripped; only the strict reading of changelog items asks)
     ro, rn = (RELEASE_SUFFIX_RE.search(old), RELEASE_SUFFIX_RE.search(new)) if strict else (None, None)
     # "update connect" in express 3.2.5, 3.3.1, 3.3.8, 3.4.3...: each release's own update, not one

@@ -135,3 +135,23 @@ def test_a_question_naming_what_only_an_older_memory_says_finds_it(cli):
     (fix,) = add_json(cli, "Bump protobuf to 1.36.11 for CVE-2025-0001")["memory"]
     hits = json.loads(cli("search", "--json", "Which CVE prompted the protobuf upgrade?").stdout)["results"]
     assert old["id"] not in {h["id"] for h in hits} and hits[0]["id"] == fix["id"]
+
+
+def test_a_value_said_before_the_current_one_is_history_even_when_it_replaces_an_older_one(cli, tmp_path):
+    # jazzband/pip-tools: the commits replayed first, then the changelog. 7.0.0's item ended 4.0.0's
+    # floor and stayed live beside the 2025 commit, a second answer to "What is the minimum Python?"
+    lines = [{"text": "Remove support for Python 3.8", "origins": ["git:b971038e"], "created": "2025-11-23T04:33:17Z"},
+             {"text": "## v4.0.0\n\n*2019-07-25*\n\n- Drop support for EOL Python 3.4",
+              "origins": ["changelog:4.0.0"], "created": "2019-07-25T00:00:00Z"},
+             {"text": "## v7.0.0\n\n*2023-07-14*\n\n- Drop support for Python 3.7",
+              "origins": ["changelog:7.0.0"], "created": "2023-07-14T00:00:00Z"}]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cli("add", "--no-llm", "--batch", str(path), "--json")
+    mems = json.loads(cli("list", "--all", "--json").stdout)["memories"]
+    by_text = {m["text"].split(" (version")[0]: m for m in mems}
+    now, v7, v4 = (by_text[t] for t in ("Remove support for Python 3.8", "Drop support for Python 3.7",
+                                         "Drop support for EOL Python 3.4"))
+    assert v7["superseded_by"] == now["id"] and v4["superseded_by"] == v7["id"]
+    assert [m["id"] for m in json.loads(cli("list", "--json").stdout)["memories"]
+            if "Python" in m["text"] and "support" in m["text"]] == [now["id"]]

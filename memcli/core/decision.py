@@ -30,6 +30,7 @@ class Decision:
     related: str | None = None  # ADD: a close memory about another subject
     stale: bool = False  # SUPERSEDE: the fact is the older value (an older release): stored superseded by target
     also: tuple[str, ...] = ()  # SUPERSEDE: more memories the fact replaces ("ruff instead of flake8 and isort")
+    newer: tuple[str, ...] = ()  # SUPERSEDE: other values of its subject: one said later makes the fact history
 
 
 @dataclass

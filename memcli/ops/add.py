@@ -661,6 +661,11 @@ def _plan_one(cs: ChangeSet, fact: Fact, vec: np.ndarray, d: Decision, batch: Th
         m = _new_memory(fact, src, origins, user, project, created)
         m.text = d.text or fact.text
         m.extra["supersedes"] = target.id
+        for other in d.newer:  # a later value of the subject is current: this one is history already
+            with contextlib.suppress(NotFound):
+                if _older(created, cs.memory(other).created):
+                    m.extra["superseded_by"] = other
+                    break
         cs.add(m, event="SUPERSEDE", old_id=target.id, old=target.text, origin=origins, reason=d.reasoning)
         cs.edit(target.id, Supersede(m.id, when=created), quiet=True)
         for other in d.also:  # the other values the same stated change replaced, unless said after it

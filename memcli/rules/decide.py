@@ -76,7 +76,8 @@ def heuristic_decision(text: str, neighbours: list[dict[str, Any]], threshold: f
                              reasoning=f"same subject, {rel.reason}")
         stale = older_release(old, new)
         return Decision("SUPERSEDE", n["id"], text, similarity=sim, matched=named, reasoning=rel.reason,
-                        stale=stale, also=() if stale else _also_replaced(text, neighbours, n, headlines))
+                        stale=stale, also=() if stale else _also_replaced(text, neighbours, n, headlines),
+                        newer=() if stale or not headlines else _other_values(text, neighbours, n))
     if first is None:
         return Decision("ADD", reasoning="no similar memory")
     n, rel = first
@@ -107,6 +108,19 @@ def _also_replaced(text: str, neighbours: list[dict[str, Any]], first: dict[str,
                 and subject_keys(old) == key:
             out.append(n["id"])
     return tuple(out)
+
+
+def _other_values(text: str, neighbours: list[dict[str, Any]], first: dict[str, Any]) -> tuple[str, ...]:
+    """The other neighbours that give the fact's one subject a new version: when one was said after
+    the fact (a changelog replayed after the commits), the fact is history as soon as it is stored.
+    jazzband/pip-tools 7.0.0's "Drop support for Python 3.7" ended 6.5.0's floor and stayed live beside
+    the 2025 commit "Remove support for Python 3.8". Dates are the writer's to compare."""
+    key = subject_keys(headline(text))
+    if len(key) != 1:
+        return ()
+    return tuple(n["id"] for n in neighbours if n is not first and subject_keys(headline(n["text"])) == key
+                 and (rel := relate(headline(text), headline(n["text"]), float(n["similarity"]), strict=True)).kind
+                 == SUPERSEDES and rel.reason.startswith("new version:"))
 
 
 # The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",

@@ -455,13 +455,18 @@ def _asked_values(index: Any, query: str, labels: list[int], fields: dict[int, R
     recs = index.records(superseded)
     asked = {lab for lab in superseded if lab in recs
              and values & {v.lstrip("v") for v in _VALUE_RE.findall(recs[lab].text)}}
-    holders = {lab: keys for lab in superseded if lab in recs and any(re.search(rf"\b{a}\b", recs[lab].text)
-               for a in acronyms) and (keys := {k for k in subject_keys(recs[lab].text)
-                                                if re.search(rf"\b{re.escape(k)}\b", query, re.I)})}
-    if holders:  # ... unless a live memory of that subject holds the acronym too ("What is the MSRV?")
+    if not acronyms:
+        return asked
+    says = re.compile(rf"\b(?:{'|'.join(sorted(acronyms))})\b")
+    holders: dict[int, set[str]] = {}  # superseded memories saying an acronym: the subjects the query names
+    for lab in superseded:
+        if lab in recs and says.search(recs[lab].text):
+            keys = {k for k in subject_keys(recs[lab].text) if re.search(rf"\b{re.escape(k)}\b", query, re.I)}
+            if keys:
+                holders[lab] = keys
+    if holders:  # ... unless a live memory of that subject says the acronym too ("What is the MSRV?")
         live = index.records([lab for lab in labels if lab in fields and not fields[lab].superseded])
-        held = {k for r in live.values() if any(re.search(rf"\b{a}\b", r.text) for a in acronyms)
-                for k in subject_keys(r.text)}
+        held = {k for r in live.values() if says.search(r.text) for k in subject_keys(r.text)}
         asked |= {lab for lab, keys in holders.items() if not keys & held}
     return asked
 

@@ -115,12 +115,19 @@ def _other_values(text: str, neighbours: list[dict[str, Any]], first: dict[str, 
     the fact (a changelog replayed after the commits), the fact is history as soon as it is stored.
     jazzband/pip-tools 7.0.0's "Drop support for Python 3.7" ended 6.5.0's floor and stayed live beside
     the 2025 commit "Remove support for Python 3.8". Dates are the writer's to compare."""
-    key = subject_keys(headline(text))
+    head = headline(text)
+    key = subject_keys(head)
     if len(key) != 1:
         return ()
-    return tuple(n["id"] for n in neighbours if n is not first and subject_keys(headline(n["text"])) == key
-                 and (rel := relate(headline(text), headline(n["text"]), float(n["similarity"]), strict=True)).kind
-                 == SUPERSEDES and rel.reason.startswith("new version:"))
+    out = []
+    for n in neighbours:
+        other = headline(n["text"])
+        if n is first or subject_keys(other) != key:
+            continue
+        rel = relate(head, other, float(n["similarity"]), strict=True)
+        if rel.kind == SUPERSEDES and rel.reason.startswith("new version:"):
+            out.append(n["id"])
+    return tuple(out)
 
 
 # The value a change statement says is gone: "from Yarn to pnpm", "no longer on Jenkins",

@@ -554,15 +554,20 @@ def relate(old: str, new: str, similarity: float, *, threshold: float = 0.85, st
     texts name the same subject; the stated changes of step 0 still apply.
     """
     rel = _relate(old, new, similarity, threshold=threshold, strict=strict)
-    low = new.lower()
-    if strict and rel.kind == SUPERSEDES and not rel.reason.startswith(("states a change:", "reverts")) \
-            and _ADDITIVE_NOW_RE.search(low) and not _CHANGE_RE.search(_ADDITIVE_NOW_RE.sub(" ", low)):
+    # (the reason is built only for an announcement: most supersedes are none)
+    if strict and rel.kind == SUPERSEDES and _announces_addition(new) \
+            and not rel.reason.startswith(("states a change:", "reverts")):
         # an item announcing something new ends nothing before it: "Faster compiled wheels are now
         # available for CPython 3.12" (psf/black 23.12.0) ended 3.11's; "libripgrep is now a thing. The
-        # primary crate is `grep`" (BurntSushi/ripgrep 0.10.0) ended "Upgrade `grep` crate to ...".
-        # Another change word ("instead", "no longer") still states a change
+        # primary crate is `grep`" (BurntSushi/ripgrep 0.10.0) ended "Upgrade `grep` crate to ..."
         return Relation(DISTINCT, lambda: f"announces an addition ({rel.reason})")
     return rel
+
+
+def _announces_addition(text: str) -> bool:
+    """An additive "now" and no other change word ("instead", "no longer" still state a change)."""
+    low = text.lower()
+    return bool(_ADDITIVE_NOW_RE.search(low)) and not _CHANGE_RE.search(_ADDITIVE_NOW_RE.sub(" ", low))
 
 
 def _relate(old: str, new: str, similarity: float, *, threshold: float, strict: bool) -> Relation:

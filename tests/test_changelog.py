@@ -286,3 +286,11 @@ def test_now_that_states_a_change_still_supersedes():
     # outside commits and changelogs "now" is read as ever
     assert relate("The docs are deployed to Read the Docs.", "The docs are now deployed to GitHub Pages.",
                   0.8).kind == SUPERSEDES
+
+
+def test_a_restructuredtext_label_is_no_part_of_the_item_before_it():
+    # simonw/sqlite-utils docs/changelog.rst: the next section's label sits at the end of this one
+    section = ("3.39 (2025-11-24)\n-----------------\n\n- ``sqlite-utils`` now requires Python 3.10 or higher.\n\n"
+               ".. _v4_0a1:\n")
+    assert section_facts(section) == ["Version 3.39 was released on 2025-11-24",
+                                      "``sqlite-utils`` now requires Python 3.10 or higher. (version 3.39)"]

@@ -53,6 +53,12 @@ Co-authored-by: dependabot[bot] <49699333+dependabot[bot]@users.noreply.github.c
 
 
 @pytest.mark.parametrize(("message", "rule"), [
+    # Textualize/rich's and simonw/sqlite-utils' terse subjects: a word or two that name no subject
+    ("changelog", "vague"), ("bump", "vague"), ("faqs", "vague"), ("mypy fix", "vague"), ("for MyPy", "vague"),
+    ("flake8 fixes", "vague"), ("Initial plan", "vague"), ("Changelog updates", "vague"),
+    ("bump to v13.8.0", "release"), ("Applied Black, refs #445", "formatter_run"), ("Ran cog", "formatter_run"),
+    ("Fix flake8 error", "lint_only"), ("remove debug", "dead_code"), ("docs: rename OSX to macOS", "docs_edit"),
+    ("Add regression tests for #3115.", "tests_only"),
     ("Merge pull request #2463 from jazzband/pre-commit-ci-update-config", "merge_commit"),  # jazzband/pip-tools
     ("fix typo (#3519)", "typo"),  # encode/httpx@4189b7f0
     ("docs: fix typo 'with in' to 'within' in parameters page", "typo"),  # pallets/click@63ab1531
@@ -93,6 +99,11 @@ def test_junk_is_skipped_by_a_named_rule(message, rule):
     "pin httpcore==1.*",
     "Upgrade to black>=25.1.0",
     "sqlite-utils>=3.37",
+    "bump for Python3.14",  # Textualize/rich
+    "Bump to latest black",
+    "Update progress.py\n\nDon't output extraneous blank line when progress display is disabled",  # Textualize/rich
+    "Added flake8-import-conventions and rule for typing",  # pallets/click
+    "Fix CI (#650)\n\n* Fix CI for prereleases\n\n* Use uv tool for coverage",  # hynek/structlog
     "Add NoSuchCommand exception with suggestions for misspelled commands (#3228)",  # pallets/click
     "docs: clarify that pip-compile reads existing output file",  # jazzband/pip-tools@6dc64180
     "docs: add standalone application guide with Briefcase",  # pallets/click@b0cab0e3

@@ -457,3 +457,13 @@ def test_a_short_form_matches_the_words_it_stands_for():
     assert [lab for lab, *_ in kw.search(query_terms("gha"), 4)] == [1]
     assert tokenize("Deps") == tokenize("dependencies") and tokenize("py3") == ["py", "3"]  # "py" stays itself
 
+
+
+def test_a_camel_case_name_is_also_its_words_in_the_index_and_the_query():
+    # Textualize/rich: "Does the progress bar have an IterationSpeedColumn?" and "revert iteration speed column"
+    from memcli.index.keyword import tokenize
+    from memcli.ops.search import query_terms
+    assert {"iter", "speed", "column"} <= set(tokenize("Add new column object: IterationSpeedColumn"))
+    assert {"iteration", "speed", "column"} <= set(query_terms("Does the progress bar have an IterationSpeedColumn?"))
+    assert tokenize("GitHub JavaScript") == ["github", "javascript"]  # brands of two words are themselves
+    assert tokenize("httpx URL") == ["httpx", "url"]

@@ -463,3 +463,17 @@ def test_a_question_for_the_latest_release_finds_the_newest_release_statement(cl
     hits = json.loads(cli("search", "--json", "-k", "3", "What is the latest httpx release?").stdout)["results"]
     assert hits[0]["text"] == "Version 0.28.1 was released on 2024-12-06"
     assert not any(h["text"].startswith("Version 0.28.0") for h in hits)  # superseded
+
+
+def test_the_latest_release_is_found_among_a_hundred_and_more_release_statements(cli, tmp_path):
+    """simonw/sqlite-utils (135 sections), Textualize/rich (188): the current "Version X was released
+    ..." was no nearer to the question than the hundred older, superseded ones, and fell outside the
+    candidates."""
+    sections = [(f"## 1.{n} ({1 + n % 28:d}th March, {2000 + n // 12})\n\n- Fixed the widget renderer for case {n}.",
+                 f"{2000 + n // 12}-{1 + n % 12:02d}-{1 + n % 28:02d}T00:00:00Z", f"changelog:1.{n}")
+                for n in range(140)]
+    batch = tmp_path / "in.jsonl"
+    batch.write_text("".join(json.dumps({"text": t, "created": c, "origins": [o]}) + "\n" for t, c, o in sections))
+    cli("add", "--no-llm", "--batch", str(batch))
+    hits = json.loads(cli("search", "--json", "-k", "3", "What is the latest widget release?").stdout)["results"]
+    assert hits[0]["text"].startswith("Version 1.139 was released on")

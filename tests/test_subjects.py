@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from memcli.rules.relate import DISTINCT, SAME, SUPERSEDES, relate
-from memcli.rules.subjects import same_subject, strip_refs, subject_keys, version_change
+from memcli.rules.subjects import gives_version, same_subject, strip_refs, subject_keys, version_change
 
 
 @pytest.mark.parametrize(("text", "stripped"), [
@@ -648,3 +648,101 @@ def test_two_go_modules_with_major_suffixes_are_two_subjects():
     assert relate(old, new, 0.9, strict=True).kind == DISTINCT
     # the same bump said again (a re-opened pull request) is still the same statement
     assert relate("Bump black from 1 to 2 (#1)", "Bump black from 1 to 2 (#2)", 0.99, strict=True).kind == SAME
+
+
+@pytest.mark.parametrize("old, new", [
+    # simonw/sqlite-utils: commits citing one issue are its steps, not one change said twice
+    ("Add --ignore to create-index as alias of --if-not-exists, refs #450", "add-column --ignore option, refs #450"),
+    ("sqlite-utils query --functions option, refs #471", "sqlite-utils memory --functions, refs #471"),
+    ("db.rename_table() method, refs #565", "sqlite-utils rename-table command, refs #565"),
+    ("table.foreign_keys now handles compound foreign keys, refs #594",
+     "transform() now round-trips compound foreign keys, refs #594"),
+    ("mypy fixes, refs #440", "flake8 fix, refs #440"),
+])
+def test_two_commits_on_one_issue_are_two_changes(old, new):
+    assert relate(old, new, 0.75, strict=True).kind == DISTINCT
+
+
+def test_one_pull_request_is_one_change_and_a_commit_is_its_changelog_item():
+    # a cherry-pick or backport cites the pull request; the changelog item cites the issue it closed
+    assert relate("Fix CSV header handling (#707)", "Fix CSV header handling on 3.x (#707)", 0.95,
+                  strict=True).kind == SAME
+    rel = relate("Fix for table.insert(..., pk=..., ignore=True), closes #554",
+                 "Fixed an ``IndexError`` from ``table.insert(..., pk=..., ignore=True)``. (:issue:`554`) "
+                 "(version 4.0rc4)", 0.8, strict=True)
+    assert (rel.kind, rel.reason) == (SAME, "the same change (#554) said again")
+
+
+@pytest.mark.parametrize("old, new, name", [
+    # simonw/sqlite-utils: the removed thing named in plain words, or beside other names
+    ("Use sqlean if available in environment (#560)", "Remove sqlean.py support (#772)", "sqlean"),
+    (".convert(skip_false) option, refs #527", "Removed convert skip_false and --skip-false, closes #542",
+     "skip-false"),
+    ("Experimental TUI powered by Trogon", "Removed trogon feature in favor of sqlite-util-tui", "trogon"),
+    ("``sqlite-utils`` will now use `sqlean.py <https://github.com/nalgeon/sqlean.py>`__ in place of ``sqlite3`` "
+     "if it is installed. (version 3.33)", "Removed support for using ``sqlean.py`` as a drop-in replacement for "
+     "``sqlite3``. ``sqlite-utils`` will now use ``pysqlite3`` if it is installed. (version 4.0rc3)", "sqlean.py"),
+])
+def test_a_removal_ends_what_was_said_of_the_name_in_plain_words(old, new, name):
+    rel = relate(old, new, 0.6, strict=True)
+    assert (rel.kind, rel.reason) == (SUPERSEDES, f"states a removal: {name}")
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Bump mypy from 1.2.0 to 1.3.0 (#2165)", "Remove mypy skip flags (#2497)"),  # removes flags, not mypy
+    ("Bump `black` to 22.3.0 (#2153)", "remove unnecessary black argument (#2817)"),
+    ("Support Python 3.13 (#2662)", "Drop Python 3.8 (#2823)"),  # a range's other end
+    ("build: support Node.js 14.x", "Drop support for Node.js below 4"),
+    ("Add `request` getter/setter to `HTTPError` (#2158)", "Remove `RequestBodyUnavailable` from module docstring"),
+])
+def test_a_removal_of_something_else_ends_nothing(old, new):
+    assert relate(old, new, 0.6, strict=True).kind != SUPERSEDES
+
+
+def test_python_written_without_a_space_is_python():
+    # Textualize/rich 14.2.0: "Python3.14 compatibility"; 3.13 is still supported beside it
+    assert subject_keys("Python3.14 compatibility (version 14.2.0)") == {"python"}
+    assert gives_version("python", "bump for Python3.14")
+    assert relate("Added support for Python 3.13 (version 13.8.1)", "Python3.14 compatibility (version 14.2.0)",
+                  0.8, strict=True).kind == DISTINCT
+
+
+@pytest.mark.parametrize("old, new, similarity", [
+    # Textualize/rich: a later commit saying more of the same thing is another change to it
+    ("group exceptions", "detect recursion in Exception Groups", 0.56),
+    ("Add support for tables in Markdown",
+     "Update styling to be minimal in markdown tables, add inline style support", 0.71),
+    ("deps: bump what we can", "deps: bump pcre2 and pcre2-sys", 0.7),  # BurntSushi/ripgrep
+])
+def test_a_later_commit_adding_words_is_another_change(old, new, similarity):
+    rel = relate(old, new, similarity, strict=True)
+    assert rel.kind == DISTINCT and rel.reason.startswith("another commit on it")
+
+
+def test_a_commit_still_joins_the_changelog_item_that_says_more_of_it():
+    old, new = "render notes in traceback", ("Changed: Rich tracebacks will now render notes on Python 3.11 onwards "
+                                             "(added with `Exception.add_note`) (version 14.0.0)")
+    assert relate(old, new, 0.7, strict=True).kind != DISTINCT
+
+
+def test_a_revert_of_another_fix_on_one_subject_reverts_nothing_here():
+    # Textualize/rich 9.8.2 / 10.15.1: the category "Fixed:" had made "fix" a shared word
+    rel = relate("Fixed: Fixed deadlock in live (version 9.8.2)",
+                 "Fixed: Reverted thread-safety fix for Live that introduced deadlock potential (version 10.15.1)",
+                 0.68, strict=True)
+    assert rel.kind != SUPERSEDES
+
+
+def test_python_dash_m_names_the_module_not_a_flag():
+    # Textualize/rich 1.0.1 / 1.0.3: `python -m rich.markdown` had been a new value of "-m"
+    assert subject_keys("Added: Added `python -m rich.syntax` command (version 1.0.3)") == {"rich.syntax"}
+    assert relate("Added: Added `python -m rich.syntax` command (version 1.0.3)",
+                  "Added: Added `python -m rich.markdown` command (version 1.0.1)", 0.9, strict=True).kind == DISTINCT
+
+
+def test_a_close_rewording_of_a_commit_is_still_the_same_change():
+    # pallets/click: the later commit says the same change better (0.81)
+    rel = relate("Hide UNSET in the callback",
+                 "Temporarily provide a fake context to the callback to hide `UNSET` values as `None`", 0.81,
+                 strict=True)
+    assert rel.kind != DISTINCT

@@ -17,7 +17,7 @@ MIRRORS = {"starlette": "encode+starlette", "pip-tools": "jazzband+pip-tools", "
            "structlog": "hynek+structlog", "httpx": "encode+httpx", "uvicorn": "encode+uvicorn",
            "typer": "fastapi+typer", "black": "psf+black", "flask": "pallets+flask",
            "express": "expressjs+express", "ripgrep": "BurntSushi+ripgrep",
-           "gin": "gin-gonic+gin"}
+           "gin": "gin-gonic+gin", "sqlite-utils": "simonw+sqlite-utils", "rich": "Textualize+rich"}
 
 CHANGELOGS = ("CHANGES.md", "CHANGELOG.md", "CHANGES.rst", "CHANGELOG.rst", "docs/changelog.rst", "HISTORY.md",
               "docs/changelog.md", "NEWS.md", "History.md", "docs/release-notes.md", "RELEASE_NOTES.md")

@@ -56,6 +56,17 @@ def cited_refs(text: str) -> set[str]:
     return {a or b for a, b in _NUMBER_RE.findall(text)}
 
 
+#: a reference cited as the issue worked on ("refs #450", "closes #382", ":issue:`440`"): an issue is
+#: worked on by several commits, a pull request ("(#4530)", ":pr:`5496`") is one change
+_ISSUE_RE = lazy_compile(r"\b(?:closes|closed|close|fixes|fixed|fix|resolves|resolved|resolve|refs?|see|issues?)"
+                         r"\s*:?\s*#\d+(?:\s*(?:,|and|&)\s*#\d+)*|:issues?:`\d+`", re.I)
+
+
+def issue_refs(text: str) -> set[str]:
+    """The `#N` numbers `text` cites as the issue worked on, not as its pull request."""
+    return {n for m in _ISSUE_RE.finditer(text) for n in re.findall(r"\d+", m.group())}
+
+
 def named_refs(text: str) -> set[str]:
     """The `#N` numbers that are what `text` is about: its subject, not its provenance."""
     return {g for m in _NAMED_RE.finditer(text) for g in m.groups() if g}

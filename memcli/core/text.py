@@ -73,3 +73,17 @@ def shortest_prefix(mid: str, neighbours: Iterable[str], minimum: int = MIN_ID_C
             common += 1
         need = max(need, common + 1)
     return mid[: min(need, len(mid))]
+
+
+_HUMP = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def camel_parts(word: str) -> list[str]:
+    """The words of a camel-case name, else []: a question names `IterationSpeedColumn`, the commit
+    that removed it says "revert iteration speed column" (Textualize/rich), and the other way round;
+    both the index and the query terms add them. Three words at least: "GitHub", "JavaScript" and
+    "FastAPI" are brands, and "git" or "hub" would match what they do not say."""
+    if not re.search(r"[a-z][A-Z]", word):
+        return []
+    parts = _HUMP.findall(word)
+    return parts if len(parts) > 2 else []

@@ -30,8 +30,8 @@ from memcli.index.keyword import IN_JSON, KeywordIndex, json_list
 from memcli.storage import safety
 from memcli.storage.files import Files
 
-SCHEMA_VERSION = "4"  # 2: the keyword index of memcli/index/keyword.py replaced FTS5; 3: digits split from letters;
-# 4: short forms written out
+SCHEMA_VERSION = "5"  # 2: the keyword index of memcli/index/keyword.py replaced FTS5; 3: digits split from letters;
+# 4: short forms written out; 5: camel-case names also as their words
 VECTOR_FILE = r"vectors-\d+\.hnsw"  # the only names a catalog's hnsw_file may give (see safety.own_file)
 SORT_KEYS = SortKey.values()
 

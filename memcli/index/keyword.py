@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from memcli.core.text import camel_parts
+
 K1, B = 1.2, 0.75
 CACHE_BYTES = 64 * 2**20  # decoded posting lists kept per process, at most (then dropped and reread)
 IDF_FLOOR = 1e-6  # FTS5's floor for words in more than half the documents
@@ -78,6 +80,15 @@ ABBREVIATIONS = {
 }
 
 
+def _with_parts(unit: str) -> str:
+    """The text stemmed for a unit: a short form written out, a camel-case name with its words
+    (short forms among them written out too: `NetRCAuth` says "authentication")."""
+    parts = camel_parts(unit)
+    if not parts:
+        return ABBREVIATIONS.get(unit.lower(), unit)
+    return " ".join([unit, *(ABBREVIATIONS.get(p.lower(), p) for p in parts)])
+
+
 class _Stemmer:
     """Word -> FTS5 `porter unicode61` tokens, through an in-memory FTS5 table, cached."""
 
@@ -107,7 +118,7 @@ class _Stemmer:
                 db = self._conn()
                 db.execute("BEGIN")
                 db.executemany("INSERT INTO w(rowid, x) VALUES (?, ?)",
-                               ((i, ABBREVIATIONS.get(u.lower(), u)) for i, u in enumerate(new)))
+                               ((i, _with_parts(u)) for i, u in enumerate(new)))
                 found: dict[int, list[str]] = {}
                 for doc, term in db.execute("SELECT doc, term FROM wv ORDER BY doc, offset"):
                     found.setdefault(doc, []).append(term)

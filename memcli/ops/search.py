@@ -20,6 +20,7 @@ import numpy as np
 
 from memcli.core.config import Ranking
 from memcli.core.memory import Memory, now_iso, parse_time
+from memcli.core.text import camel_parts
 from memcli.index import Filters, RankFields
 from memcli.rules.subjects import (
     gives_version,
@@ -50,7 +51,9 @@ STOPWORDS = frozenset(
 def query_terms(query: str) -> list[str]:
     """Keyword terms of a query: lower-cased tokens without function words, deduplicated."""
     seen: dict[str, None] = {}
-    for tok in _TOKEN.findall(query.lower()):
+    # a camel-case name is also its words ("IterationSpeedColumn": iteration, speed, column), as indexed
+    words = [w for tok in _TOKEN.findall(query) for w in (tok, *camel_parts(tok))]
+    for tok in (w.lower() for w in words):
         tok = tok.strip(".-")
         if tok and tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
             seen.setdefault(tok, None)
@@ -374,9 +377,15 @@ def search_many(
     _step("Index.keyword")
     # one read of every candidate's ranking fields and vector (keyword-only ones and MMR need it)
     cands, sims_of = [], []
-    for qi in range(len(queries)):
+    for qi, query in enumerate(queries):
         known = dict(knn[qi])
-        cands.append(list(dict.fromkeys([*known, *kws[qi]])))
+        # a question for the latest release reads every release statement: among a hundred and more
+        # near-identical "Version X was released on ..." the current one is no nearer than the others
+        # (simonw/sqlite-utils, Textualize/rich), and `_version_evidence` orders them by version
+        releases = [lab for lab, *_ in index.keyword(["released"], 2000)] if release_asked(query) else []
+        if allowed_set is not None:
+            releases = [lab for lab in releases if lab in allowed_set]
+        cands.append(list(dict.fromkeys([*known, *kws[qi], *releases])))
         sims_of.append(known)
     vec_of: dict[int, np.ndarray] = {}
     fields = index.rank_fields(list(dict.fromkeys(lab for c in cands for lab in c)), vectors=vec_of)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from memcli.core.lazy_re import lazy_compile
-from memcli.core.refs import RELEASE_SUFFIX_RE, cited_refs, named_refs
+from memcli.core.refs import RELEASE_SUFFIX_RE, cited_refs, issue_refs, named_refs
 from memcli.rules.subjects import (
     brought_back,
     headline,
@@ -697,6 +697,14 @@ def _relate(old: str, new: str, similarity: float, *, threshold: float, strict: 
         # one text names its subject (an option, a code name, a file) and the other names none: the
         # wording alone ("now", one word swapped) does not show they are about one thing
         return Relation(DISTINCT, lambda: f"not shown to be one subject ({rel.reason})")
+    if rel.kind == REFINES and strict and not (ro or rn) and similarity < 0.8:
+        # a later commit that says more of the same thing is another change to it ("group exceptions"
+        # / "detect recursion in Exception Groups", "Add support for tables in Markdown" / "Update styling
+        # to be minimal in markdown tables, add inline style support", Textualize/rich: 0.56, 0.71); a
+        # rewording that close is the same change said better ("Hide UNSET in the callback" / "Temporarily
+        # provide a fake context to the callback to hide `UNSET` values", pallets/click: 0.81), and a
+        # commit and its changelog item still join
+        return Relation(DISTINCT, lambda: f"another commit on it ({rel.reason})")
     if rel.kind in (SAME, REFINES) and removes(new) != removes(old):
         # "fix min python for pip-compile" / "remove min python for pip-compile" (pallets/flask): one
         # verb apart, and that verb undoes the other; a removal after the fact is its newest state
@@ -740,9 +748,18 @@ def another_commit(old: str, new: str) -> str | None:
 
 def same_change(old: str, new: str) -> bool:
     """Both texts cite the same pull requests (`#N`), and as provenance, not as what they are about
-    ("Add regression test for #1765" is about #1765): one change, described twice."""
+    ("Add regression test for #1765" is about #1765): one change, described twice. A commit and
+    the changelog item citing it are one; two commits are one only through a pull request (a
+    cherry-pick, a backport): an issue is worked on by many ("sqlite-utils query --functions
+    option, refs #471" / "sqlite-utils memory --functions, refs #471", simonw/sqlite-utils), and
+    two items of one release are two lines of its notes."""
     refs = cited_refs(old)
-    return bool(refs) and refs == cited_refs(new) and not named_refs(old) and not named_refs(new)
+    if not refs or refs != cited_refs(new) or named_refs(old) or named_refs(new):
+        return False
+    item_o, item_n = bool(RELEASE_SUFFIX_RE.search(old)), bool(RELEASE_SUFFIX_RE.search(new))
+    if item_o != item_n:
+        return True
+    return not item_o and not refs <= issue_refs(old) | issue_refs(new)
 
 
 def _refs(numbers: set[str]) -> str:

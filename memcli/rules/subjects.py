@@ -22,7 +22,7 @@ import re
 
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
-from memcli.core.text import PYTHON_VERSION_ALONE_RE
+from memcli.core.text import PYTHON_VERSION_ALONE_RE, camel_parts
 
 __all__ = ["brought_back", "gives_version", "headline", "older_release", "one_versioned", "other_claim",
            "package_keys", "project_release", "release_asked",
@@ -91,7 +91,9 @@ _GO_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|mi
                       r"\b[^.\n]{0,30}?\bgo\s*(?:version\s*)?(?:to\s+)?(?:go)?v?(1\.\d+)"
                       r"|\bgo\s+version\s+(?:support\s+|requirements?\s+)?to\s+v?(1\.\d+)", re.I)
 _PYTHON_RE = lazy_compile(r"\b(?:support(?:s|ed|ing)?|drop(?:s|ped)?|require[sd]?|minimum|add(?:s|ed)?|remove[sd]?)\b"
-                          r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b", re.I)
+                          r"[^.\n]{0,30}\bpython\s*v?[23](?:\.\d+)?\b"
+                          # "Python3.14 compatibility", "bump for Python3.14" (Textualize/rich 14.2.0)
+                          r"|\bpython\s*v?3\.\d+\s+compatib\w*|\bbump\w*\s+for\s+python\s*v?3\.\d+", re.I)
 # verbs before a version, which name no tool: "Drop 3.9" is no package `drop` at 3.9
 _VERBS = frozenset("""add adds added drop drops dropped use uses used support supports supported require requires
     test tests run runs build builds remove removes deprecate deprecates fix fixes bump bumps update updates
@@ -111,6 +113,10 @@ def _norm_key(name: str) -> str:
 _DUNDER_RE = lazy_compile(r"(?<![\w`])(__[a-z][a-z0-9_]*__)(?![\w`])")
 
 
+_INTERPRETER_RE = lazy_compile(r"\bpython[\d.]*\s+$", re.I)
+_RUN_MODULE_RE = lazy_compile(r"\bpython[\d.]*\s+-m\s+([A-Za-z_][\w.]*)", re.I)
+
+
 @functools.lru_cache(maxsize=65536)
 def subject_keys(text: str) -> frozenset[str]:
     """The names `text` is about: options/flags, code names (inline code, called names) and the
@@ -119,7 +125,11 @@ def subject_keys(text: str) -> frozenset[str]:
     text = strip_refs(text)
     keys: set[str] = set()
     for m in _FLAG_RE.finditer(text):
+        if m.group(1) in ("-m", "-c") and _INTERPRETER_RE.search(text, 0, m.start()):
+            continue  # `python -m rich.syntax`: the interpreter's switch, the module is the subject
         keys.add(m.group(1).lower() if m.group(1).startswith("--") else m.group(1))
+    for m in _RUN_MODULE_RE.finditer(text):
+        keys.add(_norm_key(m.group(1)))
     for m in _CODE_RE.finditer(text):
         code = m.group(1).strip()
         if not code or code.lower() in _GENERIC_CODE or " " in code.strip() and not code.startswith("-") \
@@ -248,7 +258,8 @@ def _version_of(key: str, text: str) -> str | None:
     m = _TO_VERSION_RE.search(text)
     if m:
         return (m.group(1) or m.group(2) or m.group(3)).rstrip(".,")
-    m = re.search(rf"(?<![\w.-]){re.escape(key)}[\s-]+v?(\d+(?:\.\d+)*)\b|\bversions?\s+v?(\d+(?:\.\d+)*)\b",
+    gap = "*" if key == "python" else "+"  # "Python3.14" (Textualize/rich); "sqlite3" is no sqlite 3
+    m = re.search(rf"(?<![\w.-]){re.escape(key)}[\s-]{gap}v?(\d+(?:\.\d+)*)\b|\bversions?\s+v?(\d+(?:\.\d+)*)\b",
                   text, re.I)
     if m:
         return m.group(1) or m.group(2)
@@ -434,21 +445,73 @@ def removal_of(old: str, new: str) -> str | None:
     """`new` says a name was removed ("The deprecated `proxies` argument has now been removed") and
     `old` is a statement about that name (it names it first: its deprecation, its addition): the
     name. The removal is the name's newest state, so it supersedes the older statement. None when
-    `new` names no removal, names other things too, or `old` says the removal itself."""
+    `new` names no removal, or `old` is about something else, or says the removal itself.
+
+    The old text may name it in plain words: "Use sqlean if available" / "Remove sqlean.py support",
+    ".convert(skip_false) option" / "Removed convert skip_false and --skip-false", "Experimental TUI
+    powered by Trogon" / "Removed trogon feature" (simonw/sqlite-utils); names both texts give and
+    the removal leaves (the project's own name) are context, not what the old text is about."""
     said = strip_refs(new)
+    verb = _REMOVED_RE.search(said)
+    if not verb or _REMOVED_RE.search(strip_refs(old)):
+        return None
     # dropping some versions of a name is a new version range, not its removal: "Drop Python 3.8",
     # "remove node <11, all failing permanently now" (expressjs/express) ends no "Node@18 minimum"
     kn = frozenset(k for k in subject_keys(new) - {"python"}
-                   if not re.search(rf"(?<![\w.-]){re.escape(k)}[\s@]*(?:[<>=~^!]+\s*)?v?\d", said, re.I))
-    verb = _REMOVED_RE.search(said)
-    if not kn or not verb or _REMOVED_RE.search(strip_refs(old)) or not _removes_a_name(said, verb, kn):
-        return None
+                   if not re.search(rf"(?<![\w.-]){re.escape(k)}[\s@]*(?:[<>=~^!]+\s*|(?:below|under|before|older than"
+                                    r"|prior to)\s+)?v?\d", said, re.I))
     ko = subject_keys(old)
-    if not kn <= ko:
-        return None
     low = strip_refs(old).lower().replace("_", "-")
-    first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
-    return first if first in kn else None
+    if kn and kn <= ko:
+        if not _removes_a_name(said, verb, kn):
+            return None
+        first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
+        return first if first in kn else None
+    # the old text names it in plain words, or the new one names more: the removed thing must be
+    # that name alone, said right after the verb ("Remove mypy skip flags" removes flags)
+    named = (set(ko) | {w.lower() for w in _PROPER_NOUN_RE.findall(strip_refs(headline(old)))}) - _RUNTIMES
+    for k in kn:  # the new text's name as the old one writes it: `--skip-false` as skip_false, sqlean.py as sqlean
+        plain = _EXT_RE.sub("", k.lstrip("-"))
+        if plain != k and _has_word(low, plain):
+            named.add(plain)
+    # (`--no-skip-false` is the other half of the `--skip-false` flag pair: removed with it)
+    removed = {n for n in named if _removes_plainly(said, re.sub(r"^--no-", "", n), low)}
+    context = {n for n in named - removed if n in kn or _has_word(said.lower().replace("_", "-"), n)}
+    first = min((n for n in named - context if _has_word(low, n)), key=low.find, default=None)
+    return first if first in removed else None
+
+
+_EXT_RE = lazy_compile(r"\.(?:py|js|rs|go|rb)$")
+
+
+def _has_word(text: str, word: str) -> bool:
+    return re.search(rf"(?<![\w.-]){re.escape(word)}(?![\w.-])", text) is not None
+
+
+#: what a removed name may be called beside it: "Remove sqlean.py support", "Removed trogon feature"
+_REMOVAL_HEADS = frozenset("the a an all support feature features integration dependency module package backend "
+                           "workaround shim and".split())
+
+
+def _removes_plainly(said: str, name: str, old_low: str) -> bool:
+    """`said` starts by removing `name` and nothing else: the words after the verb (up to "in",
+    "from", "as"...) are the name, heads like "support" or "feature", and words of the old text
+    ("Removed convert skip_false and --skip-false" after ".convert(skip_false) option")."""
+    start = _REMOVE_FIRST_RE.match(said)
+    if not start:
+        return False
+    tail = _SUPPORT_FOR_RE.sub(" ", said.lower().replace("_", "-")[start.end():start.end() + 80])
+    after = re.split(r"\b(?:in|from|of|for|on|at|when|because|so|to|as|with|since)\b|[,;:(]", tail, maxsplit=1)[0]
+    words = [_EXT_RE.sub("", w.strip(".`'\"").lstrip("-")) for w in after.split()]
+    name = _EXT_RE.sub("", name.lstrip("-"))
+    if name not in words:
+        return False
+    return all(w == name or w in _REMOVAL_HEADS or re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", old_low)
+               for w in words if w)
+
+
+#: a capitalised word after a sentence's first (a proper noun: "powered by Trogon"), not an acronym
+_PROPER_NOUN_RE = lazy_compile(r"(?<=[a-z,] )[A-Z][a-z][\w-]{2,}")
 
 
 def _removes_a_name(text: str, verb: re.Match[str], names: frozenset[str]) -> bool:
@@ -472,6 +535,7 @@ def removes(text: str) -> bool:
 
 _ABOUT_A_NAME_RE = lazy_compile(r"\b(?:docs?|documentation|examples?|mentions?|sections?|notes?|links?|badges?"
                                 r"|comments?|tests?|warnings?|snippets?|references?|entry|entries)\W*$")
+_SUPPORT_FOR_RE = lazy_compile(r"^\s*(?:the\s+)?(?:support|compatibility)\s+(?:for|of|with)\s+(?:using\s+)?")
 _REMOVE_FIRST_RE = lazy_compile(r"^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b", re.I)
 
 
@@ -512,21 +576,28 @@ def reverts(old: str, new: str) -> bool:
     prose = _PROSE_REVERT_RE.search(strip_refs(headline(new)))
     if not prose or _PROSE_REVERT_RE.search(old):
         return False
-    undone, stated = _stems(prose.group(1)), _stems(strip_refs(headline(old)))
+    # (a changelog category and "fix" are no words of the change: "Fixed: Fixed deadlock in live" is not
+    # undone by "Reverted thread-safety fix for Live that introduced deadlock potential", Textualize/rich)
+    stated = _stems(re.sub(r"^\s*[A-Z][a-z]+:\s+", "", strip_refs(headline(old))))
+    undone = _stems(prose.group(1))
     shared = undone & stated
     return len(shared) >= 3 and len(shared) >= 0.5 * len(stated)
 
 
 _PROSE_REVERT_RE = lazy_compile(r"\brevert(?:s|ed|ing)?\s+(?!\")(.{10,200})", re.I)
 _STEM_STOP = frozenset("""the a an to of in on for and or that which this was were is are be by with via from as it its
-    change changes changed commit pr default""".split())
+    change changes changed commit pr default fix fixed fixes""".split())
 
 
 def _stems(text: str) -> set[str]:
     """Content words, crudely stemmed ("exposed" and "Expose" are one), for the prose revert."""
     out = set()
-    for w in re.findall(r"[a-z][a-z0-9_]+", text.lower().replace("`", "")):
-        if w in _STEM_STOP:
+    # (a camel-case name is its words: "revert iteration speed column" undoes "Add new column object:
+    # IterationSpeedColumn", Textualize/rich)
+    words = [w.lower() for tok in re.findall(r"[A-Za-z][A-Za-z0-9_]+", text.replace("`", ""))
+             for w in (camel_parts(tok) or [tok])]
+    for w in words:
+        if len(w) < 2 or w in _STEM_STOP:
             continue
         out.add(re.sub(r"(?:ing|ed|es|e|s)$", "", w) if len(w) > 4 else w)
     return out

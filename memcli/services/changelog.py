@@ -35,6 +35,7 @@ _UNRELEASED_RE = lazy_compile(r"^\W*(?:unreleased|not (?:yet )?released|in devel
 _UNDERLINE_RE = lazy_compile(r"^\s*[-=~^]{3,}\s*$")
 _DATE_RE = lazy_compile(r"(\d{4}-\d{2}-\d{2})")
 _ITEM_RE = lazy_compile(r"^(\s*)[-*+]\s+(.*)$")
+_RST_MARKUP_RE = lazy_compile(r"^\.\.(?:\s|$)")
 _SUBHEADING_RE = lazy_compile(r"^\s*#{2,6}\s+(.+?)\s*$")
 _CATEGORIES = frozenset("added changed deprecated removed fixed security breaking changes features bug fixes "
                         "deprecations removals improved documentation".split())
@@ -101,6 +102,10 @@ def section_facts(text: str, created: str | None = None) -> list[str]:
                 out.append(f"{said} (version {version})" if version else said)
 
     for line in text.splitlines()[1:]:
+        if _RST_MARKUP_RE.match(line):  # ".. _v4_0a1:" (the next section's label), ".. note::": no item's text
+            close()
+            item = None
+            continue
         sub = _SUBHEADING_RE.match(line)
         if sub:
             close()

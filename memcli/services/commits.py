@@ -30,8 +30,8 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
     ("wip", r"^(?:wip|work in progress|tmp|temp|checkpoint|save)\b[\s:!.]*"),
     ("typo", r"\btypos?\b|\bspelling\b|^fix(?:e[sd])? (?:a |the )?(?:misspell\w*|grammar)\b|\bpunctuation\b"
              r"|\bcomma splices?\b|^oxford(?: commas?)?\W*$"),
-    ("formatter_run", r"^\[pre-commit\.ci(?: lite)?\] (?:apply )?auto(?:matic)? ?fix|^(?:run |apply |ran )?"
-                      r"(?:black|isort|ruff format|prettier|autopep8|yapf|pre-commit|formatter|auto-?format)"
+    ("formatter_run", r"^\[pre-commit\.ci(?: lite)?\] (?:apply )?auto(?:matic)? ?fix|^(?:run |apply |applied |ran )?"
+                      r"(?:black|isort|ruff format|prettier|autopep8|yapf|pre-commit|formatter|auto-?format|cog)"
                       r"(?: on \S+| again| formatting| fixes)?$"
                       r"|^(?:fix |apply |more )?(?:re)?format(?:ting)?(?: \S+){0,3}$|^(?:fix )?(?:indentation"
                       r"|whitespace|lint)$"
@@ -47,13 +47,14 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
                        r"(?:(?! markdown| myst| rename| convert| sdist).)*\b(?:changelogs?|"
                        r"change ?notes?|release ?notes?|news fragments?|changes\.(?:md|rst)|changelog\.d\S*)"
                        r"(?: entry| entries)?\b"),
-    ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration )?tests?\b(?!:)"
+    ("tests_only", r"^(?:add|adds|added)(?: a| some| more| missing| the| new)* (?:unit |integration |regression )?"
+                   r"tests?\b(?!:)"
                    r"(?!.*\bto (?:the )?(?:sdist|wheels?|manifest|package|distribution|tarball)\b)"
                    r"|^(?:update|split up|split|restructure|parametrize|refactor|reorganize)"
                    r"(?: \w+){0,2}(?<! to) tests?\b"),
     ("release", r"^(?:release|releasing|release version|prepare(?: for)? release|preparing release|prepare|version|"
                 r"bump version|"
-                r"bump to version|tag|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
+                r"bump to version|bump to|tag|new version|set version)\b(?: to)? ?v?\d+(?:\.\d+)+\S*$"
                 r"|^v?\d+(?:\.\d+)+\S*$|^(?:backfill(?:ed)? |backport(?:ed)? )?release notes? (?:for )?v?\d"
                 r"|^(?:release|prepare release|bump version|version bump)(?: \S+)?$"
                 r"|\b(?:new|next|start(?:ing)?|begin) (?:the )?development (?:cycle|version)\b|^back to development\b"
@@ -63,7 +64,11 @@ _JUNK_RULES: tuple[tuple[str, str], ...] = (
     ("dead_code", r"^(?:remove|removed|drop|dropped|delete|deleted|clean ?up|get rid of)\b (?:an? |the |some )?"
                   r"(?:unused|unnecessary|unneccessary|unneeded|redundant|superfluous|extraneous|stray|dead)"
                   r" (?:\S+ )?(?:imports?|variables?|arguments?|args?|parameters?|code|lines?|statements?|casts?"
-                  r"|assignments?)$"),
+                  r"|assignments?)$|^(?:remove|removed|drop|delete) (?:an? |the )?(?:imports?|debug(?:ging)?(?: code"
+                  r"| prints?| output| statements?)?)$"),
+    # adding oneself or a name to the credits: "Add myself to CONTRIBUTORS.md", "Adding named to CONTRIBUTORS.md"
+    ("credits", r"^(?:add|adds|added|adding|update|updated)\b.{0,30}\bto (?:the )?(?:contributors|authors|credits"
+                r"|thanks)(?:\.\w+)?$"),
     ("file_only", r"^(?:update|updated|edit|change|modify|tweak|fix) [\w./-]+\.(?:py|md|rst|txt|yml|yaml|toml|cfg|"
                   r"json|ini|html|js|ts|sh)$"),
     ("no_values", r"^pre-?commit (?:auto)?updates?$|^(?:update|updated|upgrade|bump|refresh"
@@ -115,17 +120,20 @@ _STATES_RE = lazy_compile(r"\d|\b(?:instead|now|no longer|switch\w*|replac\w*|de
 _NOT_PROSE_RE = lazy_compile(r"^\s*(?:(?:refs?|see|cc|links?)\b:?.*|(?:[\w -]{1,20}:\s*)?\S+://\S+|@\S+(?:\s+@\S+)*)\s*$",
                              re.I)
 #: digits that are no value: PEP numbers, heading levels
-_NOT_VALUES_RE = lazy_compile(r"\b(?:PEP ?\d+|H[1-6])\b")
+_NOT_VALUES_RE = lazy_compile(r"\b(?:PEP ?\d+|H[1-6])\b|\bflake8(?![\w-])")
 #: a docs commit that edits the docs' own text (a new guide, or "clarify that ...", says something)
 _DOCS_VERB_RE = lazy_compile(r"^(?:fix|use|remove|get rid of|write|rewrite|update|improve|tweak|polish|move|link|make"
-                             r"|mention|reword)\b(?!.*\bthat\b)")
+                             r"|rename|sync|mention|reword)\b(?!.*\bthat\b)")
 _BULLET_RE = lazy_compile(r"^\s*[*-]\s+(.{1,80})$")
 #: words that name no subject: a subject made only of them says nothing a developer could ask about
 _VAGUE_WORDS = frozenset("""docs doc documentation clarify clarified polish polished consistency wording markup grammar
     semantic semantics pedantry shorten cleanup clean up tidy tweak tweaks nit nits minor update updates updated dev fix
     fixes fixed stuff misc more links link aspect it this that comments comment readme contributing improve improved
     improvements refactor refactoring simplify typing format style actually oops again test tests changes small
-    some things various refine refined""".split())
+    some things various refine refined bump bumped changelog faq faqs words note notes credit credits ws future old
+    code optimizations optimization plan initial another cases breakage defensive issues alternative mypy flake8
+    pyright lint linting pyupgrade for new version rename renamed and change name debug style before after text
+    message add contributor contributors""".split())
 #: a lone "update <tool>" that names no version ("update ruff"): the version is the knowledge
 _UNVERSIONED_RE = lazy_compile(r"^(?:update|updated|bump|bumped|upgrade|upgraded) [\w.\-]+$")
 # leading emoji and gitmoji (⬆ U+2B06 and ⏪ U+23EA sit outside the emoji blocks)
@@ -182,7 +190,9 @@ def junk_reason(message: str) -> str | None:
     prefix = re.match(r"^([a-z]+)(?:\([^)]*\))?!?:\s*", low)
     low = low[prefix.end():] if prefix else low
     for name, rx in _JUNK:
-        if rx.search(low) or rx.search(raw):
+        if (rx.search(low) or rx.search(raw)) and not (name == "file_only" and _body_says(message)):
+            # (a web editor's "Update progress.py" over "Don't output extraneous blank line when progress
+            # display is disabled" says it in the body, Textualize/rich)
             return name
     docs_prefix = prefix is not None and prefix.group(1) in ("docs", "doc", "style")
     if docs_prefix and _DOCS_VERB_RE.match(low) and not _STATES_RE.search(low):
@@ -198,7 +208,7 @@ def junk_reason(message: str) -> str | None:
     if (len(words) <= 3 and words[-1] in ("it", "too", "them", "this", "that") and "\n" not in message.strip()
             and not _names_something(subject) and not _STATES_RE.search(low)):
         return "vague"  # "Let's grow it", "Custom, too": the subject points at what it does not say
-    if _UNVERSIONED_RE.match(low) and not re.search(r"\d", message):
+    if _UNVERSIONED_RE.match(low) and not re.search(r"\d", message) and not _body_says(message):
         return "no_values"
     return None
 
@@ -221,6 +231,12 @@ def _names_something(subject: str) -> bool:
     return bool(re.search(r"`|\(\)|\w[._/]\w", words[0]) or _NAME_RE.search(" " + rest))
 
 
+def _body_says(message: str) -> bool:
+    """The body has prose of its own (see `_is_prose`)."""
+    body = "\n".join(_body_paragraphs(message.partition("\n")[2]))
+    return any(_is_prose(line) for line in body.splitlines())
+
+
 def _is_prose(line: str) -> bool:
     """A body line that says something: not a reference or a mention, nor a squashed commit's
     subject that names nothing ("* Tweak docs layout"; "* Fix FORCE_COLOR on Windows" says something)."""
@@ -236,8 +252,7 @@ def _bare_reason(subject: str, raw: str, low: str, message: str) -> str | None:
     annotations, comments or linters (`_WORK_ONLY`): `test_x` or `KeepOpenFile` there names what
     was annotated or tested, and the body says how, no behaviour."""
     states = bool(_STATES_RE.search(low))
-    body = "\n".join(_body_paragraphs(message.partition("\n")[2]))
-    plain = not _names_something(subject) and not any(_is_prose(line) for line in body.splitlines())
+    plain = not _names_something(subject) and not _body_says(message)
     for name, rx in _BARE:
         if states and name != "comments_only":  # (a version in a comment's subject is the comment's)
             continue

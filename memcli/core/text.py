@@ -18,6 +18,9 @@ PYTHON_VERSION_ALONE_RE = lazy_compile(r"^\W*(?:drop|add|use|support|require|tes
                                       r"(?:\s+(?:support\s+for|on|with|in))?\s+(?:py(?:thon)?\s*)?(?:2\.7|3\.\d{1,2})\b",
                                       re.I)
 
+#: what a bump names in place of a number ("to the latest version", "to patched versions"), for the
+#: rules (memcli.rules.subjects) and for splitting commits (memcli.services.commits) alike
+NO_NUMBER_WORDS = r"(?:latest|newest|newer|patched|fixed|secure|current)"
 MIN_ID_CHARS = 8  # the shortest id prefix shown, even when fewer characters would be unique
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")

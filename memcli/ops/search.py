@@ -377,15 +377,17 @@ def search_many(
     _step("Index.keyword")
     # one read of every candidate's ranking fields and vector (keyword-only ones and MMR need it)
     cands, sims_of = [], []
+    # a question for the latest release reads every release statement: among a hundred and more
+    # near-identical "Version X was released on ..." the current one is no nearer than the others
+    # (simonw/sqlite-utils, Textualize/rich), and `_version_evidence` orders them by version
+    releases: list[int] | None = None  # read once per batch, for the first such question
     for qi, query in enumerate(queries):
         known = dict(knn[qi])
-        # a question for the latest release reads every release statement: among a hundred and more
-        # near-identical "Version X was released on ..." the current one is no nearer than the others
-        # (simonw/sqlite-utils, Textualize/rich), and `_version_evidence` orders them by version
-        releases = [lab for lab, *_ in index.keyword(["released"], 2000)] if release_asked(query) else []
-        if allowed_set is not None:
-            releases = [lab for lab in releases if lab in allowed_set]
-        cands.append(list(dict.fromkeys([*known, *kws[qi], *releases])))
+        latest = release_asked(query)
+        if latest and releases is None:
+            releases = [lab for lab, *_ in index.keyword(["released"], 2000)
+                        if allowed_set is None or lab in allowed_set]
+        cands.append(list(dict.fromkeys([*known, *kws[qi], *(releases if latest else ())])))
         sims_of.append(known)
     vec_of: dict[int, np.ndarray] = {}
     fields = index.rank_fields(list(dict.fromkeys(lab for c in cands for lab in c)), vectors=vec_of)

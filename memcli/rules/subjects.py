@@ -22,7 +22,7 @@ import re
 
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
-from memcli.core.text import PYTHON_VERSION_ALONE_RE, camel_parts
+from memcli.core.text import NO_NUMBER_WORDS, PYTHON_VERSION_ALONE_RE, camel_parts
 
 __all__ = ["brought_back", "gives_version", "headline", "older_release", "one_versioned", "other_claim",
            "package_keys", "project_release", "release_asked",
@@ -74,8 +74,8 @@ _FILE_RE = lazy_compile(r"(?<![\w.\-/])[\w\-/]*\w\."
 # "deps: bump ignore version", "Upgrade mypy", "deps: switch to tikv-jemallocator", "bump golang.org/x/net to
 # patched versions", "upgrade Protobuf for CVE-2024-24786": a bump or a switch naming its one package and no
 # version (BurntSushi/ripgrep@d7982619, @53279db4; gin-gonic/gin@8dd20118, @0d9dbbb4), the whole subject line
-_NO_NUMBER_TO = (r"(?:\s+to\s+(?:the\s+)?(?:latest|newest|newer|patched|fixed|secure|current)"
-                 r"(?:\s+(?:stable|upstream|minor|patch))?(?:\s+(?:versions?|releases?))?)?"
+_NO_NUMBER_TO = (r"(?:\s+to\s+(?:the\s+)?" + NO_NUMBER_WORDS
+                 + r"(?:\s+(?:stable|upstream|minor|patch))?(?:\s+(?:versions?|releases?))?)?"
                  r"(?:\s+(?:for|to\s+fix|to\s+address)\s+(?:CVE-\d{4}-\d+|GHSA(?:-\w{4}){3}|security\s+fix(?:es)?))?")
 _BARE_BUMP_RE = lazy_compile(r"^\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?"
                              r"(?:bump(?:s|ed)?|upgrade[sd]?|(?:switch(?:es|ed)?|move[sd]?)\s+to)"
@@ -474,9 +474,11 @@ def removal_of(old: str, new: str) -> str | None:
         plain = _EXT_RE.sub("", k.lstrip("-"))
         if plain != k and _has_word(low, plain):
             named.add(plain)
+    words = _removed_words(said)
     # (`--no-skip-false` is the other half of the `--skip-false` flag pair: removed with it)
-    removed = {n for n in named if _removes_plainly(said, re.sub(r"^--no-", "", n), low)}
-    context = {n for n in named - removed if n in kn or _has_word(said.lower().replace("_", "-"), n)}
+    removed = {n for n in named if _removes_plainly(words, re.sub(r"^--no-", "", n), low)}
+    said_low = said.lower().replace("_", "-")
+    context = {n for n in named - removed if n in kn or _has_word(said_low, n)}
     first = min((n for n in named - context if _has_word(low, n)), key=low.find, default=None)
     return first if first in removed else None
 
@@ -493,16 +495,22 @@ _REMOVAL_HEADS = frozenset("the a an all support feature features integration de
                            "workaround shim and".split())
 
 
-def _removes_plainly(said: str, name: str, old_low: str) -> bool:
-    """`said` starts by removing `name` and nothing else: the words after the verb (up to "in",
-    "from", "as"...) are the name, heads like "support" or "feature", and words of the old text
-    ("Removed convert skip_false and --skip-false" after ".convert(skip_false) option")."""
+def _removed_words(said: str) -> list[str]:
+    """The words `said` removes when it starts with a removal verb: those after the verb, up to
+    "in", "from", "as"..., without dashes or a file extension ("Remove sqlean.py support": sqlean,
+    support); [] for any other text."""
     start = _REMOVE_FIRST_RE.match(said)
     if not start:
-        return False
+        return []
     tail = _SUPPORT_FOR_RE.sub(" ", said.lower().replace("_", "-")[start.end():start.end() + 80])
     after = re.split(r"\b(?:in|from|of|for|on|at|when|because|so|to|as|with|since)\b|[,;:(]", tail, maxsplit=1)[0]
-    words = [_EXT_RE.sub("", w.strip(".`'\"").lstrip("-")) for w in after.split()]
+    return [_EXT_RE.sub("", w.strip(".`'\"").lstrip("-")) for w in after.split()]
+
+
+def _removes_plainly(words: list[str], name: str, old_low: str) -> bool:
+    """The removed `words` (`_removed_words`) are `name` and nothing else: the name, heads like
+    "support" or "feature", and words of the old text ("Removed convert skip_false and --skip-false"
+    after ".convert(skip_false) option")."""
     name = _EXT_RE.sub("", name.lstrip("-"))
     if name not in words:
         return False

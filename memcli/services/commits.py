@@ -18,6 +18,7 @@ import re
 from memcli.core.facts import Fact
 from memcli.core.lazy_re import lazy_compile
 from memcli.core.refs import strip_refs
+from memcli.core.text import NO_NUMBER_WORDS
 from memcli.services.extract import fact_from_text
 
 MAX_FACT_CHARS = 1500  # a long body is cut at a paragraph: the embedding reads only its start anyway
@@ -305,7 +306,7 @@ def bumps(message: str) -> list[tuple[str, str, str]]:
 # versions" (gin-gonic/gin@8dd20118): the verb and prefix, the names, the rest
 _BARE_BUMPS_RE = lazy_compile(r"^(\W*(?:[\w/.\-]+(?:\([^)\n]*\))?!?:\s*)?(?:bump|upgrade)(?:s|ed)?\s+(?:the\s+)?)"
                               r"((?:[A-Za-z][\w.\-/]*\w,?\s+)+and\s+[A-Za-z][\w.\-/]*\w)"
-                              r"(\s+to\s+(?:the\s+)?(?:latest|newest|newer|patched|fixed|secure|current)\s+versions?)?"
+                              r"(\s+to\s+(?:the\s+)?" + NO_NUMBER_WORDS + r"\s+versions?)?"
                               r"\W*$", re.I)
 
 

@@ -183,6 +183,37 @@ def test_a_versioned_line_finds_the_live_memories_of_its_package_by_name(cli):
 
 
 
+def test_a_removal_ends_the_items_that_name_the_package_in_plain_words(cli):
+    """Textualize/rich: 14.1.0's "Changed: Removed `typing_extensions` from runtime dependencies" left
+    13.9.1's "Fixed typing_extensions dependency" live, among a dozen other dependency items (the
+    category before the verb hid the removal, and the plain name was no subject)."""
+    from memcli.ops.add import _keyed_hits
+    from memcli.ops.handle import Store
+
+    packages = ["pygments", "markdown-it-py", "colorama", "commonmark", "ipywidgets", "attrs", "setuptools", "mdurl"]
+    lines = [{"text": f"## [12.{i}.0] - 2022-0{1 + i}-01\n\n### Fixed\n\n- Fixed `{p}` dependency missing from "
+                      f"runtime dependencies on Python 3.{7 + i % 5}\n",
+              "created": f"2022-0{1 + i}-01T00:00:00Z", "origins": [f"changelog:12.{i}.0"]}
+             for i, p in enumerate(packages)]
+    lines.append({"text": "## [13.9.1] - 2024-10-01\n\n### Fixed\n\n- Fixed typing_extensions dependency\n",
+                  "created": "2024-10-01T00:00:00Z", "origins": ["changelog:13.9.1"]})
+    cli("add", "--no-llm", "--json", "--batch", "-", input="\n".join(json.dumps(x) for x in lines))
+    removal = "Changed: Removed `typing_extensions` from runtime dependencies (version 14.1.0)"
+    index = Store(cli.store).index
+    index.sync()
+    found = _keyed_hits(index, removal, index.embedder.embed([removal])[0])
+    assert [index.records([lab])[lab].text for lab, _ in found] == [
+        "Fixed: Fixed typing_extensions dependency (version 13.9.1)"]  # found by name, nothing else
+    section = {"text": "## [14.1.0] - 2025-06-25\n\n### Changed\n\n- Removed `typing_extensions` from runtime "
+                       "dependencies\n", "created": "2025-06-25T00:00:00Z", "origins": ["changelog:14.1.0"]}
+    out = json.loads(cli("add", "--no-llm", "--json", "--batch", "-", input=json.dumps(section)).stdout)
+    assert [m["old_memory"] for m in out["memory"] if m["text"].startswith("Changed:")] == [
+        "Fixed: Fixed typing_extensions dependency (version 13.9.1)"]
+    live = [m["text"] for m in json.loads(cli("list", "--json").stdout)["memories"]]
+    assert "Fixed: Fixed typing_extensions dependency (version 13.9.1)" not in live
+    assert sum("dependency missing" in t for t in live) == len(packages)  # the other packages' items stay
+
+
 def test_a_release_notes_line_joins_its_commit_however_differently_worded(cli):
     """fastapi/typer 0.24.2: the line is 0.69 from its commit and nearer to other packages' lines,
     so its commit fell outside the eight candidates kept, and the line was added as a second,

@@ -420,6 +420,57 @@ def test_a_version_question_ranks_the_newest_pin_above_older_lines_that_list_man
     assert set(version.values()) == {1.0}  # the lines that list it among others
 
 
+def _add_dated(cli, tmp_path, lines: list[tuple[str, str, str]]) -> None:
+    """`add --no-llm --batch` of (text, created, origin) lines, as a replayed history is added."""
+    batch = tmp_path / "in.jsonl"
+    batch.write_text("".join(json.dumps({"text": t, "created": c, "origins": [o]}) + "\n" for t, c, o in lines))
+    cli("add", "--no-llm", "--batch", str(batch))
+
+
+def _top(cli, query: str) -> list[str]:
+    """The texts of the first three results of `search`."""
+    return [h["text"] for h in json.loads(cli("search", "--json", "-k", "3", query).stdout)["results"]]
+
+
+def test_a_question_for_one_end_of_the_python_range_ranks_that_end(cli, tmp_path):
+    """Textualize/rich: "What is the newest Python version rich supports?" ranked the newer floor
+    ("Dropped support for Python3.7") above the newest support added ("bump for Python3.14"); the
+    oldest version asked ranks the newest floor first."""
+    lines = [("Add support for Python 3.13", "2024-09-08T00:00:00Z", "git:815596ef"),
+             ("Changed: Dropped support for Python3.7 (version 13.9.0)", "2024-10-01T00:00:00Z", "changelog:13.9.0"),
+             ("bump for Python3.14", "2025-10-09T00:00:00Z", "git:27c2d2df"),
+             ("drop end of life python versions", "2025-05-13T00:00:00Z", "git:52df9eed"),  # pallets/flask
+             ("Drop support for EOL Python 3.8 (#4842)", "2026-01-10T00:00:00Z", "git:1a2b3c4d"),
+             # psf/black: the release's item of that commit, dated later, is the same floor said again
+             ("Black no longer supports running with Python 3.8 (#4842) (version 26.1.0)", "2026-01-20T00:00:00Z",
+              "changelog:26.1.0"),
+             ("Fix a crash in Table when a column is empty", "2025-11-01T00:00:00Z", "git:5e6f7a8b"),
+             ("Add the Markdown table styles", "2025-12-01T00:00:00Z", "git:9c0d1e2f")]
+    _add_dated(cli, tmp_path, lines)
+    assert _top(cli, "What is the newest Python version rich supports?")[0] == "bump for Python3.14"
+    oldest = _top(cli, "What is the oldest Python version rich supports?")
+    assert oldest[:2] == [
+        "Black no longer supports running with Python 3.8 (#4842) (version 26.1.0)",
+        "Drop support for EOL Python 3.8 (#4842)"]
+    # the older floors are older values: below what gives no version
+    assert not {"drop end of life python versions", "Changed: Dropped support for Python3.7 (version 13.9.0)"} & set(
+        oldest)
+
+
+def test_a_runtime_written_several_ways_is_one_answer(cli, tmp_path):
+    """expressjs/express: "What is the minimum supported Node.js version?" is answered by "adopt
+    Node@18 as the minimum supported version" (`node`), though the question writes `node.js`."""
+    lines = [("Drop support for Node.js below 4", "2022-02-08T00:00:00Z", "git:f6db4ee8"),
+             ("build: support Node.js 21.6.2", "2024-02-17T00:00:00Z", "git:1b2c3d4e"),
+             ("feat: adopt Node@18 as the minimum supported version (#5803)", "2024-08-02T00:00:00Z", "git:4b3b8cc2"),
+             ("ci: build express with node.js v26 (#7218)", "2026-05-17T00:00:00Z", "git:5c6d7e8f"),
+             ("Add \"root\" option to res.download", "2025-01-01T00:00:00Z", "git:6d7e8f9a")]
+    _add_dated(cli, tmp_path, lines)
+    hits = _top(cli, "What is the minimum supported Node.js version?")
+    assert hits[0] == "feat: adopt Node@18 as the minimum supported version (#5803)"
+    assert "Drop support for Node.js below 4" not in hits  # an older floor
+
+
 def test_a_version_question_finds_the_newest_bump_even_when_it_names_no_number(cli, tmp_path):
     """BurntSushi/ripgrep: "deps: bump ignore version" (2026) is the newest statement of the ignore
     crate's version; the changelog's bug fixes in "the `ignore` crate" outranked it (outside the top

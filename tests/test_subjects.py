@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from memcli.rules.relate import DISTINCT, SAME, SUPERSEDES, relate
-from memcli.rules.subjects import gives_version, same_subject, strip_refs, subject_keys, version_change
+from memcli.rules.subjects import gives_version, removal_of, same_subject, strip_refs, subject_keys, version_change
 
 
 @pytest.mark.parametrize(("text", "stripped"), [
@@ -34,7 +34,9 @@ def test_reference_numbers_are_provenance_not_words(text, stripped):
 
 @pytest.mark.parametrize(("text", "keys"), [
     ("rows --where and -p, closes #382", {"--where", "-p"}),  # the issue's example
-    ("llm logs -x/--extract option (#693)", {"-x", "--extract"}),
+    ("llm logs -x/--extract option (#693)", {"--extract"}),  # -x is its short alias: one option
+    ("Remove the no-op -d/--detect-types flag", {"--detect-types"}),  # simonw/sqlite-utils
+    ("--quiet (-q) or -n, --nl", {"--quiet", "--nl"}),
     ("Bump actions/setup-python from 4 to 5 (#3036)", {"actions/setup-python"}),  # encode/httpx
     ("Update httpcore requirement from <0.17.0,>=0.15.0 to >=0.15.0,<0.18.0 (#2642)", {"httpcore"}),  # encode/httpx
     ("pin httpcore==1.*", {"httpcore"}),
@@ -95,6 +97,10 @@ def test_a_stated_switch_supersedes_the_statement_of_the_old_value():
     assert rel.kind == SUPERSEDES
     # the switch names a value the old text does not hold: no bearing on it
     assert relate(old, "We switched the docs build from Sphinx to MkDocs", 0.6).kind != SUPERSEDES
+    # a changelog's "Changed:" category is no switch verb, and "to better render" is a purpose (Textualize/rich)
+    assert relate("Changed: Rebuilt SVG export to create a simpler SVG that is more portable (version 12.4.0)",
+                  "Changed: Removed excess margin from SVG, tweaked cell sizes to better render block characters "
+                  "(version 12.4.2)", 0.66, strict=True).kind != SUPERSEDES
 
 
 def test_a_later_release_removing_a_deprecated_name_supersedes_its_deprecation():
@@ -682,10 +688,23 @@ def test_one_pull_request_is_one_change_and_a_commit_is_its_changelog_item():
     ("``sqlite-utils`` will now use `sqlean.py <https://github.com/nalgeon/sqlean.py>`__ in place of ``sqlite3`` "
      "if it is installed. (version 3.33)", "Removed support for using ``sqlean.py`` as a drop-in replacement for "
      "``sqlite3``. ``sqlite-utils`` will now use ``pysqlite3`` if it is installed. (version 4.0rc3)", "sqlean.py"),
+    # the flag pair's other half, after the command's name (simonw/sqlite-utils)
+    ("--no-skip-false option, plus docs - closes #527", "Removed convert skip_false and --skip-false, closes #542",
+     "--no-skip-false"),
+    # a changelog category or a conventional-commit type before the verb (Textualize/rich 14.1.0)
+    ("Fixed: Fixed typing_extensions dependency (version 13.9.1)",
+     "Changed: Removed `typing_extensions` from runtime dependencies (version 14.1.0)", "typing-extensions"),
+    ("Add `foo` helper", "refactor(utils): remove `foo` helper", "foo"),
 ])
 def test_a_removal_ends_what_was_said_of_the_name_in_plain_words(old, new, name):
     rel = relate(old, new, 0.6, strict=True)
     assert (rel.kind, rel.reason) == (SUPERSEDES, f"states a removal: {name}")
+
+
+def test_a_short_flag_beside_its_long_name_is_that_option():
+    # simonw/sqlite-utils: the fix of `--detect-types` ends with the flag's removal as "-d/--detect-types"
+    assert removal_of("Fix issue #702: Handle CSV with only header row in --detect-types (#707)",
+                      "Remove the no-op -d/--detect-types flag from insert and upsert") == "--detect-types"
 
 
 @pytest.mark.parametrize("old, new", [
@@ -694,6 +713,19 @@ def test_a_removal_ends_what_was_said_of_the_name_in_plain_words(old, new, name)
     ("Support Python 3.13 (#2662)", "Drop Python 3.8 (#2823)"),  # a range's other end
     ("build: support Node.js 14.x", "Drop support for Node.js below 4"),
     ("Add `request` getter/setter to `HTTPError` (#2158)", "Remove `RequestBodyUnavailable` from module docstring"),
+    # removed from somewhere the old text says nothing of: the name itself stays (encode/httpx, expressjs/express)
+    ("Read upload files using `read(CHUNK_SIZE)` rather than `iter()`. (#1948)",
+     "remove `chunk_size` from api docs for `iter_lines` variants (#2464)"),
+    ("update history.md for acceptParams change (#6177)", "chore: remove history.md from being packaged on publish"),
+    # the old text removed it already, in other words: the release's item says that change again
+    ("chore: replace `methods` dependency with standard library (#6196)", "deps: remove `methods` (version 5.1.0)"),
+    ("fix(buffer): use node:buffer instead of safe-buffer (#6071)", "deps: remove `safe-buffer` (version 5.1.0)"),
+    # removed from the dependencies: what the old text says of the name elsewhere stays (Textualize/rich)
+    ("Move `typing_extensions` into `TYPE_CHECKING` block",
+     "Changed: Removed `typing_extensions` from runtime dependencies (version 14.1.0)"),
+    # a plain word after a qualifier is no code name (gin-gonic/gin)
+    ("docs(context): #3369 modify the annotation about Context.Param() (#3414)",
+     "refactor(context): remove unused Context dependency in get method (#4304)"),
 ])
 def test_a_removal_of_something_else_ends_nothing(old, new):
     assert relate(old, new, 0.6, strict=True).kind != SUPERSEDES

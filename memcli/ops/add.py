@@ -38,7 +38,7 @@ from memcli.rules.decide import bears_on
 from memcli.rules.decide import matched as _matched
 from memcli.rules.deciders import NEIGHBOUR_FLOOR, Decider, LLMDecider, load_decider
 from memcli.rules.relate import CANDIDATE_FLOOR, SAME, Said, _normal, may_be_same, relate, same_change
-from memcli.rules.subjects import headline, subject_keys
+from memcli.rules.subjects import headline, removal_of, removes, subject_keys
 from memcli.services.changelog import is_section, section_facts
 from memcli.services.commits import commit_fact, commit_facts, is_commit_origin
 from memcli.services.extract import fact_from_text, heuristic_extract, infer_tags
@@ -474,10 +474,12 @@ def _keyed_hits(index: Any, text: str, vec: np.ndarray) -> list[tuple[int, float
     the keyword index, with their similarity: the memory of the same change (the same cited pull
     requests: `same_change`; typer's "⬆️ Bump ty to 0.0.53. PR [#1877](...)" never met "Bump ty to
     0.0.53 (#1877)"), and the live memories of the one package a versioned fact names (typer's
-    release notes of 0.21.2 bumped rich twice and met none of the current rich bump)."""
+    release notes of 0.21.2 bumped rich twice and met none of the current rich bump), and the live
+    memories naming the one thing a fact removes."""
     said = headline(text)
     refs = cited_refs(said)
-    keys = subject_keys(said) if _versioned(said) else frozenset()
+    removal = removes(said)
+    keys = subject_keys(said) if removal or _versioned(said) else frozenset()
     if not refs and len(keys) != 1:
         return []
     real = getattr(index, "index", index)  # a batch's PendingView reads through to the index
@@ -493,7 +495,11 @@ def _keyed_hits(index: Any, text: str, vec: np.ndarray) -> list[tuple[int, float
         old = headline(rec.text)
         if refs and same_change(old, said):
             return True
-        return len(keys) == 1 and not rec.superseded_by and subject_keys(old) == keys
+        if len(keys) != 1 or rec.superseded_by:
+            return False
+        # (a removal ends what was said of the name in plain words too: rich 14.1.0's "Removed
+        # `typing_extensions` from runtime dependencies" and 13.9.1's "Fixed typing_extensions dependency")
+        return subject_keys(old) == keys or removal and removal_of(old, said) is not None
 
     labels = [lab for lab in labels if lab in recs and wanted(recs[lab])]
     vectors: dict[int, np.ndarray] = {}

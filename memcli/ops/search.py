@@ -24,8 +24,13 @@ from memcli.core.text import camel_parts
 from memcli.index import Filters, RankFields
 from memcli.rules.subjects import (
     gives_version,
+    headline,
     project_release,
+    range_end_asked,
     release_asked,
+    spellings,
+    stated_version,
+    states_floor,
     subject_keys,
     version_asked,
     version_key,
@@ -484,30 +489,64 @@ def _asked_values(index: Any, query: str, labels: list[int], fields: dict[int, R
 
 def _version_evidence(index: Any, query: str, labels: list[int]) -> np.ndarray | None:
     """For a question about a version ("Which rich version does typer use?"): 1 for the candidates
-    that give that package a version, 1.5 for the newest of those about it alone, else 0; None (and
-    no text read) for any other query. In a project where "rich" is also a feature, its bumps rank
+    that give that package a version, 1.5 for the newest of those about it alone, else 0; for one
+    end of a runtime's range ("the oldest Python version supported") only the statements of that
+    end, the older ones -1 (older values, below what gives no version); None (and no text read)
+    for any other query. In a project where "rich" is also a feature, its bumps rank
     below the features' memories otherwise (fastapi/typer: "Bump rich from 14.3.3 to 15.0.0" was not
     in the top 10). A question for the latest release ("What is the latest httpx release?") gets the
     project's release statements the same way, the highest version first: "Version 0.28.1 was
     released ..." names no project, and a docs commit about a release shares more of its words."""
     key, latest = version_asked(query), release_asked(query)
+    end = range_end_asked(query, key) if key else None
+    latest = latest and not end  # "the newest Python version supported" asks no release of the project
     if key is None and not latest or not labels:
         return None
     recs = index.records(labels)
     out = np.zeros(len(labels))
     if key is not None:
-        givers = [lab for lab in labels if lab in recs and gives_version(key, recs[lab].text)]
+        names = spellings(key)
+        givers = [lab for lab in labels if lab in recs and any(gives_version(k, recs[lab].text) for k in names)]
+        if end:  # "the newest Python version it supports": the range's end asked, not its other end
+            givers = _range_end(end, names, labels, givers, recs)
         # the newest statement of that version is its current value: the others are older values, or
         # lines that list many packages and that no one bump replaces (expressjs/express's 2014 "deps:
         # connect@2.22.0; ...; deps: serve-static@~1.3.0" ranked above the current `serve-static@^2.2.0`)
-        alone = [lab for lab in givers if subject_keys(recs[lab].text) == {key}]  # about that package only
+        # (a range's end is moved in texts that say more: "``sqlite-utils`` now requires Python 3.10")
+        alone = givers if end else [lab for lab in givers if len(subject_keys(recs[lab].text)) == 1
+                                    and subject_keys(recs[lab].text) <= names]  # about that package only
         newest = max(alone, key=lambda lab: recs[lab].created or "", default=None)
-        out = np.array([1.5 if lab == newest else 1.0 if lab in givers else 0.0 for lab in labels])
+        # (one end of a range asked: its older statements are its older values, below the memories
+        # that give no version: "Add support for Python 3.13" after "bump for Python3.14")
+        # (the same value said again, a commit and its release's item, is no older value)
+        current = {stated_version(k, recs[newest].text) for k in names} - {None} if newest is not None else set()
+
+        def older(lab: int) -> float:
+            return 1.0 if not end or {stated_version(k, recs[lab].text) for k in names} & current else -1.0
+
+        out = np.array([1.5 if lab == newest else older(lab) if lab in givers else 0.0 for lab in labels])
     if latest:
         released = {lab: v for lab in labels if lab in recs and (v := project_release(recs[lab].text))}
         top = max(released, key=lambda lab: version_key(released[lab]), default=None)
         out = np.maximum(out, [1.5 if lab == top else 1.0 if lab in released else 0.0 for lab in labels])
     return out if out.any() else None
+
+
+def _range_end(end: str, names: frozenset[str], labels: list[int], givers: list[int], recs: dict) -> list[int]:
+    """The candidates that move the asked end ("floor" / "ceiling") of a runtime's range, read from
+    their first lines: a statement of the other end answers no question about this one."""
+    named = "(?<![\\w.])(?:" + "|".join(map(re.escape, sorted(names))) + ")"
+    # (the first line gives the runtime the version: not "Removed support for using ``sqlean.py`` as a
+    # drop-in replacement for the Python standard library ``sqlite3``", simonw/sqlite-utils 4.0rc3)
+    versioned = re.compile(named + r"[\s@]*v?\d", re.I)
+    ends = [lab for lab in givers if states_floor(recs[lab].text) == (end == "floor")
+            and versioned.search(headline(recs[lab].text))] or givers
+    if end == "floor":  # and a floor moved without its number: "drop end of life python versions",
+        # "Drop support for Node.js below 4"
+        said = re.compile(named + r"\s+(?:versions?\b|(?:below|under|before|older than|prior to)\s+v?\d)", re.I)
+        ends += [lab for lab in labels if lab in recs and lab not in ends and states_floor(recs[lab].text)
+                 and said.search(headline(recs[lab].text))]
+    return ends
 
 
 def _metadata(hits: list[Hit], embed_time: float, search_time: float) -> dict[str, Any]:

@@ -872,7 +872,7 @@ def _by_words(old: str, new: str, similarity: float, threshold: float) -> Relati
 
 _SWITCH_RE = lazy_compile(
     r"\b(?:switch(?:ed|es|ing)?|mov(?:e|ed|es|ing)|migrat(?:e|ed|es|ing)|chang(?:e|ed|es|ing)|went"
-    r"|replac(?:e|ed|es|ing)|convert(?:ed|s|ing)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing))\b"
+    r"|replac(?:e|ed|es|ing)|convert(?:ed|s|ing)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing))\b(?!:)"
     r"[^.;\n]{0,60}?\bfrom\s+(?:the\s+|a\s+|an\s+|our\s+)?"
     r"(.{2,40}?)\s+(?:to|with|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?([^\s,.;]+(?:\s+[^\s,.;]+){0,2})"
     r"|\binstead\s+of\s+(?:the\s+|a\s+|an\s+|our\s+)?((?:`[^`\n]{1,60}`|[^.;\n`]){2,60}?)(?=[.;\n(]|$)"
@@ -883,8 +883,9 @@ _SWITCH_RE = lazy_compile(
 
 
 #: "to <verb>" after "from X" says why, not what came instead (pallets/flask 0.10)
-_PURPOSE_RE = lazy_compile(r"(?:work|make|allow|avoid|ensure|support|fix|prevent|improve|match|reduce|keep|be"
-                           r"|get|help|handle|account|reflect|comply)\b", re.I)
+_PURPOSE_RE = lazy_compile(r"(?:(?:better|properly|correctly)\s+)?(?:work|make|render|display|allow|avoid|ensure"
+                           r"|support|fix|prevent|improve|match|reduce|keep|be|get|help|handle|account|reflect"
+                           r"|comply)\b", re.I)
 
 
 def switched_from(old: str, new: str, *, strict: bool = False) -> str | None:

@@ -25,8 +25,9 @@ from memcli.core.refs import strip_refs
 from memcli.core.text import NO_NUMBER_WORDS, PYTHON_VERSION_ALONE_RE, camel_parts
 
 __all__ = ["brought_back", "gives_version", "headline", "older_release", "one_versioned", "other_claim",
-           "package_keys", "project_release", "release_asked",
-           "release_change", "removal_of", "restated_version", "reverts", "same_pin", "same_subject", "strip_refs",
+           "package_keys", "project_release", "range_end_asked", "release_asked", "release_change", "removal_of",
+           "removes", "restated_version", "reverts", "same_pin", "same_subject", "spellings", "stated_version",
+           "states_floor", "strip_refs",
            "subject_keys", "version_asked", "version_change"]
 
 # an option or flag: `--where`, `-p` (one letter, alone), `--no-skip-false`
@@ -113,6 +114,9 @@ def _norm_key(name: str) -> str:
 _DUNDER_RE = lazy_compile(r"(?<![\w`])(__[a-z][a-z0-9_]*__)(?![\w`])")
 
 
+# a short flag written as the alias of a long one: "-d/--detect-types", "-x, --extract", "--quiet (-q)"
+_ALIAS_RE = lazy_compile(r"(?<![\w\-.])(-[a-zA-Z])\s*(?:/|,|\bor\b)\s*--[a-z0-9]"
+                         r"|--[a-z0-9][a-z0-9-]*\s*(?:/|,|\bor\b|\()\s*(-[a-zA-Z])(?![\w\-])")
 _INTERPRETER_RE = lazy_compile(r"\bpython[\d.]*\s+$", re.I)
 _RUN_MODULE_RE = lazy_compile(r"\bpython[\d.]*\s+-m\s+([A-Za-z_][\w.]*)", re.I)
 
@@ -130,6 +134,7 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(m.group(1).lower() if m.group(1).startswith("--") else m.group(1))
     for m in _RUN_MODULE_RE.finditer(text):
         keys.add(_norm_key(m.group(1)))
+    keys -= {a or b for a, b in _ALIAS_RE.findall(text)}  # "-d/--detect-types" is one option, the long name
     for m in _CODE_RE.finditer(text):
         code = m.group(1).strip()
         if not code or code.lower() in _GENERIC_CODE or " " in code.strip() and not code.startswith("-") \
@@ -377,6 +382,46 @@ _NOT_ASKED = frozenset("""minimum maximum min max latest newest oldest current l
     release major minor patch new old same this that which what the a an default required""".split())
 
 
+_FLOOR_ASKED_RE = lazy_compile(r"\b(?:oldest|minimum|min|lowest|earliest|floor|at least|required)\b", re.I)
+_CEILING_ASKED_RE = lazy_compile(r"\b(?:newest|latest|highest|maximum|max|most recent)\b", re.I)
+
+
+def stated_version(key: str, text: str) -> str | None:
+    """The version `text` gives `key` ("Drop support for EOL Python 3.9 (#4842)": 3.9), or None."""
+    return _version_of(key, strip_refs(text)) if key in subject_keys(text) else None
+
+
+def spellings(key: str) -> frozenset[str]:
+    """The subject keys one runtime is written as ("Node.js 14", "node@18", "nodejs"): one answer
+    to a question about its version, though no rule joins their statements."""
+    return _NODE_KEYS if key in _NODE_KEYS else frozenset({key})
+
+
+_NODE_KEYS = frozenset({"node", "node.js", "nodejs"})
+
+
+def range_end_asked(query: str, key: str) -> str | None:
+    """"floor" or "ceiling" when the question asks one end of a runtime's supported range ("What is
+    the oldest Python version ...?", "... the newest Python version rich supports?"), else None."""
+    if key not in _RUNTIMES:
+        return None
+    floor, ceiling = bool(_FLOOR_ASKED_RE.search(query)), bool(_CEILING_ASKED_RE.search(query))
+    return "floor" if floor and not ceiling else "ceiling" if ceiling and not floor else None
+
+
+def states_floor(text: str) -> bool:
+    """The text moves a runtime's floor ("Drop support for Python 3.8", "requires Python 3.10 or
+    higher"), not its newest supported version ("Add support for Python 3.13")."""
+    said = headline(strip_refs(text))  # (a body's "drop" or "require" is about its own details)
+    return bool(_FLOOR_RE.search(said) or _DROP_RE.search(said))
+
+
+# (not "3.14+", which may be a condition: "Adjust the 'piplowest' version for py3.14+", jazzband/pip-tools)
+_FLOOR_RE = lazy_compile(r"\b(?:min(?:imum|imal)?|at least|require[sd]?|requiring|floor"
+                         r"|or (?:higher|newer|later|above)|no longer (?:support\w*|runs?)"
+                         r"|last (?:release|version) (?:that|to) supports?)\b|>=", re.I)
+
+
 def version_asked(query: str) -> str | None:
     """The package or tool a question asks the version of (its subject key), or None."""
     m = _ASKED_VERSION_RE.search(query)
@@ -433,10 +478,13 @@ _MIN_RE = lazy_compile(r"\b(?:min(?:imum|imal)?|at least|require[sd]?|floor)\b|>
 _DROP_RE = lazy_compile(r"\b(?:drop|remov|deprecat|end of|eol)\w*", re.I)
 
 
+#: what may come before a text's first verb: a conventional-commit type ("refactor: remove X",
+#: "chore(deps): drop foo") or a changelog category ("Changed: Removed `typing_extensions` ...")
+_LEAD = r"^\W*(?:[a-z][\w\-]*(?:\([^)\n]{0,40}\))?!?:\s+)?"
 _REMOVED_RE = lazy_compile(
     r"\b(?:(?:has|have|is|are|was|were)\s+(?:now\s+)?(?:been\s+)?(?:fully\s+|finally\s+|completely\s+)?"
     r"|now\s+(?:fully\s+)?)(?:removed|dropped|deleted)\b|\bno longer (?:supported|available|exists?|exported)\b"
-    r"|^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b",
+    r"|" + _LEAD + r"(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b",
     re.I,
 )
 
@@ -462,17 +510,19 @@ def removal_of(old: str, new: str) -> str | None:
                                     r"|prior to)\s+)?v?\d", said, re.I))
     ko = subject_keys(old)
     low = strip_refs(old).lower().replace("_", "-")
+    if not _same_place(said, low):
+        return None
     if kn and kn <= ko:
         if not _removes_a_name(said, verb, kn):
             return None
         first = min(ko, key=lambda k: (low.find(k) if low.find(k) >= 0 else len(low)))
-        return first if first in kn else None
+        return first if first in kn and not _replaces(low, first) else None
     # the old text names it in plain words, or the new one names more: the removed thing must be
     # that name alone, said right after the verb ("Remove mypy skip flags" removes flags)
     named = (set(ko) | {w.lower() for w in _PROPER_NOUN_RE.findall(strip_refs(headline(old)))}) - _RUNTIMES
     for k in kn:  # the new text's name as the old one writes it: `--skip-false` as skip_false, sqlean.py as sqlean
         plain = _EXT_RE.sub("", k.lstrip("-"))
-        if plain != k and _has_word(low, plain):
+        if _has_word(low, plain):
             named.add(plain)
     words = _removed_words(said)
     # (`--no-skip-false` is the other half of the `--skip-false` flag pair: removed with it)
@@ -480,10 +530,39 @@ def removal_of(old: str, new: str) -> str | None:
     said_low = said.lower().replace("_", "-")
     context = {n for n in named - removed if n in kn or _has_word(said_low, n)}
     first = min((n for n in named - context if _has_word(low, n)), key=low.find, default=None)
-    return first if first in removed else None
+    return first if first in removed and not _replaces(low, first) else None
 
 
 _EXT_RE = lazy_compile(r"\.(?:py|js|rs|go|rb)$")
+_FROM_RE = lazy_compile(r"^[^\n]*?\bfrom\s+(?:the\s+)?([^\n,;:(]{3,60})", re.I)
+
+
+def _same_place(said: str, old_low: str) -> bool:
+    """A removal from a place beside the code (docs, tests, packaging, CI) or from the dependencies
+    ends only what the old text says of that place: "remove history.md from being packaged on
+    publish" ends no "update history.md for ...", "remove `chunk_size` from api docs" no "Read
+    upload files using `read(CHUNK_SIZE)`" (encode/httpx, expressjs/express), "Removed
+    `typing_extensions` from runtime dependencies" no "Move `typing_extensions` into
+    `TYPE_CHECKING` block" (Textualize/rich)."""
+    m = _FROM_RE.match(said)
+    place = {w[:5] for w in _WORDS_RE.findall(m.group(1).lower())} if m else set()
+    if not place & _PLACES:  # "from insert and upsert": the name's own home
+        return True
+    return bool(place & {w[:5] for w in _WORDS_RE.findall(old_low)})
+
+
+#: places a removal may name, by their first five letters: docs, tests, examples, packaging, CI, dependencies
+_PLACES = frozenset("docs doc docum readm api test tests examp packa publi wheel sdist ci workf chang docst "
+                    "comme depen requi".split())
+
+
+def _replaces(old_low: str, name: str) -> bool:
+    """The old text already removes the name in other words ("chore: replace `methods` dependency
+    with standard library", "use node:buffer instead of safe-buffer", "nuke 'simd-accel' from
+    orbit"): a later removal of it (the release's "deps: remove `methods`") is that change again."""
+    n = re.escape(name.lstrip("-"))
+    return re.search(rf"\b(?:replac\w*|nuk\w*|get rid of|got rid of|instead of|drop\w*|remov\w*|delet\w*)"
+                     rf"\s+(?:the\s+|all\s+)?[`'\"]?-*{n}(?![\w-])", old_low) is not None
 
 
 def _has_word(text: str, word: str) -> bool:
@@ -510,12 +589,15 @@ def _removed_words(said: str) -> list[str]:
 def _removes_plainly(words: list[str], name: str, old_low: str) -> bool:
     """The removed `words` (`_removed_words`) are `name` and nothing else: the name, heads like
     "support" or "feature", and words of the old text ("Removed convert skip_false and --skip-false"
-    after ".convert(skip_false) option")."""
+    after ".convert(skip_false) option"); a code name maybe after a qualifier or two ("Removed convert
+    skip_false" after "--no-skip-false option")."""
     name = _EXT_RE.sub("", name.lstrip("-"))
-    if name not in words:
+    if name not in words[:3] or words.index(name) and not re.search(r"[_\-.]", name):
         return False
+    # (up to two words before a code name qualify it, "Removed convert skip_false"; words after it
+    # must not be a head of their own, "Remove mypy skip flags" removes flags)
     return all(w == name or w in _REMOVAL_HEADS or re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", old_low)
-               for w in words if w)
+               for w in words[words.index(name):] if w)
 
 
 #: a capitalised word after a sentence's first (a proper noun: "powered by Trogon"), not an acronym
@@ -544,7 +626,7 @@ def removes(text: str) -> bool:
 _ABOUT_A_NAME_RE = lazy_compile(r"\b(?:docs?|documentation|examples?|mentions?|sections?|notes?|links?|badges?"
                                 r"|comments?|tests?|warnings?|snippets?|references?|entry|entries)\W*$")
 _SUPPORT_FOR_RE = lazy_compile(r"^\s*(?:the\s+)?(?:support|compatibility)\s+(?:for|of|with)\s+(?:using\s+)?")
-_REMOVE_FIRST_RE = lazy_compile(r"^\W*(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b", re.I)
+_REMOVE_FIRST_RE = lazy_compile(_LEAD + r"(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b", re.I)
 
 
 _BACK_RE = lazy_compile(r"\b(?:again|back|restor\w*|re-?add\w*|re-?introduc\w*|re-?pin\w*)\b", re.I)

@@ -695,6 +695,9 @@ def test_one_pull_request_is_one_change_and_a_commit_is_its_changelog_item():
     ("Fixed: Fixed typing_extensions dependency (version 13.9.1)",
      "Changed: Removed `typing_extensions` from runtime dependencies (version 14.1.0)", "typing-extensions"),
     ("Add `foo` helper", "refactor(utils): remove `foo` helper", "foo"),
+    # a package's name in two words (Textualize/rich 12.5.1)
+    ("Fixed: Fixed missing typing extensions dependency on 3.9 (version 12.5.1)",
+     "Changed: Removed `typing_extensions` from runtime dependencies (version 14.1.0)", "typing-extensions"),
 ])
 def test_a_removal_ends_what_was_said_of_the_name_in_plain_words(old, new, name):
     rel = relate(old, new, 0.6, strict=True)

@@ -522,6 +522,8 @@ def removal_of(old: str, new: str) -> str | None:
     named = (set(ko) | {w.lower() for w in _PROPER_NOUN_RE.findall(strip_refs(headline(old)))}) - _RUNTIMES
     for k in kn:  # the new text's name as the old one writes it: `--skip-false` as skip_false, sqlean.py as sqlean
         plain = _EXT_RE.sub("", k.lstrip("-"))
+        if "-" in plain:  # "typing extensions" for `typing_extensions`
+            low = re.sub(rf"(?<![\w.-]){re.escape(plain.replace('-', ' '))}(?![\w.-])", plain, low)
         if _has_word(low, plain):
             named.add(plain)
     words = _removed_words(said)

@@ -452,8 +452,8 @@ def project_release(text: str) -> str | None:
 def gives_version(key: str, text: str) -> bool:
     """`text` gives `key` a version ("Bump rich from 14.3.3 to 15.0.0", "Drop Python 3.8"), or says it
     moved on ("deps: bump ignore version": the newest statement, though it names no number)."""
-    return key in subject_keys(text) and (_version_of(key, strip_refs(text)) is not None
-                                          or bool(_BARE_BUMP_RE.match(headline(strip_refs(text)))))
+    return stated_version(key, text) is not None or key in subject_keys(text) \
+        and bool(_BARE_BUMP_RE.match(headline(strip_refs(text))))
 
 
 _FIX_RE = lazy_compile(r"\b(?:fix\w*|bug\w*|crash\w*|error\w*|warn\w*|issue\w*|regression\w*|work(?:s|ed)? around"
@@ -481,10 +481,12 @@ _DROP_RE = lazy_compile(r"\b(?:drop|remov|deprecat|end of|eol)\w*", re.I)
 #: what may come before a text's first verb: a conventional-commit type ("refactor: remove X",
 #: "chore(deps): drop foo") or a changelog category ("Changed: Removed `typing_extensions` ...")
 _LEAD = r"^\W*(?:[a-z][\w\-]*(?:\([^)\n]{0,40}\))?!?:\s+)?"
+#: a text that starts by removing something ("Remove ...", "chore: drop ...", "Unpin ...")
+_REMOVE_VERB = _LEAD + r"(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b"
 _REMOVED_RE = lazy_compile(
     r"\b(?:(?:has|have|is|are|was|were)\s+(?:now\s+)?(?:been\s+)?(?:fully\s+|finally\s+|completely\s+)?"
     r"|now\s+(?:fully\s+)?)(?:removed|dropped|deleted)\b|\bno longer (?:supported|available|exists?|exported)\b"
-    r"|" + _LEAD + r"(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b",
+    r"|" + _REMOVE_VERB,
     re.I,
 )
 
@@ -628,7 +630,7 @@ def removes(text: str) -> bool:
 _ABOUT_A_NAME_RE = lazy_compile(r"\b(?:docs?|documentation|examples?|mentions?|sections?|notes?|links?|badges?"
                                 r"|comments?|tests?|warnings?|snippets?|references?|entry|entries)\W*$")
 _SUPPORT_FOR_RE = lazy_compile(r"^\s*(?:the\s+)?(?:support|compatibility)\s+(?:for|of|with)\s+(?:using\s+)?")
-_REMOVE_FIRST_RE = lazy_compile(_LEAD + r"(?:remove[ds]?|drop(?:ped|s)?|delete[ds]?|unpin(?:s|ned)?)\b", re.I)
+_REMOVE_FIRST_RE = lazy_compile(_REMOVE_VERB, re.I)
 
 
 _BACK_RE = lazy_compile(r"\b(?:again|back|restor\w*|re-?add\w*|re-?introduc\w*|re-?pin\w*)\b", re.I)
